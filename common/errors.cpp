@@ -1,0 +1,27 @@
+#include "errors.hpp"
+
+#include <cstdio>
+
+namespace fwi {
+
+int run_program(const char* program_name, const std::function<int()>& body) {
+    try {
+        return body();
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "%s: error: %s\n(run with --help for all flags and their ranges)\n",
+                     program_name, e.what());
+        return kExitBadInput;
+    } catch (const EnvironmentError& e) {
+        std::fprintf(stderr, "%s: environment: %s\n", program_name, e.what());
+        return kExitEnvironment;
+    } catch (const VerificationError& e) {
+        std::fprintf(stderr, "%s: VERIFICATION FAILED: %s\n", program_name, e.what());
+        return kExitVerificationFailed;
+    } catch (const std::exception& e) {
+        // Anything else is a bug or an unexpected library failure; report it as an environment problem.
+        std::fprintf(stderr, "%s: unexpected error: %s\n", program_name, e.what());
+        return kExitEnvironment;
+    }
+}
+
+}  // namespace fwi

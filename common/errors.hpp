@@ -1,0 +1,36 @@
+// Error kinds and the exit codes they map to (DESIGN.md, "Output conventions"):
+//   0 ok, 1 verification failed, 2 bad input, 3 environment (no GPU, NCCL/MPI failure, timeout).
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace fwi {
+
+enum ExitCode : int {
+    kExitOk = 0,
+    kExitVerificationFailed = 1,
+    kExitBadInput = 2,
+    kExitEnvironment = 3,
+};
+
+// Bad command-line input: the message names the flag and the allowed range.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// The machine cannot run this: no GPU, not enough memory, a library failure. The message gives a hint.
+struct EnvironmentError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A result did not match its reference.
+struct VerificationError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Runs a program body and turns the error kinds above into a message on stderr and the exit code.
+int run_program(const char* program_name, const std::function<int()>& body);
+
+}  // namespace fwi

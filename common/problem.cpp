@@ -1,0 +1,197 @@
+#include "problem.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "errors.hpp"
+#include "stencil.hpp"
+
+namespace fwi {
+
+std::string Problem::summary() const {
+    std::ostringstream text;
+    text << nz << "x" << nx << ", " << nshots << " shots, nt " << nt;
+    return text.str();
+}
+
+const std::vector<std::string>& problem_preset_names() {
+    static const std::vector<std::string> names = {"default", "large", "small"};
+    return names;
+}
+
+Problem problem_preset(const std::string& name) {
+    Problem p;  // the member defaults are the default problem
+    p.name = name;
+    if (name == "default") return p;
+    if (name == "large") {
+        p.nz = 1024;
+        p.nx = 2048;
+        p.nshots = 32;
+        p.src_x_first = 20;
+        p.src_x_last = 2027;
+        p.nrec = 512;
+        p.rec_x_last = 2047;
+        return p;
+    }
+    if (name == "small") {
+        p.nz = 64;
+        p.nx = 96;
+        p.nt = 500;
+        p.nshots = 4;
+        p.src_x_first = 10;
+        p.src_x_last = 85;
+        p.nrec = 48;
+        p.rec_x_last = 95;
+        return p;
+    }
+    std::string allowed;
+    for (const auto& n : problem_preset_names()) allowed += (allowed.empty() ? "" : "|") + n;
+    throw UsageError("--problem: '" + name + "' is not one of " + allowed);
+}
+
+Problem preset_from_args(int argc, const char* const* argv) {
+    const std::string name = ArgParser::find_value(argc, argv, "--problem");
+    return problem_preset(name.empty() ? "default" : name);
+}
+
+void add_problem_flags(ArgParser& parser, Problem& p) {
+    parser.add_choice("--problem", &p.name, problem_preset_names(),
+                      "named problem; the flags below override its values");
+    parser.add_int("--nz", &p.nz, 16, 16384, "grid cells in depth");
+    parser.add_int("--nx", &p.nx, 16, 16384, "grid cells across");
+    parser.add_double("--dh", &p.dh, 0.1, 1000.0, "cell size (m)");
+    parser.add_double("--dt", &p.dt, 1e-6, 0.1, "time step (s)");
+    parser.add_int("--nt", &p.nt, 2, 100000, "time steps");
+    parser.add_int("--absorb-width", &p.absorb_width, 0, 200, "absorbing cells added on each side");
+    parser.add_double("--freq", &p.freq, 0.1, 1000.0, "Ricker peak frequency (Hz)");
+    parser.add_double("--delay", &p.delay, 0.0, 100.0, "time of the Ricker peak (s)");
+    parser.add_int("--nshots", &p.nshots, 1, 100000, "number of shots");
+    parser.add_int("--src-depth", &p.src_depth, 0, 16383, "row of the shots (cells)");
+    parser.add_int("--src-x-first", &p.src_x_first, 0, 16383, "column of the first shot");
+    parser.add_int("--src-x-last", &p.src_x_last, 0, 16383, "column of the last shot");
+    parser.add_int("--nrec", &p.nrec, 1, 16384, "number of receivers");
+    parser.add_int("--rec-depth", &p.rec_depth, 0, 16383, "row of the receivers (cells)");
+    parser.add_int("--rec-x-first", &p.rec_x_first, 0, 16383, "column of the first receiver");
+    parser.add_int("--rec-x-last", &p.rec_x_last, 0, 16383, "column of the last receiver");
+    parser.add_choice("--model", &p.model, {"two-layer", "anomaly"}, "true model");
+    parser.add_double("--v-top", &p.v_top, 100.0, 10000.0, "velocity above the interface / background (m/s)");
+    parser.add_double("--v-bottom", &p.v_bottom, 100.0, 10000.0, "velocity below the interface (m/s)");
+    parser.add_double("--anomaly-dv", &p.anomaly_dv, -5000.0, 5000.0, "anomaly: peak velocity change (m/s)");
+    parser.add_double("--anomaly-radius", &p.anomaly_radius, 0.01, 1.0,
+                      "anomaly: standard deviation as a fraction of nz");
+    parser.add_double("--v-initial", &p.v_initial, 100.0, 10000.0, "starting model velocity (m/s)");
+    parser.add_double("--v-min", &p.v_min, 100.0, 10000.0, "lowest velocity the update may produce (m/s)");
+    parser.add_double("--v-max", &p.v_max, 100.0, 10000.0, "highest velocity the update may produce (m/s)");
+    parser.add_double("--step-size", &p.step_size, 0.0, 1000.0, "largest velocity change per iteration (m/s)");
+    parser.add_int("--mask-rows", &p.mask_rows, 0, 16384,
+                   "rows below the surface the update leaves unchanged (source/receiver footprint)");
+}
+
+namespace {
+
+void require_in(const char* flag, int value, int lo, int hi, const std::string& why) {
+    if (value < lo || value > hi)
+        throw UsageError(std::string(flag) + ": " + std::to_string(value) + " is outside the grid; allowed " +
+                         std::to_string(lo) + ".." + std::to_string(hi) + " (" + why + ")");
+}
+
+std::pair<float, float> velocity_range(const std::vector<float>& model) {
+    const auto [lo, hi] = std::minmax_element(model.begin(), model.end());
+    return {*lo, *hi};
+}
+
+}  // namespace
+
+void validate(const Problem& p) {
+    require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");
+    require_in("--rec-depth", p.rec_depth, 0, p.nz - 1, "rows of --nz");
+    require_in("--src-x-first", p.src_x_first, 0, p.nx - 1, "columns of --nx");
+    require_in("--src-x-last", p.src_x_last, p.src_x_first, p.nx - 1, "from --src-x-first to nx-1");
+    require_in("--rec-x-first", p.rec_x_first, 0, p.nx - 1, "columns of --nx");
+    require_in("--rec-x-last", p.rec_x_last, p.rec_x_first, p.nx - 1, "from --rec-x-first to nx-1");
+    const int rec_span = p.rec_x_last - p.rec_x_first + 1;
+    if (p.nrec > rec_span)
+        throw UsageError("--nrec: " + std::to_string(p.nrec) + " receivers do not fit on distinct cells; allowed 1.." +
+                         std::to_string(rec_span) + " (columns --rec-x-first..--rec-x-last)");
+    if (p.nshots > 1 && p.src_x_first == p.src_x_last)
+        throw UsageError("--src-x-last: several shots need --src-x-last > --src-x-first");
+    if (p.v_min >= p.v_max)
+        throw UsageError("--v-min: " + std::to_string(p.v_min) + " must be below --v-max (" +
+                         std::to_string(p.v_max) + ")");
+    if (p.delay > (p.nt - 1) * p.dt)
+        throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
+                         std::to_string((p.nt - 1) * p.dt) + " s");
+
+    // Stability: the fastest velocity anywhere in the run (true model, start, or what the update may
+    // reach) must satisfy the CFL condition of the 8th-order stencil with leapfrog time stepping.
+    const auto [true_lo, true_hi] = velocity_range(true_model(p));
+    const double v_fastest = std::max({double(true_hi), p.v_initial, p.v_max});
+    const double courant_limit = max_stable_courant_number();
+    const double dt_limit = courant_limit * p.dh / v_fastest;
+    if (p.dt > dt_limit) {
+        char text[320];
+        std::snprintf(text, sizeof text,
+                      "--dt: %g s is unstable; with the fastest velocity %g m/s (max of the models and --v-max) "
+                      "and --dh %g m the 8th-order stencil allows dt <= %.4f * dh / v = %g s",
+                      p.dt, v_fastest, p.dh, courant_limit, dt_limit);
+        throw UsageError(text);
+    }
+    const double v_slowest = std::min(double(true_lo), p.v_initial);
+    const double cells_per_wavelength = v_slowest / (max_frequency(p) * p.dh);
+    if (cells_per_wavelength < 5.0)
+        std::fprintf(stderr,
+                     "warning: only %.1f cells per shortest wavelength (v %g m/s, %g Hz, dh %g m); "
+                     "expect numerical dispersion below 5\n",
+                     cells_per_wavelength, v_slowest, max_frequency(p), p.dh);
+}
+
+std::vector<float> true_model(const Problem& p) {
+    std::vector<float> v(p.model_cells());
+    const double z0 = 0.5 * (p.nz - 1), x0 = 0.5 * (p.nx - 1);
+    const double sigma = p.anomaly_radius * p.nz;
+    for (int z = 0; z < p.nz; ++z)
+        for (int x = 0; x < p.nx; ++x) {
+            double value;
+            if (p.model == "two-layer") {
+                value = z < p.nz / 2 ? p.v_top : p.v_bottom;
+            } else {  // anomaly
+                const double r2 = (z - z0) * (z - z0) + (x - x0) * (x - x0);
+                value = p.v_top + p.anomaly_dv * std::exp(-0.5 * r2 / (sigma * sigma));
+            }
+            v[static_cast<size_t>(z) * p.nx + x] = static_cast<float>(value);
+        }
+    return v;
+}
+
+std::vector<float> initial_model(const Problem& p) {
+    return std::vector<float>(p.model_cells(), static_cast<float>(p.v_initial));
+}
+
+namespace {
+// `count` columns spread evenly from first to last, rounded to the nearest cell.
+std::vector<int> spread(int count, int first, int last) {
+    std::vector<int> columns(count);
+    for (int i = 0; i < count; ++i)
+        columns[i] = count == 1 ? first
+                                : static_cast<int>(std::lround(first + double(i) * (last - first) / (count - 1)));
+    return columns;
+}
+}  // namespace
+
+std::vector<int> shot_columns(const Problem& p) { return spread(p.nshots, p.src_x_first, p.src_x_last); }
+std::vector<int> receiver_columns(const Problem& p) { return spread(p.nrec, p.rec_x_first, p.rec_x_last); }
+
+double ricker(double t, double freq, double delay) {
+    const double arg = M_PI * freq * (t - delay);
+    return (1.0 - 2.0 * arg * arg) * std::exp(-arg * arg);
+}
+
+std::vector<float> ricker_wavelet(const Problem& p) {
+    std::vector<float> w(p.nt);
+    for (int n = 0; n < p.nt; ++n) w[n] = static_cast<float>(ricker(n * p.dt, p.freq, p.delay));
+    return w;
+}
+
+}  // namespace fwi

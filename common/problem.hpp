@@ -1,0 +1,73 @@
+// The FWI problem: grid, time stepping, absorbing layer, wavelet, acquisition geometry and models,
+// built from named presets and command-line flags with every value range-checked.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace fwi {
+
+struct Problem {
+    std::string name = "default";
+    // Grid and time stepping.
+    int nz = 384, nx = 512;          // cells (z is depth, rows; x is columns)
+    double dh = 6.0;                 // cell size, m
+    double dt = 0.0008;              // time step, s
+    int nt = 2000;                   // time steps
+    int absorb_width = 20;           // absorbing cells added on every side of the model
+    // Ricker wavelet.
+    double freq = 14.0;              // peak frequency, Hz
+    double delay = 0.08;             // time of the peak, s
+    // Acquisition: shots on one row, receivers on one row, both spread evenly between two columns.
+    int nshots = 8, src_depth = 2, src_x_first = 20, src_x_last = 491;
+    int nrec = 128, rec_depth = 4, rec_x_first = 0, rec_x_last = 511;
+    // Models.
+    std::string model = "two-layer"; // two-layer | anomaly
+    double v_top = 1500.0, v_bottom = 2500.0;       // two-layer: interface at nz/2
+    double anomaly_dv = 250.0;                      // anomaly: Gaussian of this amplitude in v_top
+    double anomaly_radius = 0.125;                  // ... with this standard deviation, fraction of nz
+    double v_initial = 1500.0;                      // starting model: constant
+    // Model update (common/update.hpp).
+    double v_min = 1000.0, v_max = 3000.0;          // the update clips the model to this range
+    double step_size = 20.0;                        // largest velocity change per iteration, m/s
+    int mask_rows = 10;                             // rows from the surface the update leaves alone
+
+    size_t model_cells() const { return static_cast<size_t>(nz) * nx; }
+    // "384x512, 8 shots, nt 2000"
+    std::string summary() const;
+};
+
+// Named problems: "default" (the classic small benchmark), "large" (1024 x 2048, 32 shots, for
+// scaling; does not fit one GPU in one batch), "small" (for verification and tests).
+Problem problem_preset(const std::string& name);
+const std::vector<std::string>& problem_preset_names();
+
+// Registers --problem and every problem flag on `parser`, with `problem` as the target (so the
+// defaults shown by --help are the chosen preset's). Call after problem_preset.
+void add_problem_flags(ArgParser& parser, Problem& problem);
+
+// The preset named by --problem in argv ("default" when absent). Register the flags on it with
+// add_problem_flags, then parse, then validate.
+Problem preset_from_args(int argc, const char* const* argv);
+
+// Cross-flag checks (geometry inside the grid, CFL stability, sizes); throws UsageError naming the
+// flag. Prints a warning to stderr when the grid has fewer than 5 cells per shortest wavelength.
+void validate(const Problem& problem);
+
+// Model arrays, row-major [z][x], m/s.
+std::vector<float> true_model(const Problem& problem);
+std::vector<float> initial_model(const Problem& problem);
+
+// Column of each shot / receiver (physical grid), and the Ricker wavelet sampled at n dt.
+std::vector<int> shot_columns(const Problem& problem);
+std::vector<int> receiver_columns(const Problem& problem);
+std::vector<float> ricker_wavelet(const Problem& problem);
+double ricker(double t, double freq, double delay);
+
+// Highest frequency with significant energy in the wavelet (Ricker: 2.5 x peak, ~3% of the peak
+// amplitude spectrum), used for the cells-per-wavelength warning.
+inline double max_frequency(const Problem& problem) { return 2.5 * problem.freq; }
+
+}  // namespace fwi

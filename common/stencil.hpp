@@ -1,0 +1,185 @@
+// The discrete wave operator, written once for host and device (the CPU reference and the GPU kernels
+// both call these functions, so they cannot drift apart).
+//
+// Constant-density acoustic wave equation, second order in time, 8th order in space, with c = (v dt/dh)^2
+// and L the dimensionless 8th-order Laplacian. Inside the model:
+//     u[n+1] = 2 u[n] - u[n-1] + c L u[n] + s[n]
+// Around the model, an absorbing layer: a split-field perfectly matched layer (PML) for the
+// second-order equation. The field is split u = X + Z; each part is damped along its own axis,
+//     X_tt + 2 ex X_t + ex^2 X = v^2 (d2u/dx2 - Px),   Px_t + ex Px = ex' du/dx   (Z likewise along z)
+// (eta ^2 term and the memory variable P make the layer match the interior for every angle; a plain
+// damping layer of the same width reflects several percent). Stored fields carry a frame of kHalo zero
+// cells that is never written, so the stencils need no branches and L is a symmetric matrix: the
+// adjoint (gpu_propagator.cu, cpu_propagator.cpp) is the exact transpose, layer included.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#if defined(__CUDACC__)
+#define FWI_HD __host__ __device__ __forceinline__
+#else
+#define FWI_HD inline
+#endif
+
+namespace fwi {
+
+constexpr int kStencilRadius = 4;
+constexpr int kHalo = kStencilRadius;
+
+// Second-derivative coefficients, 8th order: dh^2 d2u/dx2 ~ c0 u[x] + sum_{k=1..4} ck (u[x+k] + u[x-k]).
+struct StencilCoefficients {
+    static constexpr double c0 = -205.0 / 72.0;
+    static constexpr double c1 = 8.0 / 5.0;
+    static constexpr double c2 = -1.0 / 5.0;
+    static constexpr double c3 = 8.0 / 315.0;
+    static constexpr double c4 = -1.0 / 560.0;
+};
+
+// Largest stable Courant number v dt / dh for this stencil in 2D with leapfrog time stepping:
+// c times the largest eigenvalue of -L must stay <= 4. That eigenvalue (the Nyquist wave number in
+// both directions) is 2 (-c0 + 2 (c1 - c2 + c3 - c4)) = 13.003, so v dt / dh <= 2 / sqrt(13.003) = 0.5546.
+inline double max_stable_courant_number() {
+    using K = StencilCoefficients;
+    const double nyquist_1d = -K::c0 + 2.0 * (K::c1 - K::c2 + K::c3 - K::c4);
+    const double nyquist_2d = 2.0 * nyquist_1d;
+    return 2.0 / std::sqrt(nyquist_2d);
+}
+
+// dh^2 d2u/da2 along one axis at flat index i: `step` is 1 along x, the row stride along z.
+template <typename Real>
+FWI_HD Real second_difference(const Real* u, size_t i, size_t step) {
+    using K = StencilCoefficients;
+    return Real(K::c0) * u[i] + Real(K::c1) * (u[i - step] + u[i + step]) +
+           Real(K::c2) * (u[i - 2 * step] + u[i + 2 * step]) + Real(K::c3) * (u[i - 3 * step] + u[i + 3 * step]) +
+           Real(K::c4) * (u[i - 4 * step] + u[i + 4 * step]);
+}
+
+// dh du/da along one axis, 8th-order centred difference (an antisymmetric matrix: its transpose is -D).
+template <typename Real>
+FWI_HD Real first_difference(const Real* u, size_t i, size_t step) {
+    return Real(4.0 / 5.0) * (u[i + step] - u[i - step]) - Real(1.0 / 5.0) * (u[i + 2 * step] - u[i - 2 * step]) +
+           Real(4.0 / 105.0) * (u[i + 3 * step] - u[i - 3 * step]) -
+           Real(1.0 / 280.0) * (u[i + 4 * step] - u[i - 4 * step]);
+}
+
+// The 8th-order Laplacian times dh^2.
+template <typename Real>
+FWI_HD Real laplacian(const Real* u, size_t i, size_t stride) {
+    return second_difference(u, i, 1) + second_difference(u, i, stride);
+}
+
+// One interior time step at one cell (no absorbing layer there).
+template <typename Real>
+FWI_HD Real interior_update(Real current, Real lap, Real previous, Real c) {
+    return Real(2) * current - previous + c * lap;
+}
+
+// PML coefficients of one row or column: e = eta dt, decay = exp(-e) and the memory variable's gain
+// q = (1 - decay) / e * d(eta dt)/d(cell), all zero (decay one) outside the layer.
+template <typename Real>
+struct PmlAxis {
+    Real e, decay, gain;
+};
+
+// One step of a cell inside the absorbing layer (forward). Inputs: u and X at n and n-1, the axis
+// second and first differences of u[n], P[n-1] on both axes. Outputs: u[n+1], X[n+1], Px[n], Pz[n].
+template <typename Real>
+struct LayerForward {
+    Real u_next, x_next, px, pz;
+};
+
+template <typename Real>
+FWI_HD LayerForward<Real> layer_forward(Real u, Real u_prev, Real x, Real x_prev, Real lap_x, Real lap_z,
+                                        Real du_x, Real du_z, Real px_prev, Real pz_prev, Real c,
+                                        PmlAxis<Real> ax, PmlAxis<Real> az) {
+    LayerForward<Real> r;
+    r.px = ax.decay * px_prev + ax.gain * du_x;
+    r.pz = az.decay * pz_prev + az.gain * du_z;
+    r.x_next = ((Real(2) - ax.e * ax.e) * x - (Real(1) - ax.e) * x_prev + c * (lap_x - r.px)) / (Real(1) + ax.e);
+    const Real z_next = ((Real(2) - az.e * az.e) * (u - x) - (Real(1) - az.e) * (u_prev - x_prev) + c * (lap_z - r.pz)) /
+                        (Real(1) + az.e);
+    r.u_next = r.x_next + z_next;
+    return r;
+}
+
+// The adjoint step. Variables (lambda = adjoint of u, chi = adjoint of X, pi = adjoint of P):
+//   zeta = c az.a lambda (the main adjoint field; in the interior it obeys the forward interior update),
+//   delta = c ax.a chi - zeta (zero in the interior), rho = q pi (per axis).
+// `coupled` = c (L zeta[m+1] + Lx delta[m+1] - Dx rho_x[m] - Dz rho_z[m] + adjoint source).
+// The interior case is zeta[m] = coupled + 2 zeta[m+1] - zeta[m+2].
+template <typename Real>
+struct LayerAdjoint {
+    Real zeta, delta, rho_x, rho_z;  // zeta[m], delta[m], rho_x[m-1], rho_z[m-1]
+};
+
+template <typename Real>
+FWI_HD LayerAdjoint<Real> layer_adjoint(Real coupled, Real zeta1, Real zeta2, Real delta1, Real delta2,
+                                        Real rho_x, Real rho_z, PmlAxis<Real> ax, PmlAxis<Real> az) {
+    LayerAdjoint<Real> r;
+    r.zeta = (coupled + (Real(2) - az.e * az.e) * zeta1 - (Real(1) - az.e) * zeta2) / (Real(1) + az.e);
+    const Real xi1 = zeta1 + delta1, xi2 = zeta2 + delta2;
+    const Real xi = (r.zeta * (Real(1) + az.e) + (Real(2) - ax.e * ax.e) * xi1 - (Real(2) - az.e * az.e) * zeta1 -
+                     (Real(1) - ax.e) * xi2 + (Real(1) - az.e) * zeta2) /
+                    (Real(1) + ax.e);
+    r.delta = xi - r.zeta;
+    r.rho_x = ax.decay * rho_x - ax.gain * xi;
+    r.rho_z = az.decay * rho_z - az.gain * r.zeta;
+    return r;
+}
+
+// Layout of one stored field: the model (nz x nx) plus `width` absorbing cells on every side (the
+// "padded" grid) plus the zero halo. Rows are padded to a multiple of 32 floats for aligned access.
+struct FieldLayout {
+    int nz = 0, nx = 0;          // physical model
+    int width = 0;               // absorbing cells on each side
+    int nz_padded = 0, nx_padded = 0;
+    int rows = 0;                // nz_padded + 2 kHalo
+    int stride = 0;              // floats per stored row, >= nx_padded + 2 kHalo
+    size_t cells = 0;            // rows * stride: floats per stored field
+
+    static FieldLayout make(int nz, int nx, int width) {
+        FieldLayout l;
+        l.nz = nz;
+        l.nx = nx;
+        l.width = width;
+        l.nz_padded = nz + 2 * width;
+        l.nx_padded = nx + 2 * width;
+        l.rows = l.nz_padded + 2 * kHalo;
+        l.stride = (l.nx_padded + 2 * kHalo + 31) / 32 * 32;
+        l.cells = static_cast<size_t>(l.rows) * l.stride;
+        return l;
+    }
+    // Flat index of padded-grid cell (zp, xp), 0 <= zp < nz_padded, 0 <= xp < nx_padded.
+    FWI_HD size_t index(int zp, int xp) const {
+        return static_cast<size_t>(zp + kHalo) * stride + (xp + kHalo);
+    }
+    // Flat index of physical cell (z, x).
+    FWI_HD size_t physical_index(int z, int x) const { return index(z + width, x + width); }
+    size_t padded_cells() const { return static_cast<size_t>(nz_padded) * nx_padded; }
+
+    // The absorbing layer: the x band (left and right `width` columns, all rows) and the z band (top
+    // and bottom `width` rows, all columns); they overlap in the corners.
+    FWI_HD bool in_layer(int zp, int xp) const {
+        return xp < width || xp >= nx_padded - width || zp < width || zp >= nz_padded - width;
+    }
+    // Cells whose stencil reaches into the layer (the adjoint needs the layer's extra fields there).
+    FWI_HD bool near_layer(int zp, int xp) const {
+        const int reach = width + kStencilRadius;
+        return width > 0 && (xp < reach || xp >= nx_padded - reach || zp < reach || zp >= nz_padded - reach);
+    }
+    // Compact index of a cell in the x band, -1 outside it; the band holds nz_padded * 2 width cells.
+    FWI_HD int x_band_index(int zp, int xp) const {
+        const int column = xp < width ? xp : (xp >= nx_padded - width ? xp - (nx_padded - 2 * width) : -1);
+        return column < 0 ? -1 : zp * 2 * width + column;
+    }
+    // Compact index of a cell in the z band, -1 outside it; the band holds 2 width * nx_padded cells.
+    FWI_HD int z_band_index(int zp, int xp) const {
+        const int row = zp < width ? zp : (zp >= nz_padded - width ? zp - (nz_padded - 2 * width) : -1);
+        return row < 0 ? -1 : row * nx_padded + xp;
+    }
+    size_t x_band_cells() const { return static_cast<size_t>(nz_padded) * 2 * width; }
+    size_t z_band_cells() const { return static_cast<size_t>(2 * width) * nx_padded; }
+};
+
+}  // namespace fwi

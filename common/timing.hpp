@@ -1,0 +1,28 @@
+// Timers: a host clock for whole steps, CUDA events for device work, and the median of repetitions.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace fwi {
+
+class HostTimer {
+public:
+    HostTimer() : start_(Clock::now()) {}
+    void restart() { start_ = Clock::now(); }
+    double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+private:
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start_;
+};
+
+// Median of a non-empty set of samples (the mean of the two middle ones for an even count).
+inline double median(std::vector<double> samples) {
+    std::sort(samples.begin(), samples.end());
+    const size_t n = samples.size();
+    return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+}
+
+}  // namespace fwi
