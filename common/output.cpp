@@ -83,15 +83,15 @@ void emit_result(const JsonObject& result, const std::string& json_path) {
 }
 
 void write_npy(const std::string& path, const float* data, const std::vector<size_t>& shape) {
+    // Python tuple syntax: (n,) for one dimension, (a, b) for more.
     std::ostringstream shape_text;
     shape_text << "(";
     size_t count = 1;
-    for (size_t extent : shape) {
-        shape_text << extent << ",";
-        if (shape.size() > 1 && &extent != &shape.back()) shape_text << " ";
-        count *= extent;
+    for (size_t d = 0; d < shape.size(); ++d) {
+        shape_text << (d ? ", " : "") << shape[d];
+        count *= shape[d];
     }
-    shape_text << ")";
+    shape_text << (shape.size() == 1 ? ",)" : ")");
     std::string header =
         "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text.str() + ", }";
     // The magic (6) + version (2) + header length (2) + header + newline is padded to a multiple of 64.

@@ -178,8 +178,8 @@ struct FieldLayout {
         const int row = zp < width ? zp : (zp >= nz_padded - width ? zp - (nz_padded - 2 * width) : -1);
         return row < 0 ? -1 : row * nx_padded + xp;
     }
-    size_t x_band_cells() const { return static_cast<size_t>(nz_padded) * 2 * width; }
-    size_t z_band_cells() const { return static_cast<size_t>(2 * width) * nx_padded; }
+    FWI_HD size_t x_band_cells() const { return static_cast<size_t>(nz_padded) * 2 * width; }
+    FWI_HD size_t z_band_cells() const { return static_cast<size_t>(2 * width) * nx_padded; }
 };
 
 }  // namespace fwi

@@ -1,0 +1,81 @@
+// Google Benchmark cases for the propagator (DESIGN.md, "Performance"):
+//   CopyBandwidth    device-to-device copy, bytes read + written: the memory ceiling;
+//   ForwardStep      one shot on a large grid: cells per second and the fraction of the roofline
+//                    (copy bandwidth / 16 B per cell: read two wavefields and the model, write one);
+//   Gradient         the default problem's full gradient (8 shots, forward + adjoint, nt 2000), and its
+//                    peak device memory.
+// Every case reports the median of its repetitions with manual (CUDA event) timing.
+#include <benchmark/benchmark.h>
+
+#include "device.hpp"
+#include "gpu_propagator.hpp"
+#include "problem.hpp"
+
+using namespace fwi;
+
+namespace {
+
+constexpr double kBytesPerCell = 16.0;
+
+bool skip_without_gpu(benchmark::State& state) {
+    if (visible_gpu_count() > 0) return false;
+    state.SkipWithError("no CUDA GPU visible");
+    return true;
+}
+
+double copy_bandwidth() {
+    static const double measured = measure_copy_bandwidth(size_t(1) << 30);
+    return measured;
+}
+
+void CopyBandwidth(benchmark::State& state) {
+    if (skip_without_gpu(state)) return;
+    for (auto _ : state) {
+        const double bandwidth = measure_copy_bandwidth(size_t(1) << 30);
+        state.SetIterationTime(2.0 * double(size_t(1) << 30) / bandwidth);
+    }
+    state.counters["GB/s"] = copy_bandwidth() / 1e9;
+}
+
+void ForwardStep(benchmark::State& state) {
+    if (skip_without_gpu(state)) return;
+    Problem p = problem_preset("default");
+    p.name = "square";
+    p.nz = p.nx = static_cast<int>(state.range(0));
+    p.nt = 101;
+    p.nshots = 1;
+    validate(p);
+    GpuPropagator gpu(p, true_model(p));
+    gpu.forward({0});  // warm-up: allocation and graph capture
+    for (auto _ : state) {
+        gpu.forward({0});
+        state.SetIterationTime(gpu.last_forward_loop_seconds());
+    }
+    const double steps = p.nt - 1;
+    const double cells_per_second = double(gpu.layout().padded_cells()) * steps / gpu.last_forward_loop_seconds();
+    state.counters["Gcells/s"] = cells_per_second / 1e9;
+    state.counters["roofline_Gcells/s"] = copy_bandwidth() / kBytesPerCell / 1e9;
+    state.counters["roofline_fraction"] = cells_per_second / (copy_bandwidth() / kBytesPerCell);
+}
+
+void Gradient(benchmark::State& state) {
+    if (skip_without_gpu(state)) return;
+    const Problem p = problem_preset("default");
+    std::vector<int> shots(p.nshots);
+    for (int s = 0; s < p.nshots; ++s) shots[s] = s;
+    GpuPropagator gpu(p, true_model(p));
+    gpu.set_observed(gpu.forward(shots));
+    gpu.set_velocity(initial_model(p));
+    gpu.gradient(shots);  // warm-up
+    for (auto _ : state) state.SetIterationTime(gpu.gradient(shots).device_seconds);
+    state.counters["batch"] = gpu.gradient_batch_size();
+    state.counters["peak_GiB"] = gib(gpu.peak_allocated_bytes());
+}
+
+}  // namespace
+
+BENCHMARK(CopyBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
+BENCHMARK(ForwardStep)->Arg(8192)->Arg(2048)->Arg(512)->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)->ReportAggregatesOnly();
+BENCHMARK(Gradient)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly();
+BENCHMARK_MAIN();

@@ -1,0 +1,11 @@
+# Runs COMMAND (a ;-list) and checks its exit code is EXPECTED_CODE and its stderr contains EXPECTED_TEXT.
+# Usage: cmake -DCOMMAND="prog;--flag;value" -DEXPECTED_CODE=2 -DEXPECTED_TEXT="--flag" -P expect_exit.cmake
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT code STREQUAL "${EXPECTED_CODE}")
+  message(FATAL_ERROR "exit code ${code}, expected ${EXPECTED_CODE}\nstdout: ${out}\nstderr: ${err}")
+endif()
+string(FIND "${err}" "${EXPECTED_TEXT}" position)
+if(position EQUAL -1)
+  message(FATAL_ERROR "stderr does not mention '${EXPECTED_TEXT}':\n${err}")
+endif()
+message(STATUS "exit ${code} with: ${err}")

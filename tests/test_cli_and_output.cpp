@@ -1,0 +1,134 @@
+// Command-line parsing and validation, output formats and the model update: all host-side.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "cli.hpp"
+#include "errors.hpp"
+#include "output.hpp"
+#include "problem.hpp"
+#include "stencil.hpp"
+#include "update.hpp"
+
+using namespace fwi;
+
+namespace {
+// Parses `args` with the problem flags and returns the UsageError message ("" when accepted).
+std::string parse_error(std::vector<const char*> args) {
+    args.insert(args.begin(), "test");
+    try {
+        Problem p = preset_from_args(int(args.size()), args.data());
+        ArgParser parser("test", "");
+        add_problem_flags(parser, p);
+        parser.parse(int(args.size()), args.data());
+        validate(p);
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST_CASE("the default and named problems are valid") {
+    CHECK(parse_error({}) == "");
+    CHECK(parse_error({"--problem", "small"}) == "");
+    CHECK(parse_error({"--problem", "large"}) == "");
+    CHECK(parse_error({"--model", "anomaly", "--nx=300", "--src-x-last", "290", "--rec-x-last", "299"}) == "");
+}
+
+TEST_CASE("bad input is rejected with a message naming the flag and the allowed range") {
+    struct Case {
+        std::vector<const char*> args;
+        const char* expected;  // must appear in the message
+    };
+    const Case cases[] = {
+        {{"--nx", "0"}, "--nx: 0 is out of range; allowed 16..16384"},
+        {{"--nz", "-5"}, "--nz: -5 is out of range"},
+        {{"--nt", "abc"}, "--nt: 'abc' is not an integer"},
+        {{"--dt", "1e400"}, "--dt: '1e400' is not a finite number"},
+        {{"--dt", "0.002"}, "--dt: 0.002 s is unstable"},
+        {{"--bogus"}, "unknown flag '--bogus'"},
+        {{"--nx"}, "--nx: missing value"},
+        {{"--problem", "huge"}, "--problem: 'huge' is not one of default|large|small"},
+        {{"--model", "marmousi"}, "--model: 'marmousi' is not one of"},
+        {{"--rec-depth", "384"}, "--rec-depth: 384 is outside the grid; allowed 0..383"},
+        {{"--src-x-last", "600"}, "--src-x-last: 600 is outside the grid"},
+        {{"--nrec", "600"}, "--nrec: 600 receivers do not fit"},
+        {{"--v-min", "3000"}, "--v-min"},
+        {{"--delay", "5"}, "--delay"},
+        {{"--verify=1"}, "unknown flag '--verify'"},
+    };
+    for (const Case& c : cases) {
+        const std::string message = parse_error(c.args);
+        INFO("args: " << c.args[0] << " -> " << message);
+        CHECK(message.find(c.expected) != std::string::npos);
+    }
+}
+
+TEST_CASE("the CFL limit of the 8th-order stencil is 0.5546") {
+    CHECK(max_stable_courant_number() == doctest::Approx(0.5546).epsilon(1e-3));
+}
+
+TEST_CASE("geometry spreads shots and receivers over distinct cells") {
+    const Problem p = problem_preset("default");
+    const std::vector<int> shots = shot_columns(p), receivers = receiver_columns(p);
+    REQUIRE(shots.size() == 8);
+    CHECK(shots.front() == 20);
+    CHECK(shots.back() == 491);
+    REQUIRE(receivers.size() == 128);
+    CHECK(receivers.front() == 0);
+    CHECK(receivers.back() == 511);
+    for (size_t r = 1; r < receivers.size(); ++r) CHECK(receivers[r] > receivers[r - 1]);
+}
+
+TEST_CASE(".npy files carry a valid header and the data") {
+    const std::string path = "test_output_array.npy";
+    const std::vector<float> data = {1.0f, -2.5f, 3.25f, 4.0f, 5.0f, 6.0f};
+    write_npy(path, data.data(), {2, 3});
+    std::ifstream file(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::remove(path.c_str());
+    REQUIRE(bytes.size() > 10);
+    CHECK(bytes.substr(1, 5) == "NUMPY");
+    const size_t header_length = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+    CHECK((10 + header_length) % 64 == 0);
+    CHECK(bytes.find("'shape': (2, 3)") != std::string::npos);
+    CHECK(bytes.size() == 10 + header_length + data.size() * sizeof(float));
+    float last = 0.0f;
+    std::memcpy(&last, bytes.data() + bytes.size() - sizeof(float), sizeof(float));
+    CHECK(last == 6.0f);
+}
+
+TEST_CASE("RESULT objects are valid JSON") {
+    JsonObject inner;
+    inner.add("ok", true);
+    JsonObject o;
+    o.add("name", "a \"quoted\"\nline").add("count", 3).add("value", 0.5).add("missing", 1.0 / 0.0).add("inner", inner);
+    CHECK(o.str() == R"({"name": "a \"quoted\"\nline", "count": 3, "value": 0.5, "missing": null, "inner": {"ok": true}})");
+}
+
+TEST_CASE("the model update is scaled, masked, clipped and deterministic") {
+    Problem p = problem_preset("small");
+    p.nz = 4;
+    p.nx = 3;
+    p.mask_rows = 1;
+    p.step_size = 10.0;
+    p.v_min = 1400.0;
+    p.v_max = 1520.0;
+    std::vector<float> v(12, 1500.0f);
+    const std::vector<float> g = {9, 9, 9, -1, 2, 0, -4, 1, 0, 0, 0, 0.5};
+    update_model(p, g, v);
+    CHECK(v[0] == 1500.0f);                          // masked row
+    CHECK(v[3] == doctest::Approx(1502.5f));         // -1 * (-10 / 4)
+    CHECK(v[6] == 1510.0f);                          // largest |g| below the mask moves by step_size
+    CHECK(v[4] == doctest::Approx(1495.0f));
+    std::vector<float> again(12, 1500.0f);
+    update_model(p, g, again);
+    CHECK(std::memcmp(v.data(), again.data(), v.size() * sizeof(float)) == 0);
+    p.step_size = 100.0;
+    update_model(p, g, v);
+    CHECK(v[6] == 1520.0f);  // clipped to v_max
+}
