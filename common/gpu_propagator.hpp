@@ -3,8 +3,9 @@
 // receiver sampling, the PML and the imaging condition fused into one kernel per time step, and each
 // time loop replayed as a CUDA graph.
 //
-// Memory: the gradient keeps every wavefield of the forward pass on the device (exact adjoint, no
-// recomputation), nt stored fields per shot. The batch is as many shots as fit in free device memory;
+// Memory: the gradient keeps, for every forward step, the Laplacian terms the imaging condition needs
+// (one stored field per step and shot, plus the absorbing layer's frame), so the adjoint pass neither
+// recomputes the forward nor applies a second stencil. The batch is as many shots as fit in free device memory;
 // a problem of which not even one shot fits is refused with an EnvironmentError before anything runs.
 #pragma once
 

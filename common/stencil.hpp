@@ -178,6 +178,17 @@ struct FieldLayout {
         const int row = zp < width ? zp : (zp >= nz_padded - width ? zp - (nz_padded - 2 * width) : -1);
         return row < 0 ? -1 : row * nx_padded + xp;
     }
+    // Compact index of a cell anywhere in the layer (both bands), -1 inside the model: the top band,
+    // the bottom band, then the left and right strips of the rows in between.
+    FWI_HD int frame_index(int zp, int xp) const {
+        if (zp < width) return zp * nx_padded + xp;
+        if (zp >= nz_padded - width) return (zp - (nz_padded - 2 * width)) * nx_padded + xp;
+        const int column = xp < width ? xp : (xp >= nx_padded - width ? xp - (nx_padded - 2 * width) : -1);
+        return column < 0 ? -1 : 2 * width * nx_padded + (zp - width) * 2 * width + column;
+    }
+    FWI_HD size_t frame_cells() const {
+        return static_cast<size_t>(2 * width) * nx_padded + static_cast<size_t>(nz_padded - 2 * width) * 2 * width;
+    }
     FWI_HD size_t x_band_cells() const { return static_cast<size_t>(nz_padded) * 2 * width; }
     FWI_HD size_t z_band_cells() const { return static_cast<size_t>(2 * width) * nx_padded; }
 };

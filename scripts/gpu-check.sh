@@ -31,10 +31,12 @@ step build "$OUT/build.log" configure_and_build default
 step tests "$OUT/tests.log" ctest --preset default --output-on-failure
 bin="$ROOT/build"
 step verify "$OUT/tests.log" "$bin/01_single_gpu/01_single_gpu" --verify
+# The small problem (64 x 96, 4 shots, nt 500): short enough for the sanitizers, long enough that the
+# reflections reach the receivers and the gradient is not trivially zero.
 step memcheck "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/01_single_gpu/01_single_gpu" --verify --nt 200 --delay 0.05
+    "$bin/01_single_gpu/01_single_gpu" --verify
 step racecheck "$OUT/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 1 \
-    "$bin/01_single_gpu/01_single_gpu" --verify --nt 100 --delay 0.05
+    "$bin/01_single_gpu/01_single_gpu" --verify
 step benchmarks "$OUT/bench.log" "$bin/bench/bench_propagator" --benchmark_out="$OUT/bench.json" \
     --benchmark_out_format=json
 step main_job "$OUT/main.log" "$bin/01_single_gpu/01_single_gpu" --out "$ROOT/out/01_single_gpu"
