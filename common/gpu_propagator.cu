@@ -14,13 +14,54 @@
 
 namespace fwi {
 
-namespace {
+// Each step runs two kernels side by side (parallel branches of the CUDA graph):
+//  - the inner kernel covers the rectangle of the padded grid where the update is the plain interior
+//    one (forward: outside the absorbing layer; adjoint: also beyond the layer's stencil reach);
+//  - the border kernel covers the rest, with the PML and its coupling terms.
+// In both, a thread updates 4 consecutive cells of a row (kCellRows rows in the inner kernel) with
+// 16-byte loads: a window of column vectors from 4 rows above to 4 below, and one vector on each side
+// of each row. One thread per cell would issue 17 loads per cell, and the step kernels are bound by load
+// instructions, not bytes, on grids that fit in L2 (docs/PERFORMANCE.md). blockIdx.z is the shot.
+constexpr int kCellColumns = 4, kCellRows = 2;
+constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 128;
 
-// A block covers kBlockX x kBlockY cells of one shot; it stages its tile of the stencil's input field,
-// with a kStencilRadius frame, in shared memory, so each value is read from L2/DRAM about 1.9 times
-// instead of 17 (the 8th-order stencil reads 17 values per cell).
-constexpr int kBlockX = 32, kBlockY = 16;
-constexpr int kTileColumns = kBlockX + 2 * kStencilRadius, kTileRows = kBlockY + 2 * kStencilRadius;
+// The inner rectangle of the padded grid, [z0, z1) x [x0, x1), with x0 and x1 multiples of 4 (so the
+// 16-byte loads are aligned: stored column = xp + kHalo), and the border around it.
+struct InnerRegion {
+    int z0 = 0, z1 = 0, x0 = 0, x1 = 0;
+
+    // `margin`: cells from the edge of the padded grid that need the border kernel.
+    static InnerRegion make(const FieldLayout& l, int margin) {
+        InnerRegion r;
+        r.z0 = margin;
+        r.z1 = std::max(margin, l.nz_padded - margin);
+        r.x0 = (margin + 3) / 4 * 4;
+        r.x1 = std::max(r.x0, (l.nx_padded - margin) / 4 * 4);
+        return r;
+    }
+    // The border in groups of kCellColumns cells of one row, aligned like the inner rectangle: all
+    // groups of the rows above and below the rectangle, then those left and right of it.
+    __host__ __device__ static int groups_per_row(const FieldLayout& l) { return (l.nx_padded + kCellColumns - 1) / kCellColumns; }
+    size_t border_groups(const FieldLayout& l) const {
+        const int side_groups = x0 / kCellColumns + groups_per_row(l) - x1 / kCellColumns;
+        return static_cast<size_t>(z0 + l.nz_padded - z1) * groups_per_row(l) + static_cast<size_t>(z1 - z0) * side_groups;
+    }
+    __device__ void border_group(const FieldLayout& l, size_t k, int& zp, int& xp0) const {
+        const int per_row = groups_per_row(l);
+        const size_t full_row_groups = static_cast<size_t>(z0 + l.nz_padded - z1) * per_row;
+        if (k < full_row_groups) {
+            const int row = int(k / per_row);
+            zp = row < z0 ? row : z1 + row - z0;
+            xp0 = kCellColumns * int(k % per_row);
+            return;
+        }
+        k -= full_row_groups;
+        const int left_groups = x0 / kCellColumns, side_groups = left_groups + per_row - x1 / kCellColumns;
+        zp = z0 + int(k / side_groups);
+        const int group = int(k % side_groups);
+        xp0 = kCellColumns * (group < left_groups ? group : x1 / kCellColumns + group - left_groups);
+    }
+};
 
 // What every step kernel needs that does not change during a run.
 struct StepConstants {
@@ -76,102 +117,275 @@ struct AdjointStep {
     int m;
 };
 
-// Stages the block's tile of `field` (one shot) in shared memory: padded cells z0-4 .. z0+kBlockY+3 by
-// x0-4 .. x0+kBlockX+3. The stored halo supplies the zeros outside the padded grid; cells past the end
-// of the stored field (the last blocks overhang it) read as zero and are never used.
-__device__ void load_tile(float* tile, const float* __restrict__ field, const FieldLayout& l, int z0, int x0) {
-    for (int k = threadIdx.y * kBlockX + threadIdx.x; k < kTileRows * kTileColumns; k += kBlockX * kBlockY) {
-        const int row = z0 + k / kTileColumns, column = x0 + k % kTileColumns;  // stored coordinates
-        tile[k] = row < l.rows && column < l.stride ? field[static_cast<size_t>(row) * l.stride + column] : 0.0f;
+namespace {
+
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void store4(float* p, const float4& value) { *reinterpret_cast<float4*>(p) = value; }
+__device__ __forceinline__ float lane(const float4& q, int v) { return v == 0 ? q.x : v == 1 ? q.y : v == 2 ? q.z : q.w; }
+__device__ __forceinline__ void set_lane(float4& q, int v, float value) {
+    if (v == 0) q.x = value;
+    else if (v == 1) q.y = value;
+    else if (v == 2) q.z = value;
+    else q.w = value;
+}
+constexpr float4 kZero4 = {0.0f, 0.0f, 0.0f, 0.0f};
+
+// A thread's view of one field around its cells, in registers: the 4 columns from kStencilRadius rows
+// above the first row to kStencilRadius rows below the last.
+template <int kRows>
+struct Window {
+    float4 column[kRows + 2 * kStencilRadius];
+
+    __device__ void load(const float* field, size_t base, size_t stride) {
+#pragma unroll
+        for (int j = 0; j < kRows + 2 * kStencilRadius; ++j)
+            column[j] = load4(field + base + (j - kStencilRadius) * stride);
+    }
+    // Row r with kStencilRadius values on each side (the side vectors are loaded by the caller).
+    __device__ void row_values(const float4& left, const float4& right, int r,
+                               float (&row)[kCellColumns + 2 * kStencilRadius]) const {
+#pragma unroll
+        for (int q = 0; q < kCellColumns; ++q) {
+            row[q] = lane(left, q);
+            row[kStencilRadius + q] = lane(column[r + kStencilRadius], q);
+            row[kStencilRadius + kCellColumns + q] = lane(right, q);
+        }
+    }
+    // Column v from kStencilRadius rows above row r to kStencilRadius below.
+    __device__ void column_values(int r, int v, float (&values)[2 * kStencilRadius + 1]) const {
+#pragma unroll
+        for (int d = 0; d <= 2 * kStencilRadius; ++d) values[d] = lane(column[r + d], v);
+    }
+};
+
+// A row of 4 cells with kStencilRadius values on each side: left vector, the cells, right vector.
+__device__ void load_row(const float* field, size_t base, float (&row)[kCellColumns + 2 * kStencilRadius]) {
+    const float4 left = load4(field + base - kStencilRadius), middle = load4(field + base),
+                 right = load4(field + base + kCellColumns);
+#pragma unroll
+    for (int q = 0; q < kCellColumns; ++q) {
+        row[q] = lane(left, q);
+        row[kStencilRadius + q] = lane(middle, q);
+        row[kStencilRadius + kCellColumns + q] = lane(right, q);
     }
 }
 
-__device__ int tile_index() { return (threadIdx.y + kStencilRadius) * kTileColumns + threadIdx.x + kStencilRadius; }
+dim3 inner_grid(const InnerRegion& r, int batch) {
+    const int groups = (r.x1 - r.x0) / kCellColumns, row_blocks = (r.z1 - r.z0 + kCellRows - 1) / kCellRows;
+    return dim3((groups + kInnerThreadsX - 1) / kInnerThreadsX, (row_blocks + kInnerThreadsY - 1) / kInnerThreadsY,
+                batch);
+}
 
-__global__ void __launch_bounds__(kBlockX* kBlockY)
-    forward_step_kernel(const StepConstants k, const ForwardStep a) {
-    __shared__ float tile[kTileRows * kTileColumns];
+// ---- Forward ----
+
+__global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
+    forward_inner_kernel(const StepConstants k, const ForwardStep a, const InnerRegion inner) {
     const FieldLayout& l = k.layout;
-    const int x0 = blockIdx.x * kBlockX, z0 = blockIdx.y * kBlockY;
-    const int xp = x0 + threadIdx.x, zp = z0 + threadIdx.y, shot = blockIdx.z;
-    const size_t field = shot * l.cells;
-    load_tile(tile, a.u + field, l, z0, x0);
-    __syncthreads();
-    if (xp >= l.nx_padded || zp >= l.nz_padded) return;
-    const size_t i = l.index(zp, xp);
-    const int t = tile_index();
-    const float c = k.courant[i];
-
-    float u_next, h;
-    if (!l.in_layer(zp, xp)) {
-        h = laplacian(tile, t, kTileColumns);
-        u_next = interior_update(tile[t], h, a.u_prev[field + i], c);
-        if (i == static_cast<size_t>(a.source_cell[shot])) u_next += a.source_amplitude;
-    } else {
-        const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
-        const size_t x_band = shot * l.x_band_cells(), z_band = shot * l.z_band_cells();
-        const float lap_x = second_difference(tile, t, 1), lap_z = second_difference(tile, t, kTileColumns);
-        const LayerForward<float> r = layer_forward(
-            tile[t], a.u_prev[field + i], a.x[field + i], a.x_prev[field + i], lap_x, lap_z,
-            first_difference(tile, t, 1), first_difference(tile, t, kTileColumns),
-            xb >= 0 ? a.px_prev[x_band + xb] : 0.0f, zb >= 0 ? a.pz_prev[z_band + zb] : 0.0f, c, k.columns[xp],
-            k.rows[zp]);
-        u_next = r.u_next;
-        h = lap_x + lap_z - r.px - r.pz;
-        a.x_next[field + i] = r.x_next;
-        if (xb >= 0) a.px[x_band + xb] = r.px;
-        if (zb >= 0) a.pz[z_band + zb] = r.pz;
-        // Streaming stores (__stcs): the history is read once, much later, so it should not evict the
+    const int xp0 = inner.x0 + kCellColumns * int(blockIdx.x * blockDim.x + threadIdx.x);
+    const int zp0 = inner.z0 + kCellRows * int(blockIdx.y * blockDim.y + threadIdx.y);
+    if (xp0 >= inner.x1 || zp0 >= inner.z1) return;
+    const int shot = blockIdx.z;
+    const size_t field = shot * l.cells, base = l.index(zp0, xp0);
+    const float* __restrict__ u = a.u + field;
+    Window<kCellRows> window;
+    window.load(u, base, l.stride);
+#pragma unroll
+    for (int r = 0; r < kCellRows; ++r) {
+        const int zp = zp0 + r;
+        if (zp >= inner.z1) continue;
+        const size_t row_base = base + r * size_t(l.stride);
+        float row[kCellColumns + 2 * kStencilRadius];
+        window.row_values(load4(u + row_base - kStencilRadius), load4(u + row_base + kCellColumns), r, row);
+        const float4 u_prev = load4(a.u_prev + field + row_base), courant = load4(k.courant + row_base);
+        float4 u_next, h;
+#pragma unroll
+        for (int v = 0; v < kCellColumns; ++v) {
+            float column[2 * kStencilRadius + 1];
+            window.column_values(r, v, column);
+            // The same expression as laplacian(): x part plus z part.
+            const float lap = second_difference(row, kStencilRadius + v, 1) + second_difference(column, kStencilRadius, 1);
+            float next = interior_update(row[kStencilRadius + v], lap, lane(u_prev, v), lane(courant, v));
+            if (row_base + v == static_cast<size_t>(a.source_cell[shot])) next += a.source_amplitude;
+            set_lane(u_next, v, next);
+            set_lane(h, v, lap);
+            if (zp == k.receiver_row) {
+                const int receiver = k.receiver_of_col[xp0 + v];
+                if (receiver >= 0)
+                    a.traces[shot * k.trace_samples + static_cast<size_t>(a.n + 1) * k.nrec + receiver] = next;
+            }
+        }
+        store4(a.u_next + field + row_base, u_next);
+        // Streaming stores (__stcs): the history is read once, much later, and should not evict the
         // wavefields from L2.
-        if (a.gx) __stcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp), lap_x - r.px);
-    }
-    a.u_next[field + i] = u_next;
-    if (a.h) __stcs(a.h + field + i, h);
-    if (zp == k.receiver_row) {
-        const int r = k.receiver_of_col[xp];
-        if (r >= 0) a.traces[shot * k.trace_samples + static_cast<size_t>(a.n + 1) * k.nrec + r] = u_next;
+        if (a.h) __stcs(reinterpret_cast<float4*>(a.h + field + row_base), h);
     }
 }
 
-__global__ void __launch_bounds__(kBlockX* kBlockY)
-    adjoint_step_kernel(const StepConstants k, const AdjointStep a) {
-    __shared__ float tile[kTileRows * kTileColumns];
+__global__ void __launch_bounds__(kBorderThreads)
+    forward_border_kernel(const StepConstants k, const ForwardStep a, const InnerRegion inner, size_t groups) {
+    const size_t group = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (group >= groups) return;
     const FieldLayout& l = k.layout;
-    const int x0 = blockIdx.x * kBlockX, z0 = blockIdx.y * kBlockY;
-    const int xp = x0 + threadIdx.x, zp = z0 + threadIdx.y, shot = blockIdx.z;
-    const size_t field = shot * l.cells;
-    load_tile(tile, a.zeta1 + field, l, z0, x0);
-    __syncthreads();
-    if (xp >= l.nx_padded || zp >= l.nz_padded) return;
-    const size_t i = l.index(zp, xp);
-    const int t = tile_index();
-    const float zeta1 = tile[t];
-
-    float coupling = laplacian(tile, t, kTileColumns);
-    if (zp == k.receiver_row) {
-        const int r = k.receiver_of_col[xp];
-        if (r >= 0) coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + r];
+    int zp, xp0;
+    inner.border_group(l, group, zp, xp0);
+    const int shot = blockIdx.z;
+    const size_t field = shot * l.cells, base = l.index(zp, xp0);
+    const float* __restrict__ u = a.u + field;
+    Window<1> window;
+    window.load(u, base, l.stride);
+    float row[kCellColumns + 2 * kStencilRadius];
+    window.row_values(load4(u + base - kStencilRadius), load4(u + base + kCellColumns), 0, row);
+    const float4 u_prev = load4(a.u_prev + field + base), courant = load4(k.courant + base);
+    const float4 x = load4(a.x + field + base), x_prev = load4(a.x_prev + field + base);
+    // Lanes past the grid (the last group of a row may overhang it) stay zero: that keeps the halo zero.
+    float4 u_next = kZero4, x_next = kZero4, h = kZero4;
+#pragma unroll
+    for (int v = 0; v < kCellColumns; ++v) {
+        const int xp = xp0 + v;
+        if (xp >= l.nx_padded) continue;
+        const size_t i = base + v;
+        float column[2 * kStencilRadius + 1];
+        window.column_values(0, v, column);
+        const float lap_x = second_difference(row, kStencilRadius + v, 1);
+        const float lap_z = second_difference(column, kStencilRadius, 1);
+        float next, laplacian_term;
+        if (!l.in_layer(zp, xp)) {
+            laplacian_term = lap_x + lap_z;
+            next = interior_update(row[kStencilRadius + v], laplacian_term, lane(u_prev, v), lane(courant, v));
+            if (i == static_cast<size_t>(a.source_cell[shot])) next += a.source_amplitude;
+        } else {
+            const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
+            const size_t x_band = shot * l.x_band_cells(), z_band = shot * l.z_band_cells();
+            const LayerForward<float> p = layer_forward(
+                row[kStencilRadius + v], lane(u_prev, v), lane(x, v), lane(x_prev, v), lap_x, lap_z,
+                first_difference(row, kStencilRadius + v, 1), first_difference(column, kStencilRadius, 1),
+                xb >= 0 ? a.px_prev[x_band + xb] : 0.0f, zb >= 0 ? a.pz_prev[z_band + zb] : 0.0f, lane(courant, v),
+                k.columns[xp], k.rows[zp]);
+            next = p.u_next;
+            laplacian_term = lap_x + lap_z - p.px - p.pz;
+            set_lane(x_next, v, p.x_next);
+            if (xb >= 0) a.px[x_band + xb] = p.px;
+            if (zb >= 0) a.pz[z_band + zb] = p.pz;
+            if (a.gx) __stcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp), lap_x - p.px);
+        }
+        set_lane(u_next, v, next);
+        set_lane(h, v, laplacian_term);
+        if (zp == k.receiver_row) {
+            const int receiver = k.receiver_of_col[xp];
+            if (receiver >= 0) a.traces[shot * k.trace_samples + static_cast<size_t>(a.n + 1) * k.nrec + receiver] = next;
+        }
     }
-    if (l.near_layer(zp, xp))
-        coupling += second_difference(a.delta1 + field, i, 1) - first_difference(a.rho_x + field, i, 1) -
-                    first_difference(a.rho_z + field, i, l.stride);
-    const float coupled = k.courant[i] * coupling;
+    store4(a.u_next + field + base, u_next);
+    store4(a.x_next + field + base, x_next);
+    if (a.h) __stcs(reinterpret_cast<float4*>(a.h + field + base), h);
+}
 
-    if (!l.in_layer(zp, xp)) {
-        a.zeta[field + i] = coupled + 2.0f * zeta1 - a.zeta2[field + i];
-        if (a.image) a.image[field + i] += zeta1 * __ldcs(a.h + field + i);
-        return;
+// ---- Adjoint ----
+
+__global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
+    adjoint_inner_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner) {
+    const FieldLayout& l = k.layout;
+    const int xp0 = inner.x0 + kCellColumns * int(blockIdx.x * blockDim.x + threadIdx.x);
+    const int zp0 = inner.z0 + kCellRows * int(blockIdx.y * blockDim.y + threadIdx.y);
+    if (xp0 >= inner.x1 || zp0 >= inner.z1) return;
+    const int shot = blockIdx.z;
+    const size_t field = shot * l.cells, base = l.index(zp0, xp0);
+    const float* __restrict__ zeta_next = a.zeta1 + field;
+    Window<kCellRows> window;
+    window.load(zeta_next, base, l.stride);
+#pragma unroll
+    for (int r = 0; r < kCellRows; ++r) {
+        const int zp = zp0 + r;
+        if (zp >= inner.z1) continue;
+        const size_t row_base = base + r * size_t(l.stride);
+        float row[kCellColumns + 2 * kStencilRadius];
+        window.row_values(load4(zeta_next + row_base - kStencilRadius), load4(zeta_next + row_base + kCellColumns),
+                          r, row);
+        const float4 zeta2 = load4(a.zeta2 + field + row_base), courant = load4(k.courant + row_base);
+        float4 image = a.image ? load4(a.image + field + row_base) : kZero4;
+        const float4 h = a.image ? __ldcs(reinterpret_cast<const float4*>(a.h + field + row_base)) : kZero4;
+        float4 zeta;
+#pragma unroll
+        for (int v = 0; v < kCellColumns; ++v) {
+            float column[2 * kStencilRadius + 1];
+            window.column_values(r, v, column);
+            const float zeta1 = row[kStencilRadius + v];
+            float coupling = second_difference(row, kStencilRadius + v, 1) + second_difference(column, kStencilRadius, 1);
+            if (zp == k.receiver_row) {
+                const int receiver = k.receiver_of_col[xp0 + v];
+                if (receiver >= 0)
+                    coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + receiver];
+            }
+            set_lane(zeta, v, lane(courant, v) * coupling + 2.0f * zeta1 - lane(zeta2, v));
+            set_lane(image, v, lane(image, v) + zeta1 * lane(h, v));
+        }
+        store4(a.zeta + field + row_base, zeta);
+        if (a.image) store4(a.image + field + row_base, image);
     }
-    const float delta1 = a.delta1[field + i];
-    const LayerAdjoint<float> r = layer_adjoint(coupled, zeta1, a.zeta2[field + i], delta1, a.delta2[field + i],
-                                                a.rho_x[field + i], a.rho_z[field + i], k.columns[xp], k.rows[zp]);
-    a.zeta[field + i] = r.zeta;
-    a.delta[field + i] = r.delta;
-    a.rho_x_next[field + i] = r.rho_x;
-    a.rho_z_next[field + i] = r.rho_z;
-    if (a.image)
-        a.image[field + i] += zeta1 * __ldcs(a.h + field + i) +
-                              delta1 * __ldcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp));
+}
+
+__global__ void __launch_bounds__(kBorderThreads)
+    adjoint_border_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner, size_t groups) {
+    const size_t group = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (group >= groups) return;
+    const FieldLayout& l = k.layout;
+    int zp, xp0;
+    inner.border_group(l, group, zp, xp0);
+    const int shot = blockIdx.z;
+    const size_t field = shot * l.cells, base = l.index(zp, xp0);
+    const float* __restrict__ zeta_next = a.zeta1 + field;
+    Window<1> window, rho_z_window;
+    window.load(zeta_next, base, l.stride);
+    float row[kCellColumns + 2 * kStencilRadius], delta_row[kCellColumns + 2 * kStencilRadius],
+        rho_x_row[kCellColumns + 2 * kStencilRadius];
+    window.row_values(load4(zeta_next + base - kStencilRadius), load4(zeta_next + base + kCellColumns), 0, row);
+    load_row(a.delta1 + field, base, delta_row);
+    load_row(a.rho_x + field, base, rho_x_row);
+    rho_z_window.load(a.rho_z + field, base, l.stride);
+    const float4 zeta2 = load4(a.zeta2 + field + base), courant = load4(k.courant + base);
+    const float4 delta2 = load4(a.delta2 + field + base);
+    float4 image = a.image ? load4(a.image + field + base) : kZero4;
+    const float4 h = a.image ? __ldcs(reinterpret_cast<const float4*>(a.h + field + base)) : kZero4;
+    // Lanes past the grid, and delta and rho outside the layer, stay zero.
+    float4 zeta = kZero4, delta = kZero4, rho_x_next = kZero4, rho_z_next = kZero4;
+#pragma unroll
+    for (int v = 0; v < kCellColumns; ++v) {
+        const int xp = xp0 + v;
+        if (xp >= l.nx_padded) continue;
+        float column[2 * kStencilRadius + 1], rho_z_column[2 * kStencilRadius + 1];
+        window.column_values(0, v, column);
+        rho_z_window.column_values(0, v, rho_z_column);
+        const float zeta1 = row[kStencilRadius + v];
+        float coupling = second_difference(row, kStencilRadius + v, 1) + second_difference(column, kStencilRadius, 1);
+        if (zp == k.receiver_row) {
+            const int receiver = k.receiver_of_col[xp];
+            if (receiver >= 0) coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + receiver];
+        }
+        const LayerFields<float> layer_fields{delta_row, rho_x_row, size_t(kStencilRadius + v), rho_z_column,
+                                              size_t(kStencilRadius), 1};
+        coupling += layer_coupling(l, zp, xp, layer_fields);
+        const float coupled = lane(courant, v) * coupling;
+        float imaged = zeta1 * lane(h, v);
+        if (!l.in_layer(zp, xp)) {
+            set_lane(zeta, v, coupled + 2.0f * zeta1 - lane(zeta2, v));
+        } else {
+            const float delta1 = delta_row[kStencilRadius + v];
+            const LayerAdjoint<float> p =
+                layer_adjoint(coupled, zeta1, lane(zeta2, v), delta1, lane(delta2, v), rho_x_row[kStencilRadius + v],
+                              rho_z_column[kStencilRadius], k.columns[xp], k.rows[zp]);
+            set_lane(zeta, v, p.zeta);
+            set_lane(delta, v, p.delta);
+            set_lane(rho_x_next, v, p.rho_x);
+            set_lane(rho_z_next, v, p.rho_z);
+            if (a.image) imaged += delta1 * __ldcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp));
+        }
+        set_lane(image, v, lane(image, v) + imaged);
+    }
+    store4(a.zeta + field + base, zeta);
+    store4(a.delta + field + base, delta);
+    store4(a.rho_x_next + field + base, rho_x_next);
+    store4(a.rho_z_next + field + base, rho_z_next);
+    if (a.image) store4(a.image + field + base, image);
 }
 
 // residual = synthetic - observed for each shot of the batch.
@@ -213,8 +427,9 @@ struct Square {
     __host__ __device__ double operator()(float r) const { return double(r) * double(r); }
 };
 
-dim3 padded_grid(const FieldLayout& l, int batch) {
-    return dim3((l.nx_padded + kBlockX - 1) / kBlockX, (l.nz_padded + kBlockY - 1) / kBlockY, batch);
+// One thread per cell, for the small setup kernels.
+dim3 padded_grid(const FieldLayout& l, const dim3& block) {
+    return dim3((l.nx_padded + block.x - 1) / block.x, (l.nz_padded + block.y - 1) / block.y);
 }
 
 }  // namespace
@@ -246,6 +461,9 @@ size_t gradient_only_floats_per_shot(const FieldLayout& l, int nt) {
 GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& velocity)
     : problem_(problem), layout_(make_layout(problem)), acquisition_(make_acquisition(problem, layout_)) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
     velocity_ = DeviceBuffer<float>(problem.model_cells());
     gradient_ = DeviceBuffer<float>(problem.model_cells());
     courant_ = DeviceBuffer<float>(layout_.cells);
@@ -271,6 +489,9 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
 GpuPropagator::~GpuPropagator() {
     for (auto& entry : graphs_) cudaGraphExecDestroy(entry.second);
     workspace_.reset();
+    cudaEventDestroy(fork_);
+    cudaEventDestroy(join_);
+    cudaStreamDestroy(side_stream_);
     cudaStreamDestroy(stream_);
 }
 
@@ -299,8 +520,8 @@ std::string GpuPropagator::memory_report() const {
 void GpuPropagator::set_velocity(const std::vector<float>& velocity) {
     if (velocity.size() != problem_.model_cells()) throw UsageError("velocity model has the wrong size");
     velocity_.upload(velocity, stream_);
-    const dim3 block(kBlockX, kBlockY);
-    courant_kernel<<<padded_grid(layout_, 1), block, 0, stream_>>>(courant_.data(), velocity_.data(), layout_,
+    const dim3 block(32, 8);
+    courant_kernel<<<padded_grid(layout_, block), block, 0, stream_>>>(courant_.data(), velocity_.data(), layout_,
                                                                    float(problem_.dt / problem_.dh));
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -369,7 +590,7 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
     const auto px_slot = [&](int n) { return w.px.data() + size_t((n + 1) % 2) * x_set; };
     const auto pz_slot = [&](int n) { return w.pz.data() + size_t((n + 1) % 2) * z_set; };
     const bool keep_history = mode == Mode::gradient;
-    const dim3 grid = padded_grid(l, batch), block(kBlockX, kBlockY);
+    const InnerRegion inner = InnerRegion::make(l, l.width);
     for (int n = 0; n + 1 < problem_.nt; ++n) {
         const ForwardStep a{slot3(w.u, n - 1),
                             slot3(w.u, n),
@@ -387,7 +608,7 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
                             keep_history ? w.h.data() + size_t(n) * field_set : nullptr,
                             keep_history ? w.gx.data() + size_t(n) * frame_set : nullptr,
                             n};
-        forward_step_kernel<<<grid, block, 0, stream_>>>(k, a);
+        launch_step(inner, batch, forward_inner_kernel, forward_border_kernel, k, a);
     }
 }
 
@@ -400,7 +621,8 @@ void GpuPropagator::capture_adjoint(int batch) {
                           receiver_of_col_.data(), size_t(problem_.nt) * problem_.nrec, problem_.nrec};
     const auto rotate3 = [&](const DeviceBuffer<float>& b, int m) { return b.data() + size_t(m % 3) * field_set; };
     const auto rotate2 = [&](const DeviceBuffer<float>& b, int m) { return b.data() + size_t(m % 2) * field_set; };
-    const dim3 grid = padded_grid(l, batch), block(kBlockX, kBlockY);
+    // The adjoint's inner region also stays clear of the layer's stencil reach (layer_coupling).
+    const InnerRegion inner = InnerRegion::make(l, l.width > 0 ? l.width + kStencilRadius : 0);
     const int nt = problem_.nt;
     for (int m = nt - 1; m >= 0; --m) {
         const bool image = m + 1 < nt;  // forward step m exists
@@ -411,8 +633,28 @@ void GpuPropagator::capture_adjoint(int batch) {
                             image ? w.h.data() + size_t(m) * field_set : nullptr,
                             image ? w.gx.data() + size_t(m) * frame_set : nullptr,
                             image ? w.image.data() : nullptr, m};
-        adjoint_step_kernel<<<grid, block, 0, stream_>>>(k, a);
+        launch_step(inner, batch, adjoint_inner_kernel, adjoint_border_kernel, k, a);
     }
+}
+
+// One time step: the inner kernel on the main stream and the border kernel on the side stream, joined
+// before the next step. Captured into a graph, they become two parallel nodes per step.
+template <typename Step>
+void GpuPropagator::launch_step(const InnerRegion& inner, int batch,
+                                void (*inner_kernel)(StepConstants, Step, InnerRegion),
+                                void (*border_kernel)(StepConstants, Step, InnerRegion, size_t),
+                                const StepConstants& k, const Step& a) {
+    CUDA_CHECK(cudaEventRecord(fork_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_));
+    const dim3 grid = inner_grid(inner, batch);
+    if (grid.x > 0 && grid.y > 0)
+        inner_kernel<<<grid, dim3(kInnerThreadsX, kInnerThreadsY), 0, stream_>>>(k, a, inner);
+    const size_t groups = inner.border_groups(layout_);
+    if (groups > 0)
+        border_kernel<<<dim3(unsigned((groups + kBorderThreads - 1) / kBorderThreads), 1, batch), kBorderThreads, 0,
+                        side_stream_>>>(k, a, inner, groups);
+    CUDA_CHECK(cudaEventRecord(join_, side_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, join_));
 }
 
 cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, bool adjoint) {
@@ -490,31 +732,41 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     ensure_workspace(Mode::gradient, batch_size);
     CUDA_CHECK(cudaMemsetAsync(gradient_.data(), 0, gradient_.bytes(), stream_));
 
-    CudaEventTimer timer;
+    CudaEventTimer timer, forward_timer, adjoint_timer;
     timer.start(stream_);
-    double misfit = 0.0;
+    double misfit = 0.0, forward_seconds = 0.0, adjoint_seconds = 0.0;
     for (size_t first = 0; first < shots.size(); first += batch_size) {
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
         Workspace& w = *workspace_;
         start_batch(shots, first, batch);
-        CUDA_CHECK(cudaGraphLaunch(time_loop_graph(Mode::gradient, batch, false), stream_));
+        const cudaGraphExec_t forward_loop = time_loop_graph(Mode::gradient, batch, false);
+        const cudaGraphExec_t adjoint_loop = time_loop_graph(Mode::gradient, batch, true);
+        forward_timer.start(stream_);
+        CUDA_CHECK(cudaGraphLaunch(forward_loop, stream_));
+        forward_timer.stop(stream_);
         const size_t samples = batch * trace_samples;
         residual_kernel<<<unsigned((samples + 255) / 256), 256, 0, stream_>>>(w.traces.data(), observed_.data(),
                                                                              w.shot_ids.data(), trace_samples, batch);
         CUDA_CHECK_LAUNCH();
         misfit += 0.5 * thrust::transform_reduce(thrust::cuda::par.on(stream_), w.traces.data(),
                                                  w.traces.data() + samples, Square(), 0.0, thrust::plus<double>());
-        CUDA_CHECK(cudaGraphLaunch(time_loop_graph(Mode::gradient, batch, true), stream_));
+        adjoint_timer.start(stream_);
+        CUDA_CHECK(cudaGraphLaunch(adjoint_loop, stream_));
+        adjoint_timer.stop(stream_);
         const dim3 block(32, 8), grid((problem_.nx + 31) / 32, (problem_.nz + 7) / 8);
         fold_gradient_kernel<<<grid, block, 0, stream_>>>(gradient_.data(), w.image.data(), velocity_.data(),
                                                           layout_, batch);
         CUDA_CHECK_LAUNCH();
+        forward_seconds += forward_timer.seconds();
+        adjoint_seconds += adjoint_timer.seconds();
     }
     timer.stop(stream_);
     GradientResult result;
     result.misfit = misfit;
     result.gradient = gradient_.download(problem_.model_cells(), stream_);
     result.device_seconds = timer.seconds();
+    result.forward_seconds = forward_seconds;
+    result.adjoint_seconds = adjoint_seconds;
     return result;
 }
 

@@ -23,10 +23,15 @@
 
 namespace fwi {
 
+struct StepConstants;  // kernel arguments, defined in gpu_propagator.cu
+struct InnerRegion;
+
 struct GradientResult {
     double misfit = 0.0;            // 0.5 sum (syn - obs)^2 over the shots
     std::vector<float> gradient;    // dJ/dv, nz x nx
     double device_seconds = 0.0;    // CUDA events around the whole computation
+    double forward_seconds = 0.0;   // of which the forward time loops
+    double adjoint_seconds = 0.0;   // and the adjoint time loops
 };
 
 class GpuPropagator {
@@ -67,13 +72,18 @@ private:
     cudaGraphExec_t time_loop_graph(Mode mode, int batch, bool adjoint);
     void capture_forward(Mode mode, int batch);
     void capture_adjoint(int batch);
+    template <typename Step>
+    void launch_step(const InnerRegion& inner, int batch, void (*inner_kernel)(StepConstants, Step, InnerRegion),
+                     void (*border_kernel)(StepConstants, Step, InnerRegion, size_t), const StepConstants& k,
+                     const Step& a);
     void start_batch(const std::vector<int>& shots, size_t first, int batch);
     size_t fixed_bytes() const;  // model, geometry and observed traces
 
     Problem problem_;
     FieldLayout layout_;
     Acquisition acquisition_;
-    cudaStream_t stream_ = nullptr;
+    cudaStream_t stream_ = nullptr, side_stream_ = nullptr;  // the side stream runs the border kernels
+    cudaEvent_t fork_ = nullptr, join_ = nullptr;
     int gradient_batch_ = 0;
     double last_forward_loop_seconds_ = 0.0;
     size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;

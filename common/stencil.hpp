@@ -128,14 +128,28 @@ FWI_HD LayerAdjoint<Real> layer_adjoint(Real coupled, Real zeta1, Real zeta2, Re
     return r;
 }
 
+// Where the adjoint's layer coupling reads its inputs: delta[m+1] and rho_x[m] along the cell's row
+// (step 1 from index `along_x`), rho_z[m] along its column (step `z_step` from index `along_z`).
+template <typename Real>
+struct LayerFields {
+    const Real* delta;
+    const Real* rho_x;
+    size_t along_x;
+    const Real* rho_z;
+    size_t along_z, z_step;
+};
+
 // Layout of one stored field: the model (nz x nx) plus `width` absorbing cells on every side (the
-// "padded" grid) plus the zero halo. Rows are padded to a multiple of 32 floats for aligned access.
+// "padded" grid) plus the zero halo. Rows are padded to a multiple of 32 floats for aligned access, with
+// a few slack rows and columns (zero, never used) so the GPU's 16-byte loads of 4 x 4 cell blocks
+// never leave the field.
 struct FieldLayout {
+    static constexpr int kSlackRows = 4, kSlackColumns = 4;
     int nz = 0, nx = 0;          // physical model
     int width = 0;               // absorbing cells on each side
     int nz_padded = 0, nx_padded = 0;
-    int rows = 0;                // nz_padded + 2 kHalo
-    int stride = 0;              // floats per stored row, >= nx_padded + 2 kHalo
+    int rows = 0;                // nz_padded + 2 kHalo + kSlackRows
+    int stride = 0;              // floats per stored row, >= nx_padded + 2 kHalo + kSlackColumns
     size_t cells = 0;            // rows * stride: floats per stored field
 
     static FieldLayout make(int nz, int nx, int width) {
@@ -145,8 +159,8 @@ struct FieldLayout {
         l.width = width;
         l.nz_padded = nz + 2 * width;
         l.nx_padded = nx + 2 * width;
-        l.rows = l.nz_padded + 2 * kHalo;
-        l.stride = (l.nx_padded + 2 * kHalo + 31) / 32 * 32;
+        l.rows = l.nz_padded + 2 * kHalo + kSlackRows;
+        l.stride = (l.nx_padded + 2 * kHalo + kSlackColumns + 31) / 32 * 32;
         l.cells = static_cast<size_t>(l.rows) * l.stride;
         return l;
     }
@@ -163,10 +177,14 @@ struct FieldLayout {
     FWI_HD bool in_layer(int zp, int xp) const {
         return xp < width || xp >= nx_padded - width || zp < width || zp >= nz_padded - width;
     }
-    // Cells whose stencil reaches into the layer (the adjoint needs the layer's extra fields there).
-    FWI_HD bool near_layer(int zp, int xp) const {
+    // Columns / rows whose stencil reaches into the x / z band.
+    FWI_HD bool near_x_band(int xp) const {
         const int reach = width + kStencilRadius;
-        return width > 0 && (xp < reach || xp >= nx_padded - reach || zp < reach || zp >= nz_padded - reach);
+        return width > 0 && (xp < reach || xp >= nx_padded - reach);
+    }
+    FWI_HD bool near_z_band(int zp) const {
+        const int reach = width + kStencilRadius;
+        return width > 0 && (zp < reach || zp >= nz_padded - reach);
     }
     // Compact index of a cell in the x band, -1 outside it; the band holds nz_padded * 2 width cells.
     FWI_HD int x_band_index(int zp, int xp) const {
@@ -192,5 +210,19 @@ struct FieldLayout {
     FWI_HD size_t x_band_cells() const { return static_cast<size_t>(nz_padded) * 2 * width; }
     FWI_HD size_t z_band_cells() const { return static_cast<size_t>(2 * width) * nx_padded; }
 };
+
+// The adjoint's coupling to the layer's fields at one cell, Lx delta - Dx rho_x - Dz rho_z (see
+// layer_adjoint), reading only where they can be non-zero: rho_x lives in the x band, rho_z in the z
+// band, delta in both; so the three stencils are needed only within kStencilRadius of a band.
+template <typename Real>
+FWI_HD Real layer_coupling(const FieldLayout& l, int zp, int xp, const LayerFields<Real>& f) {
+    const bool near_x = l.near_x_band(xp), near_z = l.near_z_band(zp);
+    const bool in_z_band = zp < l.width || zp >= l.nz_padded - l.width;
+    Real coupling = Real(0);
+    if (near_x || in_z_band) coupling += second_difference(f.delta, f.along_x, 1);
+    if (near_x) coupling -= first_difference(f.rho_x, f.along_x, 1);
+    if (near_z) coupling -= first_difference(f.rho_z, f.along_z, f.z_step);
+    return coupling;
+}
 
 }  // namespace fwi
