@@ -22,7 +22,8 @@ struct ElementRange {
 };
 
 // Splits `count` elements into `parts` consecutive ranges whose boundaries are multiples of `granule`
-// (so vector loads stay aligned); sizes differ by at most one granule, trailing parts may be empty.
+// (so vector loads stay aligned): they differ by at most one granule, plus the partial granule at the
+// end of the buffer; trailing parts may be empty.
 ElementRange split_evenly(size_t count, int parts, int index, size_t granule);
 
 enum class RingPhase { ReduceScatter, AllGather };

@@ -23,7 +23,7 @@ namespace fwi {
 // of each row. One thread per cell would issue 17 loads per cell, and the step kernels are bound by load
 // instructions, not bytes, on grids that fit in L2 (docs/PERFORMANCE.md). blockIdx.z is the shot.
 constexpr int kCellColumns = 4, kCellRows = 2;
-constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 128;
+constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 256;
 
 // The inner rectangle of the padded grid, [z0, z1) x [x0, x1), with x0 and x1 multiples of 4 (so the
 // 16-byte loads are aligned: stored column = xp + kHalo), and the border around it.
@@ -39,27 +39,24 @@ struct InnerRegion {
         r.x1 = std::max(r.x0, (l.nx_padded - margin) / 4 * 4);
         return r;
     }
-    // The border in groups of kCellColumns cells of one row, aligned like the inner rectangle: all
-    // groups of the rows above and below the rectangle, then those left and right of it.
-    __host__ __device__ static int groups_per_row(const FieldLayout& l) { return (l.nx_padded + kCellColumns - 1) / kCellColumns; }
-    size_t border_groups(const FieldLayout& l) const {
-        const int side_groups = x0 / kCellColumns + groups_per_row(l) - x1 / kCellColumns;
-        return static_cast<size_t>(z0 + l.nz_padded - z1) * groups_per_row(l) + static_cast<size_t>(z1 - z0) * side_groups;
+    size_t border_cells(const FieldLayout& l) const {
+        return l.padded_cells() - static_cast<size_t>(z1 - z0) * (x1 - x0);
     }
-    __device__ void border_group(const FieldLayout& l, size_t k, int& zp, int& xp0) const {
-        const int per_row = groups_per_row(l);
-        const size_t full_row_groups = static_cast<size_t>(z0 + l.nz_padded - z1) * per_row;
-        if (k < full_row_groups) {
-            const int row = int(k / per_row);
+    // The k-th border cell: the rows above the rectangle, the rows below it, then the two sides.
+    // (32-bit arithmetic: 64-bit division is slow on the GPU, and a shot has fewer than 2^31 cells.)
+    __device__ void border_cell(const FieldLayout& l, int k, int& zp, int& xp) const {
+        const int full_rows = (z0 + l.nz_padded - z1) * l.nx_padded;
+        if (k < full_rows) {
+            const int row = k / l.nx_padded;
             zp = row < z0 ? row : z1 + row - z0;
-            xp0 = kCellColumns * int(k % per_row);
+            xp = k - row * l.nx_padded;
             return;
         }
-        k -= full_row_groups;
-        const int left_groups = x0 / kCellColumns, side_groups = left_groups + per_row - x1 / kCellColumns;
-        zp = z0 + int(k / side_groups);
-        const int group = int(k % side_groups);
-        xp0 = kCellColumns * (group < left_groups ? group : x1 / kCellColumns + group - left_groups);
+        k -= full_rows;
+        const int side_width = x0 + l.nx_padded - x1;
+        const int row = k / side_width, column = k - row * side_width;
+        zp = z0 + row;
+        xp = column < x0 ? column : x1 + column - x0;
     }
 };
 
@@ -158,18 +155,6 @@ struct Window {
     }
 };
 
-// A row of 4 cells with kStencilRadius values on each side: left vector, the cells, right vector.
-__device__ void load_row(const float* field, size_t base, float (&row)[kCellColumns + 2 * kStencilRadius]) {
-    const float4 left = load4(field + base - kStencilRadius), middle = load4(field + base),
-                 right = load4(field + base + kCellColumns);
-#pragma unroll
-    for (int q = 0; q < kCellColumns; ++q) {
-        row[q] = lane(left, q);
-        row[kStencilRadius + q] = lane(middle, q);
-        row[kStencilRadius + kCellColumns + q] = lane(right, q);
-    }
-}
-
 dim3 inner_grid(const InnerRegion& r, int batch) {
     const int groups = (r.x1 - r.x0) / kCellColumns, row_blocks = (r.z1 - r.z0 + kCellRows - 1) / kCellRows;
     return dim3((groups + kInnerThreadsX - 1) / kInnerThreadsX, (row_blocks + kInnerThreadsY - 1) / kInnerThreadsY,
@@ -221,63 +206,46 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     }
 }
 
+// One thread per border cell: the interior update, or the PML's.
 __global__ void __launch_bounds__(kBorderThreads)
-    forward_border_kernel(const StepConstants k, const ForwardStep a, const InnerRegion inner, size_t groups) {
-    const size_t group = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (group >= groups) return;
+    forward_border_kernel(const StepConstants k, const ForwardStep a, const InnerRegion inner, int cells) {
+    const int cell = blockIdx.x * blockDim.x + threadIdx.x;
+    if (cell >= cells) return;
     const FieldLayout& l = k.layout;
-    int zp, xp0;
-    inner.border_group(l, group, zp, xp0);
+    int zp, xp;
+    inner.border_cell(l, cell, zp, xp);
     const int shot = blockIdx.z;
-    const size_t field = shot * l.cells, base = l.index(zp, xp0);
+    const size_t i = l.index(zp, xp);
+    const size_t field = shot * l.cells;
     const float* __restrict__ u = a.u + field;
-    Window<1> window;
-    window.load(u, base, l.stride);
-    float row[kCellColumns + 2 * kStencilRadius];
-    window.row_values(load4(u + base - kStencilRadius), load4(u + base + kCellColumns), 0, row);
-    const float4 u_prev = load4(a.u_prev + field + base), courant = load4(k.courant + base);
-    const float4 x = load4(a.x + field + base), x_prev = load4(a.x_prev + field + base);
-    // Lanes past the grid (the last group of a row may overhang it) stay zero: that keeps the halo zero.
-    float4 u_next = kZero4, x_next = kZero4, h = kZero4;
-#pragma unroll
-    for (int v = 0; v < kCellColumns; ++v) {
-        const int xp = xp0 + v;
-        if (xp >= l.nx_padded) continue;
-        const size_t i = base + v;
-        float column[2 * kStencilRadius + 1];
-        window.column_values(0, v, column);
-        const float lap_x = second_difference(row, kStencilRadius + v, 1);
-        const float lap_z = second_difference(column, kStencilRadius, 1);
-        float next, laplacian_term;
-        if (!l.in_layer(zp, xp)) {
-            laplacian_term = lap_x + lap_z;
-            next = interior_update(row[kStencilRadius + v], laplacian_term, lane(u_prev, v), lane(courant, v));
-            if (i == static_cast<size_t>(a.source_cell[shot])) next += a.source_amplitude;
-        } else {
-            const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
-            const size_t x_band = shot * l.x_band_cells(), z_band = shot * l.z_band_cells();
-            const LayerForward<float> p = layer_forward(
-                row[kStencilRadius + v], lane(u_prev, v), lane(x, v), lane(x_prev, v), lap_x, lap_z,
-                first_difference(row, kStencilRadius + v, 1), first_difference(column, kStencilRadius, 1),
-                xb >= 0 ? a.px_prev[x_band + xb] : 0.0f, zb >= 0 ? a.pz_prev[z_band + zb] : 0.0f, lane(courant, v),
-                k.columns[xp], k.rows[zp]);
-            next = p.u_next;
-            laplacian_term = lap_x + lap_z - p.px - p.pz;
-            set_lane(x_next, v, p.x_next);
-            if (xb >= 0) a.px[x_band + xb] = p.px;
-            if (zb >= 0) a.pz[z_band + zb] = p.pz;
-            if (a.gx) __stcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp), lap_x - p.px);
-        }
-        set_lane(u_next, v, next);
-        set_lane(h, v, laplacian_term);
-        if (zp == k.receiver_row) {
-            const int receiver = k.receiver_of_col[xp];
-            if (receiver >= 0) a.traces[shot * k.trace_samples + static_cast<size_t>(a.n + 1) * k.nrec + receiver] = next;
-        }
+    const float c = k.courant[i];
+    float u_next, h;
+    if (!l.in_layer(zp, xp)) {
+        h = laplacian(u, i, l.stride);
+        u_next = interior_update(u[i], h, a.u_prev[field + i], c);
+        if (i == static_cast<size_t>(a.source_cell[shot])) u_next += a.source_amplitude;
+    } else {
+        const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
+        const size_t x_band = shot * l.x_band_cells(), z_band = shot * l.z_band_cells();
+        const float lap_x = second_difference(u, i, 1), lap_z = second_difference(u, i, l.stride);
+        const LayerForward<float> r = layer_forward(
+            u[i], a.u_prev[field + i], a.x[field + i], a.x_prev[field + i], lap_x, lap_z,
+            first_difference(u, i, 1), first_difference(u, i, l.stride),
+            xb >= 0 ? a.px_prev[x_band + xb] : 0.0f, zb >= 0 ? a.pz_prev[z_band + zb] : 0.0f, c, k.columns[xp],
+            k.rows[zp]);
+        u_next = r.u_next;
+        h = lap_x + lap_z - r.px - r.pz;
+        a.x_next[field + i] = r.x_next;
+        if (xb >= 0) a.px[x_band + xb] = r.px;
+        if (zb >= 0) a.pz[z_band + zb] = r.pz;
+        if (a.gx) __stcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp), lap_x - r.px);
     }
-    store4(a.u_next + field + base, u_next);
-    store4(a.x_next + field + base, x_next);
-    if (a.h) __stcs(reinterpret_cast<float4*>(a.h + field + base), h);
+    a.u_next[field + i] = u_next;
+    if (a.h) __stcs(a.h + field + i, h);
+    if (zp == k.receiver_row) {
+        const int r = k.receiver_of_col[xp];
+        if (r >= 0) a.traces[shot * k.trace_samples + static_cast<size_t>(a.n + 1) * k.nrec + r] = u_next;
+    }
 }
 
 // ---- Adjoint ----
@@ -325,67 +293,40 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
 }
 
 __global__ void __launch_bounds__(kBorderThreads)
-    adjoint_border_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner, size_t groups) {
-    const size_t group = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (group >= groups) return;
+    adjoint_border_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner, int cells) {
+    const int cell = blockIdx.x * blockDim.x + threadIdx.x;
+    if (cell >= cells) return;
     const FieldLayout& l = k.layout;
-    int zp, xp0;
-    inner.border_group(l, group, zp, xp0);
+    int zp, xp;
+    inner.border_cell(l, cell, zp, xp);
     const int shot = blockIdx.z;
-    const size_t field = shot * l.cells, base = l.index(zp, xp0);
+    const size_t i = l.index(zp, xp);
+    const size_t field = shot * l.cells;
     const float* __restrict__ zeta_next = a.zeta1 + field;
-    Window<1> window, rho_z_window;
-    window.load(zeta_next, base, l.stride);
-    float row[kCellColumns + 2 * kStencilRadius], delta_row[kCellColumns + 2 * kStencilRadius],
-        rho_x_row[kCellColumns + 2 * kStencilRadius];
-    window.row_values(load4(zeta_next + base - kStencilRadius), load4(zeta_next + base + kCellColumns), 0, row);
-    load_row(a.delta1 + field, base, delta_row);
-    load_row(a.rho_x + field, base, rho_x_row);
-    rho_z_window.load(a.rho_z + field, base, l.stride);
-    const float4 zeta2 = load4(a.zeta2 + field + base), courant = load4(k.courant + base);
-    const float4 delta2 = load4(a.delta2 + field + base);
-    float4 image = a.image ? load4(a.image + field + base) : kZero4;
-    const float4 h = a.image ? __ldcs(reinterpret_cast<const float4*>(a.h + field + base)) : kZero4;
-    // Lanes past the grid, and delta and rho outside the layer, stay zero.
-    float4 zeta = kZero4, delta = kZero4, rho_x_next = kZero4, rho_z_next = kZero4;
-#pragma unroll
-    for (int v = 0; v < kCellColumns; ++v) {
-        const int xp = xp0 + v;
-        if (xp >= l.nx_padded) continue;
-        float column[2 * kStencilRadius + 1], rho_z_column[2 * kStencilRadius + 1];
-        window.column_values(0, v, column);
-        rho_z_window.column_values(0, v, rho_z_column);
-        const float zeta1 = row[kStencilRadius + v];
-        float coupling = second_difference(row, kStencilRadius + v, 1) + second_difference(column, kStencilRadius, 1);
-        if (zp == k.receiver_row) {
-            const int receiver = k.receiver_of_col[xp];
-            if (receiver >= 0) coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + receiver];
-        }
-        const LayerFields<float> layer_fields{delta_row, rho_x_row, size_t(kStencilRadius + v), rho_z_column,
-                                              size_t(kStencilRadius), 1};
-        coupling += layer_coupling(l, zp, xp, layer_fields);
-        const float coupled = lane(courant, v) * coupling;
-        float imaged = zeta1 * lane(h, v);
-        if (!l.in_layer(zp, xp)) {
-            set_lane(zeta, v, coupled + 2.0f * zeta1 - lane(zeta2, v));
-        } else {
-            const float delta1 = delta_row[kStencilRadius + v];
-            const LayerAdjoint<float> p =
-                layer_adjoint(coupled, zeta1, lane(zeta2, v), delta1, lane(delta2, v), rho_x_row[kStencilRadius + v],
-                              rho_z_column[kStencilRadius], k.columns[xp], k.rows[zp]);
-            set_lane(zeta, v, p.zeta);
-            set_lane(delta, v, p.delta);
-            set_lane(rho_x_next, v, p.rho_x);
-            set_lane(rho_z_next, v, p.rho_z);
-            if (a.image) imaged += delta1 * __ldcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp));
-        }
-        set_lane(image, v, lane(image, v) + imaged);
+    const float zeta1 = zeta_next[i];
+    float coupling = laplacian(zeta_next, i, l.stride);
+    if (zp == k.receiver_row) {
+        const int r = k.receiver_of_col[xp];
+        if (r >= 0) coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + r];
     }
-    store4(a.zeta + field + base, zeta);
-    store4(a.delta + field + base, delta);
-    store4(a.rho_x_next + field + base, rho_x_next);
-    store4(a.rho_z_next + field + base, rho_z_next);
-    if (a.image) store4(a.image + field + base, image);
+    coupling += layer_coupling(l, zp, xp,
+                               LayerFields<float>{a.delta1 + field, a.rho_x + field, i, a.rho_z + field, i, size_t(l.stride)});
+    const float coupled = k.courant[i] * coupling;
+    if (!l.in_layer(zp, xp)) {
+        a.zeta[field + i] = coupled + 2.0f * zeta1 - a.zeta2[field + i];
+        if (a.image) a.image[field + i] += zeta1 * __ldcs(a.h + field + i);
+        return;
+    }
+    const float delta1 = a.delta1[field + i];
+    const LayerAdjoint<float> r = layer_adjoint(coupled, zeta1, a.zeta2[field + i], delta1, a.delta2[field + i],
+                                                a.rho_x[field + i], a.rho_z[field + i], k.columns[xp], k.rows[zp]);
+    a.zeta[field + i] = r.zeta;
+    a.delta[field + i] = r.delta;
+    a.rho_x_next[field + i] = r.rho_x;
+    a.rho_z_next[field + i] = r.rho_z;
+    if (a.image)
+        a.image[field + i] += zeta1 * __ldcs(a.h + field + i) +
+                              delta1 * __ldcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp));
 }
 
 // residual = synthetic - observed for each shot of the batch.
@@ -478,12 +419,25 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     peak_allocated_bytes_ = allocated_bytes_;
     set_velocity(velocity);
 
+    gradient_batch_ = choose_gradient_batch();
+}
+
+// As many shots as fit in free memory, and no more than keep one adjoint step's working set (the
+// zeta fields, the imaging sum and the layer's fields) within 40% of the L2 cache: the step kernels
+// are fastest when the fields they reuse stay in L2. Measured on an H100 (50 MiB L2), default problem:
+// batches of 8 shots 93 ms per gradient, of 4 shots 77 ms, of 2 shots 98 ms (docs/PERFORMANCE.md).
+int GpuPropagator::choose_gradient_batch() const {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     // Keep 5% and 256 MiB of what is free for the observed traces, the CUDA graphs and other users.
     const double usable = 0.95 * double(free_bytes) - 256.0 * 1024 * 1024;
-    gradient_batch_ = static_cast<int>(std::min<double>(problem.nshots, usable / gradient_bytes_per_shot()));
-    gradient_batch_ = std::max(gradient_batch_, 0);
+    const int fits_memory = static_cast<int>(std::max(0.0, usable / gradient_bytes_per_shot()));
+    int device = 0, l2_bytes = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+    const double step_bytes_per_shot = sizeof(float) * (4.0 * layout_.cells + 7.0 * layout_.frame_cells());
+    const int fits_cache = std::max(1, static_cast<int>(0.4 * l2_bytes / step_bytes_per_shot));
+    return std::min({problem_.nshots, fits_memory, fits_cache});
 }
 
 GpuPropagator::~GpuPropagator() {
@@ -642,17 +596,17 @@ void GpuPropagator::capture_adjoint(int batch) {
 template <typename Step>
 void GpuPropagator::launch_step(const InnerRegion& inner, int batch,
                                 void (*inner_kernel)(StepConstants, Step, InnerRegion),
-                                void (*border_kernel)(StepConstants, Step, InnerRegion, size_t),
+                                void (*border_kernel)(StepConstants, Step, InnerRegion, int),
                                 const StepConstants& k, const Step& a) {
     CUDA_CHECK(cudaEventRecord(fork_, stream_));
     CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_));
     const dim3 grid = inner_grid(inner, batch);
     if (grid.x > 0 && grid.y > 0)
         inner_kernel<<<grid, dim3(kInnerThreadsX, kInnerThreadsY), 0, stream_>>>(k, a, inner);
-    const size_t groups = inner.border_groups(layout_);
-    if (groups > 0)
-        border_kernel<<<dim3(unsigned((groups + kBorderThreads - 1) / kBorderThreads), 1, batch), kBorderThreads, 0,
-                        side_stream_>>>(k, a, inner, groups);
+    const int cells = static_cast<int>(inner.border_cells(layout_));
+    if (cells > 0)
+        border_kernel<<<dim3((cells + kBorderThreads - 1) / kBorderThreads, 1, batch), kBorderThreads, 0,
+                        side_stream_>>>(k, a, inner, cells);
     CUDA_CHECK(cudaEventRecord(join_, side_stream_));
     CUDA_CHECK(cudaStreamWaitEvent(stream_, join_));
 }

@@ -5,7 +5,8 @@
 //
 // Memory: the gradient keeps, for every forward step, the Laplacian terms the imaging condition needs
 // (one stored field per step and shot, plus the absorbing layer's frame), so the adjoint pass neither
-// recomputes the forward nor applies a second stencil. The batch is as many shots as fit in free device memory;
+// recomputes the forward nor applies a second stencil. A batch is as many shots as fit in device memory
+// and keep a time step's working set within the L2 cache. The batch is as many shots as fit in free device memory;
 // a problem of which not even one shot fits is refused with an EnvironmentError before anything runs.
 #pragma once
 
@@ -74,10 +75,11 @@ private:
     void capture_adjoint(int batch);
     template <typename Step>
     void launch_step(const InnerRegion& inner, int batch, void (*inner_kernel)(StepConstants, Step, InnerRegion),
-                     void (*border_kernel)(StepConstants, Step, InnerRegion, size_t), const StepConstants& k,
+                     void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
                      const Step& a);
     void start_batch(const std::vector<int>& shots, size_t first, int batch);
     size_t fixed_bytes() const;  // model, geometry and observed traces
+    int choose_gradient_batch() const;
 
     Problem problem_;
     FieldLayout layout_;

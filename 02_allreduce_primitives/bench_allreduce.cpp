@@ -1,0 +1,91 @@
+// Google Benchmark cases for each allreduce variant at a few sizes, on all visible GPUs (at most 8).
+// Time per allreduce comes from CUDA events (manual time); counters give algbw and busbw in GB/s.
+// Without a GPU every case reports an error and the run ends normally.
+#include <benchmark/benchmark.h>
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+
+#include "allreduce_variant.hpp"
+#include "bandwidth.hpp"
+#include "gpu_group.hpp"
+#include "harness.hpp"
+
+using namespace fwi;
+
+namespace {
+
+constexpr size_t kLargestBytes = size_t(256) << 20;
+constexpr int kIterationsPerSample = 10;
+
+GpuGroup& shared_group() {
+    static GpuGroup group(0, 30.0);
+    static const bool reserved = (group.reserve(kLargestBytes / sizeof(float)), true);
+    (void)reserved;
+    return group;
+}
+
+// One variant object per name for the whole run (NCCL initialises its communicators once).
+AllreduceVariant& shared_variant(const std::string& name) {
+    GpuGroup& group = shared_group();  // constructed first, so destroyed after the variants
+    static std::map<std::string, std::unique_ptr<AllreduceVariant>> variants;
+    auto& variant = variants[name];
+    if (!variant) variant = make_variant(name, group, VariantOptions{});
+    return *variant;
+}
+
+void allreduce(benchmark::State& state, const std::string& name) {
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+        state.SkipWithError("no CUDA GPU");
+        return;
+    }
+    try {
+        GpuGroup& group = shared_group();
+        AllreduceVariant& variant = shared_variant(name);
+        if (const std::string reason = variant.unavailable_reason(); !reason.empty()) {
+            state.SkipWithError(reason.c_str());
+            return;
+        }
+        const size_t bytes = static_cast<size_t>(state.range(0));
+        const size_t count = bytes / sizeof(float);
+        group.fill_inputs(count);
+        const int iters = iterations_for(bytes, kIterationsPerSample);
+        variant.enqueue(count);  // warm-up
+        group.synchronize(name);
+        double seconds = 0.0;
+        for (auto _ : state) {
+            const double per_allreduce = time_batch(variant, group, count, iters);
+            state.SetIterationTime(per_allreduce);
+            seconds += per_allreduce;
+        }
+        const double mean = seconds / static_cast<double>(state.iterations());
+        state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+        state.counters["gpus"] = group.size();
+        state.counters["algbw_GBps"] = algorithm_bandwidth(bytes, mean) / 1e9;
+        state.counters["busbw_GBps"] = bus_bandwidth(bytes, mean, group.size()) / 1e9;
+    } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // 8 KiB (latency), the FWI gradient (384x512 floats), 16 MiB, 256 MiB (bandwidth).
+    for (const std::string& name : variant_names())
+        benchmark::RegisterBenchmark(("allreduce/" + name).c_str(), allreduce, name)
+            ->Arg(8 << 10)
+            ->Arg(384 * 512 * 4)
+            ->Arg(16 << 20)
+            ->Arg(256 << 20)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -1,0 +1,226 @@
+#include "gpu_group.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cuda_check.hpp"
+#include "errors.hpp"
+#include "input_data.hpp"
+#include "timing.hpp"
+
+namespace fwi {
+
+namespace {
+
+bool g_devices_unresponsive = false;
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(size_t count) {
+    return static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
+}
+
+__global__ void fill_inputs_kernel(float* data, size_t count, int rank) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+        data[i] = input_value(rank, i);
+}
+
+__global__ void count_wrong_kernel(const float* data, size_t count, int ranks, unsigned long long* wrong) {
+    unsigned long long mine = 0;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+        mine += data[i] != expected_sum(ranks, i);  // NaN poison never compares equal
+    if (mine) atomicAdd(wrong, mine);
+}
+
+int visible_gpus() {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0)
+        throw EnvironmentError(std::string("no CUDA GPU found (cudaGetDeviceCount: ") +
+                               (status == cudaSuccess ? "0 devices" : cudaGetErrorString(status)) +
+                               "); this program needs at least one NVIDIA GPU and its driver");
+    return count;
+}
+
+}  // namespace
+
+bool devices_unresponsive() { return g_devices_unresponsive; }
+
+void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what) {
+    const HostTimer timer;
+    for (;;) {
+        const cudaError_t status = cudaEventQuery(event);
+        if (status == cudaSuccess) return;
+        if (status != cudaErrorNotReady) CUDA_CHECK(status);
+        if (timer.seconds() > timeout_seconds) {
+            g_devices_unresponsive = true;
+            throw EnvironmentError(what + " did not finish within " + std::to_string(timeout_seconds) +
+                                   " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and "
+                                   "the peer access report above");
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+}
+
+template <typename T>
+DeviceArray<T>::DeviceArray(int device, size_t count) : device_(device) {
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaMalloc(&data_, count * sizeof(T)));
+}
+
+template <typename T>
+DeviceArray<T>::~DeviceArray() {
+    if (data_ && !devices_unresponsive()) {
+        cudaSetDevice(device_);
+        cudaFree(data_);
+    }
+}
+
+template <typename T>
+DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& other) noexcept {
+    std::swap(device_, other.device_);
+    std::swap(data_, other.data_);
+    return *this;
+}
+
+template class DeviceArray<float>;
+template class DeviceArray<unsigned long long>;
+
+GpuGroup::GpuGroup(int gpus, double timeout_seconds) : timeout_seconds_(timeout_seconds) {
+    const int visible = visible_gpus();
+    size_ = gpus == 0 ? std::min(visible, kMaxRanks) : gpus;
+    if (size_ > visible)
+        throw EnvironmentError("--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
+                               std::to_string(visible) + " visible (check CUDA_VISIBLE_DEVICES)");
+    peer_access_.assign(size_ * size_, 0);
+    for (int rank = 0; rank < size_; ++rank) {
+        CUDA_CHECK(cudaSetDevice(rank));
+        int sms = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, rank));
+        multiprocessors_.push_back(sms);
+        cudaStream_t stream;
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        streams_.push_back(stream);
+        cudaEvent_t marker;
+        CUDA_CHECK(cudaEventCreateWithFlags(&marker, cudaEventDisableTiming));
+        markers_.push_back(marker);
+        wrong_counters_.emplace_back(rank, 1);
+        for (int peer = 0; peer < size_; ++peer) {
+            if (peer == rank) continue;
+            int possible = 0;
+            CUDA_CHECK(cudaDeviceCanAccessPeer(&possible, rank, peer));
+            if (!possible) continue;
+            const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
+            if (status != cudaSuccess && status != cudaErrorPeerAccessAlreadyEnabled) CUDA_CHECK(status);
+            cudaGetLastError();  // clear a sticky "already enabled"
+            peer_access_[rank * size_ + peer] = 1;
+        }
+    }
+    void* report = nullptr;
+    CUDA_CHECK(cudaHostAlloc(&report, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    timeout_report_ = static_cast<volatile int*>(report);
+    *timeout_report_ = 0;
+}
+
+GpuGroup::~GpuGroup() {
+    if (devices_unresponsive()) return;
+    for (int rank = 0; rank < size_; ++rank) {
+        cudaSetDevice(rank);
+        cudaStreamDestroy(streams_[rank]);
+        cudaEventDestroy(markers_[rank]);
+    }
+    cudaFreeHost(const_cast<int*>(timeout_report_));
+}
+
+std::string GpuGroup::device_name(int rank) const {
+    cudaDeviceProp properties{};
+    CUDA_CHECK(cudaGetDeviceProperties(&properties, rank));
+    return properties.name;
+}
+
+std::vector<std::pair<int, int>> GpuGroup::pairs_without_peer_access() const {
+    std::vector<std::pair<int, int>> pairs;
+    for (int rank = 0; rank < size_; ++rank)
+        for (int peer = 0; peer < size_; ++peer)
+            if (peer != rank && !can_access_peer(rank, peer)) pairs.emplace_back(rank, peer);
+    return pairs;
+}
+
+void GpuGroup::reserve(size_t count) {
+    send_.clear();
+    recv_.clear();
+    for (int rank = 0; rank < size_; ++rank) {
+        send_.emplace_back(rank, count);
+        recv_.emplace_back(rank, count);
+    }
+    capacity_ = count;
+}
+
+void GpuGroup::fill_inputs(size_t count) {
+    for (int rank = 0; rank < size_; ++rank) {
+        CUDA_CHECK(cudaSetDevice(rank));
+        fill_inputs_kernel<<<blocks_for(count), kThreads, 0, streams_[rank]>>>(send(rank), count, rank);
+        CUDA_CHECK_LAUNCH();
+    }
+}
+
+void GpuGroup::poison_outputs(size_t count) {
+    for (int rank = 0; rank < size_; ++rank) {
+        CUDA_CHECK(cudaSetDevice(rank));
+        CUDA_CHECK(cudaMemsetAsync(recv(rank), 0xFF, count * sizeof(float), streams_[rank]));  // all ones: NaN
+    }
+}
+
+long long GpuGroup::count_wrong(size_t count) {
+    for (int rank = 0; rank < size_; ++rank) {
+        CUDA_CHECK(cudaSetDevice(rank));
+        unsigned long long* counter = wrong_counters_[rank].get();
+        CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof *counter, streams_[rank]));
+        count_wrong_kernel<<<blocks_for(count), kThreads, 0, streams_[rank]>>>(recv(rank), count, size_, counter);
+        CUDA_CHECK_LAUNCH();
+    }
+    synchronize("checking the result");
+    long long wrong = 0;
+    for (int rank = 0; rank < size_; ++rank) {
+        unsigned long long counted = 0;
+        CUDA_CHECK(cudaMemcpy(&counted, wrong_counters_[rank].get(), sizeof counted, cudaMemcpyDeviceToHost));
+        wrong += static_cast<long long>(counted);
+    }
+    return wrong;
+}
+
+void GpuGroup::fork_from_first() {
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaEventRecord(markers_[0], streams_[0]));
+    for (int rank = 1; rank < size_; ++rank) {
+        CUDA_CHECK(cudaSetDevice(rank));
+        CUDA_CHECK(cudaStreamWaitEvent(streams_[rank], markers_[0], 0));
+    }
+}
+
+void GpuGroup::join_into_first() {
+    for (int rank = 1; rank < size_; ++rank) {
+        CUDA_CHECK(cudaSetDevice(rank));
+        CUDA_CHECK(cudaEventRecord(markers_[rank], streams_[rank]));
+    }
+    CUDA_CHECK(cudaSetDevice(0));
+    for (int rank = 1; rank < size_; ++rank) CUDA_CHECK(cudaStreamWaitEvent(streams_[0], markers_[rank], 0));
+}
+
+void GpuGroup::synchronize(const std::string& what) {
+    for (int rank = 0; rank < size_; ++rank) {
+        CUDA_CHECK(cudaSetDevice(rank));
+        CUDA_CHECK(cudaEventRecord(markers_[rank], streams_[rank]));
+    }
+    for (int rank = 0; rank < size_; ++rank)
+        wait_for_event(markers_[rank], timeout_seconds_, what + " on GPU " + std::to_string(rank));
+    if (const int report = *timeout_report_) {
+        const int waiting = (report - 1) / kMaxRanks, awaited = (report - 1) % kMaxRanks;
+        throw EnvironmentError(what + ": GPU " + std::to_string(waiting) + " gave up waiting for a signal from GPU " +
+                               std::to_string(awaited) + " after " + std::to_string(timeout_seconds_ / 2) +
+                               " s (device-side wait); the peer link or that GPU may be hung");
+    }
+}
+
+}  // namespace fwi

@@ -1,0 +1,97 @@
+// GpuGroup: the GPUs one process drives for the allreduce lesson, with what every variant shares:
+// one stream per GPU, peer access between every pair that supports it, the send/receive buffers with
+// their input data, poisoning and checking, and waits that give up after --timeout seconds.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fwi {
+
+constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
+
+// True once a wait has timed out: the GPUs may be hung, so destructors leave device memory, streams and
+// communicators to the process exit (freeing would wait on the hung work forever).
+bool devices_unresponsive();
+
+// Waits for `event` by polling; after `timeout_seconds` marks the devices unresponsive and throws
+// EnvironmentError naming `what`. (Generic; a candidate for common/.)
+void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what);
+
+// Device memory for `count` elements of T on one GPU.
+template <typename T>
+class DeviceArray {
+public:
+    DeviceArray() = default;
+    DeviceArray(int device, size_t count);
+    ~DeviceArray();
+    DeviceArray(DeviceArray&& other) noexcept { *this = std::move(other); }
+    DeviceArray& operator=(DeviceArray&& other) noexcept;
+    T* get() const { return data_; }
+
+private:
+    int device_ = 0;
+    T* data_ = nullptr;
+};
+
+class GpuGroup {
+public:
+    // Uses GPUs 0..gpus-1 (0 = every visible GPU). Throws EnvironmentError when there are too few.
+    GpuGroup(int gpus, double timeout_seconds);
+    ~GpuGroup();
+    GpuGroup(const GpuGroup&) = delete;
+    GpuGroup& operator=(const GpuGroup&) = delete;
+
+    int size() const { return size_; }
+    std::string device_name(int rank) const;
+    int multiprocessors(int rank) const { return multiprocessors_[rank]; }
+    double timeout_seconds() const { return timeout_seconds_; }
+
+    bool can_access_peer(int rank, int peer) const { return peer_access_[rank * size_ + peer]; }
+    std::vector<std::pair<int, int>> pairs_without_peer_access() const;
+
+    // The stream of each GPU: a variant's allreduce starts and ends on it, like NCCL's stream argument.
+    cudaStream_t stream(int rank) const { return streams_[rank]; }
+
+    // Allocates send and receive buffers of `count` floats on every GPU.
+    void reserve(size_t count);
+    size_t capacity() const { return capacity_; }
+    float* send(int rank) const { return send_[rank].get(); }
+    float* recv(int rank) const { return recv_[rank].get(); }
+
+    void fill_inputs(size_t count);
+    // Fills the receive buffers with NaN, so elements a variant forgets to write count as wrong.
+    void poison_outputs(size_t count);
+    // Elements of the receive buffers (all GPUs together) that differ from the exact sum.
+    long long count_wrong(size_t count);
+
+    // Makes every GPU's stream wait for GPU 0's stream, and GPU 0's stream wait for every other
+    // stream: the brackets around a timed batch, so one pair of events on GPU 0 times all GPUs.
+    void fork_from_first();
+    void join_into_first();
+
+    // Waits (with the timeout) until every stream is idle, then reports any device-side timeout.
+    void synchronize(const std::string& what);
+
+    // Host-mapped word where kernels that wait on other GPUs report that they gave up:
+    // 0 = fine, else 1 + waiting_rank * kMaxRanks + awaited_rank.
+    volatile int* timeout_report() const { return timeout_report_; }
+
+private:
+    int size_ = 0;
+    double timeout_seconds_;
+    std::vector<int> multiprocessors_;
+    std::vector<char> peer_access_;
+    std::vector<cudaStream_t> streams_;
+    std::vector<cudaEvent_t> markers_;  // fork/join/sync points, one per GPU
+    std::vector<DeviceArray<float>> send_, recv_;
+    std::vector<DeviceArray<unsigned long long>> wrong_counters_;
+    size_t capacity_ = 0;
+    volatile int* timeout_report_ = nullptr;
+};
+
+}  // namespace fwi

@@ -1,0 +1,46 @@
+// nccl: the reference. One communicator per GPU from ncclCommInitAll (one process, all GPUs), and
+// the n ncclAllReduce calls grouped so NCCL launches them together.
+#include <cstdlib>
+
+#include "allreduce_variant.hpp"
+#include "nccl_check.hpp"
+
+namespace fwi {
+
+namespace {
+
+class Nccl final : public AllreduceVariant {
+public:
+    explicit Nccl(GpuGroup& group) : group_(group), comms_(group.size()) {
+        // NVLink SHARP (multicast) stays off on the lent machines; a user's explicit setting wins.
+        setenv("NCCL_NVLS_ENABLE", "0", 0);
+        std::vector<int> devices(group.size());
+        for (int rank = 0; rank < group.size(); ++rank) devices[rank] = rank;
+        NCCL_CHECK(ncclCommInitAll(comms_.data(), group.size(), devices.data()));
+    }
+    ~Nccl() override {
+        // A hung communicator cannot be destroyed (that waits for its work); aborting never waits.
+        for (ncclComm_t comm : comms_) devices_unresponsive() ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+    }
+
+    const char* name() const override { return "nccl"; }
+    const char* description() const override { return "ncclAllReduce over ncclCommInitAll communicators (reference)"; }
+
+    void enqueue(size_t count) override {
+        NCCL_CHECK(ncclGroupStart());
+        for (int rank = 0; rank < group_.size(); ++rank)
+            NCCL_CHECK(ncclAllReduce(group_.send(rank), group_.recv(rank), count, ncclFloat, ncclSum, comms_[rank],
+                                     group_.stream(rank)));
+        NCCL_CHECK(ncclGroupEnd());
+    }
+
+private:
+    GpuGroup& group_;
+    std::vector<ncclComm_t> comms_;
+};
+
+}  // namespace
+
+std::unique_ptr<AllreduceVariant> make_nccl(GpuGroup& group) { return std::make_unique<Nccl>(group); }
+
+}  // namespace fwi

@@ -1,0 +1,169 @@
+// ring: reduce-scatter then all-gather around the ring 0 -> 1 -> ... -> n-1 -> 0, built from peer
+// copies (copy engines) and reduction kernels. Each rank pulls from its predecessor: in the
+// reduce-scatter into a scratch buffer, then adds its own input into its result; in the all-gather
+// straight into its result. Every link carries 2(n-1)/n of the buffer, the optimum.
+//
+// Each segment is cut into chunks that travel the ring independently on several streams, so one
+// chunk's reduction overlaps the next chunk's copy. Events carry the dependencies: a rank's copy of a
+// chunk at step k waits for its predecessor's step k-1 on that chunk; a chunk's copy and reduction on
+// one rank share a stream, so the scratch area is free again before the next copy lands in it.
+#include <array>
+
+#include "allreduce_variant.hpp"
+#include "cuda_check.hpp"
+#include "ring_schedule.hpp"
+#include "sum_kernel.cuh"
+
+namespace fwi {
+
+namespace {
+
+constexpr int kPipelineStreams = 4;
+constexpr size_t kMinChunkElements = 64 * 1024;  // 256 KiB: smaller copies are dominated by their overhead
+
+cudaEvent_t new_event() {
+    cudaEvent_t event;
+    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+}
+
+class Ring final : public AllreduceVariant {
+public:
+    Ring(GpuGroup& group, int chunks_per_segment) : group_(group), max_chunks_(chunks_per_segment) {
+        if (!unavailable_reason().empty()) return;
+        const int n = group.size();
+        ranks_.resize(n);
+        for (int rank = 0; rank < n; ++rank) {
+            PerRank& mine = ranks_[rank];
+            mine.scratch = DeviceArray<float>(rank, split_evenly(group.capacity(), n, 0, RingPlan::kGranule).size());
+            CUDA_CHECK(cudaSetDevice(rank));
+            for (cudaStream_t& stream : mine.streams)
+                CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+            for (cudaEvent_t& event : mine.stream_done) event = new_event();
+            mine.started = new_event();
+            mine.finished = new_event();
+            mine.chunk_done.resize(max_chunks_);
+            for (auto& by_parity : mine.chunk_done)
+                for (cudaEvent_t& event : by_parity) event = new_event();
+        }
+    }
+    ~Ring() override {
+        if (devices_unresponsive()) return;
+        for (size_t rank = 0; rank < ranks_.size(); ++rank) {
+            cudaSetDevice(static_cast<int>(rank));
+            PerRank& mine = ranks_[rank];
+            for (cudaStream_t stream : mine.streams) cudaStreamDestroy(stream);
+            for (cudaEvent_t event : mine.stream_done) cudaEventDestroy(event);
+            cudaEventDestroy(mine.started);
+            cudaEventDestroy(mine.finished);
+            for (auto& by_parity : mine.chunk_done)
+                for (cudaEvent_t event : by_parity) cudaEventDestroy(event);
+        }
+    }
+
+    const char* name() const override { return "ring"; }
+    const char* description() const override {
+        return "reduce-scatter + all-gather around a ring: peer copies and reduction kernels, chunks pipelined "
+               "over streams";
+    }
+    std::string unavailable_reason() const override {
+        const int n = group_.size();
+        if (n < 2) return "needs 2 or more GPUs with peer access";
+        for (int rank = 0; rank < n; ++rank)
+            if (!group_.can_access_peer(rank, ring_previous(n, rank)))
+                return "no peer access from GPU " + std::to_string(rank) + " to its ring predecessor GPU " +
+                       std::to_string(ring_previous(n, rank));
+        return "";
+    }
+
+    void enqueue(size_t count) override {
+        const RingPlan plan(count, group_.size(), max_chunks_, kMinChunkElements);
+        start();
+        for (int step = 0; step < ring_steps(plan.ranks()); ++step)
+            for (int chunk = 0; chunk < plan.chunks_per_segment(); ++chunk)
+                for (int rank = 0; rank < plan.ranks(); ++rank) receive_chunk(plan, rank, step, chunk);
+        finish();
+    }
+
+private:
+    struct PerRank {
+        DeviceArray<float> scratch;  // one segment: what the predecessor sent in the reduce-scatter
+        std::array<cudaStream_t, kPipelineStreams> streams{};
+        std::array<cudaEvent_t, kPipelineStreams> stream_done{};
+        cudaEvent_t started = nullptr;   // on the group stream: this rank's input is ready
+        cudaEvent_t finished = nullptr;  // on the group stream: this rank's copies and reductions are done
+        // chunk_done[c][k % 2]: this rank finished chunk c of step k. Two per chunk, because a rank's
+        // step k+1 record must not replace the step k record its successor has not waited on yet.
+        std::vector<std::array<cudaEvent_t, 2>> chunk_done;
+    };
+
+    // The pipeline streams wait for the group stream (inputs ready, previous allreduce finished).
+    void start() {
+        for (int rank = 0; rank < group_.size(); ++rank) {
+            CUDA_CHECK(cudaSetDevice(rank));
+            PerRank& mine = ranks_[rank];
+            CUDA_CHECK(cudaEventRecord(mine.started, group_.stream(rank)));
+            for (cudaStream_t stream : mine.streams) CUDA_CHECK(cudaStreamWaitEvent(stream, mine.started, 0));
+        }
+    }
+
+    void receive_chunk(const RingPlan& plan, int rank, int step, int chunk) {
+        const int n = plan.ranks(), sender = ring_previous(n, rank);
+        const RingStep what = ring_step(n, rank, step);
+        const ElementRange range = plan.chunk(what.segment, chunk);
+        if (range.empty()) return;  // then the sender skipped it at step-1 too
+        PerRank& mine = ranks_[rank];
+        const PerRank& theirs = ranks_[sender];
+        cudaStream_t stream = mine.streams[chunk % kPipelineStreams];
+        CUDA_CHECK(cudaSetDevice(rank));
+        CUDA_CHECK(cudaStreamWaitEvent(stream, step == 0 ? theirs.started : theirs.chunk_done[chunk][(step - 1) % 2], 0));
+
+        const float* source = (what.from_send_buffer ? group_.send(sender) : group_.recv(sender)) + range.begin;
+        const size_t bytes = range.size() * sizeof(float);
+        if (what.phase == RingPhase::ReduceScatter) {
+            float* incoming = mine.scratch.get() + (range.begin - plan.segment(what.segment).begin);
+            CUDA_CHECK(cudaMemcpyPeerAsync(incoming, rank, source, sender, bytes, stream));
+            SumOperands sum{};
+            sum.inputs[0] = group_.send(rank) + range.begin;
+            sum.inputs[1] = incoming;
+            sum.input_count = 2;
+            sum.outputs[0] = group_.recv(rank) + range.begin;
+            sum.output_count = 1;
+            launch_sum(sum, range.size(), group_.multiprocessors(rank), stream);
+        } else {
+            CUDA_CHECK(cudaMemcpyPeerAsync(group_.recv(rank) + range.begin, rank, source, sender, bytes, stream));
+        }
+        CUDA_CHECK(cudaEventRecord(mine.chunk_done[chunk][step % 2], stream));
+    }
+
+    // The group stream of rank r ends after r's own work and after its successor's last copy out of
+    // r's buffers, so r's buffers are free once its stream passes this point.
+    void finish() {
+        const int n = group_.size();
+        for (int rank = 0; rank < n; ++rank) {
+            CUDA_CHECK(cudaSetDevice(rank));
+            PerRank& mine = ranks_[rank];
+            for (int s = 0; s < kPipelineStreams; ++s) {
+                CUDA_CHECK(cudaEventRecord(mine.stream_done[s], mine.streams[s]));
+                CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), mine.stream_done[s], 0));
+            }
+            CUDA_CHECK(cudaEventRecord(mine.finished, group_.stream(rank)));
+        }
+        for (int rank = 0; rank < n; ++rank) {
+            CUDA_CHECK(cudaSetDevice(rank));
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), ranks_[(rank + 1) % n].finished, 0));
+        }
+    }
+
+    GpuGroup& group_;
+    int max_chunks_;
+    std::vector<PerRank> ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<AllreduceVariant> make_ring(GpuGroup& group, int chunks_per_segment) {
+    return std::make_unique<Ring>(group, chunks_per_segment);
+}
+
+}  // namespace fwi

@@ -1,0 +1,112 @@
+// Every allreduce variant gives the exact sum on 1, 2 and all GPUs, for odd element counts and sizes
+// below the ring's chunk size and the p2p kernels' vector width; both p2p_kernel algorithms; and
+// back-to-back runs (no missing dependency between calls). Needs GPUs: exits 77 (skipped) without.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "allreduce_variant.hpp"
+#include "gpu_group.hpp"
+#include "harness.hpp"
+
+using namespace fwi;
+
+namespace {
+
+// Odd counts, sizes under one 16-byte vector, under the ring's 256 KiB chunk, and over several chunks.
+const std::vector<size_t> kCounts{1, 3, 5, 7, 33, 1001, 4099, 65537, (1 << 20) + 3};
+
+struct Case {
+    std::string variant;
+    VariantOptions options;
+    std::string label;
+};
+
+std::vector<Case> all_cases() {
+    VariantOptions one_shot, two_shot, fine_ring;
+    one_shot.one_shot_max_bytes = size_t(1) << 30;
+    two_shot.one_shot_max_bytes = 0;
+    fine_ring.ring_chunks = 16;
+    return {{"via_gpu0", {}, "via_gpu0"},
+            {"ring", {}, "ring"},
+            {"ring", fine_ring, "ring, 16 chunks"},
+            {"p2p_kernel", one_shot, "p2p_kernel one-shot"},
+            {"p2p_kernel", two_shot, "p2p_kernel two-shot"},
+            {"nccl", {}, "nccl"}};
+}
+
+int visible_gpus() {
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+void check_every_variant(int gpus) {
+    GpuGroup group(gpus, 30.0);
+    group.reserve(kCounts.back());
+    const bool peer_access = group.pairs_without_peer_access().empty();
+    for (const Case& c : all_cases()) {
+        CAPTURE(c.label);
+        const auto variant = make_variant(c.variant, group, c.options);
+        const std::string reason = variant->unavailable_reason();
+        const bool needs_peers = c.variant == "ring" || c.variant == "p2p_kernel";
+        if (needs_peers && (gpus == 1 || !peer_access)) {
+            CHECK_MESSAGE(!reason.empty(), "a P2P variant must say why it cannot run");
+            MESSAGE(c.label << " skipped on " << gpus << " GPU(s): " << reason);
+            continue;
+        }
+        REQUIRE(reason.empty());
+        for (size_t count : kCounts) {
+            CAPTURE(count);
+            CHECK(run_once_and_count_wrong(*variant, group, count) == 0);
+        }
+        TimingOptions quick;
+        quick.warmup = 2;
+        quick.iters = 5;
+        quick.repeats = 2;
+        const Measurement m = measure(*variant, group, 4099, quick);
+        CHECK(m.wrong == 0);
+        CHECK(m.seconds > 0.0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("one GPU: via_gpu0 and nccl give the exact sum, the P2P variants say they need peers") {
+    check_every_variant(1);
+}
+
+TEST_CASE("two GPUs: every variant gives the exact sum") { check_every_variant(2); }
+
+TEST_CASE("all GPUs: every variant gives the exact sum") {
+    const int gpus = std::min(visible_gpus(), kMaxRanks);
+    if (gpus <= 2) {
+        MESSAGE("all visible GPUs = " << gpus << ", already covered");
+        return;
+    }
+    check_every_variant(gpus);
+}
+
+// doctest's main, after a check for GPUs: --min-gpus=N (ours) makes the run a skip (77) with fewer.
+int main(int argc, char** argv) {
+    int min_gpus = 1;
+    std::vector<char*> doctest_args;
+    for (int i = 0; i < argc; ++i) {
+        if (std::strncmp(argv[i], "--min-gpus=", 11) == 0)
+            min_gpus = std::atoi(argv[i] + 11);
+        else
+            doctest_args.push_back(argv[i]);
+    }
+    const int gpus = visible_gpus();
+    if (gpus < min_gpus) {
+        std::printf("skipped: needs %d GPU(s), found %d\n", min_gpus, gpus);
+        return 77;
+    }
+    doctest::Context context(static_cast<int>(doctest_args.size()), doctest_args.data());
+    return context.run();
+}

@@ -1,0 +1,84 @@
+// via_gpu0: the textbook allreduce. Every GPU copies its buffer to GPU 0, GPU 0 sums, every GPU
+// copies the sum back. GPU 0's links carry (n-1) buffers in and (n-1) out while the other links idle,
+// so its bus bandwidth falls as GPUs are added: the baseline the other variants improve on.
+#include "allreduce_variant.hpp"
+#include "cuda_check.hpp"
+#include "sum_kernel.cuh"
+
+namespace fwi {
+
+namespace {
+
+class ViaGpu0 final : public AllreduceVariant {
+public:
+    explicit ViaGpu0(GpuGroup& group) : group_(group) {
+        for (int rank = 1; rank < group.size(); ++rank) {
+            gathered_.emplace_back(0, group.capacity());  // rank r's buffer, copied to GPU 0
+            CUDA_CHECK(cudaSetDevice(rank));
+            cudaEvent_t gathered, returned;
+            CUDA_CHECK(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventCreateWithFlags(&returned, cudaEventDisableTiming));
+            gathered_event_.push_back(gathered);
+            returned_event_.push_back(returned);
+        }
+        CUDA_CHECK(cudaSetDevice(0));
+        CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+    }
+    ~ViaGpu0() override {
+        if (devices_unresponsive()) return;
+        for (size_t i = 0; i < gathered_event_.size(); ++i) {
+            cudaEventDestroy(gathered_event_[i]);
+            cudaEventDestroy(returned_event_[i]);
+        }
+        cudaEventDestroy(summed_);
+    }
+
+    const char* name() const override { return "via_gpu0"; }
+    const char* description() const override {
+        return "copy every buffer to GPU 0, sum there, copy the sum back";
+    }
+
+    void enqueue(size_t count) override {
+        const int n = group_.size();
+        const size_t bytes = count * sizeof(float);
+        SumOperands sum{};
+        sum.inputs[0] = group_.send(0);
+        sum.input_count = n;
+        sum.outputs[0] = group_.recv(0);
+        sum.output_count = 1;
+        for (int rank = 1; rank < n; ++rank) {
+            CUDA_CHECK(cudaSetDevice(rank));
+            float* copy_on_gpu0 = gathered_[rank - 1].get();
+            CUDA_CHECK(cudaMemcpyPeerAsync(copy_on_gpu0, 0, group_.send(rank), rank, bytes, group_.stream(rank)));
+            CUDA_CHECK(cudaEventRecord(gathered_event_[rank - 1], group_.stream(rank)));
+            sum.inputs[rank] = copy_on_gpu0;
+        }
+        CUDA_CHECK(cudaSetDevice(0));
+        for (int rank = 1; rank < n; ++rank)
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(0), gathered_event_[rank - 1], 0));
+        launch_sum(sum, count, group_.multiprocessors(0), group_.stream(0));
+        CUDA_CHECK(cudaEventRecord(summed_, group_.stream(0)));
+        for (int rank = 1; rank < n; ++rank) {
+            CUDA_CHECK(cudaSetDevice(rank));
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), summed_, 0));
+            CUDA_CHECK(cudaMemcpyPeerAsync(group_.recv(rank), rank, group_.recv(0), 0, bytes, group_.stream(rank)));
+            CUDA_CHECK(cudaEventRecord(returned_event_[rank - 1], group_.stream(rank)));
+        }
+        // GPU 0's result must stay untouched until every copy back has read it.
+        CUDA_CHECK(cudaSetDevice(0));
+        for (int rank = 1; rank < n; ++rank)
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(0), returned_event_[rank - 1], 0));
+    }
+
+private:
+    GpuGroup& group_;
+    std::vector<DeviceArray<float>> gathered_;
+    std::vector<cudaEvent_t> gathered_event_, returned_event_;
+    cudaEvent_t summed_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<AllreduceVariant> make_via_gpu0(GpuGroup& group) { return std::make_unique<ViaGpu0>(group); }
+
+}  // namespace fwi
