@@ -14,14 +14,15 @@
 
 namespace fwi {
 
-// Each step runs two kernels side by side (parallel branches of the CUDA graph):
+// Each time step runs two kernels side by side (parallel branches of the CUDA graph); blockIdx.z is the
+// shot of the batch in both:
 //  - the inner kernel covers the rectangle of the padded grid where the update is the plain interior
-//    one (forward: outside the absorbing layer; adjoint: also beyond the layer's stencil reach);
-//  - the border kernel covers the rest, with the PML and its coupling terms.
-// In both, a thread updates 4 consecutive cells of a row (kCellRows rows in the inner kernel) with
-// 16-byte loads: a window of column vectors from 4 rows above to 4 below, and one vector on each side
-// of each row. One thread per cell would issue 17 loads per cell, and the step kernels are bound by load
-// instructions, not bytes, on grids that fit in L2 (docs/PERFORMANCE.md). blockIdx.z is the shot.
+//    one (forward: outside the absorbing layer; adjoint: also beyond the layer's stencil reach). A
+//    thread updates 4 columns x kCellRows rows with 16-byte loads, a window of column vectors from 4
+//    rows above to 4 below plus one vector on each side of each row: 14 loads for 8 cells, where one
+//    thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by load
+//    instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
+//  - the border kernel covers the rest, one thread per cell, with the PML and its coupling terms.
 constexpr int kCellColumns = 4, kCellRows = 2;
 constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 256;
 
@@ -138,9 +139,10 @@ struct Window {
         for (int j = 0; j < kRows + 2 * kStencilRadius; ++j)
             column[j] = load4(field + base + (j - kStencilRadius) * stride);
     }
-    // Row r with kStencilRadius values on each side (the side vectors are loaded by the caller).
-    __device__ void row_values(const float4& left, const float4& right, int r,
+    // Row r of the cells with kStencilRadius values on each side: the side vectors come from `field`.
+    __device__ void row_values(const float* field, size_t row_base, int r,
                                float (&row)[kCellColumns + 2 * kStencilRadius]) const {
+        const float4 left = load4(field + row_base - kStencilRadius), right = load4(field + row_base + kCellColumns);
 #pragma unroll
         for (int q = 0; q < kCellColumns; ++q) {
             row[q] = lane(left, q);
@@ -148,12 +150,22 @@ struct Window {
             row[kStencilRadius + kCellColumns + q] = lane(right, q);
         }
     }
-    // Column v from kStencilRadius rows above row r to kStencilRadius below.
-    __device__ void column_values(int r, int v, float (&values)[2 * kStencilRadius + 1]) const {
+    // The Laplacian of cell (r, v), the same expression as laplacian(): x part plus z part.
+    __device__ float laplacian(const float (&row)[kCellColumns + 2 * kStencilRadius], int r, int v) const {
+        float values[2 * kStencilRadius + 1];
 #pragma unroll
         for (int d = 0; d <= 2 * kStencilRadius; ++d) values[d] = lane(column[r + d], v);
+        return second_difference(row, kStencilRadius + v, 1) + second_difference(values, kStencilRadius, 1);
     }
 };
+
+// The first of the thread's kCellColumns x kCellRows cells in the inner rectangle; false past it.
+__device__ bool locate_inner_cells(const InnerRegion& inner, const FieldLayout& l, int& zp0, int& xp0, size_t& base) {
+    xp0 = inner.x0 + kCellColumns * int(blockIdx.x * blockDim.x + threadIdx.x);
+    zp0 = inner.z0 + kCellRows * int(blockIdx.y * blockDim.y + threadIdx.y);
+    base = l.index(zp0, xp0);
+    return xp0 < inner.x1 && zp0 < inner.z1;
+}
 
 dim3 inner_grid(const InnerRegion& r, int batch) {
     const int groups = (r.x1 - r.x0) / kCellColumns, row_blocks = (r.z1 - r.z0 + kCellRows - 1) / kCellRows;
@@ -166,11 +178,11 @@ dim3 inner_grid(const InnerRegion& r, int batch) {
 __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     forward_inner_kernel(const StepConstants k, const ForwardStep a, const InnerRegion inner) {
     const FieldLayout& l = k.layout;
-    const int xp0 = inner.x0 + kCellColumns * int(blockIdx.x * blockDim.x + threadIdx.x);
-    const int zp0 = inner.z0 + kCellRows * int(blockIdx.y * blockDim.y + threadIdx.y);
-    if (xp0 >= inner.x1 || zp0 >= inner.z1) return;
+    int zp0, xp0;
+    size_t base;
+    if (!locate_inner_cells(inner, l, zp0, xp0, base)) return;
     const int shot = blockIdx.z;
-    const size_t field = shot * l.cells, base = l.index(zp0, xp0);
+    const size_t field = shot * l.cells;
     const float* __restrict__ u = a.u + field;
     Window<kCellRows> window;
     window.load(u, base, l.stride);
@@ -180,15 +192,12 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
         if (zp >= inner.z1) continue;
         const size_t row_base = base + r * size_t(l.stride);
         float row[kCellColumns + 2 * kStencilRadius];
-        window.row_values(load4(u + row_base - kStencilRadius), load4(u + row_base + kCellColumns), r, row);
+        window.row_values(u, row_base, r, row);
         const float4 u_prev = load4(a.u_prev + field + row_base), courant = load4(k.courant + row_base);
         float4 u_next, h;
 #pragma unroll
         for (int v = 0; v < kCellColumns; ++v) {
-            float column[2 * kStencilRadius + 1];
-            window.column_values(r, v, column);
-            // The same expression as laplacian(): x part plus z part.
-            const float lap = second_difference(row, kStencilRadius + v, 1) + second_difference(column, kStencilRadius, 1);
+            const float lap = window.laplacian(row, r, v);
             float next = interior_update(row[kStencilRadius + v], lap, lane(u_prev, v), lane(courant, v));
             if (row_base + v == static_cast<size_t>(a.source_cell[shot])) next += a.source_amplitude;
             set_lane(u_next, v, next);
@@ -253,11 +262,11 @@ __global__ void __launch_bounds__(kBorderThreads)
 __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     adjoint_inner_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner) {
     const FieldLayout& l = k.layout;
-    const int xp0 = inner.x0 + kCellColumns * int(blockIdx.x * blockDim.x + threadIdx.x);
-    const int zp0 = inner.z0 + kCellRows * int(blockIdx.y * blockDim.y + threadIdx.y);
-    if (xp0 >= inner.x1 || zp0 >= inner.z1) return;
+    int zp0, xp0;
+    size_t base;
+    if (!locate_inner_cells(inner, l, zp0, xp0, base)) return;
     const int shot = blockIdx.z;
-    const size_t field = shot * l.cells, base = l.index(zp0, xp0);
+    const size_t field = shot * l.cells;
     const float* __restrict__ zeta_next = a.zeta1 + field;
     Window<kCellRows> window;
     window.load(zeta_next, base, l.stride);
@@ -267,18 +276,15 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
         if (zp >= inner.z1) continue;
         const size_t row_base = base + r * size_t(l.stride);
         float row[kCellColumns + 2 * kStencilRadius];
-        window.row_values(load4(zeta_next + row_base - kStencilRadius), load4(zeta_next + row_base + kCellColumns),
-                          r, row);
+        window.row_values(zeta_next, row_base, r, row);
         const float4 zeta2 = load4(a.zeta2 + field + row_base), courant = load4(k.courant + row_base);
         float4 image = a.image ? load4(a.image + field + row_base) : kZero4;
         const float4 h = a.image ? __ldcs(reinterpret_cast<const float4*>(a.h + field + row_base)) : kZero4;
         float4 zeta;
 #pragma unroll
         for (int v = 0; v < kCellColumns; ++v) {
-            float column[2 * kStencilRadius + 1];
-            window.column_values(r, v, column);
             const float zeta1 = row[kStencilRadius + v];
-            float coupling = second_difference(row, kStencilRadius + v, 1) + second_difference(column, kStencilRadius, 1);
+            float coupling = window.laplacian(row, r, v);
             if (zp == k.receiver_row) {
                 const int receiver = k.receiver_of_col[xp0 + v];
                 if (receiver >= 0)

@@ -1,21 +1,22 @@
 // The GPU propagator: the discrete operators of common/stencil.hpp, batched over shots (the shots of a
-// batch advance in the same kernel launches, one grid z-slice per shot), with source injection,
-// receiver sampling, the PML and the imaging condition fused into one kernel per time step, and each
-// time loop replayed as a CUDA graph.
+// batch advance in the same kernel launches, one grid z-slice per shot). Each time step is two kernels
+// run side by side, one for the interior and one for the absorbing border, with source injection,
+// receiver sampling and the imaging condition fused into them; each time loop is replayed as a CUDA
+// graph.
 //
 // Memory: the gradient keeps, for every forward step, the Laplacian terms the imaging condition needs
 // (one stored field per step and shot, plus the absorbing layer's frame), so the adjoint pass neither
-// recomputes the forward nor applies a second stencil. A batch is as many shots as fit in device memory
-// and keep a time step's working set within the L2 cache. The batch is as many shots as fit in free device memory;
-// a problem of which not even one shot fits is refused with an EnvironmentError before anything runs.
+// recomputes the forward nor applies a second stencil. A batch is as many shots as fit in free device
+// memory and keep a time step's working set within the L2 cache; a problem of which not even one shot
+// fits is refused with an EnvironmentError (exit 3) before anything runs.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <map>
 #include <memory>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "device.hpp"
