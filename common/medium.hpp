@@ -13,9 +13,9 @@ namespace fwi {
 
 // PML profile across the absorbing layer: eta(d) = eta_max (d / width)^2 at the d-th cell into the
 // layer, eta_max = kPmlStrength * v_max / (width dh). The strength was tuned with the reflection test
-// (tests/test_cpu_propagator.cpp): 5 gives reflections near 0.2% at the default width, where 3 and 10
-// give about 1% and 0.2-0.6%. It depends on the problem, never on the current model, so the gradient
-// needs no term for it.
+// (tests/test_cpu_propagator.cpp, sources and receivers near the top): 5 gives 0.15% at the default
+// width, 3 gives 1.0% and 10 gives 0.19%. It depends on the problem, never on the current model, so the
+// gradient needs no term for it.
 constexpr double kPmlStrength = 5.0;
 
 // One PmlAxis per padded row (padded_length = nz_padded) or column (nx_padded), in double.
