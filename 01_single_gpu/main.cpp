@@ -122,17 +122,14 @@ int run_fwi(const Problem& p, const Options& options) {
                     1e3 * iteration_seconds.back(), eta);
     }
 
-    if (!options.out.empty()) {
-        make_directories(options.out);
-        write_arrays(p, options.out, "true_model", v_true);
-        write_arrays(p, options.out, "initial_model", initial_model(p));
-        write_arrays(p, options.out, "final_model", velocity);
-        write_arrays(p, options.out, "first_gradient", first_gradient);
-        write_npy(options.out + "/observed_gathers.npy", observed.data(),
-                  {size_t(p.nshots), size_t(p.nt), size_t(p.nrec)});
-        std::printf("wrote true/initial/final models, the first gradient and the observed gathers to %s/\n",
-                    options.out.c_str());
-    }
+    make_directories(options.out);
+    write_arrays(p, options.out, "true_model", v_true);
+    write_arrays(p, options.out, "initial_model", initial_model(p));
+    write_arrays(p, options.out, "final_model", velocity);
+    write_arrays(p, options.out, "first_gradient", first_gradient);
+    write_npy(options.out + "/observed_gathers.npy", observed.data(), {size_t(p.nshots), size_t(p.nt), size_t(p.nrec)});
+    std::printf("wrote true/initial/final models, the first gradient and the observed gathers to %s/\n",
+                options.out.c_str());
 
     // 01 is the reference the others are checked against; its own check is that the inversion works:
     // with a single iteration nothing can be compared, otherwise the misfit must have decreased.
