@@ -96,6 +96,7 @@ int run_fwi(const Problem& p, const Options& options) {
 
     GpuPropagator gpu(p, v_true);
     std::printf("memory: %s\n", gpu.memory_report().c_str());
+    gpu.require_gradient_fits();  // refuse now, not after modelling the observed data
     const std::vector<float> observed = gpu.forward(shots);
     gpu.set_observed(observed);
     gpu.set_velocity(velocity);
@@ -117,8 +118,9 @@ int run_fwi(const Problem& p, const Options& options) {
         gradient_seconds.push_back(g.device_seconds);
         iteration_seconds.push_back(iteration.seconds());
         const double eta = median(iteration_seconds) * (options.iterations - it - 1);
+        const double relative = misfits.front() > 0.0 ? g.misfit / misfits.front() : 1.0;
         std::printf("iteration %3d/%d  misfit %.6e (%.4f of first)  gradient %7.2f ms  iteration %7.2f ms  ETA %.1f s\n",
-                    it + 1, options.iterations, g.misfit, g.misfit / misfits.front(), 1e3 * g.device_seconds,
+                    it + 1, options.iterations, g.misfit, relative, 1e3 * g.device_seconds,
                     1e3 * iteration_seconds.back(), eta);
     }
 

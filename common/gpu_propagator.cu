@@ -477,6 +477,16 @@ std::string GpuPropagator::memory_report() const {
     return text;
 }
 
+void GpuPropagator::require_gradient_fits() const {
+    if (gradient_batch_ >= 1) return;
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "the gradient needs %.1f GiB of device memory for one shot and that much is not free; use a "
+                  "smaller grid (--nz, --nx) or fewer time steps (--nt)",
+                  gib(gradient_bytes_per_shot()));
+    throw EnvironmentError(text);
+}
+
 void GpuPropagator::set_velocity(const std::vector<float>& velocity) {
     if (velocity.size() != problem_.model_cells()) throw UsageError("velocity model has the wrong size");
     velocity_.upload(velocity, stream_);
@@ -682,10 +692,7 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
 
 GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     NvtxRange range("gradient");
-    if (gradient_batch_ < 1)
-        throw EnvironmentError("the gradient needs " + std::to_string(gib(gradient_bytes_per_shot())) +
-                               " GiB of device memory for one shot and that much is not free; " +
-                               "use a smaller grid (--nz, --nx) or fewer time steps (--nt)");
+    require_gradient_fits();
     if (observed_.size() == 0) throw UsageError("gradient: observed traces were not set");
     const int batch_size = std::min<int>(gradient_batch_, int(shots.size()));
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;

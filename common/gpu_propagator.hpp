@@ -58,6 +58,8 @@ public:
     // Device memory one shot of a gradient batch needs, and the batch size chosen.
     size_t gradient_bytes_per_shot() const;
     int gradient_batch_size() const { return gradient_batch_; }
+    // Throws EnvironmentError (exit 3), naming the memory needed, when not even one shot fits.
+    void require_gradient_fits() const;
     // Device memory this propagator holds now, and the most it has held.
     size_t allocated_bytes() const { return allocated_bytes_; }
     size_t peak_allocated_bytes() const { return peak_allocated_bytes_; }

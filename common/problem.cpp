@@ -33,6 +33,9 @@ Problem problem_preset(const std::string& name) {
         p.src_x_last = 2027;
         p.nrec = 512;
         p.rec_x_last = 2047;
+        // The interface at the default problem's depth (1152 m): at nz/2 (3072 m) its reflection would
+        // arrive after the 1.6 s of recording and the misfit would be zero.
+        p.interface_depth = 192;
         return p;
     }
     if (name == "small") {
@@ -78,6 +81,7 @@ void add_problem_flags(ArgParser& parser, Problem& p) {
     parser.add_choice("--model", &p.model, {"two-layer", "anomaly"}, "true model");
     parser.add_double("--v-top", &p.v_top, 100.0, 10000.0, "velocity above the interface / background (m/s)");
     parser.add_double("--v-bottom", &p.v_bottom, 100.0, 10000.0, "velocity below the interface (m/s)");
+    parser.add_int("--interface-depth", &p.interface_depth, 0, 16383, "two-layer: row of the interface (0: nz/2)");
     parser.add_double("--anomaly-dv", &p.anomaly_dv, -5000.0, 5000.0, "anomaly: peak velocity change (m/s)");
     parser.add_double("--anomaly-radius", &p.anomaly_radius, 0.01, 1.0,
                       "anomaly: standard deviation as a fraction of nz");
@@ -106,6 +110,7 @@ std::pair<float, float> velocity_range(const std::vector<float>& model) {
 
 void validate(const Problem& p) {
     require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");
+    if (p.interface_depth != 0) require_in("--interface-depth", p.interface_depth, 1, p.nz - 1, "rows of --nz; 0 for nz/2");
     require_in("--rec-depth", p.rec_depth, 0, p.nz - 1, "rows of --nz");
     require_in("--src-x-first", p.src_x_first, 0, p.nx - 1, "columns of --nx");
     require_in("--src-x-last", p.src_x_last, p.src_x_first, p.nx - 1, "from --src-x-first to nx-1");
@@ -151,11 +156,12 @@ std::vector<float> true_model(const Problem& p) {
     std::vector<float> v(p.model_cells());
     const double z0 = 0.5 * (p.nz - 1), x0 = 0.5 * (p.nx - 1);
     const double sigma = p.anomaly_radius * p.nz;
+    const int interface = p.interface_depth != 0 ? p.interface_depth : p.nz / 2;
     for (int z = 0; z < p.nz; ++z)
         for (int x = 0; x < p.nx; ++x) {
             double value;
             if (p.model == "two-layer") {
-                value = z < p.nz / 2 ? p.v_top : p.v_bottom;
+                value = z < interface ? p.v_top : p.v_bottom;
             } else {  // anomaly
                 const double r2 = (z - z0) * (z - z0) + (x - x0) * (x - x0);
                 value = p.v_top + p.anomaly_dv * std::exp(-0.5 * r2 / (sigma * sigma));

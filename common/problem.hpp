@@ -25,7 +25,8 @@ struct Problem {
     int nrec = 128, rec_depth = 4, rec_x_first = 0, rec_x_last = 511;
     // Models.
     std::string model = "two-layer"; // two-layer | anomaly
-    double v_top = 1500.0, v_bottom = 2500.0;       // two-layer: interface at nz/2
+    double v_top = 1500.0, v_bottom = 2500.0;       // two-layer: above and below the interface
+    int interface_depth = 0;                        // two-layer: first row of the lower layer; 0: nz/2
     double anomaly_dv = 250.0;                      // anomaly: Gaussian of this amplitude in v_top
     double anomaly_radius = 0.125;                  // ... with this standard deviation, fraction of nz
     double v_initial = 1500.0;                      // starting model: constant

@@ -59,6 +59,7 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--nrec", "600"}, "--nrec: 600 receivers do not fit"},
         {{"--v-min", "3000"}, "--v-min"},
         {{"--delay", "5"}, "--delay"},
+        {{"--interface-depth", "400"}, "--interface-depth: 400 is outside the grid; allowed 1..383"},
         {{"--verify=1"}, "unknown flag '--verify'"},
     };
     for (const Case& c : cases) {

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "cpu_propagator.hpp"
+#include "errors.hpp"
 #include "gpu_propagator.hpp"
 #include "problem.hpp"
 #include "verify.hpp"
@@ -63,4 +64,16 @@ TEST_CASE("batched shots give the same result as one shot at a time") {
     MESSAGE("batched vs one at a time: " << describe(d));
     CHECK(all.misfit == doctest::Approx(misfit).epsilon(1e-6));
     CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
+}
+
+TEST_CASE("a gradient that cannot fit in device memory is refused before anything runs") {
+    Problem p = problem_preset("default");
+    p.nz = p.nx = 4096;  // one shot's history: 20000 steps of 4136 x 4160 floats, about 1.3 TB
+    p.nt = 20000;
+    p.src_x_last = p.rec_x_last = 4000;
+    validate(p);
+    GpuPropagator gpu(p, initial_model(p));
+    CHECK(gpu.gradient_batch_size() == 0);
+    CHECK_THROWS_AS(gpu.require_gradient_fits(), EnvironmentError);
+    CHECK_THROWS_WITH_AS(gpu.gradient({0}), doctest::Contains("GiB of device memory for one shot"), EnvironmentError);
 }
