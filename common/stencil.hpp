@@ -105,11 +105,13 @@ FWI_HD LayerForward<Real> layer_forward(Real u, Real u_prev, Real x, Real x_prev
     return r;
 }
 
-// The adjoint step. Variables (lambda = adjoint of u, chi = adjoint of X, pi = adjoint of P):
-//   zeta = c az.a lambda (the main adjoint field; in the interior it obeys the forward interior update),
-//   delta = c ax.a chi - zeta (zero in the interior), rho = q pi (per axis).
+// The adjoint step: the transpose of layer_forward, run backwards in time. With lambda, chi and pi the
+// adjoint states of u, X and P, and a = 1 / (1 + e) per axis, it works in scaled variables:
+//   zeta = c a_z lambda (the main adjoint field; in the interior it obeys the forward interior update),
+//   delta = c a_x chi - zeta (zero in the interior), rho = gain * pi (per axis).
 // `coupled` = c (L zeta[m+1] + Lx delta[m+1] - Dx rho_x[m] - Dz rho_z[m] + adjoint source).
-// The interior case is zeta[m] = coupled + 2 zeta[m+1] - zeta[m+2].
+// The interior case is zeta[m] = coupled + 2 zeta[m+1] - zeta[m+2]. The gradient with respect to c is
+// sum_m (zeta[m+1] + delta[m+1]) (Lx u[m] - Px[m]) + zeta[m+1] (Lz u[m] - Pz[m]), divided by c.
 template <typename Real>
 struct LayerAdjoint {
     Real zeta, delta, rho_x, rho_z;  // zeta[m], delta[m], rho_x[m-1], rho_z[m-1]
