@@ -1,0 +1,19 @@
+// Splitting shots over ranks or GPUs: contiguous ranges, the remainder spread over the first parts
+// (8 shots on 3 ranks: 3, 3, 2). Every shot is in exactly one range, in order.
+#pragma once
+
+#include <vector>
+
+namespace fwi {
+
+struct ShotRange {
+    int first = 0;  // first shot
+    int count = 0;  // number of shots
+    std::vector<int> shots() const;
+};
+
+// The range of part `part` (0-based) of `parts`. Throws UsageError when there are more parts than
+// shots (a rank with no shot has nothing to compute) or the arguments are out of range.
+ShotRange split_shots(int nshots, int parts, int part);
+
+}  // namespace fwi
