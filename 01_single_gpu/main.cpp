@@ -19,6 +19,7 @@
 #include "nvtx.hpp"
 #include "output.hpp"
 #include "problem.hpp"
+#include "shot_split.hpp"
 #include "timing.hpp"
 #include "update.hpp"
 #include "verify.hpp"
@@ -34,18 +35,12 @@ struct Options {
     bool verify = false;
 };
 
-std::vector<int> all_shots(const Problem& p) {
-    std::vector<int> shots(p.nshots);
-    for (int s = 0; s < p.nshots; ++s) shots[s] = s;
-    return shots;
-}
-
 // GPU against CPU reference: traces of every shot, then misfit and gradient from the initial model.
 // Tolerances: float32 on both sides, summed in different orders (FMA on the GPU) over nt steps.
 int verify_against_cpu(const Problem& p, const std::string& json_path) {
     constexpr double kTraceTolerance = 1e-4, kGradientTolerance = 1e-3;
     std::printf("verify: %s on GPU and on the CPU reference (float32 both)\n", p.summary().c_str());
-    const std::vector<int> shots = all_shots(p);
+    const std::vector<int> shots = all_shots(p.nshots);
     const CpuPropagator<float> cpu_true(p, true_model(p));
     const std::vector<float> observed = cpu_true.model_all_shots();
     GpuPropagator gpu(p, true_model(p));
@@ -90,7 +85,7 @@ int run_fwi(const Problem& p, const Options& options) {
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     std::printf("01_single_gpu: %s on %s\n", p.summary().c_str(), describe_device(device).c_str());
-    const std::vector<int> shots = all_shots(p);
+    const std::vector<int> shots = all_shots(p.nshots);
     const std::vector<float> v_true = true_model(p);
     std::vector<float> velocity = initial_model(p);
 

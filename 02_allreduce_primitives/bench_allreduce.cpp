@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "allreduce_variant.hpp"
+#include "device.hpp"
 #include "bandwidth.hpp"
 #include "gpu_group.hpp"
 #include "harness.hpp"
@@ -37,8 +38,7 @@ AllreduceVariant& shared_variant(const std::string& name) {
 }
 
 void allreduce(benchmark::State& state, const std::string& name) {
-    int gpus = 0;
-    if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    if (visible_gpu_count() == 0) {
         state.SkipWithError("no CUDA GPU");
         return;
     }

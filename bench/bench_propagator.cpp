@@ -10,6 +10,7 @@
 #include "device.hpp"
 #include "gpu_propagator.hpp"
 #include "problem.hpp"
+#include "shot_split.hpp"
 
 using namespace fwi;
 
@@ -61,8 +62,7 @@ void ForwardStep(benchmark::State& state) {
 void Gradient(benchmark::State& state) {
     if (skip_without_gpu(state)) return;
     const Problem p = problem_preset("default");
-    std::vector<int> shots(p.nshots);
-    for (int s = 0; s < p.nshots; ++s) shots[s] = s;
+    const std::vector<int> shots = all_shots(p.nshots);
     GpuPropagator gpu(p, true_model(p));
     gpu.set_observed(gpu.forward(shots));
     gpu.set_velocity(initial_model(p));

@@ -4,6 +4,22 @@
 
 namespace fwi {
 
+namespace {
+// dJ/dv on the model grid from the imaging sum I (dJ/dc times c, on the stored grid): dc/dv = 2 c / v,
+// so dJ/dv = 2 I / v, summed over every padded cell that copies the model cell (edge cells own their
+// strip of the absorbing layer).
+template <typename Real>
+std::vector<float> fold_gradient(const FieldLayout& l, const std::vector<Real>& imaging,
+                                 const std::vector<float>& velocity) {
+    std::vector<double> sum(static_cast<size_t>(l.nz) * l.nx, 0.0);
+    for (int zp = 0; zp < l.nz_padded; ++zp)
+        for (int xp = 0; xp < l.nx_padded; ++xp) sum[model_index_of_padded(l, zp, xp)] += imaging[l.index(zp, xp)];
+    std::vector<float> gradient(sum.size());
+    for (size_t i = 0; i < sum.size(); ++i) gradient[i] = static_cast<float>(2.0 * sum[i] / velocity[i]);
+    return gradient;
+}
+}  // namespace
+
 template <typename Real>
 CpuPropagator<Real>::CpuPropagator(const Problem& problem, const std::vector<float>& velocity)
     : problem_(problem),
@@ -146,7 +162,7 @@ double CpuPropagator<Real>::misfit_gradient(const std::vector<int>& shots, const
         }
         adjoint(shot, residual, &history, &imaging);
     }
-    gradient = fold_gradient(layout_, imaging.data(), 1, velocity_);
+    gradient = fold_gradient(layout_, imaging, velocity_);
     return misfit;
 }
 

@@ -65,23 +65,4 @@ std::vector<Real> courant_field(const Problem& problem, const FieldLayout& l, co
     return c;
 }
 
-// dJ/dv on the model grid from the imaging sum I = sum_n psi[n+1] L u[n] on the stored grid:
-// dJ/dc = I / c and dc/dv = 2 c / v, so dJ/dv = 2 I / v, summed over every padded cell that copies the
-// model cell (edge cells own their strip of the absorbing layer). `imaging` holds `shots` stored
-// fields, summed here in a fixed order.
-template <typename Real>
-std::vector<float> fold_gradient(const FieldLayout& l, const Real* imaging, int shots,
-                                 const std::vector<float>& velocity) {
-    std::vector<double> sum(static_cast<size_t>(l.nz) * l.nx, 0.0);
-    for (int zp = 0; zp < l.nz_padded; ++zp)
-        for (int xp = 0; xp < l.nx_padded; ++xp) {
-            double cell = 0.0;
-            for (int s = 0; s < shots; ++s) cell += imaging[s * l.cells + l.index(zp, xp)];
-            sum[model_index_of_padded(l, zp, xp)] += cell;
-        }
-    std::vector<float> gradient(sum.size());
-    for (size_t i = 0; i < sum.size(); ++i) gradient[i] = static_cast<float>(2.0 * sum[i] / velocity[i]);
-    return gradient;
-}
-
 }  // namespace fwi

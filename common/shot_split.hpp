@@ -12,6 +12,9 @@ struct ShotRange {
     std::vector<int> shots() const;
 };
 
+// Every shot, 0 .. nshots-1: what a single GPU computes.
+inline std::vector<int> all_shots(int nshots) { return ShotRange{0, nshots}.shots(); }
+
 // The range of part `part` (0-based) of `parts`. Throws UsageError when there are more parts than
 // shots (a rank with no shot has nothing to compute) or the arguments are out of range.
 ShotRange split_shots(int nshots, int parts, int part);
