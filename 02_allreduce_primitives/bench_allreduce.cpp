@@ -9,7 +9,6 @@
 #include <memory>
 
 #include "allreduce_variant.hpp"
-#include "device.hpp"
 #include "bandwidth.hpp"
 #include "gpu_group.hpp"
 #include "harness.hpp"
@@ -38,7 +37,8 @@ AllreduceVariant& shared_variant(const std::string& name) {
 }
 
 void allreduce(benchmark::State& state, const std::string& name) {
-    if (visible_gpu_count() == 0) {
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
         state.SkipWithError("no CUDA GPU");
         return;
     }

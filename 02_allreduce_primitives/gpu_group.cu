@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "cuda_check.hpp"
-#include "device.hpp"
 #include "errors.hpp"
 #include "input_data.hpp"
 #include "timing.hpp"
@@ -32,6 +31,16 @@ __global__ void count_wrong_kernel(const float* data, size_t count, int ranks, u
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
         mine += data[i] != expected_sum(ranks, i);  // NaN poison never compares equal
     if (mine) atomicAdd(wrong, mine);
+}
+
+int visible_gpus() {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0)
+        throw EnvironmentError(std::string("no CUDA GPU found (cudaGetDeviceCount: ") +
+                               (status == cudaSuccess ? "0 devices" : cudaGetErrorString(status)) +
+                               "); this program needs at least one NVIDIA GPU and its driver");
+    return count;
 }
 
 }  // namespace
@@ -79,8 +88,7 @@ template class DeviceArray<float>;
 template class DeviceArray<unsigned long long>;
 
 GpuGroup::GpuGroup(int gpus, double timeout_seconds) : timeout_seconds_(timeout_seconds) {
-    require_gpus(1);
-    const int visible = visible_gpu_count();
+    const int visible = visible_gpus();
     size_ = gpus == 0 ? std::min(visible, kMaxRanks) : gpus;
     if (size_ > visible)
         throw EnvironmentError("--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +

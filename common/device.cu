@@ -8,30 +8,21 @@
 
 namespace fwi {
 
-namespace {
-// The number of visible GPUs, and why it is zero when the driver cannot be reached.
-int query_gpu_count(cudaError_t& status) {
-    int count = 0;
-    status = cudaGetDeviceCount(&count);
-    if (status == cudaSuccess) return count;
-    cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-}
-}  // namespace
-
 int visible_gpu_count() {
-    cudaError_t status;
-    return query_gpu_count(status);
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no device" error
+        return 0;
+    }
+    return count;
 }
 
 void require_gpus(int needed) {
-    cudaError_t status;
-    const int count = query_gpu_count(status);
+    const int count = visible_gpu_count();
     if (count >= needed) return;
-    const std::string why = status == cudaSuccess ? "" : std::string(" (cudaGetDeviceCount: ") + cudaGetErrorString(status) + ")";
     throw EnvironmentError("this program needs " + std::to_string(needed) + " CUDA GPU" + (needed > 1 ? "s" : "") +
-                           " and " + std::to_string(count) + " are visible" + why +
-                           "; check nvidia-smi and CUDA_VISIBLE_DEVICES");
+                           " and " + std::to_string(count) +
+                           " are visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
 }
 
 double gib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0 * 1024.0); }
