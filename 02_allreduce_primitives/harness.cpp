@@ -71,17 +71,11 @@ Measurement measure(AllreduceVariant& variant, GpuGroup& group, size_t count, co
 }
 
 void print_table_header(const AllreduceVariant& variant) {
-    std::printf("\n# %s: %s\n", variant.name(), variant.description());
-    std::printf("#%14s %12s %11s %12s %12s %7s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-                "#wrong");
+    print_bandwidth_table_header(std::string(variant.name()) + ": " + variant.description());
 }
 
 void print_table_row(const Measurement& m, int ranks, const std::string& note) {
-    const size_t bytes = m.count * sizeof(float);
-    std::printf("%15zu %12zu %11.2f %12.2f %12.2f %7lld%s%s\n", bytes, m.count, m.seconds * 1e6,
-                algorithm_bandwidth(bytes, m.seconds) / 1e9, bus_bandwidth(bytes, m.seconds, ranks) / 1e9, m.wrong,
-                note.empty() ? "" : "  ", note.c_str());
-    std::fflush(stdout);
+    print_bandwidth_table_row(m.count * sizeof(float), m.seconds, ranks, m.wrong, note);
 }
 
 }  // namespace fwi
