@@ -1,0 +1,236 @@
+#include "checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "errors.hpp"
+
+namespace fwi {
+
+namespace {
+
+constexpr char kMagic[8] = {'F', 'W', 'I', 'C', 'K', 'P', 'T', '1'};
+
+// FNV-1a, 64 bit: enough to tell a torn or damaged file from a whole one.
+uint64_t checksum(const char* data, size_t size) {
+    uint64_t hash = 14695981039346656037ull;
+    for (size_t i = 0; i < size; ++i) {
+        hash ^= static_cast<unsigned char>(data[i]);
+        hash *= 1099511628211ull;
+    }
+    return hash;
+}
+
+class ByteWriter {
+public:
+    template <typename T>
+    void put(const T& value) {
+        bytes_.append(reinterpret_cast<const char*>(&value), sizeof value);
+    }
+    template <typename T>
+    void put_array(const std::vector<T>& values) {
+        put<uint64_t>(values.size());
+        bytes_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+    }
+    void put_text(const std::string& text) {
+        put<uint64_t>(text.size());
+        bytes_ += text;
+    }
+    std::string& bytes() { return bytes_; }
+
+private:
+    std::string bytes_;
+};
+
+class ByteReader {
+public:
+    ByteReader(const std::string& bytes, size_t end, std::string source)
+        : bytes_(bytes), end_(end), source_(std::move(source)) {}
+
+    template <typename T>
+    T get() {
+        T value;
+        std::memcpy(&value, take(sizeof value), sizeof value);
+        return value;
+    }
+    template <typename T>
+    std::vector<T> get_array() {
+        const uint64_t count = get<uint64_t>();
+        if (count > (end_ - position_) / sizeof(T)) fail("an array is longer than the file");
+        std::vector<T> values(count);
+        std::memcpy(values.data(), take(count * sizeof(T)), count * sizeof(T));
+        return values;
+    }
+    std::string get_text() {
+        const uint64_t size = get<uint64_t>();
+        if (size > end_ - position_) fail("a text is longer than the file");
+        return std::string(take(size), size);
+    }
+    void skip(size_t size) { take(size); }
+    bool at_end() const { return position_ == end_; }
+    [[noreturn]] void fail(const std::string& why) const {
+        throw UsageError("--resume: '" + source_ + "' is not a usable checkpoint: " + why);
+    }
+
+private:
+    const char* take(size_t size) {
+        if (size > end_ - position_) fail("it ends early");
+        const char* data = bytes_.data() + position_;
+        position_ += size;
+        return data;
+    }
+    const std::string& bytes_;
+    size_t end_;
+    size_t position_ = 0;
+    std::string source_;
+};
+
+[[noreturn]] void throw_system_error(const std::string& what, const std::string& path) {
+    throw EnvironmentError("checkpoint: cannot " + what + " '" + path + "': " + std::strerror(errno) +
+                           " (check the folder's free space and permissions)");
+}
+
+void write_all(int fd, const std::string& bytes, const std::string& path) {
+    size_t written = 0;
+    while (written < bytes.size()) {
+        const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw_system_error("write", path);
+        written += static_cast<size_t>(n);
+    }
+}
+
+// fsync of a file or folder; the folder's makes the rename itself durable.
+void sync_path(const std::string& path, int flags) {
+    const int fd = ::open(path.c_str(), flags);
+    if (fd < 0) throw_system_error("open", path);
+    const int status = ::fsync(fd);
+    ::close(fd);
+    if (status != 0) throw_system_error("fsync", path);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream stream(text);
+    for (std::string line; std::getline(stream, line);) lines.push_back(line);
+    return lines;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.fwi"; }
+
+std::string problem_fingerprint(const Problem& p) {
+    std::ostringstream text;
+    text.precision(17);
+    text << "problem " << p.name << "\nnz " << p.nz << "\nnx " << p.nx << "\ndh " << p.dh << "\ndt " << p.dt
+         << "\nnt " << p.nt << "\nabsorb_width " << p.absorb_width << "\nfreq " << p.freq << "\ndelay " << p.delay
+         << "\nnshots " << p.nshots << "\nsrc_depth " << p.src_depth << "\nsrc_x_first " << p.src_x_first
+         << "\nsrc_x_last " << p.src_x_last << "\nnrec " << p.nrec << "\nrec_depth " << p.rec_depth
+         << "\nrec_x_first " << p.rec_x_first << "\nrec_x_last " << p.rec_x_last << "\nmodel " << p.model
+         << "\nv_top " << p.v_top << "\nv_bottom " << p.v_bottom << "\ninterface_depth " << p.interface_depth
+         << "\nanomaly_dv " << p.anomaly_dv << "\nanomaly_radius " << p.anomaly_radius << "\nv_initial "
+         << p.v_initial << "\nv_min " << p.v_min << "\nv_max " << p.v_max << "\nstep_size " << p.step_size
+         << "\nmask_rows " << p.mask_rows << "\n";
+    return text.str();
+}
+
+std::string encode_checkpoint(const Checkpoint& checkpoint) {
+    ByteWriter out;
+    out.bytes().append(kMagic, sizeof kMagic);
+    out.put<int32_t>(checkpoint.state.iterations_done);
+    out.put<int32_t>(checkpoint.ranks);
+    out.put_text(checkpoint.problem_text);
+    out.put_array(checkpoint.state.velocity);
+    out.put_array(checkpoint.state.misfits);
+    out.put_array(checkpoint.state.iteration_seconds);
+    out.put<uint64_t>(checksum(out.bytes().data(), out.bytes().size()));
+    return out.bytes();
+}
+
+Checkpoint decode_checkpoint(const std::string& bytes, const std::string& source) {
+    const size_t body = bytes.size() >= sizeof(uint64_t) ? bytes.size() - sizeof(uint64_t) : 0;
+    ByteReader in(bytes, body, source);
+    if (body < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+        in.fail("it does not start with the checkpoint magic word");
+    uint64_t stored_checksum;
+    std::memcpy(&stored_checksum, bytes.data() + body, sizeof stored_checksum);
+    if (stored_checksum != checksum(bytes.data(), body)) in.fail("its checksum does not match (damaged or torn)");
+
+    in.skip(sizeof kMagic);
+    Checkpoint checkpoint;
+    checkpoint.state.iterations_done = in.get<int32_t>();
+    checkpoint.ranks = in.get<int32_t>();
+    checkpoint.problem_text = in.get_text();
+    checkpoint.state.velocity = in.get_array<float>();
+    checkpoint.state.misfits = in.get_array<double>();
+    checkpoint.state.iteration_seconds = in.get_array<double>();
+    if (!in.at_end()) in.fail("it has bytes after the last field");
+    const size_t done = static_cast<size_t>(checkpoint.state.iterations_done);
+    if (checkpoint.state.iterations_done < 0 || checkpoint.state.misfits.size() != done ||
+        checkpoint.state.iteration_seconds.size() != done)
+        in.fail("its loss history does not match its iteration count");
+    return checkpoint;
+}
+
+void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
+    const std::string path = checkpoint_path(dir), temporary = path + ".tmp";
+    const std::string bytes = encode_checkpoint(checkpoint);
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw_system_error("create", temporary);
+    try {
+        write_all(fd, bytes, temporary);
+        if (::fsync(fd) != 0) throw_system_error("fsync", temporary);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    if (::close(fd) != 0) throw_system_error("close", temporary);
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) throw_system_error("rename into place", path);
+    sync_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
+Checkpoint read_checkpoint(const std::string& dir) {
+    const std::string path = checkpoint_path(dir);
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw UsageError("--resume: no checkpoint '" + path + "' (write one with --checkpoint-every)");
+    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    return decode_checkpoint(bytes, path);
+}
+
+std::string check_resume(const Checkpoint& checkpoint, const Problem& problem, int iterations, int ranks) {
+    const std::string expected = problem_fingerprint(problem);
+    if (checkpoint.problem_text != expected) {
+        const std::vector<std::string> theirs = lines_of(checkpoint.problem_text), ours = lines_of(expected);
+        std::string differences;
+        for (size_t i = 0; i < std::max(theirs.size(), ours.size()); ++i) {
+            const std::string a = i < theirs.size() ? theirs[i] : "(none)", b = i < ours.size() ? ours[i] : "(none)";
+            if (a != b) differences += "\n  checkpoint: " + a + "  |  this run: " + b;
+        }
+        throw UsageError("--resume: the checkpoint belongs to another problem; give the same problem flags as the "
+                         "run that wrote it. Differences:" + differences);
+    }
+    if (checkpoint.state.velocity.size() != problem.model_cells())
+        throw UsageError("--resume: the checkpoint's model has " + std::to_string(checkpoint.state.velocity.size()) +
+                         " cells, the problem " + std::to_string(problem.model_cells()));
+    if (checkpoint.state.iterations_done >= iterations)
+        throw UsageError("--iterations: the checkpoint already holds " +
+                         std::to_string(checkpoint.state.iterations_done) + " iterations; allowed " +
+                         std::to_string(checkpoint.state.iterations_done + 1) + " or more to continue");
+    if (checkpoint.ranks != ranks)
+        return "the checkpoint was written by a run on " + std::to_string(checkpoint.ranks) + " ranks, this one has " +
+               std::to_string(ranks) + ": it continues correctly, but the gradient sums are taken in another "
+               "order, so the result differs from an uninterrupted run in float rounding";
+    return "";
+}
+
+}  // namespace fwi

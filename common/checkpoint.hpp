@@ -1,0 +1,53 @@
+// Checkpoints of an FWI run: the model, the iterations done and the loss history, in one file written
+// atomically (a temporary file, fsync, rename over the old one, fsync of the folder), so a run killed at
+// any moment leaves the previous checkpoint or the new one, never a torn file. The model update
+// (common/update.hpp) keeps no state between iterations: model and iteration count are all a resumed
+// run needs to continue exactly as the uninterrupted run would have.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "problem.hpp"
+
+namespace fwi {
+
+// Where an FWI run stands after `iterations_done` iterations.
+struct FwiState {
+    int iterations_done = 0;
+    std::vector<float> velocity;            // nz x nx, after iterations_done updates
+    std::vector<double> misfits;            // one per iteration done
+    std::vector<double> iteration_seconds;  // one per iteration done
+};
+
+struct Checkpoint {
+    FwiState state;
+    std::string problem_text;  // problem_fingerprint() of the problem it belongs to
+    int ranks = 0;             // how many ranks the run that wrote it had
+};
+
+// DIR/checkpoint.fwi
+std::string checkpoint_path(const std::string& dir);
+
+// Every value of the problem, one "name value" line each, in a fixed order: two runs with equal
+// fingerprints model the same data and apply the same update.
+std::string problem_fingerprint(const Problem& problem);
+
+// The file's bytes: a magic word, the fields, and a checksum of all of them (little-endian, as on every
+// machine this suite targets). decode_checkpoint throws UsageError naming --resume and `source` when the
+// bytes are not a whole, uncorrupted checkpoint.
+std::string encode_checkpoint(const Checkpoint& checkpoint);
+Checkpoint decode_checkpoint(const std::string& bytes, const std::string& source);
+
+// Writes DIR/checkpoint.fwi atomically (DIR must exist). Throws EnvironmentError naming the path.
+void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint);
+// Reads DIR/checkpoint.fwi. Throws UsageError naming --resume when it is missing or damaged.
+Checkpoint read_checkpoint(const std::string& dir);
+
+// Whether a run of `problem` for `iterations` iterations on `ranks` ranks can continue from `checkpoint`:
+// throws UsageError when the problem differs (naming the values that differ) or the checkpoint already
+// holds `iterations` iterations or more. Returns a warning ("" if none) when the rank count differs: the
+// run continues correctly, but the sums are taken in another order, so the result is not bit-identical.
+std::string check_resume(const Checkpoint& checkpoint, const Problem& problem, int iterations, int ranks);
+
+}  // namespace fwi

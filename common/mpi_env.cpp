@@ -1,0 +1,174 @@
+#include "mpi_env.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "errors.hpp"
+#include "mpi_check.hpp"
+
+namespace fwi {
+
+namespace {
+
+// An error that every rank meets (a bad flag, more ranks than shots) would otherwise be printed by
+// every rank. Rank 0 reports at once and its MPI_Abort ends the job; the others wait this long first,
+// so their copy is printed only when rank 0 did not fail.
+constexpr auto kNonRootReportDelay = std::chrono::seconds(1);
+
+// "name (rank r)": how this process names itself in messages.
+std::string process_name = "MPI program";
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+// What the innermost live WaitTimeout guards.
+struct WaitTimeout::State {
+    bool armed = false;
+    Clock::time_point deadline;
+    double timeout_s = 0.0;
+    std::string what;
+};
+
+namespace {
+
+// The innermost WaitTimeout's deadline, watched by a thread started with the first guard. The watcher
+// sleeps until the deadline it last saw and then looks again; a guard wakes it only when its own
+// deadline is earlier than that, so a guard usually costs a lock and no system call.
+struct Watcher : WaitTimeout::State {
+    std::mutex mutex;
+    std::condition_variable armed_changed;
+    Clock::time_point sleeping_until = Clock::time_point::max();
+
+    // Under the lock: wake the watcher if the deadline now comes before the one it sleeps towards.
+    void deadline_changed() {
+        if (armed && deadline < sleeping_until) armed_changed.notify_one();
+    }
+
+    void run() {
+        std::unique_lock<std::mutex> lock(mutex);
+        for (;;) {
+            if (!armed) {
+                sleeping_until = Clock::time_point::max();
+                armed_changed.wait(lock);
+                continue;
+            }
+            const Clock::time_point until = deadline;
+            sleeping_until = until;
+            armed_changed.wait_until(lock, until);
+            if (armed && deadline == until && Clock::now() >= until) {
+                std::fprintf(stderr,
+                             "%s: environment: no progress for %.0f s waiting for %s (another rank failed, hung or "
+                             "is much slower; raise --timeout if it is only slow)\n",
+                             process_name.c_str(), timeout_s, what.c_str());
+                std::fflush(stderr);
+                std::fflush(stdout);
+                std::_Exit(kExitEnvironment);  // the other ranks are ended by mpirun
+            }
+        }
+    }
+};
+
+Watcher& watcher() {
+    static Watcher* instance = [] {
+        auto* w = new Watcher;  // never destroyed: the detached thread may use it until the process ends
+        std::thread([w] { w->run(); }).detach();
+        return w;
+    }();
+    return *instance;
+}
+
+}  // namespace
+
+WaitTimeout::WaitTimeout(std::string what, double timeout_s) {
+    Watcher& w = watcher();
+    std::lock_guard<std::mutex> lock(w.mutex);
+    enclosing_ = std::make_unique<State>(static_cast<const State&>(w));
+    w.what = std::move(what);
+    w.timeout_s = timeout_s;
+    w.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    w.armed = true;
+    w.deadline_changed();
+}
+
+WaitTimeout::~WaitTimeout() {
+    Watcher& w = watcher();
+    std::lock_guard<std::mutex> lock(w.mutex);
+    static_cast<State&>(w) = std::move(*enclosing_);
+    w.deadline_changed();
+}
+
+int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // under mpirun stdout is a pipe: show progress line by line
+    // FUNNELED: the lessons may run helper threads, but only the main thread calls MPI.
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        std::fprintf(stderr, "%s: environment: MPI_Init failed (start it with mpirun; check the MPI installation)\n",
+                     name);
+        return kExitEnvironment;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const int rank = world_rank();
+    process_name = std::string(name) + " (rank " + std::to_string(rank) + ")";
+
+    bool failed = true;
+    const int code = run_program(process_name.c_str(), [&]() -> int {
+        try {
+            const int status = body();
+            failed = false;
+            return status;
+        } catch (...) {
+            std::fflush(stdout);
+            if (rank != 0) std::this_thread::sleep_for(kNonRootReportDelay);
+            throw;
+        }
+    });
+    if (failed) {
+        std::fflush(stdout);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, code);  // ends every rank, so none waits forever on this one
+    }
+    MPI_Finalize();
+    return code;
+}
+
+void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout_s) {
+    WaitTimeout guard(what, timeout_s);
+    MPI_CHECK(MPI_Barrier(comm));
+}
+
+int world_rank() {
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    return rank;
+}
+
+int world_size() {
+    int size = 1;
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    return size;
+}
+
+MPI_Comm node_local_communicator(MPI_Comm comm) {
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_Comm node_comm = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm));
+    return node_comm;
+}
+
+NodeLocalRank node_local_rank(MPI_Comm comm) {
+    MPI_Comm node_comm = node_local_communicator(comm);
+    NodeLocalRank local;
+    MPI_CHECK(MPI_Comm_rank(node_comm, &local.rank));
+    MPI_CHECK(MPI_Comm_size(node_comm, &local.size));
+    MPI_CHECK(MPI_Comm_free(&node_comm));
+    return local;
+}
+
+}  // namespace fwi

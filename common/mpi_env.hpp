@@ -1,0 +1,62 @@
+// Running an MPI program: start-up and shutdown, errors that end the whole job instead of leaving
+// ranks waiting, the node-local rank, and one GPU per rank.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace fwi {
+
+// Runs an MPI program: MPI_Init, MPI_ERRORS_RETURN on MPI_COMM_WORLD, the body, MPI_Finalize. An exception
+// on any rank is printed once, prefixed "name (rank r): ", and ends the whole job with MPI_Abort with the
+// error kind's exit code (2 usage, 3 environment, 1 verification), so no rank is left waiting.
+int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body);
+
+// Guards a blocking MPI call that waits on other ranks (a collective, a barrier), which MPI itself
+// cannot time out: if the guard still exists `timeout_s` after it was made, this process prints
+// "name (rank r): environment: no progress for T s waiting for <what> ..." on stderr and exits with
+// code 3, and mpirun then ends the other ranks. Cheap enough to wrap every call (a watcher thread started
+// once checks the deadline). Guards nest: the innermost one's deadline applies until it ends, then the
+// enclosing one's again.
+class WaitTimeout {
+public:
+    WaitTimeout(std::string what, double timeout_s);
+    ~WaitTimeout();
+    WaitTimeout(const WaitTimeout&) = delete;
+    WaitTimeout& operator=(const WaitTimeout&) = delete;
+    struct State;  // what a guard watches (mpi_env.cpp)
+
+private:
+    std::unique_ptr<State> enclosing_;  // what the enclosing guard (if any) watched, restored at the end
+};
+
+// MPI_Barrier on `comm` under a WaitTimeout naming `what`.
+void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout_s);
+
+int world_rank();
+int world_size();
+
+// The ranks of `comm` on this node, as a new communicator (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED);
+// the caller frees it with MPI_Comm_free.
+MPI_Comm node_local_communicator(MPI_Comm comm);
+
+// This rank's place among the ranks of `comm` on the same node.
+struct NodeLocalRank {
+    int rank = 0;
+    int size = 1;
+};
+NodeLocalRank node_local_rank(MPI_Comm comm);
+
+enum class GpuSharing { warn, refuse };
+
+// cudaSetDevice(local rank % visible GPUs) and returns the device. No visible GPU: EnvironmentError naming
+// the rank and host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
+// Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own
+// CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`.
+// (Declared here, implemented in common/mpi_gpu.cu in fwi_mpi_gpu: a library = fwi_mpi + fwi_gpu.)
+int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing);
+
+}  // namespace fwi

@@ -1,0 +1,224 @@
+#include "nccl_comm.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "cuda_check.hpp"
+#include "errors.hpp"
+#include "nccl_check.hpp"
+
+namespace fwi {
+
+namespace {
+
+double steady_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Spin (yielding) for the first millisecond: a collective of a few MB ends within microseconds of the
+// last rank's call, and a sleep would add its own latency to every timed allreduce. Past that, poll
+// every 100 us so a long wait on a slow peer does not burn a core.
+std::function<void()> adaptive_pause() {
+    const double start = steady_seconds();
+    return [start] {
+        if (steady_seconds() - start < 1e-3)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+    };
+}
+
+// The rank and size of every communicator made here, for the messages of a failed wait: ncclCommUserRank
+// and ncclCommCount refuse to answer while an operation is in progress or after an error.
+struct RankOf {
+    int rank = -1, nranks = 0;
+};
+std::mutex registry_mutex;
+std::map<ncclComm_t, RankOf> registry;
+
+void remember(ncclComm_t comm, int rank, int nranks) {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry[comm] = RankOf{rank, nranks};
+}
+
+void forget(ncclComm_t comm) {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry.erase(comm);
+}
+
+std::vector<int> ranks_of(const std::vector<ncclComm_t>& comms, int& nranks) {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    std::vector<int> ranks;
+    nranks = 0;
+    for (ncclComm_t comm : comms) {
+        const auto known = registry.find(comm);
+        const RankOf rank = known == registry.end() ? RankOf{} : known->second;
+        ranks.push_back(rank.rank);
+        nranks = std::max(nranks, rank.nranks);
+    }
+    return ranks;
+}
+
+void keep_nvls_off() { setenv("NCCL_NVLS_ENABLE", "0", 0); }
+
+ncclConfig_t nonblocking_config() {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    return config;
+}
+
+// One poll over every communicator and stream: failed as soon as one reports an error (with `detail`
+// set), pending while any operation is still being issued (ncclInProgress) or running on its stream.
+PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
+                                  std::string& detail) {
+    bool pending = false;
+    for (ncclComm_t comm : comms) {
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t status = ncclCommGetAsyncError(comm, &state);
+        if (status != ncclSuccess) state = status;
+        if (state == ncclInProgress) {
+            pending = true;
+        } else if (state != ncclSuccess) {
+            detail = std::string(ncclGetErrorString(state)) + ": " + ncclGetLastError(comm);
+            return PollStatus::failed;
+        }
+    }
+    for (cudaStream_t stream : streams) {
+        const cudaError_t status = cudaStreamQuery(stream);
+        if (status == cudaErrorNotReady) {
+            pending = true;
+        } else if (status != cudaSuccess) {
+            detail = std::string("CUDA ") + cudaGetErrorName(status) + ": " + cudaGetErrorString(status);
+            return PollStatus::failed;
+        }
+    }
+    return pending ? PollStatus::pending : PollStatus::done;
+}
+
+}  // namespace
+
+std::string nccl_version_string() {
+    int code = 0;
+    NCCL_CHECK(ncclGetVersion(&code));
+    // Since 2.9 the code is major * 10000 + minor * 100 + patch (before: major * 1000 + minor * 100 + patch).
+    const int major = code >= 10000 ? code / 10000 : code / 1000;
+    const int minor = code >= 10000 ? code % 10000 / 100 : code % 1000 / 100;
+    const int patch = code % 100;
+    return "NCCL " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+std::string nccl_transport_hint() {
+    return "to see the transports NCCL picks, run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH: lines like "
+           "'Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM' are NVLink or PCIe peer copies, 'via SHM' goes through "
+           "host memory, 'via NET/IB' or 'NET/Socket' crosses nodes";
+}
+
+void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
+                   const std::string& what, double timeout_s) {
+    std::string detail;
+    const WaitOutcome outcome = poll_until_done([&] { return poll_comms_and_streams(comms, streams, detail); },
+                                                timeout_s, steady_seconds, adaptive_pause());
+    if (outcome == WaitOutcome::done) return;
+    int nranks = 0;
+    const std::vector<int> ranks = ranks_of(comms, nranks);
+    // Abort never waits for peers: it stops this rank's kernels and frees the communicator, so the
+    // program can exit instead of hanging on a rank that will never answer.
+    for (ncclComm_t comm : comms) {
+        ncclCommAbort(comm);
+        forget(comm);
+    }
+    throw EnvironmentError(nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail));
+}
+
+ncclUniqueId nccl_unique_id() {
+    keep_nvls_off();
+    ncclUniqueId id;
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    return id;
+}
+
+std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double timeout_s) {
+    const int n = static_cast<int>(devices.size());
+    const ncclUniqueId id = nccl_unique_id();
+    ncclConfig_t config = nonblocking_config();
+    std::vector<ncclComm_t> comms(n, nullptr);
+    int current_device = 0;
+    CUDA_CHECK(cudaGetDevice(&current_device));
+    // One thread creating n ranks of one communicator: each init waits for the others, so they must be
+    // issued together in a group (what ncclCommInitAll does inside).
+    NCCL_CHECK(ncclGroupStart());
+    for (int rank = 0; rank < n; ++rank) {
+        CUDA_CHECK(cudaSetDevice(devices[rank]));
+        NCCL_CHECK(ncclCommInitRankConfig(&comms[rank], n, id, rank, &config));
+        remember(comms[rank], rank, n);
+    }
+    NCCL_CHECK(ncclGroupEnd());  // ncclInProgress: the init goes on in the background
+    CUDA_CHECK(cudaSetDevice(current_device));
+    wait_for_nccl(comms, {}, "NCCL communicator creation", timeout_s);
+    return comms;
+}
+
+ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s) {
+    keep_nvls_off();
+    ncclConfig_t config = nonblocking_config();
+    ncclComm_t comm = nullptr;
+    NCCL_CHECK(ncclCommInitRankConfig(&comm, nranks, id, rank, &config));
+    remember(comm, rank, nranks);
+    wait_for_nccl({comm}, {}, "NCCL communicator creation", timeout_s);
+    return comm;
+}
+
+void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
+    // Finalizing waits for the other ranks on this node; one thread finalizing several ranks must
+    // issue them together, like their creation.
+    NCCL_CHECK(ncclGroupStart());
+    for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
+    NCCL_CHECK(ncclGroupEnd());
+    wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
+    for (ncclComm_t comm : comms) {
+        NCCL_CHECK(ncclCommDestroy(comm));
+        forget(comm);
+    }
+}
+
+WaitOutcome poll_until_done(const std::function<PollStatus()>& poll, double timeout_s,
+                            const std::function<double()>& now, const std::function<void()>& pause) {
+    const double start = now();
+    for (;;) {
+        const PollStatus status = poll();
+        if (status == PollStatus::done) return WaitOutcome::done;
+        if (status == PollStatus::failed) return WaitOutcome::failed;
+        if (now() - start >= timeout_s) return WaitOutcome::timed_out;
+        pause();
+    }
+}
+
+std::string describe_ranks(const std::vector<int>& ranks, int nranks) {
+    std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i)
+        text += (i ? ", " : "") + (ranks[i] < 0 ? "?" : std::to_string(ranks[i]));
+    return text + " of " + (nranks > 0 ? std::to_string(nranks) : "?");
+}
+
+std::string nccl_wait_failure_message(const std::string& what, const std::vector<int>& ranks, int nranks,
+                                      WaitOutcome outcome, double timeout_s, const std::string& detail) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", timeout_s);
+    const std::string aborted = ranks.size() == 1 ? "aborted the communicator" : "aborted the communicators";
+    std::string message = what + " on " + describe_ranks(ranks, nranks) + ": ";
+    if (outcome == WaitOutcome::timed_out)
+        message += std::string("not finished after ") + seconds + " s (--timeout); " + aborted +
+                   ". Hint: another rank has probably died, hung or never made the same call; look for its "
+                   "error above, or rerun with NCCL_DEBUG=WARN";
+    else
+        message += "failed: " + detail + "; " + aborted +
+                   ". Hint: a peer rank or its GPU failed; rerun with NCCL_DEBUG=WARN for NCCL's own message";
+    return message;
+}
+
+}  // namespace fwi

@@ -1,0 +1,69 @@
+// NCCL helpers that never hang: non-blocking communicators (ncclConfig_t blocking = 0), so creating one
+// and waiting on a collective can both be given a timeout; after it (or on an asynchronous NCCL error)
+// the communicators are aborted (ncclCommAbort) and an EnvironmentError (exit 3) names the operation
+// and the ranks that waited.
+//
+// Non-blocking semantics (NCCL >= 2.14): any NCCL call on such a communicator may return ncclInProgress;
+// the operation is then finished (or enqueued, for a collective) once ncclCommGetAsyncError no longer
+// reports ncclInProgress. wait_for_nccl polls that and cudaStreamQuery together.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fwi {
+
+// "NCCL 2.28.3" (the library loaded at run time, from ncclGetVersion).
+std::string nccl_version_string();
+
+// How to see which transports NCCL picked (NVLink, PCIe, network), for --verbose.
+std::string nccl_transport_hint();
+
+// Polls until every comm's last operation is issued (ncclCommGetAsyncError no longer ncclInProgress: the
+// polling is also what completes a non-blocking ncclGroupEnd) and the streams' work is done (streams may
+// be empty: init, finalize). On an error or after timeout_s it aborts the comms (ncclCommAbort) and throws
+// EnvironmentError naming `what` and the ranks; the comms are gone then: do not use or destroy them.
+// The ranks are known for communicators made by the functions below (NCCL will not tell them while an
+// operation is in progress or after an error); others show as "?".
+void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
+                   const std::string& what, double timeout_s);
+
+// ncclGetUniqueId (the id every rank of a new communicator must be given), after keeping NVLink SHARP
+// (multicast) off: NCCL_NVLS_ENABLE=0 unless the user set it. Every program of the suite runs that way.
+ncclUniqueId nccl_unique_id();
+
+// Non-blocking communicators, one per device, all in this process (what ncclCommInitAll does, but
+// ncclCommInitAll has no config variant: ncclGetUniqueId, then ncclCommInitRankConfig per device inside
+// one ncclGroupStart/End). Rank r drives devices[r]. Init is waited on with the timeout.
+std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double timeout_s);
+// One non-blocking communicator for `rank` of `nranks` on the current device (one process per GPU).
+ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s);
+
+// The clean end: ncclCommFinalize (flushes outstanding work), waited on with the timeout, then
+// ncclCommDestroy. On timeout or error the comms are aborted and an EnvironmentError is thrown.
+// On error paths the program just exits: the driver frees what is left.
+void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);
+
+// ---- The waiting logic, separated from NCCL and CUDA so that it can be tested without a GPU ----
+
+enum class PollStatus { done, pending, failed };
+enum class WaitOutcome { done, failed, timed_out };
+
+// Calls poll() until it reports done or failed, or until now() has advanced timeout_s past its first
+// value; pause() runs between polls. The real clock is a steady clock and the pause a short sleep.
+WaitOutcome poll_until_done(const std::function<PollStatus()>& poll, double timeout_s,
+                            const std::function<double()>& now, const std::function<void()>& pause);
+
+// "rank 1 of 4", "ranks 0, 1, 2, 3 of 4"; an unknown rank (-1) or size (0) shows as "?"
+std::string describe_ranks(const std::vector<int>& ranks, int nranks);
+
+// The message of a failed wait, e.g. "NCCL allreduce of the gradient on rank 0 of 2: timed out after
+// 10 s; aborted the communicator. Hint: ..." `detail` is NCCL's error string for a failure.
+std::string nccl_wait_failure_message(const std::string& what, const std::vector<int>& ranks, int nranks,
+                                      WaitOutcome outcome, double timeout_s, const std::string& detail);
+
+}  // namespace fwi
