@@ -1,0 +1,92 @@
+#include "variants.hpp"
+
+#include <sstream>
+
+#include "errors.hpp"
+
+namespace fwi {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+    std::vector<std::string> items;
+    std::stringstream stream(text);
+    for (std::string item; std::getline(stream, item, ',');) items.push_back(item);
+    return items;
+}
+
+}  // namespace
+
+const std::vector<std::string>& combine_variant_names() {
+    static const std::vector<std::string> names{"pageable", "pinned", "pipelined", "cuda_aware"};
+    return names;
+}
+
+std::string VariantSpec::label() const {
+    if (name != "pipelined") return name;
+    return name + " " + std::to_string(chunk_kb) + "KiB x" + std::to_string(pipeline.in_flight);
+}
+
+std::string VariantSpec::key() const {
+    std::string text = label();
+    for (char& c : text)
+        if (c == ' ') c = '_';
+    return text;
+}
+
+std::string VariantSpec::description() const {
+    if (name == "pageable") return "copy to a plain (pageable) host buffer, one MPI_Allreduce, copy back";
+    if (name == "pinned")
+        return "the same through a pinned buffer (cudaHostAlloc): one D2H, one MPI_Allreduce, one H2D";
+    if (name == "cuda_aware") return "the device pointer straight to one MPI_Allreduce (needs a CUDA-aware MPI)";
+    return "pinned buffer in chunks of " + std::to_string(chunk_kb) +
+           " KiB; D2H of chunk k+1, MPI on chunk k and H2D of chunk k-1 overlap; " +
+           (pipeline.in_flight == 1 ? std::string("one blocking MPI_Allreduce per chunk")
+                                    : "up to " + std::to_string(pipeline.in_flight) + " MPI_Iallreduce in flight");
+}
+
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text, int min, int max) {
+    const std::string range = "a comma list of whole numbers in " + std::to_string(min) + ".." + std::to_string(max);
+    std::vector<int> values;
+    for (const std::string& item : split_list(text)) {
+        size_t used = 0;
+        long long value = 0;
+        try {
+            value = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size() || value < min || value > max)
+            throw UsageError(flag + ": '" + item + "' is not allowed; give " + range);
+        values.push_back(int(value));
+    }
+    if (values.empty()) throw UsageError(flag + ": empty; give " + range);
+    return values;
+}
+
+std::vector<VariantSpec> variant_specs(const std::string& combine, const std::string& chunk_kb,
+                                       const std::string& in_flight) {
+    const std::vector<int> chunks = parse_int_list("--chunk-kb", chunk_kb, kMinChunkKb, kMaxChunkKb);
+    const std::vector<int> depths = parse_int_list("--in-flight", in_flight, 1, kMaxInFlight);
+    const std::vector<std::string> names = combine == "all" ? combine_variant_names() : split_list(combine);
+    if (names.empty())
+        throw UsageError("--combine: empty; give all or a comma list of pageable, pinned, pipelined, cuda_aware");
+    std::vector<VariantSpec> specs;
+    for (const std::string& name : names) {
+        bool known = false;
+        for (const std::string& candidate : combine_variant_names()) known = known || candidate == name;
+        if (!known)
+            throw UsageError("--combine: unknown variant '" + name +
+                             "'; give all or a comma list of pageable, pinned, pipelined, cuda_aware");
+        if (name != "pipelined") {
+            specs.push_back({name, 0, {}});
+            continue;
+        }
+        for (const int kb : chunks)
+            for (const int depth : depths)
+                specs.push_back({name, kb, PipelineSettings{size_t(kb) * 1024 / sizeof(float), depth}});
+    }
+    return specs;
+}
+
+}  // namespace fwi

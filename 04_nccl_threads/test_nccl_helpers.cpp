@@ -1,0 +1,128 @@
+// The parts of the NCCL helpers (common/nccl_comm.hpp) and of the shot-parallel code that run without a
+// GPU: the wait's timeout logic on a fake clock, the failure messages, the NCCL version string (the
+// library answers without a GPU), and the split of the shots over GPUs.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "nccl_comm.hpp"
+#include "shot_parallel.hpp"
+
+using namespace fwi;
+
+namespace {
+
+// A clock that advances only when the wait pauses, by `step` seconds.
+struct FakeClock {
+    double now = 100.0, step = 0.5;
+    int pauses = 0;
+    std::function<double()> reader() {
+        return [this] { return now; };
+    }
+    std::function<void()> pause() {
+        return [this] {
+            now += step;
+            ++pauses;
+        };
+    }
+};
+
+// A poll that reports pending `pending_polls` times, then `final_status`.
+std::function<PollStatus()> poll_sequence(int pending_polls, PollStatus final_status, int& polls) {
+    return [=, &polls] { return polls++ < pending_polls ? PollStatus::pending : final_status; };
+}
+
+}  // namespace
+
+TEST_CASE("a wait that completes in time returns done, polling between pauses") {
+    FakeClock clock;
+    int polls = 0;
+    CHECK(poll_until_done(poll_sequence(3, PollStatus::done, polls), 10.0, clock.reader(), clock.pause()) ==
+          WaitOutcome::done);
+    CHECK(polls == 4);
+    CHECK(clock.pauses == 3);
+}
+
+TEST_CASE("a wait that is done at once never pauses") {
+    FakeClock clock;
+    int polls = 0;
+    CHECK(poll_until_done(poll_sequence(0, PollStatus::done, polls), 10.0, clock.reader(), clock.pause()) ==
+          WaitOutcome::done);
+    CHECK(clock.pauses == 0);
+}
+
+TEST_CASE("an error ends the wait at once, before the timeout") {
+    FakeClock clock;
+    int polls = 0;
+    CHECK(poll_until_done(poll_sequence(2, PollStatus::failed, polls), 10.0, clock.reader(), clock.pause()) ==
+          WaitOutcome::failed);
+    CHECK(clock.now == doctest::Approx(101.0));
+}
+
+TEST_CASE("a wait that never completes times out after the timeout, not before") {
+    FakeClock clock;
+    int polls = 0;
+    CHECK(poll_until_done(poll_sequence(1000000, PollStatus::done, polls), 10.0, clock.reader(), clock.pause()) ==
+          WaitOutcome::timed_out);
+    CHECK(clock.now == doctest::Approx(110.0));  // 20 pauses of 0.5 s
+    CHECK(polls == 21);                          // the poll at 10 s is still made
+}
+
+TEST_CASE("a completion on the last poll before the timeout still counts") {
+    FakeClock clock;
+    int polls = 0;
+    CHECK(poll_until_done(poll_sequence(20, PollStatus::done, polls), 10.0, clock.reader(), clock.pause()) ==
+          WaitOutcome::done);
+}
+
+TEST_CASE("ranks are described in one or several") {
+    CHECK(describe_ranks({1}, 4) == "rank 1 of 4");
+    CHECK(describe_ranks({0, 1, 2, 3}, 4) == "ranks 0, 1, 2, 3 of 4");
+    CHECK(describe_ranks({-1}, 0) == "rank ? of ?");
+}
+
+TEST_CASE("a timeout message names the operation, the ranks, the timeout and what was done") {
+    const std::string message = nccl_wait_failure_message("ncclAllReduce of the gradient", {0}, 2,
+                                                           WaitOutcome::timed_out, 10.0, "");
+    CHECK(message.find("ncclAllReduce of the gradient on rank 0 of 2") == 0);
+    CHECK(message.find("not finished after 10 s (--timeout)") != std::string::npos);
+    CHECK(message.find("aborted the communicator") != std::string::npos);
+    CHECK(message.find("Hint:") != std::string::npos);
+}
+
+TEST_CASE("a failure message carries NCCL's error") {
+    const std::string message = nccl_wait_failure_message("NCCL communicator creation", {0, 1}, 2,
+                                                           WaitOutcome::failed, 60.0, "remote process exited");
+    CHECK(message.find("NCCL communicator creation on ranks 0, 1 of 2: failed: remote process exited") == 0);
+    CHECK(message.find("aborted the communicators") != std::string::npos);
+}
+
+TEST_CASE("the NCCL version string reads like NCCL 2.x.y") {
+    const std::string version = nccl_version_string();
+    CHECK(version.rfind("NCCL 2.", 0) == 0);
+    CHECK(std::count(version.begin(), version.end(), '.') == 2);
+}
+
+TEST_CASE("the shots split over GPUs evenly and unevenly, every shot once, in order") {
+    const std::vector<ShotRange> even = split_all_shots(8, 4);
+    REQUIRE(even.size() == 4);
+    for (int g = 0; g < 4; ++g) {
+        CHECK(even[g].first == 2 * g);
+        CHECK(even[g].count == 2);
+    }
+    const std::vector<ShotRange> uneven = split_all_shots(8, 3);  // 3, 3, 2
+    CHECK(uneven[0].shots() == std::vector<int>{0, 1, 2});
+    CHECK(uneven[1].shots() == std::vector<int>{3, 4, 5});
+    CHECK(uneven[2].shots() == std::vector<int>{6, 7});
+    const std::vector<ShotRange> one = split_all_shots(4, 1);
+    CHECK(one[0].shots() == std::vector<int>{0, 1, 2, 3});
+}
+
+TEST_CASE("more GPUs than shots is refused before any GPU is touched") {
+    CHECK_THROWS_WITH_AS(split_all_shots(3, 4), doctest::Contains("--nshots"), UsageError);
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fault test of 05_nccl_mpi: TRIALS runs of 2 ranks in which rank 1 fails just before the first timed
+# allreduce (--test-fault). Every run must end non-zero within LIMIT_S seconds and leave no process
+# behind; with LAUNCH=survivors, rank 0's message must also contain EXPECTED_TEXT.
+#
+# Usage: fault_test.sh VISIBLE_GPUS PROGRAM MPIEXEC FAULT LAUNCH TRIALS [EXPECTED_TEXT]
+#   FAULT   exit | sigkill | stall      (see test_fault.hpp)
+#   LAUNCH  mpirun     Open MPI's default: mpirun itself ends the job when a rank dies
+#           survivors  mpirun is told not to (orte_abort_on_non_zero_status 0), so rank 0's own
+#                      timeout (wait_for_nccl, --timeout 5) must end it
+# Exits 77 (skipped) with fewer than 2 GPUs.
+set -u
+visible_gpus=$1
+program=$2
+mpiexec=$3
+fault=$4
+launch=$5
+trials=$6
+expected=${7:-}
+timeout_s=5
+limit_s=90  # start-up (CUDA, NCCL init, warm-up) + --timeout + teardown, with a wide margin
+
+have=$("$visible_gpus") || have=0
+if [ "$have" -lt 2 ]; then
+    echo "needs 2 GPUs, $have visible: skipped"
+    exit 77
+fi
+launch_flags=()
+if [ "$launch" = survivors ]; then launch_flags=(--mca orte_abort_on_non_zero_status 0); fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+for trial in $(seq 1 "$trials"); do
+    marker="$work/trial-$trial.json"  # unique on the command line: how pgrep finds this trial's processes
+    start_ns=$(date +%s%N)
+    timeout -k 5 "$limit_s" "$mpiexec" --oversubscribe -np 2 "${launch_flags[@]}" -x NCCL_NVLS_ENABLE=0 \
+        "$program" --problem small --iterations 1 --no-reference --timeout "$timeout_s" \
+        "--test-fault=$fault-before-allreduce:1" --json "$marker" >"$work/output.txt" 2>&1
+    code=$?
+    elapsed_s=$(( ($(date +%s%N) - start_ns) / 1000000000 ))
+    sleep 1
+    left=$(pgrep -f "$marker" | tr '\n' ' ')
+
+    problem=""
+    if [ "$code" -eq 0 ]; then problem="exit 0 although rank 1 failed"; fi
+    if [ "$elapsed_s" -ge "$limit_s" ]; then problem="still running after $limit_s s (killed by timeout)"; fi
+    if [ -n "$left" ]; then
+        problem="processes left running: $left"
+        kill -9 $left 2>/dev/null
+    fi
+    if [ -n "$expected" ] && ! grep -q -- "$expected" "$work/output.txt"; then
+        problem="${problem:+$problem; }no message containing '$expected'"
+    fi
+    if [ -z "$problem" ]; then
+        passed=$((passed + 1))
+        echo "trial $trial/$trials: exit $code after $elapsed_s s: ok"
+    else
+        echo "trial $trial/$trials: exit $code after $elapsed_s s: FAILED: $problem"
+        sed 's/^/    | /' "$work/output.txt"
+    fi
+done
+echo "$passed of $trials trials passed (fault $fault on rank 1, launch $launch)"
+[ "$passed" -eq "$trials" ]

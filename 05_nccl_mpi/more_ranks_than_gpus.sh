@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Bad launch: one rank more than there are GPUs. 05_nccl_mpi must refuse (two ranks would share a GPU)
+# with exit 3 and a message that says so, before NCCL is started. Exits 77 (skipped) without a GPU.
+# Usage: more_ranks_than_gpus.sh VISIBLE_GPUS PROGRAM MPIEXEC
+set -u
+visible_gpus=$1
+program=$2
+mpiexec=$3
+have=$("$visible_gpus") || have=0
+if [ "$have" -lt 1 ]; then
+    echo "needs a GPU, none visible: skipped"
+    exit 77
+fi
+ranks=$((have + 1))
+output=$(timeout -k 5 120 "$mpiexec" --oversubscribe -np "$ranks" -x NCCL_NVLS_ENABLE=0 "$program" \
+    --problem small --nshots "$ranks" --iterations 1 --no-reference --timeout 10 2>&1)
+code=$?
+echo "$output"
+if [ "$code" -ne 3 ]; then
+    echo "FAILED: $ranks ranks on $have GPU(s) gave exit $code, expected 3"
+    exit 1
+fi
+if ! grep -q "share" <<<"$output"; then
+    echo "FAILED: no message saying that ranks would share a GPU"
+    exit 1
+fi
+echo "ok: $ranks ranks on $have GPU(s) refused with exit 3"

@@ -1,0 +1,83 @@
+#include "test_fault.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "errors.hpp"
+
+namespace fwi {
+
+namespace {
+
+const char* kFaultFlag = "--test-fault";
+
+struct FaultName {
+    FaultKind kind;
+    const char* name;
+};
+constexpr FaultName kFaultNames[] = {{FaultKind::exit, "exit-before-allreduce"},
+                                     {FaultKind::sigkill, "sigkill-before-allreduce"},
+                                     {FaultKind::stall, "stall-before-allreduce"}};
+
+[[noreturn]] void refuse(const std::string& spec) {
+    std::string kinds;
+    for (const auto& fault : kFaultNames) kinds += (kinds.empty() ? "" : "|") + std::string(fault.name);
+    throw UsageError(std::string(kFaultFlag) + ": '" + spec + "' is not KIND:RANK with KIND one of " + kinds +
+                     " and RANK 0 or more");
+}
+
+}  // namespace
+
+TestFault parse_test_fault(const std::string& spec) {
+    if (spec.empty()) return {};
+    const size_t colon = spec.rfind(':');
+    if (colon == std::string::npos) refuse(spec);
+    const std::string name = spec.substr(0, colon), rank = spec.substr(colon + 1);
+    if (rank.empty() || rank.size() > 6 || rank.find_first_not_of("0123456789") != std::string::npos) refuse(spec);
+    for (const auto& fault : kFaultNames)
+        if (name == fault.name) return {fault.kind, std::stoi(rank)};
+    refuse(spec);
+}
+
+std::string take_flag_value(std::vector<std::string>& args, const std::string& flag) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].rfind(flag + "=", 0) == 0) {
+            const std::string value = args[i].substr(flag.size() + 1);
+            args.erase(args.begin() + i);
+            return value;
+        }
+        if (args[i] == flag) {
+            if (i + 1 >= args.size()) throw UsageError(flag + ": missing value");
+            const std::string value = args[i + 1];
+            args.erase(args.begin() + i, args.begin() + i + 2);
+            return value;
+        }
+    }
+    return "";
+}
+
+void trigger_test_fault(const TestFault& fault, int rank, double timeout_s) {
+    if (fault.kind == FaultKind::none || fault.rank != rank) return;
+    for (const auto& known : kFaultNames)
+        if (known.kind == fault.kind)
+            std::fprintf(stderr, "rank %d: %s=%s:%d: failing on purpose\n", rank, kFaultFlag, known.name, rank);
+    std::fflush(stderr);
+    std::fflush(stdout);
+    switch (fault.kind) {
+        case FaultKind::exit:
+            std::_Exit(1);
+        case FaultKind::sigkill:
+            std::raise(SIGKILL);
+            break;
+        case FaultKind::stall:
+            std::this_thread::sleep_for(std::chrono::duration<double>(10.0 * timeout_s));
+            std::_Exit(1);
+        case FaultKind::none:
+            break;
+    }
+}
+
+}  // namespace fwi

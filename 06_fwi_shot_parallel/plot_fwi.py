@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""PNG pictures of an FWI run's --out folder (06_fwi_shot_parallel writes it; 01_single_gpu's works too).
+
+usage: python3 plot_fwi.py DIR
+
+Reads the .npy models and gradients and loss_history.json that are there and writes, into DIR:
+  models.png     true, initial and final model, and the change the inversion made (final - initial)
+  snapshots.png  the models saved every --save-every iterations (model_iter_NNNN.npy)
+  gradients.png  the first and the final gradient
+  loss.png       the misfit relative to the first iteration's
+Pictures whose inputs are missing are left out. Without matplotlib it says so and makes none (exit 0):
+the run's numbers are all in the .npy, .csv and .json files anyway.
+"""
+import glob
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from plotting import MISSING_HINT, import_matplotlib  # noqa: E402
+
+
+def load(np, directory, name):
+    path = os.path.join(directory, name)
+    return np.load(path) if os.path.exists(path) else None
+
+
+def model_panel(fig, ax, image, title, vmin, vmax, cmap="viridis", label="m/s"):
+    shown = ax.imshow(image, cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal")
+    ax.set_title(title)
+    ax.set_xlabel("x (cells)")
+    ax.set_ylabel("z (cells)")
+    fig.colorbar(shown, ax=ax, shrink=0.8, label=label)
+
+
+def symmetric_limit(np, array):
+    """A colour range that shows the body of the array, not its few largest values (the sources)."""
+    limit = float(np.percentile(np.abs(array), 99.5))
+    return limit if limit > 0 else 1.0
+
+
+def plot_models(np, plt, directory, written):
+    true, initial, final = (load(np, directory, n + ".npy") for n in ("true_model", "initial_model", "final_model"))
+    panels = [(m, t) for m, t in ((true, "true model"), (initial, "initial model"), (final, "final model"))
+              if m is not None]
+    if not panels:
+        return
+    vmin = min(float(m.min()) for m, _ in panels)
+    vmax = max(float(m.max()) for m, _ in panels)
+    change = final - initial if final is not None and initial is not None else None
+    count = len(panels) + (change is not None)
+    columns = 2 if count == 4 else count
+    rows = (count + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), squeeze=False)
+    for ax, (model, title) in zip(axes.flat, panels):
+        model_panel(fig, ax, model, title, vmin, vmax)
+    if change is not None:
+        limit = symmetric_limit(np, change)
+        model_panel(fig, axes.flat[count - 1], change, "change: final - initial", -limit, limit, "RdBu_r")
+    save(fig, plt, directory, "models.png", written)
+
+
+def plot_snapshots(np, plt, directory, written):
+    paths = sorted(glob.glob(os.path.join(directory, "model_iter_*.npy")))
+    if not paths:
+        return
+    paths = paths[:: max(1, (len(paths) + 11) // 12)]  # at most 12 panels
+    models = [np.load(p) for p in paths]
+    vmin = min(float(m.min()) for m in models)
+    vmax = max(float(m.max()) for m in models)
+    columns = min(4, len(models))
+    rows = (len(models) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.5 * rows), squeeze=False)
+    for ax in axes.flat[len(models):]:
+        ax.axis("off")
+    for ax, path, model in zip(axes.flat, paths, models):
+        iteration = int(os.path.basename(path)[len("model_iter_"):-len(".npy")])
+        model_panel(fig, ax, model, "after iteration %d" % iteration, vmin, vmax)
+    save(fig, plt, directory, "snapshots.png", written)
+
+
+def plot_gradients(np, plt, directory, written):
+    gradients = [(g, t) for g, t in ((load(np, directory, "first_gradient.npy"), "first gradient"),
+                                     (load(np, directory, "final_gradient.npy"), "final gradient")) if g is not None]
+    if not gradients:
+        return
+    fig, axes = plt.subplots(1, len(gradients), figsize=(5 * len(gradients), 4), squeeze=False)
+    for ax, (gradient, title) in zip(axes[0], gradients):
+        limit = symmetric_limit(np, gradient)
+        model_panel(fig, ax, gradient, title, -limit, limit, "RdBu_r", "dJ/dv")
+    save(fig, plt, directory, "gradients.png", written)
+
+
+def plot_loss(plt, directory, written):
+    path = os.path.join(directory, "loss_history.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        history = json.load(f)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.semilogy(history["iteration"], history["relative_misfit"], marker="o")
+    ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.set_ylabel("misfit / first misfit")
+    ax.set_title("loss history")
+    ax.grid(True, which="both", alpha=0.3)
+    save(fig, plt, directory, "loss.png", written)
+
+
+def save(fig, plt, directory, name, written):
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, name), dpi=100)
+    plt.close(fig)
+    written.append(name)
+
+
+def main(argv):
+    if len(argv) != 2 or not os.path.isdir(argv[1]):
+        print("usage: python3 plot_fwi.py DIR   (DIR: the --out folder of an FWI run)", file=sys.stderr)
+        return 2
+    directory = argv[1]
+    np, plt = import_matplotlib()
+    if plt is None:
+        print("warning: matplotlib is not installed for python3, so no PNG pictures were made (%s); "
+              "the arrays are in %s" % (MISSING_HINT, directory), file=sys.stderr)
+        return 0
+    written = []
+    plot_models(np, plt, directory, written)
+    plot_snapshots(np, plt, directory, written)
+    plot_gradients(np, plt, directory, written)
+    plot_loss(plt, directory, written)
+    print("pictures: %s in %s/" % (", ".join(written) if written else "none (no inputs found)", directory))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,103 @@
+#include "run_files.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "errors.hpp"
+#include "output.hpp"
+
+extern char** environ;
+
+namespace fwi {
+
+namespace {
+
+void require_written(const std::ofstream& file, const std::string& path) {
+    if (!file) throw EnvironmentError("cannot write '" + path + "' (check --out's free space and permissions)");
+}
+
+// "[1, 2, 3]" with enough digits to read the doubles back exactly.
+template <typename Value>
+std::string json_array(const std::vector<Value>& values) {
+    std::string text = "[";
+    char number[32];
+    for (size_t i = 0; i < values.size(); ++i) {
+        std::snprintf(number, sizeof number, "%.17g", double(values[i]));
+        text += (i ? ", " : "") + std::string(number);
+    }
+    return text + "]";
+}
+
+}  // namespace
+
+std::string snapshot_file_name(int iteration) {
+    char name[48];
+    std::snprintf(name, sizeof name, "model_iter_%04d.npy", iteration);
+    return name;
+}
+
+void write_model_npy(const Problem& problem, const std::string& dir, const std::string& name,
+                     const std::vector<float>& values) {
+    write_npy(dir + "/" + name, values.data(), {size_t(problem.nz), size_t(problem.nx)});
+}
+
+void write_loss_history(const std::string& dir, const FwiState& state) {
+    std::vector<int> iterations;
+    std::vector<double> relative;
+    for (size_t i = 0; i < state.misfits.size(); ++i) {
+        iterations.push_back(int(i) + 1);
+        relative.push_back(state.misfits.front() > 0.0 ? state.misfits[i] / state.misfits.front() : 1.0);
+    }
+    const std::string csv_path = dir + "/loss_history.csv";
+    std::ofstream csv(csv_path);
+    csv << "iteration,misfit,relative_misfit,iteration_seconds\n";
+    char row[160];
+    for (size_t i = 0; i < iterations.size(); ++i) {
+        std::snprintf(row, sizeof row, "%d,%.9e,%.9f,%.6f\n", iterations[i], state.misfits[i], relative[i],
+                      state.iteration_seconds[i]);
+        csv << row;
+    }
+    require_written(csv, csv_path);
+
+    const std::string json_path = dir + "/loss_history.json";
+    std::ofstream json(json_path);
+    json << "{\"iteration\": " << json_array(iterations) << ", \"misfit\": " << json_array(state.misfits)
+         << ", \"relative_misfit\": " << json_array(relative)
+         << ", \"iteration_seconds\": " << json_array(state.iteration_seconds) << "}\n";
+    require_written(json, json_path);
+}
+
+bool draw_pictures(const std::string& script, const std::string& dir) {
+    const std::string by_hand = "python3 " + script + " " + dir;
+    if (!std::filesystem::exists(script)) {
+        std::fprintf(stderr, "warning: the plotting script %s is not there (was the source tree moved?): no PNG "
+                     "pictures\n", script.c_str());
+        return false;
+    }
+    std::fflush(stdout);
+    std::vector<std::string> words = {"python3", script, dir};
+    std::vector<char*> argv;
+    for (auto& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    pid_t child = 0;
+    if (const int error = posix_spawnp(&child, "python3", nullptr, nullptr, argv.data(), environ); error != 0) {
+        std::fprintf(stderr, "warning: cannot start python3 (%s): no PNG pictures; make them later with: %s\n",
+                     std::strerror(error), by_hand.c_str());
+        return false;
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
+    std::fprintf(stderr, "warning: the plotting script failed (status %d): no PNG pictures; retry with: %s\n",
+                 status, by_hand.c_str());
+    return false;
+}
+
+}  // namespace fwi

@@ -1,0 +1,29 @@
+// The files an FWI run leaves in its --out folder (written by rank 0): models as .npy, the loss history
+// as CSV and JSON, and PNG pictures of them drawn by plot_fwi.py.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "checkpoint.hpp"
+#include "problem.hpp"
+
+namespace fwi {
+
+// "model_iter_0005.npy": the model after that many iterations.
+std::string snapshot_file_name(int iteration);
+
+// An nz x nx array (a model or a gradient) as DIR/NAME.
+void write_model_npy(const Problem& problem, const std::string& dir, const std::string& name,
+                     const std::vector<float>& values);
+
+// DIR/loss_history.csv (iteration,misfit,relative_misfit,iteration_seconds) and DIR/loss_history.json
+// ({"iteration": [...], "misfit": [...], "relative_misfit": [...], "iteration_seconds": [...]}).
+void write_loss_history(const std::string& dir, const FwiState& state);
+
+// Runs `python3 SCRIPT DIR` and waits for it. Returns false, with a warning on stderr that says how to
+// make the pictures by hand, when it cannot be started or fails; a missing matplotlib is the script's
+// own warning and not a failure.
+bool draw_pictures(const std::string& script, const std::string& dir);
+
+}  // namespace fwi

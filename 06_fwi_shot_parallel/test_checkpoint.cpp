@@ -1,0 +1,179 @@
+// CPU tests of what 06 writes and reads besides the GPU work: the checkpoint file (round trip, atomic
+// replacement, damage detected), the resume checks, and the loss history files.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "checkpoint.hpp"
+#include "errors.hpp"
+#include "run_files.hpp"
+
+using namespace fwi;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder under the system's temporary folder, removed at the end of the test.
+struct TemporaryFolder {
+    fs::path path;
+    TemporaryFolder() {
+        path = fs::temp_directory_path() / ("fwi_checkpoint_test_" + std::to_string(::getpid()));
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TemporaryFolder() { fs::remove_all(path); }
+    std::string str() const { return path.string(); }
+};
+
+Problem small_problem() { return problem_preset("small"); }
+
+Checkpoint sample_checkpoint(const Problem& p, int iterations_done) {
+    Checkpoint c;
+    c.problem_text = problem_fingerprint(p);
+    c.ranks = 3;
+    c.state.iterations_done = iterations_done;
+    c.state.velocity = initial_model(p);
+    c.state.velocity[17] = 1501.25f;
+    c.state.velocity.back() = 2499.5f;
+    for (int i = 0; i < iterations_done; ++i) {
+        c.state.misfits.push_back(314.25 / (i + 1));
+        c.state.iteration_seconds.push_back(0.01 * (i + 1));
+    }
+    return c;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file << bytes;
+}
+
+std::string usage_error_text(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "(no UsageError)";
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint survives the round trip through its file unchanged") {
+    const TemporaryFolder folder;
+    const Problem p = small_problem();
+    const Checkpoint written = sample_checkpoint(p, 4);
+    write_checkpoint(folder.str(), written);
+    const Checkpoint read = read_checkpoint(folder.str());
+    CHECK(read.state.iterations_done == 4);
+    CHECK(read.ranks == 3);
+    CHECK(read.problem_text == written.problem_text);
+    CHECK(read.state.velocity == written.state.velocity);  // bit for bit
+    CHECK(read.state.misfits == written.state.misfits);
+    CHECK(read.state.iteration_seconds == written.state.iteration_seconds);
+}
+
+TEST_CASE("writing is atomic: temporary file renamed over the old checkpoint, none left behind") {
+    const TemporaryFolder folder;
+    const Problem p = small_problem();
+    const std::string path = checkpoint_path(folder.str());
+    // A crash while writing leaves a partial temporary file; it must not be read, and the next write
+    // replaces it.
+    write_file(path + ".tmp", "partial");
+    write_checkpoint(folder.str(), sample_checkpoint(p, 2));
+    CHECK_FALSE(fs::exists(path + ".tmp"));
+    write_checkpoint(folder.str(), sample_checkpoint(p, 5));
+    CHECK_FALSE(fs::exists(path + ".tmp"));
+    CHECK(read_checkpoint(folder.str()).state.iterations_done == 5);
+    CHECK(read_file(path) == encode_checkpoint(sample_checkpoint(p, 5)));
+}
+
+TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
+    const TemporaryFolder folder;
+    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("--resume") != std::string::npos);
+
+    const std::string bytes = encode_checkpoint(sample_checkpoint(small_problem(), 3));
+    const std::string path = checkpoint_path(folder.str());
+    write_file(path, bytes.substr(0, bytes.size() / 2));  // torn
+    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("--resume") != std::string::npos);
+
+    std::string damaged = bytes;
+    damaged[bytes.size() / 2] ^= 0x01;  // one bit of the model
+    write_file(path, damaged);
+    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("checksum") != std::string::npos);
+
+    write_file(path, "not a checkpoint at all");
+    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("magic") != std::string::npos);
+    CHECK_THROWS_AS(decode_checkpoint("", "empty"), UsageError);
+}
+
+TEST_CASE("resume: same problem continues, another problem or too few iterations are refused") {
+    const Problem p = small_problem();
+    const Checkpoint c = sample_checkpoint(p, 4);
+    CHECK(check_resume(c, p, 10, 3).empty());
+    CHECK(check_resume(c, p, 5, 3).empty());
+
+    const std::string other_ranks = check_resume(c, p, 10, 2);  // allowed, but not bit-identical
+    CHECK(other_ranks.find("3 ranks") != std::string::npos);
+
+    const std::string done = usage_error_text([&] { check_resume(c, p, 4, 3); });
+    CHECK(done.find("--iterations") != std::string::npos);
+    CHECK(done.find("5 or more") != std::string::npos);
+
+    Problem other = p;
+    other.step_size = 40.0;
+    const std::string differs = usage_error_text([&] { check_resume(c, other, 10, 3); });
+    CHECK(differs.find("--resume") != std::string::npos);
+    CHECK(differs.find("step_size 20") != std::string::npos);
+    CHECK(differs.find("step_size 40") != std::string::npos);
+    CHECK(differs.find("nz") == std::string::npos);  // only the values that differ are listed
+}
+
+TEST_CASE("the fingerprint tells every problem value apart") {
+    const Problem p = small_problem();
+    Problem changed = p;
+    changed.mask_rows += 1;
+    CHECK(problem_fingerprint(changed) != problem_fingerprint(p));
+    changed = p;
+    changed.dt *= 1.0 + 1e-12;  // printed with 17 digits
+    CHECK(problem_fingerprint(changed) != problem_fingerprint(p));
+    CHECK(problem_fingerprint(problem_preset("small")) == problem_fingerprint(p));
+}
+
+TEST_CASE("loss history: CSV and JSON with one row per iteration") {
+    const TemporaryFolder folder;
+    FwiState state;
+    state.iterations_done = 3;
+    state.misfits = {8.0, 6.0, 2.0};
+    state.iteration_seconds = {0.5, 0.25, 0.125};
+    write_loss_history(folder.str(), state);
+    const std::string csv = read_file(folder.str() + "/loss_history.csv");
+    CHECK(csv.rfind("iteration,misfit,relative_misfit,iteration_seconds\n", 0) == 0);
+    CHECK(csv.find("\n2,6.000000000e+00,0.750000000,0.250000\n") != std::string::npos);
+    CHECK(csv.find("\n3,2.000000000e+00,0.250000000,0.125000\n") != std::string::npos);
+    const std::string json = read_file(folder.str() + "/loss_history.json");
+    CHECK(json == "{\"iteration\": [1, 2, 3], \"misfit\": [8, 6, 2], \"relative_misfit\": [1, 0.75, 0.25], "
+                  "\"iteration_seconds\": [0.5, 0.25, 0.125]}\n");
+    CHECK(snapshot_file_name(5) == "model_iter_0005.npy");
+}
+
+TEST_CASE("pictures: the plotting script runs on a run folder; a missing script is a warning, not an error") {
+    const TemporaryFolder folder;
+    const Problem p = small_problem();
+    write_model_npy(p, folder.str(), "initial_model.npy", initial_model(p));
+    write_model_npy(p, folder.str(), "true_model.npy", true_model(p));
+    write_model_npy(p, folder.str(), "final_model.npy", true_model(p));
+    CHECK(draw_pictures(FWI_PLOT_SCRIPT, folder.str()));  // with or without matplotlib
+    CHECK_FALSE(draw_pictures(folder.str() + "/no_such_script.py", folder.str()));
+}

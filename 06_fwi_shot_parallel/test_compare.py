@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""CPU tests of the comparison (scripts/compare.sh and scripts/compare.py), with fakes for the GPUs.
+
+usage: test_compare.py PATH/TO/scripts WORK_DIR
+
+The table (compare.py, on fake RESULT files): speedup and efficiency are taken against 01's run,
+failed, timed-out and unbuilt runs are shown as such (and make compare.py exit 1), and the CSV, JSON
+and Markdown files hold the same rows.
+The runner (compare.sh, on a copy of the scripts whose build step does nothing, with fake nvidia-smi,
+mpirun and programs that print a RESULT): bad flags exit 2, no GPU exits 3 with one line, and with 2
+fake GPUs every pattern runs on 1 and 2 GPUs with the right launcher and flags, and the table is made.
+"""
+import csv
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+
+def fail(message):
+    print("FAILED: " + message)
+    sys.exit(1)
+
+
+def result(pattern, variant, gpus, gradient_s, verified=True, **extra):
+    values = {"pattern": pattern, "variant": variant, "gpus": gpus, "ranks": gpus, "problem": "default",
+              "grid": "384x512", "shots": 8, "nt": 2000, "iterations": 3, "time_per_gradient_s": gradient_s,
+              "time_per_iteration_s": gradient_s + 0.001, "combine_s": 0.0005,
+              "combine_share": 0.0005 / (gradient_s + 0.001), "verified": verified}
+    values.update(extra)
+    return values
+
+
+def make_runs(directory, runs):
+    """runs: (pattern, variant, gpus, status, RESULT object or None)."""
+    runs_dir = os.path.join(directory, "runs")
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(runs_dir)
+    with open(os.path.join(runs_dir, "manifest.tsv"), "w") as manifest:
+        manifest.write("pattern\tvariant\tgpus\tstatus\tjson\tlog\n")
+        for pattern, variant, gpus, status, values in runs:
+            name = "%s-%s-%d" % (pattern, variant or "none", gpus)
+            if values is not None:
+                with open(os.path.join(runs_dir, name + ".json"), "w") as f:
+                    json.dump(values, f)
+            manifest.write("%s\t%s\t%d\t%s\t%s\t%s\n" % (pattern, variant, gpus, status, name + ".json", name + ".log"))
+
+
+def run_compare(script, directory):
+    process = subprocess.run([sys.executable, script, directory], capture_output=True, text=True, timeout=120)
+    print(process.stdout + process.stderr)
+    return process.returncode, process.stdout
+
+
+def check_all_ok(script, work_dir):
+    directory = os.path.join(work_dir, "all_ok")
+    make_runs(directory, [
+        ("01_single_gpu", "", 1, "0", result("01_single_gpu", "", 1, 0.080)),
+        ("06_fwi_shot_parallel", "", 1, "0", result("06_fwi_shot_parallel", "", 1, 0.080, speedup=1.0,
+                                                     grad_rel_diff=0.0)),
+        ("06_fwi_shot_parallel", "", 2, "0", result("06_fwi_shot_parallel", "", 2, 0.040, speedup=1.98,
+                                                     grad_rel_diff=2.5e-7)),
+        ("06_fwi_shot_parallel", "", 4, "0", result("06_fwi_shot_parallel", "", 4, 0.025, grad_rel_diff=3e-7)),
+    ])
+    code, output = run_compare(script, directory)
+    if code != 0:
+        fail("compare.py exited %d on all-good runs" % code)
+    with open(os.path.join(directory, "comparison.csv")) as f:
+        rows = list(csv.DictReader(f))
+    if len(rows) != 4:
+        fail("expected 4 CSV rows, got %d" % len(rows))
+    four = rows[3]
+    if abs(float(four["speedup"]) - 3.2) > 1e-9 or abs(float(four["efficiency"]) - 0.8) > 1e-9:
+        fail("4 GPUs: speedup %s, efficiency %s; expected 3.2 and 0.8" % (four["speedup"], four["efficiency"]))
+    if abs(float(rows[2]["speedup_in_run"]) - 1.98) > 1e-9:
+        fail("the program's own speedup is not kept as speedup_in_run")
+    if "3.20" not in output or "80%" not in output or "3.0e-07" not in output:
+        fail("the printed table lacks the 4-GPU speedup, efficiency or grad rel diff")
+    with open(os.path.join(directory, "comparison.json")) as f:
+        if len(json.load(f)["rows"]) != 4:
+            fail("comparison.json does not hold the 4 rows")
+    with open(os.path.join(directory, "comparison.md")) as f:
+        if len([line for line in f if line.startswith("| 06_fwi_shot_parallel")]) != 3:
+            fail("comparison.md does not hold the 3 rows of 06")
+
+
+def check_failures_shown(script, work_dir):
+    directory = os.path.join(work_dir, "failures")
+    make_runs(directory, [
+        ("01_single_gpu", "", 1, "0", result("01_single_gpu", "", 1, 0.080)),
+        ("03_host_staged_mpi", "pinned", 2, "1", result("03_host_staged_mpi", "pinned", 2, 0.045, verified=False)),
+        ("04_nccl_threads", "group", 2, "not-built", None),
+        ("05_nccl_mpi", "", 2, "timeout", None),
+        ("06_fwi_shot_parallel", "", 2, "3", None),
+    ])
+    code, output = run_compare(script, directory)
+    if code != 1:
+        fail("compare.py exited %d with failed runs, expected 1" % code)
+    for text in ("FAILED (exit 1: verification failed)", "not built", "TIMEOUT", "FAILED (exit 3: environment)",
+                 "4 of 5 runs did not finish verified"):
+        if text not in output:
+            fail("the output lacks '%s'" % text)
+    with open(os.path.join(directory, "comparison.csv")) as f:
+        timed_out = [row for row in csv.DictReader(f) if row["pattern"] == "05_nccl_mpi"][0]
+    if timed_out["speedup"] != "" or timed_out["status"] != "TIMEOUT":
+        fail("a timed-out run must have no figures: %s" % timed_out)
+
+
+FAKE_COMMON = """ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+choose_preset() { echo fake; }
+configure_and_build() { echo "(build skipped by the test)"; }
+build_dir() { echo "$ROOT/build-fake"; }
+"""
+FAKE_NVIDIA_SMI = """#!/bin/bash
+if [ "$1" = -L ]; then
+    for i in $(seq 1 "$FAKE_GPUS"); do echo "GPU $((i - 1)): Fake GPU (UUID: GPU-$i)"; done
+    [ "$FAKE_GPUS" -gt 0 ]; exit
+fi
+echo "Fake GPU"
+"""
+# Drops the launcher's flags, runs the program with FAKE_RANKS set to -np.
+FAKE_MPIRUN = """#!/bin/bash
+[ "$1" = --version ] && { echo "mpirun (fake)"; exit 0; }
+while [ $# -gt 0 ]; do
+    case "$1" in -np) export FAKE_RANKS=$2; shift 2 ;; -x) shift 2 ;; /*) break ;; *) shift ;; esac
+done
+exec "$@"
+"""
+# Prints its arguments and a RESULT; the time per gradient falls with the GPU count.
+FAKE_PROGRAM = r"""#!/bin/bash
+name=$(basename "$0") gpus=${FAKE_RANKS:-1} json="" variant=""
+echo "args: $*"
+while [ $# -gt 0 ]; do
+    case "$1" in --json) json=$2; shift 2 ;; --gpus) gpus=$2; shift 2 ;; --combine|--driver) variant=$2; shift 2 ;; *) shift ;; esac
+done
+t=$(awk "BEGIN { print 0.08 / $gpus }")
+result="{\"pattern\": \"$name\", \"variant\": \"$variant\", \"gpus\": $gpus, \"problem\": \"default\", \"time_per_gradient_s\": $t, \"time_per_iteration_s\": $t, \"combine_share\": 0.01, \"verified\": true}"
+echo "$name: $gpus GPUs: $t s per gradient"
+echo "RESULT $result"
+echo "$result" > "$json"
+"""
+PATTERNS = ["01_single_gpu", "03_host_staged_mpi", "04_nccl_threads", "05_nccl_mpi", "06_fwi_shot_parallel"]
+
+
+def write_executable(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def fake_machine(scripts_dir, work_dir):
+    root = os.path.join(work_dir, "runner")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(os.path.join(root, "repo", "scripts"))
+    os.makedirs(os.path.join(root, "path"))
+    for name in ("compare.sh", "compare.py", "plotting.py"):
+        shutil.copy(os.path.join(scripts_dir, name), os.path.join(root, "repo", "scripts", name))
+    with open(os.path.join(root, "repo", "scripts", "common.sh"), "w") as f:
+        f.write(FAKE_COMMON)
+    write_executable(os.path.join(root, "path", "nvidia-smi"), FAKE_NVIDIA_SMI)
+    write_executable(os.path.join(root, "path", "mpirun"), FAKE_MPIRUN)
+    for pattern in PATTERNS:
+        os.makedirs(os.path.join(root, "repo", "build-fake", pattern))
+        write_executable(os.path.join(root, "repo", "build-fake", pattern, pattern), FAKE_PROGRAM)
+    return root
+
+
+def run_runner(root, gpus, flags):
+    environment = dict(os.environ, FAKE_GPUS=str(gpus), PATH=os.path.join(root, "path") + ":" + os.environ["PATH"])
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    process = subprocess.run(["bash", os.path.join(root, "repo", "scripts", "compare.sh")] + flags,
+                             capture_output=True, text=True, timeout=300, env=environment)
+    print(process.stdout + process.stderr)
+    return process.returncode, process.stdout, process.stderr
+
+
+def check_runner(scripts_dir, work_dir):
+    root = fake_machine(scripts_dir, work_dir)
+    code, _, stderr = run_runner(root, 2, ["--problem", "huge"])
+    if code != 2 or "--problem" not in stderr:
+        fail("compare.sh --problem huge: exit %d, expected 2 naming --problem" % code)
+    code, _, stderr = run_runner(root, 0, [])
+    if code != 3 or len(stderr.strip().splitlines()) != 1 or "no CUDA GPU" not in stderr:
+        fail("compare.sh without a GPU: exit %d, expected 3 with one line saying so" % code)
+
+    out = os.path.join(root, "out")
+    code, stdout, _ = run_runner(root, 2, ["--out", out])
+    if code != 0:
+        fail("compare.sh on 2 fake GPUs exited %d" % code)
+    with open(os.path.join(out, "comparison.csv")) as f:
+        rows = [(row["pattern"], row["variant"], row["gpus"], row["status"]) for row in csv.DictReader(f)]
+    expected = [("01_single_gpu", "", "1", "ok")]
+    expected += [("03_host_staged_mpi", v, g, "ok") for v in ("pageable", "pinned", "pipelined") for g in "12"]
+    expected += [("04_nccl_threads", d, g, "ok") for d in ("threads", "group") for g in "12"]
+    expected += [("05_nccl_mpi", "", g, "ok") for g in "12"] + [("06_fwi_shot_parallel", "", g, "ok") for g in "12"]
+    if rows != expected:
+        fail("the comparison's rows are %s, expected %s" % (rows, expected))
+    logs = os.path.join(out, "runs")
+    with open(os.path.join(logs, "06_fwi_shot_parallel-2gpu.log")) as f:
+        log = f.read()
+    if "-np 2" not in log or "--no-plots" not in log or "--no-reference" in log:
+        fail("06 on 2 GPUs was not started with mpirun -np 2, --no-plots and its reference:\n" + log)
+    with open(os.path.join(logs, "04_nccl_threads-group-2gpu.log")) as f:
+        if "--gpus 2 --driver group" not in f.read():
+            fail("04 was not started with --gpus 2 --driver group")
+
+    code, _, _ = run_runner(root, 1, ["--out", out, "--problem", "large"])
+    with open(os.path.join(logs, "05_nccl_mpi-1gpu.log")) as f:
+        log = f.read()
+    if code != 0 or "--problem large" not in log or "--no-reference" not in log:
+        fail("--problem large must run without the in-program references (--no-reference)")
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    scripts_dir, work_dir = sys.argv[1], sys.argv[2]
+    script = os.path.join(scripts_dir, "compare.py")
+    check_all_ok(script, work_dir)
+    check_failures_shown(script, work_dir)
+    check_runner(scripts_dir, work_dir)
+    print("PASSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""End-to-end tests of 06_fwi_shot_parallel, run by CTest (standard library only, no numpy needed).
+
+  plot-script       (cpu) plot_fwi.py on a fake run folder: PNGs, or a clear warning without matplotlib
+  matches-01        (gpu/multigpu, mpi) 06 on --ranks N ends with the same model as 01_single_gpu after the
+                    same iterations, to the tolerance 06 states (1e-5 relative L2)
+  kill-and-resume   (gpu/multigpu, mpi) a run SIGKILLed right after a checkpoint and resumed ends with the
+                    final model of an uninterrupted run, byte for byte, on the same rank count
+
+GPU tests exit 77 (CTest: skipped) when fewer than --ranks GPUs are visible. Every program runs under a
+timeout, and a run that overstays it is terminated with its whole process group.
+"""
+import argparse
+import array
+import ast
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+SKIP = 77
+PROBLEM = ["--problem", "small", "--nshots", "5"]  # 5 shots: uneven splits on 2 and 4 ranks
+RUN_TIMEOUT_S = 240
+
+
+def fail(message):
+    print("FAILED: " + message)
+    sys.exit(1)
+
+
+def visible_gpus():
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip()]))
+    return count
+
+
+def run(command, timeout_s=RUN_TIMEOUT_S, environment=None):
+    """Runs a command in its own process group; returns (exit code, output). Never waits past timeout_s."""
+    print("$ " + " ".join(command), flush=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True, env=environment)
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        # SIGTERM first: mpirun forwards it to the ranks it started; then SIGKILL whatever is left.
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        print(output)
+        fail("timed out after %d s: %s" % (timeout_s, " ".join(command)))
+    print(output, flush=True)
+    return process.returncode, output
+
+
+def mpirun(args, ranks, program_args):
+    environment_flags = ["-x", "NCCL_NVLS_ENABLE=0"]
+    root_flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    return [args.mpiexec] + root_flags + ["--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + \
+        environment_flags + [args.program06] + program_args
+
+
+def read_npy_floats(path):
+    """A float32 .npy file (format 1.0, as common/output.cpp writes it) as (shape, array of floats)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:6] != b"\x93NUMPY":
+        fail("%s is not a .npy file" % path)
+    header_length = int.from_bytes(data[8:10], "little")
+    header = ast.literal_eval(data[10:10 + header_length].decode("latin1"))
+    if header["descr"] != "<f4":
+        fail("%s holds %s, not float32" % (path, header["descr"]))
+    values = array.array("f")
+    values.frombytes(data[10 + header_length:])
+    return header["shape"], values
+
+
+def write_npy_floats(path, shape, values):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % ", ".join(str(n) for n in shape)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1"))
+        f.write(array.array("f", values).tobytes())
+
+
+def relative_l2(values, reference):
+    diff2 = sum((float(a) - float(b)) ** 2 for a, b in zip(values, reference))
+    ref2 = sum(float(b) ** 2 for b in reference)
+    return (diff2 / ref2) ** 0.5 if ref2 > 0 else diff2 ** 0.5
+
+
+def fresh_folder(path):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def test_plot_script(args):
+    folder = fresh_folder(os.path.join(args.work_dir, "run"))
+    nz, nx = 24, 32
+    initial = [1500.0] * (nz * nx)
+    true = [1500.0 if i // nx < nz // 2 else 2500.0 for i in range(nz * nx)]
+    final = [v + (30.0 if i // nx == nz // 2 else 0.0) for i, v in enumerate(initial)]
+    gradient = [float((i % nx) - nx / 2) for i in range(nz * nx)]
+    for name, values in (("true_model", true), ("initial_model", initial), ("final_model", final),
+                         ("model_iter_0002", final), ("first_gradient", gradient), ("final_gradient", gradient)):
+        write_npy_floats(os.path.join(folder, name + ".npy"), (nz, nx), values)
+    with open(os.path.join(folder, "loss_history.json"), "w") as f:
+        f.write('{"iteration": [1, 2], "misfit": [4, 3], "relative_misfit": [1, 0.75], '
+                '"iteration_seconds": [0.1, 0.1]}\n')
+
+    pictures = ["models.png", "snapshots.png", "gradients.png", "loss.png"]
+    # As started (it may run itself again under /usr/bin/python3 to find matplotlib), and with this
+    # interpreter only: where that one lacks matplotlib, the script must warn and succeed.
+    for environment in (None, dict(os.environ, FWI_PLOT_REEXEC="1")):
+        for name in pictures:
+            if os.path.exists(os.path.join(folder, name)):
+                os.remove(os.path.join(folder, name))
+        code, output = run([sys.executable, args.plot_script, folder], timeout_s=120, environment=environment)
+        if code != 0:
+            fail("plot_fwi.py exited %d" % code)
+        if "matplotlib is not installed" in output:
+            print("matplotlib missing: the script warned and made no pictures, as it should")
+            continue
+        for name in pictures:
+            with open(os.path.join(folder, name), "rb") as f:
+                if f.read(8) != b"\x89PNG\r\n\x1a\n":
+                    fail(name + " is not a PNG file")
+        print("pictures made: " + ", ".join(pictures))
+    code, _ = run([sys.executable, args.plot_script, os.path.join(folder, "no_such_folder")], timeout_s=60)
+    if code != 2:
+        fail("plot_fwi.py on a missing folder exited %d, expected 2" % code)
+
+
+def require_gpus(count):
+    gpus = visible_gpus()
+    if gpus < count:
+        print("%d GPU(s) visible, this test needs %d: skipped" % (gpus, count))
+        sys.exit(SKIP)
+
+
+def test_matches_01(args):
+    require_gpus(args.ranks)
+    iterations = ["--iterations", "10"]
+    out01 = fresh_folder(os.path.join(args.work_dir, "01"))
+    out06 = fresh_folder(os.path.join(args.work_dir, "06"))
+    code, _ = run([args.program01] + PROBLEM + iterations + ["--out", out01])
+    if code != 0:
+        fail("01_single_gpu exited %d" % code)
+    code, _ = run(mpirun(args, args.ranks, PROBLEM + iterations + ["--out", out06, "--no-plots"]))
+    if code != 0:
+        fail("06_fwi_shot_parallel on %d ranks exited %d (1: its own check against its single-GPU run failed)"
+             % (args.ranks, code))
+    shape01, model01 = read_npy_floats(os.path.join(out01, "final_model.npy"))
+    shape06, model06 = read_npy_floats(os.path.join(out06, "final_model.npy"))
+    if shape01 != shape06:
+        fail("final models have shapes %s (01) and %s (06)" % (shape01, shape06))
+    difference = relative_l2(model06, model01)
+    print("final model after 10 iterations, 06 on %d ranks vs 01: rel L2 %.2e (tolerance 1e-5)"
+          % (args.ranks, difference))
+    if not difference <= 1e-5:
+        fail("06's final model differs from 01's beyond 1e-5")
+
+
+def checkpoint_iterations_done(path):
+    """The iteration count of a checkpoint (common/checkpoint.cpp: magic word, then int32 iterations done)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        head = f.read(12)
+    return int.from_bytes(head[8:12], "little", signed=True) if head[:8] == b"FWICKPT1" else None
+
+
+def misfit_column(folder):
+    with open(os.path.join(folder, "loss_history.csv")) as f:
+        return [line.split(",")[1] for line in f.read().splitlines()[1:]]
+
+
+def test_kill_and_resume(args):
+    require_gpus(args.ranks)
+    common = PROBLEM + ["--iterations", "6", "--checkpoint-every", "2", "--no-plots"]
+    whole = fresh_folder(os.path.join(args.work_dir, "uninterrupted"))
+    killed = fresh_folder(os.path.join(args.work_dir, "killed"))
+
+    code, _ = run(mpirun(args, args.ranks, common + ["--no-reference", "--out", whole]))
+    if code != 0:
+        fail("the uninterrupted run exited %d" % code)
+
+    code, _ = run(mpirun(args, args.ranks, common + ["--no-reference", "--out", killed,
+                                                     "--kill-after-checkpoint", "4"]))
+    if code == 0:
+        fail("the run meant to be killed after checkpoint 4 exited 0")
+    checkpoint_iteration = checkpoint_iterations_done(os.path.join(killed, "checkpoint.fwi"))
+    if checkpoint_iteration != 4:
+        fail("the killed run left a checkpoint of iteration %s, expected 4" % checkpoint_iteration)
+    if os.path.exists(os.path.join(killed, "final_model.npy")):
+        fail("the killed run wrote a final model")
+    if os.path.exists(os.path.join(killed, "checkpoint.fwi.tmp")):
+        fail("a temporary checkpoint file was left behind")
+
+    # The resumed run also checks itself against the single-GPU run of its 2 iterations.
+    code, output = run(mpirun(args, args.ranks, common + ["--out", killed, "--resume", killed]))
+    if code != 0:
+        fail("the resumed run exited %d" % code)
+    if "resuming from" not in output or "after iteration 4" not in output:
+        fail("the resumed run did not say it resumed after iteration 4")
+
+    with open(os.path.join(whole, "final_model.npy"), "rb") as a, open(os.path.join(killed, "final_model.npy"), "rb") as b:
+        if a.read() != b.read():
+            fail("the resumed run's final model differs from the uninterrupted run's")
+    if misfit_column(whole) != misfit_column(killed):
+        fail("the loss histories differ: %s vs %s" % (misfit_column(whole), misfit_column(killed)))
+    print("killed after checkpoint 4 and resumed on %d rank(s): final model identical byte for byte, "
+          "loss history identical" % args.ranks)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("test", choices=["plot-script", "matches-01", "kill-and-resume"])
+    parser.add_argument("--program06", required=True)
+    parser.add_argument("--program01", required=True)
+    parser.add_argument("--mpiexec", default="mpirun")
+    parser.add_argument("--plot-script", required=True)
+    parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--ranks", type=int, default=1)
+    args = parser.parse_args()
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    os.makedirs(args.work_dir, exist_ok=True)
+    {"plot-script": test_plot_script, "matches-01": test_matches_01,
+     "kill-and-resume": test_kill_and_resume}[args.test](args)
+    print("PASSED")
+
+
+if __name__ == "__main__":
+    main()

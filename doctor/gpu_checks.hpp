@@ -1,0 +1,58 @@
+// The checks that talk to the GPUs: 1 driver and devices, 2 topology, 3 P2P works, 4 P2P bandwidth and
+// latency, 5 NCCL. Each returns a Finding; a wait on a GPU that passes the check's deadline throws
+// DeviceHang (watchdog.hpp), which the caller turns into a FAIL and the end of the run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host.hpp"
+#include "nvml.hpp"
+#include "report.hpp"
+#include "watchdog.hpp"
+
+namespace fwi::doctor {
+
+struct GpuSystem {
+    int count = 0;                     // visible CUDA devices
+    std::vector<std::string> names;    // "NVIDIA H200"
+    std::vector<PciAddress> pci;       // per device
+    std::vector<char> can_access;      // [i * count + j]: cudaDeviceCanAccessPeer(i, j)
+    std::vector<Link> links;           // [i * count + j] from NVML; empty when NVML is not available
+
+    bool peer(int i, int j) const { return can_access[size_t(i) * count + j] != 0; }
+    // Pairs with peer access whose link is PCIe (no NVLink), where the IOMMU and ACS matter.
+    bool has_pcie_peer_pairs() const;
+};
+
+// Check 1. Fills `system` (count 0 when no GPU is visible; the finding then says what the driver
+// traces tell, and the run ends with exit code 3).
+Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& system);
+
+// Check 2: peer access and P2P attributes of every pair, NVML's links, as a matrix.
+Finding check_topology(const Nvml& nvml, GpuSystem& system);
+
+struct P2pOptions {
+    size_t pattern_bytes = size_t(4) << 20;  // per verified transfer
+    Injection injection;
+};
+// Check 3: a staged copy, a direct peer copy and a peer-read kernel for every ordered pair, verified.
+Finding check_p2p(const GpuSystem& system, const P2pOptions& options, const Deadline& deadline);
+
+struct BandwidthOptions {
+    size_t bytes = size_t(64) << 20;  // per copy
+    int repeats = 5;                  // timed copies per cell (the median is shown), after one warm-up
+    bool cross_check = false;         // also time 10 back-to-back 256 MiB copies per pair, events around the loop
+};
+// Check 4: unidirectional and bidirectional bandwidth and latency matrices, P2P on and off.
+Finding check_bandwidth(const GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline);
+
+struct NcclOptions {
+    size_t bytes = size_t(32) << 20;
+    Injection injection;
+};
+// Check 5: a single-process allreduce over every GPU, on non-blocking communicators with the deadline.
+Finding check_nccl(const GpuSystem& system, const Variables& variables, const NcclOptions& options,
+                   const Deadline& deadline);
+
+}  // namespace fwi::doctor

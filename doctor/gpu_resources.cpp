@@ -1,0 +1,80 @@
+#include "gpu_resources.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "cuda_check.hpp"
+
+namespace fwi::doctor {
+
+namespace {
+
+std::atomic<bool> g_gpu_work_hung{false};
+
+}  // namespace
+
+bool gpu_work_hung() { return g_gpu_work_hung; }
+
+void wait_for_event(cudaEvent_t event, const Deadline& deadline, const std::string& what) {
+    for (;;) {
+        const cudaError_t status = cudaEventQuery(event);
+        if (status == cudaSuccess) return;
+        if (status != cudaErrorNotReady) CUDA_CHECK(status);
+        if (deadline.passed()) {
+            g_gpu_work_hung = true;
+            throw DeviceHang(what, deadline.seconds());
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+}
+
+GpuBuffer::GpuBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaMalloc(&data_, bytes));
+}
+
+GpuBuffer::GpuBuffer(GpuBuffer&& other) noexcept
+    : device_(other.device_), bytes_(other.bytes_), data_(std::exchange(other.data_, nullptr)) {}
+
+GpuBuffer::~GpuBuffer() {
+    if (!data_ || gpu_work_hung()) return;
+    cudaSetDevice(device_);
+    cudaFree(data_);
+}
+
+GpuStream::GpuStream(int device) : device_(device) {
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+GpuStream::GpuStream(GpuStream&& other) noexcept
+    : device_(other.device_), stream_(std::exchange(other.stream_, nullptr)) {}
+
+GpuStream::~GpuStream() {
+    if (!stream_ || gpu_work_hung()) return;
+    cudaSetDevice(device_);
+    cudaStreamDestroy(stream_);
+}
+
+void GpuStream::finish(const Deadline& deadline, const std::string& what) const {
+    GpuEvent done(device_);
+    CUDA_CHECK(cudaEventRecord(done.get(), stream_));
+    wait_for_event(done.get(), deadline, what);
+}
+
+GpuEvent::GpuEvent(int device) : device_(device) {
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaEventCreate(&event_));
+}
+
+GpuEvent::GpuEvent(GpuEvent&& other) noexcept : device_(other.device_), event_(std::exchange(other.event_, nullptr)) {}
+
+GpuEvent::~GpuEvent() {
+    if (!event_ || gpu_work_hung()) return;
+    cudaSetDevice(device_);
+    cudaEventDestroy(event_);
+}
+
+}  // namespace fwi::doctor

@@ -1,0 +1,362 @@
+#include "host.hpp"
+
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "errors.hpp"
+
+extern char** environ;
+
+namespace fwi::doctor {
+
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+std::string first_line_of(const std::string& path) {
+    std::ifstream file(path);
+    std::string line;
+    std::getline(file, line);
+    return line;
+}
+
+std::string size_text(double bytes) {
+    constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+    char text[32];
+    if (bytes >= kGiB)
+        std::snprintf(text, sizeof text, "%.1f GiB", bytes / kGiB);
+    else if (bytes >= kMiB)
+        std::snprintf(text, sizeof text, "%.0f MiB", bytes / kMiB);
+    else
+        std::snprintf(text, sizeof text, "%.0f KiB", bytes / kKiB);
+    return text;
+}
+
+std::string limit_text(rlim_t limit) {
+    return limit == RLIM_INFINITY ? "unlimited" : size_text(static_cast<double>(limit));
+}
+
+}  // namespace
+
+Injection parse_injection(const std::string& text) {
+    Injection injection;
+    injection.text = text;
+    std::stringstream stream(text);
+    for (std::string name; std::getline(stream, name, ',');) {
+        if (name == "corrupt-peer")
+            injection.corrupt_peer = true;
+        else if (name == "hang-peer-kernel")
+            injection.hang_peer_kernel = true;
+        else if (name == "hang-nccl")
+            injection.hang_nccl = true;
+        else if (!name.empty())
+            throw UsageError("FWI_DOCTOR_INJECT: unknown fault '" + name +
+                             "'; allowed a comma list of corrupt-peer, hang-peer-kernel, hang-nccl");
+    }
+    return injection;
+}
+
+Injection injection_from_environment() {
+    const char* text = std::getenv("FWI_DOCTOR_INJECT");
+    return parse_injection(text ? text : "");
+}
+
+Variables relevant_variables(const std::vector<std::string>& entries) {
+    Variables variables;
+    for (const auto& entry : entries) {
+        const size_t equals = entry.find('=');
+        if (equals == std::string::npos) continue;
+        const std::string name = entry.substr(0, equals);
+        if (starts_with(name, "CUDA_") || starts_with(name, "NCCL_") || starts_with(name, "OMPI_"))
+            variables.emplace_back(name, entry.substr(equals + 1));
+    }
+    std::sort(variables.begin(), variables.end());
+    return variables;
+}
+
+Variables relevant_variables_in_effect() {
+    std::vector<std::string> entries;
+    for (char** entry = environ; entry && *entry; ++entry) entries.emplace_back(*entry);
+    return relevant_variables(entries);
+}
+
+bool worth_showing(const std::string& name) {
+    if (!starts_with(name, "OMPI_")) return true;
+    static const char* const kUserSettings[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_MCA_btl",
+                                                "OMPI_MCA_pml", "OMPI_MCA_mtl", "OMPI_MCA_coll", "OMPI_MCA_osc",
+                                                "OMPI_MCA_opal_cuda", "OMPI_MCA_mpi_cuda"};
+    for (const char* prefix : kUserSettings)
+        if (starts_with(name, prefix)) return true;
+    return false;
+}
+
+std::string value_of(const Variables& variables, const std::string& name) {
+    for (const auto& [key, value] : variables)
+        if (key == name) return value;
+    return "";
+}
+
+bool is_set(const Variables& variables, const std::string& name) {
+    for (const auto& entry : variables)
+        if (entry.first == name) return true;
+    return false;
+}
+
+std::vector<std::string> environment_lines(const Variables& variables) {
+    std::vector<std::string> lines;
+    if (!is_set(variables, "CUDA_VISIBLE_DEVICES")) lines.push_back("CUDA_VISIBLE_DEVICES (unset: every GPU)");
+    int hidden = 0;
+    for (const auto& [name, value] : variables) {
+        if (worth_showing(name))
+            lines.push_back(name + "=" + value);
+        else
+            ++hidden;
+    }
+    if (hidden) lines.push_back("(" + std::to_string(hidden) + " more OMPI_* variables of mpirun's own: see --json)");
+    return lines;
+}
+
+JsonObject environment_json(const Variables& variables) {
+    JsonObject json;
+    for (const auto& [name, value] : variables) json.add(name, value);
+    return json;
+}
+
+std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
+    struct Known {
+        const char* name;
+        const char* meaning;
+        bool slows;  // when set to anything but 0
+    };
+    static const Known kKnown[] = {
+        {"NCCL_P2P_DISABLE", "NCCL does not use P2P (NVLink or PCIe) between GPUs; data goes through host memory, "
+                             "several times slower", true},
+        {"NCCL_SHM_DISABLE", "NCCL does not use shared host memory between processes", true},
+        {"NCCL_P2P_LEVEL", "limits P2P to GPU pairs at most this far apart (NVL, PIX, PXB, PHB, SYS)", true},
+        {"NCCL_ALGO", "forces NCCL's algorithm; its own choice is usually faster", true},
+        {"NCCL_PROTO", "forces NCCL's protocol; its own choice is usually faster", true},
+        {"NCCL_CUMEM_ENABLE", "changes how NCCL maps peer memory (cuMem or legacy IPC)", false},
+        {"NCCL_NVLS_ENABLE", "NVLink SHARP (multicast); this suite keeps it at 0", false},
+        {"NCCL_IB_DISABLE", "InfiniBand off (matters only across nodes)", false},
+    };
+    std::vector<NcclSettingNote> notes;
+    for (const Known& known : kKnown) {
+        if (!is_set(variables, known.name)) continue;
+        const std::string value = value_of(variables, known.name);
+        notes.push_back({known.name, std::string(known.name) + "=" + value, known.meaning, known.slows && value != "0"});
+    }
+    return notes;
+}
+
+DriverTraces read_driver_traces() {
+    DriverTraces traces;
+    traces.kernel_module = first_line_of("/proc/driver/nvidia/version");
+    std::error_code error;
+    traces.control_node = std::filesystem::exists("/dev/nvidiactl", error);
+    for (int gpu = 0; gpu < 64; ++gpu)
+        if (std::filesystem::exists("/dev/nvidia" + std::to_string(gpu), error)) ++traces.gpu_nodes;
+    const char* path = std::getenv("PATH");
+    std::stringstream directories(path ? path : "");
+    for (std::string directory; std::getline(directories, directory, ':');) {
+        const std::string candidate = (directory.empty() ? "." : directory) + "/nvidia-smi";
+        if (access(candidate.c_str(), X_OK) == 0) {
+            traces.nvidia_smi = candidate;
+            break;
+        }
+    }
+    return traces;
+}
+
+namespace {
+
+struct Cause {
+    std::string summary;
+    std::string next;
+};
+
+Cause most_likely_cause(const NoGpuFacts& facts) {
+    const DriverTraces& traces = facts.traces;
+    if (facts.driver_version == 0 && traces.kernel_module.empty())
+        return {"no NVIDIA driver: no kernel module (/proc/driver/nvidia) and no libcuda.so.1",
+                "install the NVIDIA driver until `nvidia-smi` lists the GPUs; in a container, start it with "
+                "--gpus all (NVIDIA Container Toolkit)"};
+    if (facts.driver_version == 0)
+        return {"the kernel module is loaded but libcuda.so.1 (the driver's user-space part) was not found",
+                "install the user-space driver libraries of the same version as the kernel module; in a "
+                "container, use the NVIDIA Container Toolkit (--gpus all), which mounts them"};
+    if (facts.visible_devices_set)
+        return {"CUDA_VISIBLE_DEVICES='" + facts.visible_devices + "' hides " +
+                    (facts.nvml_gpus > 0 ? "the " + std::to_string(facts.nvml_gpus) + " GPUs the driver sees"
+                                         : "every GPU"),
+                "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use by index (0,1) or by UUID (`nvidia-smi -L`)"};
+    if (facts.cuda_error == "cudaErrorInsufficientDriver")
+        return {"the driver supports CUDA " + cuda_version_text(facts.driver_version) +
+                    ", older than this build's runtime (CUDA " + cuda_version_text(facts.runtime_version) + ")",
+                "update the NVIDIA driver, or build with a CUDA toolkit no newer than the driver"};
+    if (facts.cuda_error == "cudaErrorSystemNotReady")
+        return {"the system is not ready: on NVSwitch machines (HGX, DGX) the fabric manager must be running",
+                "sudo systemctl start nvidia-fabricmanager, then check `nvidia-smi -q | grep -i -A2 fabric`"};
+    if (facts.cuda_error == "cudaErrorDevicesUnavailable")
+        return {"every GPU is busy or in a compute mode that refuses this process",
+                "see `nvidia-smi` for the processes holding them and `nvidia-smi -q | grep -i 'compute mode'`"};
+    if (!traces.control_node && traces.gpu_nodes == 0)
+        return {"no /dev/nvidia* device nodes: the GPUs are not visible to this system or container",
+                "on the host: `nvidia-smi`; in a container: start it with --gpus all"};
+    if (facts.nvml_gpus > 0)
+        return {"the driver sees " + std::to_string(facts.nvml_gpus) + " GPU(s) but CUDA sees none",
+                "check the permissions of /dev/nvidia* (cgroups, container device rules) and `dmesg | grep -i nvrm`"};
+    return {"cudaGetDeviceCount: " + facts.cuda_error, "run `nvidia-smi` and `dmesg | grep -i -e nvrm -e xid`"};
+}
+
+}  // namespace
+
+Finding diagnose_no_gpu(const NoGpuFacts& facts) {
+    const Cause cause = most_likely_cause(facts);
+    Finding finding;
+    finding.id = "devices";
+    finding.status = Status::fail;
+    finding.summary = "no CUDA GPU visible: " + cause.summary;
+    finding.next = cause.next;
+    const DriverTraces& traces = facts.traces;
+    finding.details = {
+        "cudaGetDeviceCount: " + facts.cuda_error,
+        "CUDA driver: " + (facts.driver_version ? cuda_version_text(facts.driver_version)
+                                                : std::string("not found (libcuda.so.1)")) +
+            "; CUDA runtime of this build: " + cuda_version_text(facts.runtime_version),
+        "kernel module: " + (traces.kernel_module.empty() ? std::string("not loaded (no /proc/driver/nvidia/version)")
+                                                          : traces.kernel_module),
+        "device nodes: /dev/nvidiactl " + std::string(traces.control_node ? "present" : "absent") + ", " +
+            std::to_string(traces.gpu_nodes) + " /dev/nvidiaN",
+        "NVML: " + (facts.nvml_gpus >= 0 ? std::to_string(facts.nvml_gpus) + " GPU(s)" : std::string("not available")),
+        "nvidia-smi: " + (traces.nvidia_smi.empty() ? std::string("not found on PATH") : traces.nvidia_smi),
+    };
+    finding.facts.add("cuda_error", facts.cuda_error)
+        .add("driver_version", facts.driver_version)
+        .add("runtime_version", facts.runtime_version)
+        .add("kernel_module", traces.kernel_module)
+        .add("dev_nvidiactl", traces.control_node)
+        .add("dev_gpu_nodes", traces.gpu_nodes)
+        .add("nvml_gpus", facts.nvml_gpus)
+        .add("nvidia_smi", traces.nvidia_smi);
+    return finding;
+}
+
+IommuHints parse_iommu_hints(const std::string& kernel_command_line) {
+    IommuHints hints;
+    std::stringstream stream(kernel_command_line);
+    for (std::string option; stream >> option;) {
+        if (option.find("iommu") == std::string::npos) continue;
+        hints.options.push_back(option);
+        if (option == "intel_iommu=on" || option == "amd_iommu=on" || option == "amd_iommu=force_enable")
+            hints.enabled_by_option = true;
+        if (option == "intel_iommu=off" || option == "amd_iommu=off" || option == "iommu=off")
+            hints.disabled_by_option = true;
+        if (option == "iommu=pt" || option == "iommu.passthrough=1") hints.passthrough = true;
+    }
+    return hints;
+}
+
+std::string host_name() {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    return name;
+}
+
+namespace {
+
+struct Problem {
+    std::string what;
+    std::string fix;
+};
+
+// /dev/shm: NCCL's SHM transport and MPI's shared-memory transport put their buffers there; Docker
+// gives containers 64 MiB unless told otherwise, too little for either.
+void add_shared_memory(Finding& finding, std::vector<Problem>& problems) {
+    constexpr double kSmallShm = 1024.0 * 1024 * 1024;
+    const Problem small{"/dev/shm is missing or small",
+                        "NCCL and MPI keep buffers in /dev/shm: in Docker start with --shm-size=8g or --ipc=host"};
+    struct statvfs shm {};
+    if (statvfs("/dev/shm", &shm) != 0) {
+        finding.details.push_back("/dev/shm: missing");
+        finding.facts.add("dev_shm_bytes", 0LL);
+        problems.push_back(small);
+        return;
+    }
+    const double total = double(shm.f_blocks) * shm.f_frsize, free = double(shm.f_bavail) * shm.f_frsize;
+    finding.details.push_back("/dev/shm: " + size_text(total) + " (" + size_text(free) + " free)");
+    finding.facts.add("dev_shm_bytes", total).add("dev_shm_free_bytes", free);
+    if (total < kSmallShm) problems.push_back(small);
+}
+
+void add_limits(Finding& finding, std::vector<Problem>& problems) {
+    rlimit stack{}, locked{};
+    getrlimit(RLIMIT_STACK, &stack);
+    getrlimit(RLIMIT_MEMLOCK, &locked);
+    finding.details.push_back("stack limit: " + limit_text(stack.rlim_cur) +
+                              "; locked memory limit: " + limit_text(locked.rlim_cur) +
+                              " (InfiniBand / GPUDirect RDMA across nodes want unlimited)");
+    finding.facts.add("stack_limit", limit_text(stack.rlim_cur)).add("memlock_limit", limit_text(locked.rlim_cur));
+    if (stack.rlim_cur != RLIM_INFINITY && stack.rlim_cur < 8u * 1024 * 1024)
+        problems.push_back({"the stack limit is below the usual 8 MiB", "raise it: ulimit -s 8192 (or more)"});
+}
+
+// Adds a problem when the IOMMU translates device addresses (active, not in passthrough mode) while
+// some GPU pairs talk over PCIe.
+void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_pairs) {
+    std::ifstream file("/proc/cmdline");
+    std::string command_line;
+    std::getline(file, command_line);
+    const IommuHints hints = parse_iommu_hints(command_line);
+    std::error_code error;
+    int groups = 0;
+    for (auto it = std::filesystem::directory_iterator("/sys/kernel/iommu_groups", error);
+         !error && it != std::filesystem::directory_iterator(); it.increment(error))
+        ++groups;
+    std::string options;
+    for (const auto& option : hints.options) options += (options.empty() ? "" : " ") + option;
+    const bool active = (groups > 0 || hints.enabled_by_option) && !hints.disabled_by_option;
+    const bool translating = active && !hints.passthrough;
+    finding.details.push_back("IOMMU: " + std::string(active ? "active" : "not active") + " (" +
+                              std::to_string(groups) + " IOMMU groups; kernel options: " +
+                              (options.empty() ? "none" : options) + ")" +
+                              (translating ? ", translating device addresses (no iommu=pt)" : ""));
+    finding.facts.add("iommu_groups", groups)
+        .add("iommu_kernel_options", options)
+        .add("iommu_translating", translating);
+    if (translating && pcie_peer_pairs)
+        problems.push_back({"the IOMMU translates PCIe peer traffic",
+                            "PCIe P2P through a translating IOMMU is slow or returns wrong data: boot with iommu=pt "
+                            "(intel_iommu=on iommu=pt) or turn the IOMMU off, and check ACS with "
+                            "`lspci -vvv | grep -i acsctl`"});
+}
+
+}  // namespace
+
+Finding check_host(bool pcie_peer_pairs) {
+    Finding finding;
+    finding.id = "host";
+    std::vector<Problem> problems;
+    add_shared_memory(finding, problems);
+    add_limits(finding, problems);
+    add_iommu(finding, problems, pcie_peer_pairs);
+    if (problems.empty()) {
+        finding.summary = "shared memory, limits and IOMMU settings look fine";
+        return finding;
+    }
+    finding.status = Status::warn;
+    for (const auto& problem : problems) {
+        finding.summary += (finding.summary.empty() ? "" : "; ") + problem.what;
+        finding.next += (finding.next.empty() ? "" : "; ") + problem.fix;
+    }
+    return finding;
+}
+
+}  // namespace fwi::doctor

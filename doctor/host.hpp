@@ -1,0 +1,91 @@
+// What doctor reads from the host without a GPU: the environment variables in effect, the test-only
+// fault injection switch, the driver's traces in /proc and /dev, and the host check (check 6: /dev/shm,
+// limits, IOMMU hints from the kernel command line).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report.hpp"
+
+namespace fwi::doctor {
+
+// Test-only fault injection, from the environment variable FWI_DOCTOR_INJECT, a comma list of:
+//   corrupt-peer      the P2P check's first pair sees half of its peer-read data zeroed
+//   hang-peer-kernel  the P2P check's first peer-read kernel spins forever on a flag that is never set
+//   hang-nccl         after a first correct allreduce, GPU 0 (rank 0 under --mpi) leaves the next one
+//                     out, so the other GPUs wait for it (needs 2 or more GPUs)
+// so that tests can prove doctor reports FAIL and ends within its time limit instead of hanging.
+struct Injection {
+    bool corrupt_peer = false;
+    bool hang_peer_kernel = false;
+    bool hang_nccl = false;
+    std::string text;  // the variable's value, "" when unset
+};
+Injection parse_injection(const std::string& text);  // throws UsageError naming FWI_DOCTOR_INJECT
+Injection injection_from_environment();
+
+using Variables = std::vector<std::pair<std::string, std::string>>;
+
+// The variables that steer CUDA, NCCL and Open MPI (CUDA_*, NCCL_*, OMPI_*), sorted by name, from
+// "NAME=value" entries (as in environ).
+Variables relevant_variables(const std::vector<std::string>& entries);
+Variables relevant_variables_in_effect();
+// mpirun sets dozens of OMPI_* variables for its own use; the text output shows only those a user sets
+// to change behaviour (the JSON has them all).
+bool worth_showing(const std::string& name);
+std::string value_of(const Variables& variables, const std::string& name);  // "" when absent
+bool is_set(const Variables& variables, const std::string& name);
+
+// Check 1's lines about the environment: CUDA_VISIBLE_DEVICES (also when unset), then every variable
+// worth showing; and all of them for --json.
+std::vector<std::string> environment_lines(const Variables& variables);
+JsonObject environment_json(const Variables& variables);
+
+// Settings that change what NCCL does, one line each ("NCCL_P2P_DISABLE=1: ..."); `slows` marks those that
+// take a faster path away (a WARN in the NCCL checks).
+struct NcclSettingNote {
+    std::string name;     // "NCCL_P2P_DISABLE"
+    std::string setting;  // "NCCL_P2P_DISABLE=1"
+    std::string meaning;
+    bool slows = false;
+    std::string text() const { return setting + ": " + meaning; }
+};
+std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables);
+
+// Traces of the NVIDIA driver that need no CUDA call: for the "no GPU" diagnosis.
+struct DriverTraces {
+    std::string kernel_module;  // first line of /proc/driver/nvidia/version, "" when absent
+    bool control_node = false;  // /dev/nvidiactl exists
+    int gpu_nodes = 0;          // /dev/nvidia0, /dev/nvidia1, ...
+    std::string nvidia_smi;     // its path on PATH, "" when not found
+};
+DriverTraces read_driver_traces();
+
+// What doctor could read when CUDA shows no GPU, and the diagnosis built from it (check 1's FAIL).
+struct NoGpuFacts {
+    std::string cuda_error;       // cudaGetDeviceCount's error name, e.g. "cudaErrorNoDevice"
+    int driver_version = 0;       // cudaDriverGetVersion: 0 when libcuda.so.1 was not found
+    int runtime_version = 0;      // cudaRuntimeGetVersion
+    int nvml_gpus = -1;           // GPUs NVML sees (ignores CUDA_VISIBLE_DEVICES); -1 when NVML is not available
+    bool visible_devices_set = false;
+    std::string visible_devices;  // CUDA_VISIBLE_DEVICES
+    DriverTraces traces;
+};
+Finding diagnose_no_gpu(const NoGpuFacts& facts);
+
+struct IommuHints {
+    std::vector<std::string> options;  // the IOMMU options found on the kernel command line
+    bool enabled_by_option = false;    // intel_iommu=on or amd_iommu=on / force_enable
+    bool disabled_by_option = false;   // intel_iommu=off, amd_iommu=off or iommu=off
+    bool passthrough = false;          // iommu=pt or iommu.passthrough=1
+};
+IommuHints parse_iommu_hints(const std::string& kernel_command_line);
+
+std::string host_name();
+
+// Check 6. pcie_peer_pairs: some GPU pairs reach each other over PCIe (IOMMU translation matters then).
+Finding check_host(bool pcie_peer_pairs);
+
+}  // namespace fwi::doctor

@@ -1,0 +1,261 @@
+// doctor: diagnoses a machine's multi-GPU setup in one command, and never hangs.
+//
+// Purpose: the first thing to run when a multi-GPU job hangs or crawls. Seven checks, each with its own
+// time limit, each ending in PASS / WARN / FAIL / SKIP with a one-line explanation and what to try next:
+//   1 driver, runtime and devices (and the CUDA_* / NCCL_* / OMPI_* variables in effect)
+//   2 topology: peer access, P2P attributes and NVLink / PCIe links of every pair (like nvidia-smi topo -m)
+//   3 P2P works: peer copies and a kernel reading peer memory, the data verified
+//   4 P2P bandwidth and latency matrices, one way and both ways, P2P on and off
+//   5 NCCL allreduce over all GPUs of this process (non-blocking communicators, abort on timeout)
+//   6 host: /dev/shm, limits, IOMMU hints
+//   7 under mpirun with --mpi: each rank's GPU, two ranks on one GPU, CUDA-aware MPI, NCCL over MPI
+// What you learn: what "P2P supported" does and does not promise, how to read a bandwidth matrix, and
+// how to wait on a GPU or a communicator without hanging: poll with a deadline, abort what can be
+// aborted (NCCL), and end the process where nothing can be (a hung kernel).
+// What you should see: a verdict per check and a summary line with the total time; exit code 0 when
+// nothing failed, 1 when something did, 3 when no GPU is visible (the driver facts are still printed).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "cli.hpp"
+#include "errors.hpp"
+#include "gpu_checks.hpp"
+#include "host.hpp"
+#include "mpi_checks.hpp"
+#include "mpi_env.hpp"
+#include "report.hpp"
+#include "watchdog.hpp"
+
+using namespace fwi;
+using namespace fwi::doctor;
+
+namespace {
+
+// The watchdog gives a check this long past its own deadline before it ends the run: the check's
+// polling waits notice the deadline first; the watchdog is for calls that cannot be polled.
+constexpr double kWatchdogGrace = 10.0;
+
+struct Options {
+    double timeout_seconds = 30.0;
+    int bandwidth_mib = 64;
+    int nccl_mib = 32;
+    bool cross_check = false;
+    std::string checks = "all";
+    bool mpi = false;
+    std::string json_path;
+};
+
+std::vector<std::string> optional_checks() { return {"p2p", "bandwidth", "nccl", "host", "mpi"}; }
+
+std::vector<std::string> selected_checks(const std::string& list) {
+    if (list == "all") return optional_checks();
+    std::vector<std::string> selected;
+    std::stringstream stream(list);
+    for (std::string id; std::getline(stream, id, ',');) {
+        const auto known = optional_checks();
+        if (std::find(known.begin(), known.end(), id) == known.end())
+            throw UsageError("--checks: unknown check '" + id +
+                             "'; allowed all or a comma list of p2p, bandwidth, nccl, host, mpi (devices and "
+                             "topology always run)");
+        selected.push_back(id);
+    }
+    return selected;
+}
+
+bool parse_options(int argc, char** argv, Options& options) {
+    ArgParser parser("doctor",
+                     "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, "
+                     "latency), NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a "
+                     "time limit; exit 0 nothing failed, 1 something failed, 3 no GPU visible.");
+    parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
+                      "seconds each check may take before it is reported as FAIL (hung)");
+    parser.add_int("--bandwidth-mib", &options.bandwidth_mib, 1, 4096, "MiB per copy in the bandwidth matrices");
+    parser.add_int("--nccl-mib", &options.nccl_mib, 1, 4096, "MiB per GPU in the NCCL allreduces");
+    parser.add_switch("--cross-check-bandwidth", &options.cross_check,
+                      "also time 10 back-to-back 256 MiB copies per pair and compare with the matrix");
+    parser.add_string("--checks", &options.checks,
+                      "all, or a comma list of p2p, bandwidth, nccl, host, mpi (devices and topology always run)");
+    parser.add_switch("--mpi", &options.mpi, "run under mpirun: the MPI checks (7) on every rank");
+    parser.add_string("--json", &options.json_path, "also write the findings as JSON to this file");
+    if (!parser.parse(argc, argv)) return false;
+    selected_checks(options.checks);
+    return true;
+}
+
+class Doctor {
+public:
+    Doctor(const Options& options, int rank)
+        : options_(options),
+          selected_(selected_checks(options.checks)),
+          injection_(injection_from_environment()),
+          variables_(relevant_variables_in_effect()),
+          report_(rank != 0, options.json_path, options.mpi ? "mpi" : "single-process"),
+          watchdog_(report_) {}
+
+    int run() {
+        print_header();
+        if (!options_.mpi || world_rank() == 0) run_local_checks();
+        if (selected("mpi")) run_mpi_check();
+        return report_.finish();
+    }
+
+private:
+    bool selected(const std::string& id) const {
+        return std::find(selected_.begin(), selected_.end(), id) != selected_.end();
+    }
+
+    void print_header() {
+        report_.set_fact("host", host_name());
+        report_.set_fact("fault_injection", injection_.text);
+        if (options_.mpi && world_rank() != 0) return;
+        std::printf("doctor on %s: %d checks, each limited to %.0f s (--timeout)\n", host_name().c_str(),
+                    int(all_checks().size()), options_.timeout_seconds);
+        if (!injection_.text.empty())
+            std::printf("FAULT INJECTION ACTIVE (FWI_DOCTOR_INJECT=%s): failures below are staged for tests\n",
+                        injection_.text.c_str());
+        std::fflush(stdout);
+    }
+
+    // Runs one check under its deadline and the watchdog; an error becomes a FAIL, a hung GPU the end.
+    template <typename Body>
+    void run_check(const std::string& id, const Body& body) {
+        report_.begin(id);
+        const Deadline deadline(options_.timeout_seconds);
+        watchdog_.arm(id, options_.timeout_seconds + kWatchdogGrace);
+        Finding finding;
+        try {
+            finding = body(deadline);
+        } catch (const DeviceHang& hang) {
+            finding.id = id;
+            finding.summary = std::string(hang.what()) + "; GPU work cannot be cancelled, so doctor ends here";
+            finding.next = hang.next_step.empty() ? "check `nvidia-smi` and `dmesg | grep -i xid`" : hang.next_step;
+            finding.details.push_back("the checks after this one did not run");
+            report_.abandon(std::move(finding));
+        } catch (const std::exception& error) {
+            finding = Finding{};
+            finding.id = id;
+            finding.status = Status::fail;
+            finding.summary = error.what();
+            finding.next = "a failing CUDA, NCCL or MPI call: its message names it; see README's table of symptoms";
+        }
+        watchdog_.disarm();
+        finding.facts.add("seconds", deadline.elapsed());
+        report_.add(std::move(finding));
+    }
+
+    void skip(const std::string& id, const std::string& reason) {
+        report_.begin(id);
+        report_.add(skipped(id, reason));
+    }
+
+    void run_local_checks() {
+        run_check("devices", [&](const Deadline&) {
+            nvml_ = std::make_unique<Nvml>();
+            return check_devices(variables_, *nvml_, system_);
+        });
+        report_.set_fact("gpus", system_.count);
+        const bool gpus = system_.count > 0;
+        if (!gpus) report_.set_no_gpu();
+        const std::string no_gpu = "no GPU visible (check 1)";
+        const std::string single_process_only = "a single-process check: run doctor without mpirun for it";
+
+        if (options_.mpi)
+            skip("topology", single_process_only);
+        else if (!gpus)
+            skip("topology", no_gpu);
+        else
+            run_check("topology", [&](const Deadline&) { return check_topology(*nvml_, system_); });
+
+        for (const std::string id : {"p2p", "bandwidth", "nccl"}) {
+            if (!selected(id))
+                skip(id, "not selected (--checks)");
+            else if (options_.mpi)
+                skip(id, single_process_only);
+            else if (!gpus)
+                skip(id, no_gpu);
+            else
+                run_check(id, [&](const Deadline& deadline) { return run_gpu_check(id, deadline); });
+        }
+
+        if (selected("host"))
+            run_check("host", [&](const Deadline&) { return check_host(system_.has_pcie_peer_pairs()); });
+        else
+            skip("host", "not selected (--checks)");
+        if (!selected("mpi"))
+            skip("mpi", "not selected (--checks)");
+        else if (!options_.mpi)
+            report_local_mpi_hint();
+    }
+
+    Finding run_gpu_check(const std::string& id, const Deadline& deadline) {
+        if (id == "p2p") {
+            P2pOptions options;
+            options.injection = injection_;
+            return check_p2p(system_, options, deadline);
+        }
+        if (id == "bandwidth") {
+            BandwidthOptions options;
+            options.bytes = size_t(options_.bandwidth_mib) << 20;
+            options.cross_check = options_.cross_check;
+            return check_bandwidth(system_, options, deadline);
+        }
+        NcclOptions options;
+        options.bytes = size_t(options_.nccl_mib) << 20;
+        options.injection = injection_;
+        return check_nccl(system_, variables_, options, deadline);
+    }
+
+    // Without --mpi, check 7 only says how to run it, and warns when mpirun started this process anyway
+    // (every rank then runs the single-process checks at once, disturbing each other's timings).
+    void report_local_mpi_hint() {
+        report_.begin("mpi");
+        Finding finding = skipped("mpi", "not run: start it with `mpirun -np <GPUs> doctor --mpi`");
+        const std::string world = value_of(variables_, "OMPI_COMM_WORLD_SIZE");
+        if (!world.empty()) {
+            finding.status = Status::warn;
+            finding.summary = "started by mpirun (OMPI_COMM_WORLD_SIZE=" + world +
+                              ") without --mpi: every rank runs all checks at once";
+            finding.next = "add --mpi";
+        }
+        report_.add(std::move(finding));
+    }
+
+    void run_mpi_check() {
+        if (!options_.mpi) return;
+        // Rank 0 ran the local checks meanwhile; line up so that every rank's deadline starts together.
+        MPI_Barrier(MPI_COMM_WORLD);
+        run_check("mpi", [&](const Deadline& deadline) {
+            MpiCheckOptions options;
+            options.nccl_bytes = size_t(options_.nccl_mib) << 20;
+            options.injection = injection_;
+            return check_mpi(options, deadline);
+        });
+    }
+
+    const Options& options_;
+    std::vector<std::string> selected_;
+    Injection injection_;
+    Variables variables_;
+    Report report_;
+    Watchdog watchdog_;
+    std::unique_ptr<Nvml> nvml_;
+    GpuSystem system_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const bool mpi = std::any_of(argv + 1, argv + argc, [](const char* arg) { return std::strcmp(arg, "--mpi") == 0; });
+    const auto body = [&]() -> int {
+        Options options;
+        if (!parse_options(argc, argv, options)) return kExitOk;
+        Doctor doctor(options, options.mpi ? world_rank() : 0);
+        const int code = doctor.run();
+        // In an MPI run rank 0 speaks for every rank; the others end cleanly so mpirun reports rank 0's code.
+        return options.mpi && world_rank() != 0 ? kExitOk : code;
+    };
+    return mpi ? run_mpi_program("doctor", argc, argv, body) : run_program("doctor", body);
+}

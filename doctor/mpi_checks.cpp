@@ -1,0 +1,247 @@
+#include "mpi_checks.hpp"
+
+#include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's MPIX_CUDA_AWARE_SUPPORT and MPIX_Query_cuda_support
+#endif
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "cuda_check.hpp"
+#include "device.hpp"
+#include "errors.hpp"
+#include "mpi_check.hpp"
+#include "mpi_env.hpp"
+#include "nccl_allreduce.hpp"
+#include "nccl_comm.hpp"
+#include "nccl_mpi.hpp"
+#include "timing.hpp"
+
+namespace fwi::doctor {
+
+namespace {
+
+template <size_t N>
+void copy_text(char (&target)[N], const std::string& text) {
+    std::snprintf(target, N, "%s", text.c_str());
+}
+
+RankRecord this_rank(int visible_gpus) {
+    RankRecord record;
+    copy_text(record.host, host_name());
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    copy_text(record.visible_devices, visible ? visible : "(unset)");
+    record.local_rank = node_local_rank(MPI_COMM_WORLD).rank;
+    record.visible_gpus = visible_gpus;
+    return record;
+}
+
+template <typename T>
+std::vector<T> all_gather(const T& mine) {
+    std::vector<T> all(world_size());
+    MPI_CHECK(MPI_Allgather(&mine, sizeof(T), MPI_BYTE, all.data(), sizeof(T), MPI_BYTE, MPI_COMM_WORLD));
+    return all;
+}
+
+std::string cuda_aware_mpi() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+    const bool built = MPIX_CUDA_AWARE_SUPPORT;
+    const bool at_run_time = MPIX_Query_cuda_support() == 1;
+    return std::string("built ") + (built ? "with" : "without") + " CUDA support, " +
+           (at_run_time ? "CUDA-aware at run time" : "not CUDA-aware at run time") +
+           (at_run_time ? "" : " (device pointers must be staged through host memory, as 03 does, or go "
+                               "through NCCL)");
+#else
+    return "unknown: this MPI has no MPIX_Query_cuda_support (Open MPI's mpi-ext.h)";
+#endif
+}
+
+// The allreduce through NCCL bootstrapped over MPI, on this rank's GPU. Never throws: what went wrong
+// goes into the outcome, so that every rank reaches the collectives that follow.
+RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Deadline& deadline) {
+    RankOutcome outcome;
+    const int rank = world_rank(), ranks = world_size();
+    const auto note = [&](const std::exception& error) {
+        const std::string message = error.what();
+        copy_text(outcome.error, message.substr(0, message.find(" Hint: ")));
+    };
+    ncclComm_t comm = nullptr;  // null once aborted or destroyed
+    std::unique_ptr<RankBuffers> buffers;
+    std::unique_ptr<GpuStream> stream;
+    const auto allreduce = [&] {
+        buffers->allreduce(comm, stream->get());
+        try {
+            wait_for_nccl({comm}, {stream->get()}, "NCCL allreduce over MPI", deadline.remaining());
+        } catch (...) {
+            comm = nullptr;  // wait_for_nccl aborted it
+            throw;
+        }
+    };
+    try {
+        comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, deadline.remaining());
+        buffers = std::make_unique<RankBuffers>(device, rank, options.nccl_bytes / sizeof(float));
+        stream = std::make_unique<GpuStream>(device);
+        allreduce();  // the first call also connects the ranks
+        outcome.wrong = buffers->count_wrong(ranks);
+    } catch (const std::exception& error) {
+        note(error);
+    }
+    // Time it only when every rank has the right sum: a rank that has not may leave the others waiting.
+    int all_correct = outcome.wrong == 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_correct, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    try {
+        if (all_correct) {
+            std::vector<double> seconds;
+            for (int repetition = 0; repetition < 5; ++repetition) {
+                if (options.injection.hang_nccl && rank == 0)
+                    throw EnvironmentError("rank 0 left its allreduce out (FWI_DOCTOR_INJECT=hang-nccl)");
+                const HostTimer timer;
+                allreduce();
+                seconds.push_back(timer.seconds());
+            }
+            outcome.seconds = median(seconds);
+            nccl_destroy_all({std::exchange(comm, nullptr)}, deadline.remaining());
+        }
+    } catch (const std::exception& error) {
+        note(error);
+    }
+    if (comm) ncclCommAbort(comm);  // the peers may still wait for this rank: abort, never finalize
+    return outcome;
+}
+
+}  // namespace
+
+std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
+    std::vector<std::string> shared;
+    std::vector<bool> reported(records.size(), false);
+    for (size_t r = 0; r < records.size(); ++r) {
+        if (reported[r] || records[r].bus_id[0] == '\0') continue;
+        std::string ranks = std::to_string(r);
+        int sharing = 1;
+        for (size_t q = r + 1; q < records.size(); ++q)
+            if (std::strcmp(records[q].host, records[r].host) == 0 &&
+                std::strcmp(records[q].bus_id, records[r].bus_id) == 0) {
+                ranks += " and " + std::to_string(q);
+                reported[q] = true;
+                ++sharing;
+            }
+        if (sharing > 1)
+            shared.push_back("ranks " + ranks + " on " + records[r].host + " share GPU " + records[r].bus_id);
+    }
+    return shared;
+}
+
+std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
+                                       const std::vector<RankOutcome>& outcomes) {
+    std::vector<std::string> lines;
+    char line[512];
+    std::snprintf(line, sizeof line, "%4s  %-20s %5s  %-20s %4s %4s  %-13s  %s", "rank", "host", "local",
+                  "CUDA_VISIBLE_DEVICES", "sees", "GPU", "PCI bus id", "NCCL allreduce");
+    lines.push_back(line);
+    for (size_t r = 0; r < records.size(); ++r) {
+        const RankRecord& record = records[r];
+        std::string nccl = "not run";
+        if (r < outcomes.size())
+            nccl = outcomes[r].error[0] ? outcomes[r].error
+                   : outcomes[r].wrong == 0 ? "correct"
+                   : outcomes[r].wrong > 0  ? std::to_string(outcomes[r].wrong) + " elements wrong"
+                                            : "not run";
+        std::snprintf(line, sizeof line, "%4zu  %-20s %5d  %-20s %4d %4s  %-13s  %s", r, record.host, record.local_rank,
+                      record.visible_devices, record.visible_gpus,
+                      record.device >= 0 ? std::to_string(record.device).c_str() : "-",
+                      record.bus_id[0] ? record.bus_id : "-", nccl.c_str());
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
+    const int ranks = world_size();
+    const int visible = visible_gpu_count();
+    RankRecord mine = this_rank(visible);
+    // Every rank selects a GPU, or none does: select_gpu_for_rank is collective.
+    const std::vector<RankRecord> before = all_gather(mine);
+    std::vector<int> without_gpu;
+    for (int r = 0; r < ranks; ++r)
+        if (before[r].visible_gpus == 0) without_gpu.push_back(r);
+    if (without_gpu.empty()) {
+        mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn);
+        CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
+    }
+    const std::vector<RankRecord> records = all_gather(mine);
+    const std::vector<std::string> shared = shared_gpus(records);
+
+    // NCCL refuses two ranks on one GPU, and needs a GPU on every rank.
+    RankOutcome outcome;
+    const bool run_nccl = without_gpu.empty() && shared.empty();
+    if (run_nccl) {
+        setenv("NCCL_NVLS_ENABLE", "0", 0);
+        outcome = nccl_over_mpi(mine.device, options, deadline);
+    }
+    std::vector<RankOutcome> outcomes(run_nccl ? ranks : 0);
+    if (run_nccl)
+        MPI_CHECK(MPI_Gather(&outcome, sizeof outcome, MPI_BYTE, outcomes.data(), sizeof outcome, MPI_BYTE, 0,
+                             MPI_COMM_WORLD));
+
+    Finding finding;
+    finding.id = "mpi";
+    finding.details = mapping_lines(records, outcomes);
+    const std::string cuda_aware = cuda_aware_mpi();
+    finding.details.push_back("MPI: " + cuda_aware);
+    finding.facts.add("ranks", ranks).add("cuda_aware_mpi", cuda_aware);
+    JsonObject mapping;
+    for (int r = 0; r < ranks; ++r) {
+        JsonObject entry;
+        entry.add("host", records[r].host)
+            .add("local_rank", records[r].local_rank)
+            .add("cuda_visible_devices", records[r].visible_devices)
+            .add("visible_gpus", records[r].visible_gpus)
+            .add("device", records[r].device)
+            .add("pci_bus_id", records[r].bus_id);
+        if (run_nccl) entry.add("nccl_wrong", outcomes[r].wrong).add("nccl_error", outcomes[r].error);
+        mapping.add(std::to_string(r), entry);
+    }
+    finding.facts.add("mapping", mapping);
+
+    if (!without_gpu.empty()) {
+        std::string list;
+        for (int r : without_gpu) list += (list.empty() ? "" : ", ") + std::to_string(r);
+        finding.status = Status::fail;
+        finding.summary = "rank(s) " + list + " see no GPU; NCCL over MPI not run";
+        finding.next = "check the launcher's GPU binding and CUDA_VISIBLE_DEVICES on those ranks (table above)";
+        return finding;
+    }
+    if (!shared.empty()) {
+        finding.status = Status::fail;
+        finding.summary = shared.front() + (shared.size() > 1 ? " (and more)" : "") + "; NCCL over MPI not run";
+        finding.next = "start at most one rank per GPU on each host (mpirun -np <GPUs per node> --map-by "
+                       "ppr:<GPUs>:node), or give each rank its own CUDA_VISIBLE_DEVICES";
+        return finding;
+    }
+    int failed = 0;
+    for (const auto& rank_outcome : outcomes) failed += rank_outcome.wrong != 0 || rank_outcome.error[0] != '\0';
+    if (failed) {
+        finding.status = Status::fail;
+        finding.summary = "NCCL allreduce over MPI failed on " + std::to_string(failed) + " of " +
+                          std::to_string(ranks) + " ranks (table above)";
+        finding.next = kNcclAdvice;
+        return finding;
+    }
+    char text[200];
+    std::snprintf(text, sizeof text, "%d rank%s, one GPU each; NCCL allreduce of %zu MiB over MPI correct, %.0f us",
+                  ranks, ranks > 1 ? "s" : "", options.nccl_bytes >> 20, outcomes[0].seconds * 1e6);
+    finding.summary = text;
+    finding.facts.add("nccl_time_us", outcomes[0].seconds * 1e6);
+    if (ranks == 1) {
+        finding.status = Status::warn;
+        finding.summary += "; but only one rank: nothing between ranks was checked";
+        finding.next = "start it with mpirun -np <number of GPUs> doctor --mpi";
+    }
+    return finding;
+}
+
+}  // namespace fwi::doctor

@@ -1,0 +1,43 @@
+// Check 7, under mpirun with --mpi: which GPU each rank drives (host and PCI bus id, gathered from every
+// rank), two ranks on one GPU (FAIL), whether MPI is CUDA-aware, and an allreduce through NCCL
+// bootstrapped over MPI, waited on with the deadline. Collective: every rank calls it; rank 0's finding
+// describes all ranks.
+#pragma once
+
+#include <cstddef>
+
+#include "host.hpp"
+#include "report.hpp"
+#include "watchdog.hpp"
+
+namespace fwi::doctor {
+
+struct MpiCheckOptions {
+    size_t nccl_bytes = size_t(32) << 20;
+    Injection injection;
+};
+
+Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline);
+
+// One rank's line in the mapping table, and the finding rank 0 builds from all of them. Plain data so
+// that it travels through MPI_Allgather / MPI_Gather as bytes (and can be tested without MPI).
+struct RankRecord {
+    char host[64] = {};
+    char bus_id[32] = {};              // "" when the rank has no GPU
+    char visible_devices[48] = {};     // CUDA_VISIBLE_DEVICES, "(unset)" when unset
+    int local_rank = 0;
+    int visible_gpus = 0;
+    int device = -1;
+};
+
+struct RankOutcome {
+    long long wrong = -1;      // wrong result elements; -1 when the allreduce did not complete
+    double seconds = 0.0;      // median time of one allreduce (host clock)
+    char error[320] = {};      // why it did not complete
+};
+
+// Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
+std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);
+std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes);
+
+}  // namespace fwi::doctor

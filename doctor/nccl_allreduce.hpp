@@ -1,0 +1,37 @@
+// The verified allreduce of doctor's NCCL checks (5: one process, all GPUs; 7: one rank per GPU under
+// MPI): every rank's input is small integers, so the float sum is exact and any wrong element counts.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_resources.hpp"
+
+namespace fwi::doctor {
+
+float allreduce_input(int rank, size_t index);
+float allreduce_expected(int ranks, size_t index);
+
+// One rank's buffers: the send buffer holds its input, the receive buffer NaN until the allreduce.
+class RankBuffers {
+public:
+    RankBuffers(int device, int rank, size_t count);
+    // Enqueues the allreduce on `stream` (a non-blocking communicator may return ncclInProgress).
+    void allreduce(ncclComm_t comm, cudaStream_t stream) const;
+    // Elements of the result that differ from the exact sum over `ranks`; call once the stream is idle.
+    long long count_wrong(int ranks) const;
+    size_t count() const { return count_; }
+
+private:
+    int device_;
+    size_t count_;
+    GpuBuffer send_, receive_;
+};
+
+// What to try when NCCL fails or hangs.
+extern const char* const kNcclAdvice;
+
+}  // namespace fwi::doctor

@@ -1,0 +1,111 @@
+#include "nccl_log.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "nccl_comm.hpp"
+
+namespace fwi::doctor {
+
+namespace {
+
+// "12[3]" -> 12; -1 when the text is not a rank followed by a bracket.
+int rank_of(const std::string& text) {
+    const size_t bracket = text.find('[');
+    if (bracket == 0 || bracket == std::string::npos) return -1;
+    for (size_t i = 0; i < bracket; ++i)
+        if (text[i] < '0' || text[i] > '9') return -1;
+    return std::stoi(text.substr(0, bracket));
+}
+
+}  // namespace
+
+NcclLog parse_nccl_log(std::istream& log) {
+    NcclLog result;
+    for (std::string line; std::getline(log, line);) {
+        if (const size_t warn = line.find("NCCL WARN "); warn != std::string::npos) {
+            result.warnings.push_back(line.substr(warn + 10));
+            continue;
+        }
+        if (line.find("NCCL INFO Channel ") == std::string::npos) continue;
+        const size_t colon = line.find(" : ");
+        const size_t via = line.find(" via ");
+        if (colon == std::string::npos || via == std::string::npos || via < colon) continue;
+        // "0[0] -> 1[1]" or "0[0] -> 1[1] [send]", then the transport up to the next blank
+        std::istringstream words(line.substr(colon + 3, via - colon - 3));
+        std::string from, arrow, to;
+        words >> from >> arrow >> to;
+        std::istringstream after_via(line.substr(via + 5));
+        std::string transport;
+        after_via >> transport;
+        const int from_rank = rank_of(from), to_rank = rank_of(to);
+        if (arrow != "->" || from_rank < 0 || to_rank < 0 || transport.empty()) continue;
+        result.transports[{from_rank, to_rank}].insert(transport);
+    }
+    return result;
+}
+
+std::string transport_family(const std::string& transport) { return transport.substr(0, transport.find('/')); }
+
+std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured) {
+    if (log.transports.empty())
+        return {std::string(captured ? "NCCL's log named no connections" : "NCCL_DEBUG was set by you, so doctor "
+                                                                           "did not capture NCCL's log") +
+                "; " + nccl_transport_hint()};
+    std::vector<std::string> lines{"NCCL's connections (from its log; row = sending rank, column = receiving rank; "
+                                   "P2P = NVLink or PCIe peer copies, SHM = host memory, NET = network):"};
+    for (const auto& line : format_matrix(ranks, "", 9, [&](int from, int to) {
+             if (from == to) return std::string("X");
+             const auto found = log.transports.find({from, to});
+             if (found == log.transports.end()) return std::string("-");
+             std::set<std::string> families;
+             for (const auto& transport : found->second) families.insert(transport_family(transport));
+             std::string cell;
+             for (const auto& family : families) cell += (cell.empty() ? "" : "+") + family;
+             return cell;
+         }))
+        lines.push_back(line);
+    return lines;
+}
+
+JsonObject transport_json(const NcclLog& log, int ranks) {
+    return matrix_json(ranks, false, [&](int from, int to) {
+        const auto found = log.transports.find({from, to});
+        std::string text;
+        if (found != log.transports.end())
+            for (const auto& transport : found->second) text += (text.empty() ? "" : " ") + transport;
+        return text;
+    });
+}
+
+std::vector<std::string> warning_lines(const NcclLog& log, size_t most) {
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < log.warnings.size() && i < most; ++i) lines.push_back("NCCL WARN " + log.warnings[i]);
+    return lines;
+}
+
+NcclLogCapture::NcclLogCapture() {
+    if (std::getenv("NCCL_DEBUG") || std::getenv("NCCL_DEBUG_FILE")) return;
+    path_ = "/tmp/fwi-doctor-nccl-" + std::to_string(getpid()) + ".log";
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_FILE", path_.c_str(), 1);
+}
+
+NcclLogCapture::~NcclLogCapture() {
+    if (!capturing()) return;
+    std::remove(path_.c_str());
+    unsetenv("NCCL_DEBUG");
+    unsetenv("NCCL_DEBUG_FILE");
+}
+
+NcclLog NcclLogCapture::read() const {
+    if (!capturing()) return {};
+    std::ifstream file(path_);
+    return parse_nccl_log(file);
+}
+
+}  // namespace fwi::doctor

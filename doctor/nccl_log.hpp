@@ -1,0 +1,54 @@
+// Reading NCCL's own log: which transport each pair of ranks uses, and NCCL's warnings. doctor points
+// NCCL_DEBUG=INFO and NCCL_DEBUG_FILE at a file of its own for its NCCL run (only when the user set
+// neither) and reads lines such as
+//   host:123:456 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+//   host:123:456 [1] NCCL INFO Channel 01/0 : 1[1] -> 0[0] [send] via NET/IB/0/GDRDMA
+// The format is NCCL's, not an interface: when nothing parses, doctor says how to see it by hand.
+#pragma once
+
+#include <istream>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report.hpp"
+
+namespace fwi::doctor {
+
+struct NcclLog {
+    // (from rank, to rank) -> transports seen on that connection ("P2P/CUMEM/read", "SHM/direct/direct")
+    std::map<std::pair<int, int>, std::set<std::string>> transports;
+    std::vector<std::string> warnings;  // the text after "NCCL WARN"
+};
+
+NcclLog parse_nccl_log(std::istream& log);
+
+// "P2P/CUMEM/read" -> "P2P": the transport's family, short enough for a matrix cell.
+std::string transport_family(const std::string& transport);
+
+// NCCL's connections as a matrix (row = sender, column = receiver, cell = the transports' families),
+// or a line saying how to see them when the log was not captured or did not parse.
+std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured);
+JsonObject transport_json(const NcclLog& log, int ranks);
+// Up to `most` of NCCL's warnings, for a failure's details.
+std::vector<std::string> warning_lines(const NcclLog& log, size_t most = 5);
+
+// Sets NCCL_DEBUG=INFO and NCCL_DEBUG_FILE to a file of this process, unless the user set either
+// (their setting wins; then nothing is captured). Must run before the first NCCL call of the process.
+class NcclLogCapture {
+public:
+    NcclLogCapture();
+    ~NcclLogCapture();  // removes the file
+    NcclLogCapture(const NcclLogCapture&) = delete;
+    NcclLogCapture& operator=(const NcclLogCapture&) = delete;
+
+    bool capturing() const { return !path_.empty(); }
+    NcclLog read() const;
+
+private:
+    std::string path_;
+};
+
+}  // namespace fwi::doctor

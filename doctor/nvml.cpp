@@ -1,0 +1,178 @@
+#include "nvml.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace fwi::doctor {
+
+namespace {
+
+// The few declarations doctor needs, as in nvml.h (the header is not on every machine that builds this).
+using NvmlReturn = int;  // nvmlReturn_t: 0 = NVML_SUCCESS
+using NvmlDevice = struct NvmlDeviceOpaque*;
+constexpr NvmlReturn kNvmlSuccess = 0;
+constexpr int kNvmlFeatureEnabled = 1;      // nvmlEnableState_t
+constexpr int kNvlinkRemoteGpu = 0;         // nvmlIntNvLinkDeviceType_t
+constexpr int kNvlinkRemoteSwitch = 2;
+constexpr unsigned kMaxLinksProbed = 32;    // above NVML_NVLINK_MAX_LINKS (18 today); probing stops at the first error
+
+// nvmlPciInfo_t as the _v2 calls fill it; only domain, bus and device are read, and those sit at the
+// same offsets in the older layout too. The spare bytes guard against a longer future layout.
+struct PciInfo {
+    char bus_id_legacy[16];
+    unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+    unsigned char spare[64];
+};
+
+template <typename Function>
+Function load(void* library, const char* name, const char* fallback = nullptr) {
+    void* symbol = dlsym(library, name);
+    if (!symbol && fallback) symbol = dlsym(library, fallback);
+    return reinterpret_cast<Function>(symbol);
+}
+
+}  // namespace
+
+struct Nvml::Api {
+    void* library = nullptr;
+    NvmlReturn (*init)() = nullptr;
+    NvmlReturn (*shutdown)() = nullptr;
+    const char* (*error_string)(NvmlReturn) = nullptr;
+    NvmlReturn (*driver_version)(char*, unsigned) = nullptr;
+    NvmlReturn (*cuda_driver_version)(int*) = nullptr;
+    NvmlReturn (*count)(unsigned*) = nullptr;
+    NvmlReturn (*handle_by_bus_id)(const char*, NvmlDevice*) = nullptr;
+    NvmlReturn (*common_ancestor)(NvmlDevice, NvmlDevice, int*) = nullptr;
+    NvmlReturn (*link_state)(NvmlDevice, unsigned, int*) = nullptr;
+    NvmlReturn (*remote_pci)(NvmlDevice, unsigned, PciInfo*) = nullptr;
+    NvmlReturn (*remote_type)(NvmlDevice, unsigned, int*) = nullptr;
+
+    std::string describe(NvmlReturn status) const {
+        return error_string ? error_string(status) : "NVML error " + std::to_string(status);
+    }
+};
+
+std::string pcie_path_name(int nvml_topology_level) {
+    switch (nvml_topology_level) {
+        case 0: return "BRD";    // NVML_TOPOLOGY_INTERNAL: the same board
+        case 10: return "PIX";   // NVML_TOPOLOGY_SINGLE: one PCIe switch
+        case 20: return "PXB";   // NVML_TOPOLOGY_MULTIPLE: several PCIe switches, no host bridge
+        case 30: return "PHB";   // NVML_TOPOLOGY_HOSTBRIDGE: a PCIe host bridge
+        case 40: return "NODE";  // NVML_TOPOLOGY_NODE: host bridges within one NUMA node
+        case 50: return "SYS";   // NVML_TOPOLOGY_SYSTEM: across NUMA nodes (the SMP interconnect)
+        default: return "?";
+    }
+}
+
+std::string link_label(const Link& link) {
+    if (link.nvlinks > 0) return "NV" + std::to_string(link.nvlinks);
+    return link.pcie.empty() ? "?" : link.pcie;
+}
+
+Nvml::Nvml() : api_(new Api) {
+    api_->library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!api_->library) {
+        error_ = "NVML not available (libnvidia-ml.so.1 not found: it comes with the NVIDIA driver)";
+        return;
+    }
+    void* library = api_->library;
+    api_->init = load<decltype(api_->init)>(library, "nvmlInit_v2", "nvmlInit");
+    api_->shutdown = load<decltype(api_->shutdown)>(library, "nvmlShutdown");
+    api_->error_string = load<decltype(api_->error_string)>(library, "nvmlErrorString");
+    api_->driver_version = load<decltype(api_->driver_version)>(library, "nvmlSystemGetDriverVersion");
+    api_->cuda_driver_version =
+        load<decltype(api_->cuda_driver_version)>(library, "nvmlSystemGetCudaDriverVersion_v2",
+                                                  "nvmlSystemGetCudaDriverVersion");
+    api_->count = load<decltype(api_->count)>(library, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
+    api_->handle_by_bus_id =
+        load<decltype(api_->handle_by_bus_id)>(library, "nvmlDeviceGetHandleByPciBusId_v2",
+                                               "nvmlDeviceGetHandleByPciBusId");
+    api_->common_ancestor = load<decltype(api_->common_ancestor)>(library, "nvmlDeviceGetTopologyCommonAncestor");
+    api_->link_state = load<decltype(api_->link_state)>(library, "nvmlDeviceGetNvLinkState");
+    api_->remote_pci = load<decltype(api_->remote_pci)>(library, "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                                                        "nvmlDeviceGetNvLinkRemotePciInfo");
+    api_->remote_type = load<decltype(api_->remote_type)>(library, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
+        error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
+        return;
+    }
+    const NvmlReturn status = api_->init();
+    if (status != kNvmlSuccess) {
+        error_ = "NVML not available (nvmlInit: " + api_->describe(status) + ")";
+        return;
+    }
+    available_ = true;
+}
+
+Nvml::~Nvml() {
+    if (available_) api_->shutdown();
+    // The library stays loaded: NVML's own threads may outlive nvmlShutdown.
+    delete api_;
+}
+
+std::string Nvml::driver_version() const {
+    char version[96] = {};
+    if (!available_ || !api_->driver_version || api_->driver_version(version, sizeof version - 1) != kNvmlSuccess)
+        return "";
+    return version;
+}
+
+int Nvml::cuda_driver_version() const {
+    int version = 0;
+    if (!available_ || !api_->cuda_driver_version || api_->cuda_driver_version(&version) != kNvmlSuccess) return 0;
+    return version;
+}
+
+int Nvml::gpu_count() const {
+    unsigned count = 0;
+    if (!available_ || !api_->count || api_->count(&count) != kNvmlSuccess) return -1;
+    return static_cast<int>(count);
+}
+
+std::vector<Link> Nvml::links(const std::vector<PciAddress>& gpus) const {
+    if (!available_) throw std::runtime_error(error_);
+    const int n = static_cast<int>(gpus.size());
+    std::vector<NvmlDevice> handles(n);
+    for (int gpu = 0; gpu < n; ++gpu) {
+        const NvmlReturn status = api_->handle_by_bus_id(gpus[gpu].bus_id.c_str(), &handles[gpu]);
+        if (status != kNvmlSuccess)
+            throw std::runtime_error("NVML cannot find GPU " + std::to_string(gpu) + " at PCI " + gpus[gpu].bus_id +
+                                     ": " + api_->describe(status));
+    }
+    std::vector<Link> links(size_t(n) * n);
+    std::vector<int> switch_links(n, 0);
+    for (int gpu = 0; gpu < n; ++gpu) {
+        for (unsigned link = 0; api_->link_state && link < kMaxLinksProbed; ++link) {
+            int active = 0;
+            if (api_->link_state(handles[gpu], link, &active) != kNvmlSuccess) break;  // past the last link
+            if (active != kNvmlFeatureEnabled) continue;
+            int remote_type = kNvlinkRemoteGpu;
+            if (api_->remote_type) api_->remote_type(handles[gpu], link, &remote_type);
+            if (remote_type == kNvlinkRemoteSwitch) {
+                ++switch_links[gpu];
+                continue;
+            }
+            PciInfo remote{};
+            if (!api_->remote_pci || api_->remote_pci(handles[gpu], link, &remote) != kNvmlSuccess) continue;
+            for (int peer = 0; peer < n; ++peer)
+                if (peer != gpu && remote.domain == gpus[peer].domain && remote.bus == gpus[peer].bus &&
+                    remote.device == gpus[peer].device)
+                    ++links[size_t(gpu) * n + peer].nvlinks;
+        }
+    }
+    for (int gpu = 0; gpu < n; ++gpu)
+        for (int peer = 0; peer < n; ++peer) {
+            if (peer == gpu) continue;
+            Link& link = links[size_t(gpu) * n + peer];
+            link.nvlinks += std::min(switch_links[gpu], switch_links[peer]);
+            int level = -1;
+            if (api_->common_ancestor && api_->common_ancestor(handles[gpu], handles[peer], &level) == kNvmlSuccess)
+                link.pcie = pcie_path_name(level);
+        }
+    return links;
+}
+
+}  // namespace fwi::doctor

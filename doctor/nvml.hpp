@@ -1,0 +1,53 @@
+// NVML, the NVIDIA Management Library that comes with the driver (libnvidia-ml.so.1): the only place that
+// says how two GPUs are connected (NVLinks, or the PCIe path between them). Loaded at run time with
+// dlopen, as NCCL does, so doctor builds where nvml.h is missing and runs where the library is:
+// without it the topology matrix says "NVML not available" and everything else still runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fwi::doctor {
+
+struct PciAddress {
+    unsigned domain = 0, bus = 0, device = 0;
+    std::string bus_id;  // "0000:18:00.0", as cudaDeviceGetPCIBusId writes it
+};
+
+// How two GPUs reach each other: NVLinks (direct, or through NVSwitches: the lower of the two GPUs'
+// switch-link counts, as `nvidia-smi topo -m` shows them) and the PCIe path.
+struct Link {
+    int nvlinks = 0;
+    std::string pcie;  // "PIX", "PXB", "PHB", "NODE", "SYS" (nvidia-smi's names), "" when unknown
+};
+
+// "NV18" when there are NVLinks, else the PCIe path, "?" when unknown.
+std::string link_label(const Link& link);
+// nvidia-smi's name of an NVML topology level (NVML_TOPOLOGY_SINGLE = 10 -> "PIX", ...).
+std::string pcie_path_name(int nvml_topology_level);
+
+class Nvml {
+public:
+    Nvml();  // loads and initialises NVML; on failure available() is false and error() says why
+    ~Nvml();
+    Nvml(const Nvml&) = delete;
+    Nvml& operator=(const Nvml&) = delete;
+
+    bool available() const { return available_; }
+    const std::string& error() const { return error_; }
+
+    std::string driver_version() const;  // "580.82.07"; "" when unknown
+    int cuda_driver_version() const;     // 13000 for CUDA 13.0; 0 when unknown
+    int gpu_count() const;               // every GPU the driver sees, whatever CUDA_VISIBLE_DEVICES says; -1 unknown
+
+    // links[i * n + j] between GPUs i and j; throws std::runtime_error when NVML cannot find a GPU.
+    std::vector<Link> links(const std::vector<PciAddress>& gpus) const;
+
+private:
+    struct Api;
+    Api* api_ = nullptr;
+    bool available_ = false;
+    std::string error_;
+};
+
+}  // namespace fwi::doctor

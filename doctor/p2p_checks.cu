@@ -1,0 +1,505 @@
+// Checks 3 (P2P works: data verified) and 4 (P2P bandwidth and latency matrices, like NVIDIA's
+// p2pBandwidthLatencyTest, written here from scratch). "P2P on" is a copy between GPUs with peer access
+// enabled (the copy engines move data over NVLink or PCIe directly); "P2P off" is the same
+// cudaMemcpyPeerAsync without cudaDeviceEnablePeerAccess, which the driver stages through host memory.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "gpu_checks.hpp"
+#include "gpu_resources.hpp"
+#include "p2p_pattern.hpp"
+#include "timing.hpp"
+
+namespace fwi::doctor {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(size_t count) {
+    return static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 1024));
+}
+
+__global__ void fill_pattern_kernel(uint32_t* data, size_t words, int source_gpu) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+        data[i] = pattern_word(source_gpu, i);
+}
+
+// Runs on the reading GPU; `peer` is the other GPU's memory, reached through peer access.
+__global__ void read_peer_kernel(const uint32_t* peer, uint32_t* local, size_t words) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+        local[i] = peer[i];
+}
+
+// Fault injection (hang-peer-kernel): waits for a word in the peer's memory that nobody ever sets, the
+// way a peer read over a broken link never returns.
+__global__ void wait_for_peer_flag_kernel(const volatile uint32_t* flag) {
+    while (*flag == 0) {
+    }
+}
+
+// Enables (or disables) peer access for every pair that supports it. Enabling twice or disabling what
+// was never enabled are not errors here.
+void set_peer_access(const GpuSystem& system, bool enable) {
+    for (int i = 0; i < system.count; ++i) {
+        CUDA_CHECK(cudaSetDevice(i));
+        for (int j = 0; j < system.count; ++j) {
+            if (i == j || !system.peer(i, j)) continue;
+            const cudaError_t status = enable ? cudaDeviceEnablePeerAccess(j, 0) : cudaDeviceDisablePeerAccess(j);
+            if (status == cudaErrorPeerAccessAlreadyEnabled || status == cudaErrorPeerAccessNotEnabled)
+                cudaGetLastError();  // clear it: not a failure
+            else
+                CUDA_CHECK(status);
+        }
+    }
+}
+
+std::string gpu(int device) { return "GPU " + std::to_string(device); }
+
+// ---- check 3 ----
+
+enum Transfer { kStaged, kDirect, kKernel, kTransfers };
+const char* const kTransferNames[kTransfers] = {"staged_copy", "direct_copy", "peer_read_kernel"};
+const char* const kTransferTexts[kTransfers] = {"copy without peer access (staged by the driver)",
+                                                "peer copy (peer access on)", "peer-read kernel"};
+
+const char* const kPeerDataAdvice =
+    "wrong data over P2P: on PCIe, disable ACS on the switches between the GPUs (BIOS or setpci) and boot with "
+    "iommu=pt (or the IOMMU off); in a VM the hypervisor must support P2P; look at `nvidia-smi topo -p2p r`, "
+    "`lspci -vvv | grep -i acsctl`, `dmesg | grep -i -e iommu -e xid`; until fixed, NCCL_P2P_DISABLE=1 keeps "
+    "NCCL correct (slower)";
+const char* const kStagedDataAdvice =
+    "even copies staged through the host are wrong: suspect the GPU or its memory, not P2P: "
+    "`nvidia-smi -q -d ECC`, `dmesg | grep -i xid`, and NVIDIA's DCGM diagnostics (dcgmi diag -r 2)";
+const char* const kPeerHangAdvice =
+    "a peer transfer that never ends: the P2P path is broken (IOMMU/ACS on PCIe, an NVLink down: `nvidia-smi "
+    "nvlink -s`, `dmesg | grep -i xid`); GPU work cannot be cancelled, so doctor stops here; if the GPU stays busy "
+    "afterwards, reset it (`nvidia-smi -r`); meanwhile NCCL_P2P_DISABLE=1 avoids P2P";
+
+// Runs a check body; a transfer that hangs gets the P2P advice attached on its way to the runner.
+template <typename Body>
+Finding with_peer_hang_advice(const Body& body) {
+    try {
+        return body();
+    } catch (DeviceHang& hang) {
+        hang.next_step = kPeerHangAdvice;
+        throw;
+    }
+}
+
+class PeerDataTest {
+public:
+    PeerDataTest(const GpuSystem& system, const P2pOptions& options, const Deadline& deadline)
+        : options_(options), deadline_(deadline), words_(options.pattern_bytes / sizeof(uint32_t)) {
+        for (int device = 0; device < system.count; ++device) {
+            sources_.emplace_back(device, words_ * sizeof(uint32_t));
+            destinations_.emplace_back(device, words_ * sizeof(uint32_t));
+            flags_.emplace_back(device, sizeof(uint32_t));
+            streams_.emplace_back(device);
+            const cudaStream_t stream = streams_.back().get();
+            CUDA_CHECK(cudaMemsetAsync(flags_.back().get(), 0, sizeof(uint32_t), stream));
+            fill_pattern_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_.back().as<uint32_t>(), words_,
+                                                                              device);
+            CUDA_CHECK_LAUNCH();
+        }
+        for (int device = 0; device < system.count; ++device)
+            streams_[device].finish(deadline, "filling " + gpu(device) + "'s buffer");
+    }
+
+    // `reader` receives `source`'s pattern by `transfer`; returns what arrived.
+    PatternCheck run(int reader, int source, Transfer transfer) {
+        const cudaStream_t stream = streams_[reader].get();
+        const size_t bytes = words_ * sizeof(uint32_t);
+        uint32_t* destination = destinations_[reader].as<uint32_t>();
+        const bool first_pair = reader == 0 && source == 1;
+        CUDA_CHECK(cudaSetDevice(reader));
+        CUDA_CHECK(cudaMemsetAsync(destination, kPoisonByte, bytes, stream));
+        if (transfer == kKernel) {
+            if (first_pair && options_.injection.hang_peer_kernel)
+                wait_for_peer_flag_kernel<<<1, 1, 0, stream>>>(flags_[source].as<uint32_t>());
+            read_peer_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_[source].as<uint32_t>(),
+                                                                           destination, words_);
+            CUDA_CHECK_LAUNCH();
+            if (first_pair && options_.injection.corrupt_peer)
+                CUDA_CHECK(cudaMemsetAsync(destination + words_ / 2, 0, (words_ - words_ / 2) * sizeof(uint32_t),
+                                           stream));
+        } else {
+            CUDA_CHECK(cudaMemcpyPeerAsync(destination, reader, sources_[source].get(), source, bytes, stream));
+        }
+        streams_[reader].finish(deadline_, gpu(reader) + "'s " + kTransferTexts[transfer] + " from " + gpu(source));
+        std::vector<uint32_t> arrived(words_);
+        CUDA_CHECK(cudaMemcpy(arrived.data(), destination, bytes, cudaMemcpyDeviceToHost));  // the stream is idle
+        return check_pattern(arrived.data(), words_, source);
+    }
+
+private:
+    const P2pOptions& options_;
+    const Deadline& deadline_;
+    size_t words_;
+    std::vector<GpuBuffer> sources_, destinations_, flags_;
+    std::vector<GpuStream> streams_;
+};
+
+// ---- check 4 ----
+
+constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+constexpr size_t kLatencyBytes = 4;
+constexpr int kLatencyCopies = 100;
+constexpr size_t kCrossCheckBytes = size_t(256) << 20;
+constexpr int kCrossCheckCopies = 10;
+
+struct Matrix {
+    int n = 0;
+    std::vector<double> values;
+    explicit Matrix(int size) : n(size), values(size_t(size) * size, kNotMeasured) {}
+    double& at(int i, int j) { return values[size_t(i) * n + j]; }
+    double at(int i, int j) const { return values[size_t(i) * n + j]; }
+};
+
+double median_of_measured(const Matrix& matrix, bool off_diagonal_only = true) {
+    std::vector<double> values;
+    for (int i = 0; i < matrix.n; ++i)
+        for (int j = 0; j < matrix.n; ++j)
+            if ((i != j || !off_diagonal_only) && !std::isnan(matrix.at(i, j))) values.push_back(matrix.at(i, j));
+    return values.empty() ? kNotMeasured : median(values);
+}
+
+std::string number(double value, const char* format) {
+    if (std::isnan(value)) return "n/a";
+    char text[32];
+    std::snprintf(text, sizeof text, format, value);
+    return text;
+}
+
+class CopyTimer {
+public:
+    CopyTimer(const GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline)
+        : options_(options), deadline_(deadline) {
+        for (int device = 0; device < system.count; ++device) {
+            sources_.emplace_back(device, options.bytes);
+            destinations_.emplace_back(device, options.bytes);
+            streams_.emplace_back(device);
+            markers_.emplace_back(device);
+            CUDA_CHECK(cudaMemsetAsync(sources_.back().get(), 1, options.bytes, streams_.back().get()));
+        }
+    }
+
+    // Seconds of one copy of `bytes` from GPU `from` to GPU `to` (the same GPU: a local copy), on the
+    // source's stream: the median of `repeats` timed copies after one warm-up.
+    double one_way(int from, int to, size_t bytes, int copies, int repeats) {
+        return median_seconds(from, repeats, "copy " + gpu(from) + " -> " + gpu(to), [&] {
+                   for (int copy = 0; copy < copies; ++copy)
+                       CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[to].get(), to, sources_[from].get(), from, bytes,
+                                                      streams_[from].get()));
+               }) /
+               copies;
+    }
+
+    // Seconds of two simultaneous copies i -> j and j -> i, each on its source's stream.
+    double both_ways(int i, int j) {
+        return median_seconds(i, options_.repeats, "copies between " + gpu(i) + " and " + gpu(j), [&] {
+            // GPU j's copy starts with GPU i's, and GPU i's stream ends after both (so its events time both).
+            CUDA_CHECK(cudaEventRecord(markers_[i].get(), streams_[i].get()));
+            CUDA_CHECK(cudaStreamWaitEvent(streams_[j].get(), markers_[i].get(), 0));
+            CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[j].get(), j, sources_[i].get(), i, options_.bytes,
+                                           streams_[i].get()));
+            CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[i].get(), i, sources_[j].get(), j, options_.bytes,
+                                           streams_[j].get()));
+            CUDA_CHECK(cudaEventRecord(markers_[j].get(), streams_[j].get()));
+            CUDA_CHECK(cudaStreamWaitEvent(streams_[i].get(), markers_[j].get(), 0));
+        });
+    }
+
+    // Bandwidth of `kCrossCheckCopies` back-to-back copies of 256 MiB with cudaMemcpyAsync (UVA), events
+    // around the whole loop: how copy-engine bandwidth is usually measured, to compare with one_way().
+    double loop_bandwidth(int from, int to) {
+        GpuBuffer source(from, kCrossCheckBytes), destination(to, kCrossCheckBytes);
+        GpuEvent start(from), stop(from);
+        const cudaStream_t stream = streams_[from].get();
+        CUDA_CHECK(cudaSetDevice(from));
+        CUDA_CHECK(cudaMemcpyAsync(destination.get(), source.get(), kCrossCheckBytes, cudaMemcpyDefault, stream));
+        CUDA_CHECK(cudaEventRecord(start.get(), stream));
+        for (int copy = 0; copy < kCrossCheckCopies; ++copy)
+            CUDA_CHECK(cudaMemcpyAsync(destination.get(), source.get(), kCrossCheckBytes, cudaMemcpyDefault, stream));
+        CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+        wait_for_event(stop.get(), deadline_, "cross-check copies " + gpu(from) + " -> " + gpu(to));
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        return double(kCrossCheckCopies) * kCrossCheckBytes / (1e-3 * ms);
+    }
+
+private:
+    double median_seconds(int device, int repeats, const std::string& what, const std::function<void()>& enqueue) {
+        std::vector<GpuEvent> starts, stops;
+        for (int r = 0; r < repeats; ++r) {
+            starts.emplace_back(device);
+            stops.emplace_back(device);
+        }
+        const cudaStream_t stream = streams_[device].get();
+        CUDA_CHECK(cudaSetDevice(device));
+        enqueue();  // warm-up
+        for (int r = 0; r < repeats; ++r) {
+            CUDA_CHECK(cudaEventRecord(starts[r].get(), stream));
+            enqueue();
+            CUDA_CHECK(cudaEventRecord(stops[r].get(), stream));
+        }
+        wait_for_event(stops.back().get(), deadline_, what);
+        std::vector<double> seconds;
+        for (int r = 0; r < repeats; ++r) {
+            float ms = 0.0f;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, starts[r].get(), stops[r].get()));
+            seconds.push_back(1e-3 * ms);
+        }
+        return median(seconds);
+    }
+
+    const BandwidthOptions& options_;
+    const Deadline& deadline_;
+    std::vector<GpuBuffer> sources_, destinations_;
+    std::vector<GpuStream> streams_;
+    std::vector<GpuEvent> markers_;
+};
+
+struct BandwidthMatrices {
+    explicit BandwidthMatrices(int n)
+        : one_way_on(n), one_way_off(n), both_ways_on(n), both_ways_off(n), latency_on(n), latency_off(n) {}
+    Matrix one_way_on, one_way_off, both_ways_on, both_ways_off, latency_on, latency_off;  // GB/s, GB/s, us
+};
+
+// Fills the P2P-on or P2P-off matrices; returns false when it stopped at the time budget.
+bool measure(const GpuSystem& system, const BandwidthOptions& options, CopyTimer& timer, bool p2p_on,
+             BandwidthMatrices& m, const Deadline& deadline) {
+    const int n = system.count;
+    const double budget = deadline.seconds() / 2;  // the rest is the margin for the last wait
+    Matrix& one_way = p2p_on ? m.one_way_on : m.one_way_off;
+    Matrix& both_ways = p2p_on ? m.both_ways_on : m.both_ways_off;
+    Matrix& latency = p2p_on ? m.latency_on : m.latency_off;
+    set_peer_access(system, p2p_on);
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+            const bool local = i == j;
+            if (p2p_on && !local && !system.peer(i, j)) continue;
+            if (deadline.elapsed() > budget) return false;
+            if (local && !p2p_on) {  // a copy within one GPU does not depend on peer access
+                one_way.at(i, i) = m.one_way_on.at(i, i);
+                latency.at(i, i) = m.latency_on.at(i, i);
+                continue;
+            }
+            one_way.at(i, j) = options.bytes / timer.one_way(i, j, options.bytes, 1, options.repeats) / 1e9;
+            latency.at(i, j) = timer.one_way(i, j, kLatencyBytes, kLatencyCopies, 3) * 1e6;
+        }
+    for (int i = 0; i < n; ++i)
+        for (int j = i + 1; j < n; ++j) {
+            if (p2p_on && !(system.peer(i, j) && system.peer(j, i))) continue;
+            if (deadline.elapsed() > budget) return false;
+            both_ways.at(i, j) = both_ways.at(j, i) = 2.0 * options.bytes / timer.both_ways(i, j) / 1e9;
+        }
+    return true;
+}
+
+void add_matrix(Finding& finding, const std::string& title, const Matrix& matrix, const char* format) {
+    finding.details.push_back(title);
+    for (const auto& line : format_matrix(matrix.n, "", 9, [&](int i, int j) {
+             return i == j && std::isnan(matrix.at(i, j)) ? std::string("-") : number(matrix.at(i, j), format);
+         }))
+        finding.details.push_back(line);
+}
+
+JsonObject json_of(const Matrix& matrix) {
+    return matrix_json(matrix.n, true, [&](int i, int j) { return matrix.at(i, j); });
+}
+
+// Pairs far below the others, or slower with P2P than without: a degraded link or a wrong path.
+std::vector<std::string> bandwidth_problems(const GpuSystem& system, const BandwidthMatrices& m) {
+    std::vector<std::string> problems;
+    const double typical = median_of_measured(m.one_way_on);
+    for (int i = 0; i < system.count; ++i)
+        for (int j = 0; j < system.count; ++j) {
+            if (i == j || std::isnan(m.one_way_on.at(i, j))) continue;
+            const std::string pair = gpu(i) + " -> " + gpu(j) + " ";
+            if (m.one_way_on.at(i, j) < 0.5 * typical)
+                problems.push_back(pair + number(m.one_way_on.at(i, j), "%.1f") + " GB/s, under half the median " +
+                                   number(typical, "%.1f") + " GB/s");
+            else if (m.one_way_on.at(i, j) < m.one_way_off.at(i, j))
+                problems.push_back(pair + "is slower with P2P (" + number(m.one_way_on.at(i, j), "%.1f") +
+                                   " GB/s) than staged through the host (" + number(m.one_way_off.at(i, j), "%.1f") +
+                                   " GB/s)");
+        }
+    return problems;
+}
+
+void add_cross_check(Finding& finding, const GpuSystem& system, const BandwidthMatrices& m, CopyTimer& timer) {
+    set_peer_access(system, true);
+    finding.details.push_back("cross-check: the matrix (median of single timed copies) against " +
+                              std::to_string(kCrossCheckCopies) +
+                              " back-to-back 256 MiB cudaMemcpyAsync, events around the loop:");
+    JsonObject json;
+    for (int i = 0; i < system.count; ++i)
+        for (int j = 0; j < system.count; ++j) {
+            if (i == j || std::isnan(m.one_way_on.at(i, j))) continue;
+            const double loop = timer.loop_bandwidth(i, j) / 1e9, ratio = m.one_way_on.at(i, j) / loop;
+            finding.details.push_back("  " + gpu(i) + " -> " + gpu(j) + ": matrix " +
+                                      number(m.one_way_on.at(i, j), "%.1f") + " GB/s, loop " + number(loop, "%.1f") +
+                                      " GB/s, ratio " + number(ratio, "%.3f"));
+            json.add(std::to_string(i) + "->" + std::to_string(j), loop);
+            if (std::abs(ratio - 1.0) > 0.1 && finding.status == Status::pass) {
+                finding.status = Status::warn;
+                finding.next = "the two timings differ by more than 10%: rerun; other traffic on the GPUs?";
+            }
+        }
+    finding.facts.add("cross_check_loop_GBps", json);
+}
+
+Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, const Deadline& deadline) {
+    const int n = system.count;
+    std::vector<std::vector<PatternCheck>> results(kTransfers, std::vector<PatternCheck>(size_t(n) * n));
+    std::vector<std::vector<bool>> ran(kTransfers, std::vector<bool>(size_t(n) * n, false));
+    PeerDataTest test(system, options, deadline);
+    set_peer_access(system, false);
+    for (int reader = 0; reader < n; ++reader)
+        for (int source = 0; source < n; ++source)
+            if (reader != source) {
+                results[kStaged][size_t(reader) * n + source] = test.run(reader, source, kStaged);
+                ran[kStaged][size_t(reader) * n + source] = true;
+            }
+    set_peer_access(system, true);
+    for (int reader = 0; reader < n; ++reader)
+        for (int source = 0; source < n; ++source)
+            if (reader != source && system.peer(reader, source))
+                for (Transfer transfer : {kDirect, kKernel}) {
+                    results[transfer][size_t(reader) * n + source] = test.run(reader, source, transfer);
+                    ran[transfer][size_t(reader) * n + source] = true;
+                }
+
+    Finding finding;
+    finding.id = "p2p";
+    int transfers = 0, wrong = 0, pairs_without_access = 0;
+    bool staged_wrong = false;
+    for (int reader = 0; reader < n; ++reader)
+        for (int source = 0; source < n; ++source) {
+            if (reader == source) continue;
+            pairs_without_access += !system.peer(reader, source);
+            for (int transfer = 0; transfer < kTransfers; ++transfer) {
+                const size_t at = size_t(reader) * n + source;
+                if (!ran[transfer][at]) continue;
+                ++transfers;
+                if (results[transfer][at].ok()) continue;
+                staged_wrong = staged_wrong || transfer == kStaged;
+                const std::string line = gpu(reader) + " <- " + gpu(source) + ", " + kTransferTexts[transfer] +
+                                         ": " + describe(results[transfer][at]);
+                if (wrong++ == 0) finding.summary = line;
+                finding.details.push_back(line);
+            }
+        }
+    finding.details.push_back("row = the GPU that receives, column = the GPU whose memory is read; S D K = staged "
+                              "copy, peer copy, peer-read kernel: + correct, x wrong, - not run (no peer access)");
+    for (const auto& line : format_matrix(n, "", 7, [&](int reader, int source) {
+             if (reader == source) return std::string("X");
+             std::string cell;
+             for (int transfer = 0; transfer < kTransfers; ++transfer) {
+                 const size_t at = size_t(reader) * n + source;
+                 cell += !ran[transfer][at] ? '-' : results[transfer][at].ok() ? '+' : 'x';
+             }
+             return cell;
+         }))
+        finding.details.push_back(line);
+    for (int transfer = 0; transfer < kTransfers; ++transfer)
+        finding.facts.add(kTransferNames[transfer], matrix_json(n, false, [&](int reader, int source) {
+                              const size_t at = size_t(reader) * n + source;
+                              return ran[transfer][at] ? describe(results[transfer][at]) : std::string("not run");
+                          }));
+    finding.facts.add("pattern_bytes", static_cast<long long>(options.pattern_bytes));
+
+    if (wrong > 0) {
+        finding.status = Status::fail;
+        finding.summary += " (" + std::to_string(wrong) + " of " + std::to_string(transfers) + " transfers wrong)";
+        finding.next = staged_wrong ? kStagedDataAdvice : kPeerDataAdvice;
+    } else {
+        finding.summary = "all " + std::to_string(transfers) + " transfers between " + std::to_string(n) +
+                          " GPUs returned the exact pattern";
+        if (pairs_without_access)
+            finding.summary += "; " + std::to_string(pairs_without_access) +
+                               " ordered pairs without peer access were checked with staged copies only";
+    }
+    return finding;
+}
+
+Finding measure_bandwidth(const GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline) {
+    const int n = system.count;
+    BandwidthMatrices m(n);
+    Finding finding;
+    finding.id = "bandwidth";
+    CopyTimer timer(system, options, deadline);
+    const bool complete = measure(system, options, timer, true, m, deadline) &&
+                          measure(system, options, timer, false, m, deadline);
+
+    const std::string size = std::to_string(options.bytes >> 20) + " MiB";
+    add_matrix(finding, "one way, P2P on (GB/s, " + size + " copies; row = source GPU, column = destination; "
+                        "diagonal = a copy within one GPU):", m.one_way_on, "%.1f");
+    add_matrix(finding, "one way, P2P off (GB/s; staged through host memory by the driver):", m.one_way_off, "%.1f");
+    add_matrix(finding, "both ways at once, P2P on (GB/s, the two directions added):", m.both_ways_on, "%.1f");
+    add_matrix(finding, "both ways at once, P2P off (GB/s):", m.both_ways_off, "%.1f");
+    add_matrix(finding, "latency of a 4-byte copy, P2P on (us, from " + std::to_string(kLatencyCopies) +
+                        " back-to-back copies):", m.latency_on, "%.2f");
+    add_matrix(finding, "latency of a 4-byte copy, P2P off (us):", m.latency_off, "%.2f");
+    finding.facts.add("bytes", static_cast<long long>(options.bytes))
+        .add("one_way_p2p_on_GBps", json_of(m.one_way_on))
+        .add("one_way_p2p_off_GBps", json_of(m.one_way_off))
+        .add("both_ways_p2p_on_GBps", json_of(m.both_ways_on))
+        .add("both_ways_p2p_off_GBps", json_of(m.both_ways_off))
+        .add("latency_p2p_on_us", json_of(m.latency_on))
+        .add("latency_p2p_off_us", json_of(m.latency_off));
+
+    const double one_way_on = median_of_measured(m.one_way_on), both_ways_on = median_of_measured(m.both_ways_on);
+    const double one_way_off = median_of_measured(m.one_way_off), latency_on = median_of_measured(m.latency_on);
+    const double latency_off = median_of_measured(m.latency_off);
+    finding.summary = "medians over pairs: P2P on " + number(one_way_on, "%.1f") + " GB/s one way, " +
+                      number(both_ways_on, "%.1f") + " GB/s both ways, " + number(latency_on, "%.2f") +
+                      " us; P2P off " + number(one_way_off, "%.1f") + " GB/s, " + number(latency_off, "%.2f") + " us";
+    finding.facts.add("median_one_way_p2p_on_GBps", one_way_on)
+        .add("median_both_ways_p2p_on_GBps", both_ways_on)
+        .add("median_one_way_p2p_off_GBps", one_way_off)
+        .add("median_latency_p2p_on_us", latency_on)
+        .add("median_latency_p2p_off_us", latency_off)
+        .add("complete", complete);
+
+    const std::vector<std::string> problems = bandwidth_problems(system, m);
+    for (const auto& problem : problems) finding.details.push_back("slow: " + problem);
+    if (!problems.empty()) {
+        finding.status = Status::warn;
+        finding.summary = problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
+                                                                        " more)"
+                                                                  : "");
+        finding.next = "a degraded NVLink (`nvidia-smi nvlink -s`, `nvidia-smi nvlink -e`) or a PCIe link trained at "
+                       "a lower width or generation (`nvidia-smi -q | grep -i -A3 'link width'`); P2P slower than "
+                       "staging usually means ACS routes it through the CPU";
+    }
+    if (!complete) {
+        finding.status = Status::warn;
+        finding.summary += "; stopped at half the time limit, the rest is n/a";
+        finding.next = "raise --timeout or lower --bandwidth-mib to measure every pair";
+    }
+    if (options.cross_check && complete) add_cross_check(finding, system, m, timer);
+    set_peer_access(system, true);
+    return finding;
+}
+
+}  // namespace
+
+Finding check_p2p(const GpuSystem& system, const P2pOptions& options, const Deadline& deadline) {
+    if (system.count < 2) return skipped("p2p", "one GPU visible: no pairs to check");
+    return with_peer_hang_advice([&] { return verify_peer_data(system, options, deadline); });
+}
+
+Finding check_bandwidth(const GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline) {
+    if (system.count < 2) return skipped("bandwidth", "one GPU visible: no pairs to measure");
+    return with_peer_hang_advice([&] { return measure_bandwidth(system, options, deadline); });
+}
+
+}  // namespace fwi::doctor

@@ -1,0 +1,229 @@
+#include "report.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+#include "errors.hpp"
+
+namespace fwi::doctor {
+
+const char* status_name(Status status) {
+    switch (status) {
+        case Status::pass: return "PASS";
+        case Status::warn: return "WARN";
+        case Status::fail: return "FAIL";
+        case Status::skip: return "SKIP";
+    }
+    return "?";
+}
+
+const std::vector<CheckInfo>& all_checks() {
+    static const std::vector<CheckInfo> checks{
+        {"devices", "driver, runtime and devices"},
+        {"topology", "topology: peer access and links between GPUs"},
+        {"p2p", "P2P works: peer copies and peer reads, data verified"},
+        {"bandwidth", "P2P bandwidth and latency (copy engines)"},
+        {"nccl", "NCCL allreduce over all GPUs of this process"},
+        {"host", "host: shared memory, stack limit, IOMMU"},
+        {"mpi", "MPI: ranks and their GPUs, CUDA-aware MPI, NCCL over MPI"},
+    };
+    return checks;
+}
+
+int check_number(const std::string& id) {
+    const auto& checks = all_checks();
+    for (size_t i = 0; i < checks.size(); ++i)
+        if (id == checks[i].id) return static_cast<int>(i) + 1;
+    throw std::invalid_argument("unknown check '" + id + "'");
+}
+
+const CheckInfo& check_info(const std::string& id) { return all_checks()[check_number(id) - 1]; }
+
+Finding skipped(const std::string& id, const std::string& reason) {
+    Finding finding;
+    finding.id = id;
+    finding.status = Status::skip;
+    finding.summary = reason;
+    return finding;
+}
+
+std::string format_finding(const Finding& finding) {
+    const std::string indent(8, ' ');
+    std::string text = std::string("  ") + status_name(finding.status) + "  " + finding.summary + "\n";
+    for (const auto& line : finding.details) text += indent + line + "\n";
+    if (!finding.next.empty()) text += indent + "try: " + finding.next + "\n";
+    return text;
+}
+
+std::vector<std::string> format_matrix(int n, const std::string& corner, int width,
+                                       const std::function<std::string(int, int)>& cell) {
+    const auto padded = [width](const std::string& text) {
+        return std::string(text.size() < size_t(width) ? width - text.size() : 1, ' ') + text;
+    };
+    std::vector<std::string> lines;
+    std::string header = padded(corner);
+    for (int column = 0; column < n; ++column) header += padded("GPU" + std::to_string(column));
+    lines.push_back(header);
+    for (int row = 0; row < n; ++row) {
+        std::string line = padded("GPU" + std::to_string(row));
+        for (int column = 0; column < n; ++column) line += padded(cell(row, column));
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+std::string cuda_version_text(int version) {
+    return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+Report::Report(bool quiet, std::string json_path, std::string mode)
+    : quiet_(quiet), json_path_(std::move(json_path)), mode_(std::move(mode)) {}
+
+void Report::print(const std::string& text) const {
+    if (quiet_) return;
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+}
+
+void Report::begin(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    print("\n[" + std::to_string(check_number(id)) + "/" + std::to_string(all_checks().size()) + "] " +
+          check_info(id).title + "\n");
+}
+
+void Report::add(Finding finding) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    print(format_finding(finding));
+    findings_.push_back(std::move(finding));
+}
+
+void Report::set_no_gpu() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    no_gpu_ = true;
+}
+
+void Report::set_fact(const std::string& key, const std::string& value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    facts_.add(key, value);
+}
+
+void Report::set_fact(const std::string& key, int value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    facts_.add(key, value);
+}
+
+int Report::exit_code_locked() const {
+    if (no_gpu_) return kExitEnvironment;
+    for (const auto& finding : findings_)
+        if (finding.status == Status::fail) return kExitVerificationFailed;
+    return kExitOk;
+}
+
+int Report::exit_code() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return exit_code_locked();
+}
+
+std::string Report::summary_line_locked() const {
+    int counts[4] = {0, 0, 0, 0};
+    std::string failed;
+    for (const auto& finding : findings_) {
+        ++counts[static_cast<int>(finding.status)];
+        if (finding.status == Status::fail) failed += (failed.empty() ? "" : ", ") + finding.id;
+    }
+    char text[256];
+    std::snprintf(text, sizeof text, "doctor: %d PASS, %d WARN, %d FAIL, %d SKIP in %.1f s", counts[0], counts[1],
+                  counts[2], counts[3], timer_.seconds());
+    std::string line = text;
+    if (!failed.empty()) line += "; failed: " + failed;
+    if (no_gpu_) line += "; no GPU visible";
+    return line + " -> exit " + std::to_string(exit_code_locked());
+}
+
+JsonObject Report::json_locked() const {
+    JsonObject checks;
+    int counts[4] = {0, 0, 0, 0};
+    for (const auto& finding : findings_) {
+        ++counts[static_cast<int>(finding.status)];
+        std::string details;
+        for (const auto& line : finding.details) details += line + "\n";
+        JsonObject check;
+        check.add("number", check_number(finding.id))
+            .add("title", check_info(finding.id).title)
+            .add("status", status_name(finding.status))
+            .add("summary", finding.summary)
+            .add("next", finding.next)
+            .add("details", details)
+            .add("facts", finding.facts);
+        checks.add(finding.id, check);
+    }
+    const int code = exit_code_locked();
+    JsonObject result;
+    result.add("program", "doctor")
+        .add("mode", mode_)
+        .add("status", code == kExitOk ? "ok" : code == kExitEnvironment ? "no_gpu" : "failed")
+        .add("exit_code", code)
+        .add("total_seconds", timer_.seconds())
+        .add("pass", counts[0])
+        .add("warn", counts[1])
+        .add("fail", counts[2])
+        .add("skip", counts[3])
+        .add("facts", facts_)
+        .add("checks", checks);
+    return result;
+}
+
+int Report::finish_locked() {
+    finished_ = true;
+    const int code = exit_code_locked();
+    if (quiet_) return code;
+    print("\n" + summary_line_locked() + "\n");
+    // The RESULT line carries the verdicts; the matrices and other figures go to --json only.
+    const JsonObject full = json_locked();
+    JsonObject verdicts;
+    for (const auto& finding : findings_) verdicts.add(finding.id, status_name(finding.status));
+    JsonObject result;
+    result.add("program", "doctor")
+        .add("mode", mode_)
+        .add("exit_code", code)
+        .add("total_seconds", timer_.seconds())
+        .add("facts", facts_)
+        .add("checks", verdicts);
+    emit_result(result, "");
+    if (json_path_.empty()) return code;
+    std::ofstream file(json_path_);
+    file << full.str() << "\n";
+    if (!file) throw UsageError("--json: cannot write '" + json_path_ + "'");
+    return code;
+}
+
+int Report::finish() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finish_locked();
+}
+
+void Report::abandon(Finding finding) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!finished_) {
+            finding.status = Status::fail;
+            print(format_finding(finding));
+            if (quiet_)
+                std::fprintf(stderr, "doctor: %s: %s (ending the process)\n", finding.id.c_str(),
+                             finding.summary.c_str());
+            findings_.push_back(std::move(finding));
+            try {
+                finish_locked();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "doctor: %s\n", e.what());
+            }
+        }
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(kExitVerificationFailed);
+}
+
+}  // namespace fwi::doctor

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
+#   run_doctor_test.sh [--min-gpus N] [--exit CODE] [--max-seconds S] [--expect TEXT]... [--pass IDS]
+#                      -- COMMAND...
+# The command gets `--json FILE` appended. With fewer than N GPUs visible (doctor's own count, from the
+# JSON) the test is skipped (exit 77). Then: the exit code must be CODE, the run must end within S
+# seconds (wall clock), every TEXT must appear in the output, and every check in IDS (a comma list)
+# must be PASS.
+set -uo pipefail
+min_gpus=0 expected_exit=0 max_seconds=60 pass_ids=""
+expected=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --min-gpus) min_gpus="$2"; shift 2 ;;
+        --exit) expected_exit="$2"; shift 2 ;;
+        --max-seconds) max_seconds="$2"; shift 2 ;;
+        --expect) expected+=("$2"); shift 2 ;;
+        --pass) pass_ids="$2"; shift 2 ;;
+        --) shift; break ;;
+        *) echo "run_doctor_test.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+json="$work/doctor.json"
+
+start_ms=$(($(date +%s%N) / 1000000))
+# A doctor that hangs must fail this test, not stall CTest: kill it well after its own limit.
+timeout --kill-after=10 $((max_seconds + 60)) "$@" --json "$json" >"$work/output" 2>&1
+code=$?
+elapsed_ms=$(($(date +%s%N) / 1000000 - start_ms))
+cat "$work/output"
+echo "--- exit code $code after $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s"
+
+if [ ! -s "$json" ]; then
+    echo "FAILED: doctor wrote no JSON (killed, crashed or hung?)"
+    exit 1
+fi
+gpus=$(grep -o '"gpus": [0-9]*' "$json" | head -n 1 | grep -o '[0-9]*$')
+if [ "${gpus:-0}" -lt "$min_gpus" ]; then
+    echo "SKIPPED: needs $min_gpus GPU(s), doctor saw ${gpus:-0}"
+    exit 77
+fi
+failed=0
+if [ "$code" -ne "$expected_exit" ]; then
+    echo "FAILED: exit code $code, expected $expected_exit"
+    failed=1
+fi
+if [ "$elapsed_ms" -gt $((max_seconds * 1000)) ]; then
+    echo "FAILED: took more than $max_seconds s"
+    failed=1
+fi
+for text in "${expected[@]}"; do
+    if ! grep -qF -- "$text" "$work/output"; then
+        echo "FAILED: the output does not contain: $text"
+        failed=1
+    fi
+done
+for id in ${pass_ids//,/ }; do
+    status=$(grep -o "\"$id\": {\"number\": [0-9]*, \"title\": \"[^\"]*\", \"status\": \"[A-Z]*\"" "$json" |
+             grep -o '[A-Z]*"$' | tr -d '"')
+    if [ "$status" != "PASS" ]; then
+        echo "FAILED: check $id is ${status:-missing}, expected PASS"
+        failed=1
+    fi
+done
+[ $failed -eq 0 ] && echo "PASSED"
+exit $failed

@@ -1,0 +1,229 @@
+// Checks 1 (driver, runtime and devices) and 2 (topology): queries only, nothing runs on the GPUs.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+#include "cuda_check.hpp"
+#include "device.hpp"
+#include "gpu_checks.hpp"
+
+namespace fwi::doctor {
+
+bool GpuSystem::has_pcie_peer_pairs() const {
+    if (can_access.size() != size_t(count) * count) return false;  // topology not checked (--mpi)
+    for (int i = 0; i < count; ++i)
+        for (int j = 0; j < count; ++j)
+            if (i != j && peer(i, j) && (links.empty() || links[size_t(i) * count + j].nvlinks == 0)) return true;
+    return false;
+}
+
+namespace {
+
+PciAddress pci_address(int device) {
+    PciAddress address;
+    char bus_id[32] = {};
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
+    address.bus_id = bus_id;
+    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.domain), cudaDevAttrPciDomainId, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.bus), cudaDevAttrPciBusId, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.device), cudaDevAttrPciDeviceId, device));
+    return address;
+}
+
+Finding no_gpu_finding(const std::string& cuda_error, int driver, int runtime, const Variables& variables,
+                       const Nvml& nvml) {
+    NoGpuFacts facts;
+    facts.cuda_error = cuda_error;
+    facts.driver_version = driver;
+    facts.runtime_version = runtime;
+    facts.nvml_gpus = nvml.gpu_count();
+    facts.visible_devices_set = is_set(variables, "CUDA_VISIBLE_DEVICES");
+    facts.visible_devices = value_of(variables, "CUDA_VISIBLE_DEVICES");
+    facts.traces = read_driver_traces();
+    return diagnose_no_gpu(facts);
+}
+
+std::string versions_line(int driver, int runtime, const Nvml& nvml) {
+    const std::string module = nvml.driver_version();
+    return "CUDA driver " + cuda_version_text(driver) + (module.empty() ? "" : " (driver " + module + ")") +
+           ", CUDA runtime " + cuda_version_text(runtime);
+}
+
+}  // namespace
+
+Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& system) {
+    int driver = 0, runtime = 0, count = 0;
+    cudaDriverGetVersion(&driver);  // 0 (and success) when libcuda.so.1 is missing
+    cudaRuntimeGetVersion(&runtime);
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    cudaGetLastError();  // a failed count leaves a sticky-looking error behind; clear it
+    Finding finding = status == cudaSuccess && count > 0
+                          ? Finding{}
+                          : no_gpu_finding(cudaGetErrorName(status == cudaSuccess ? cudaErrorNoDevice : status),
+                                           driver, runtime, variables, nvml);
+    finding.id = "devices";
+    finding.facts.add("environment", environment_json(variables));
+    if (finding.status == Status::fail) {
+        for (const auto& line : environment_lines(variables)) finding.details.push_back("environment: " + line);
+        system.count = 0;
+        return finding;
+    }
+
+    std::map<std::string, int> models;
+    JsonObject devices;
+    for (int device = 0; device < count; ++device) {
+        // Create the GPU's context now, under this check's watchdog: a GPU in a bad state often hangs or
+        // fails right here, and the later checks' deadlines then time GPU work only.
+        CUDA_CHECK(cudaSetDevice(device));
+        CUDA_CHECK(cudaFree(nullptr));
+        cudaDeviceProp properties{};
+        CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+        system.names.push_back(properties.name);
+        system.pci.push_back(pci_address(device));
+        ++models[properties.name];
+        finding.details.push_back("GPU " + std::to_string(device) + ": " + describe_device(device) + ", PCI " +
+                                  system.pci.back().bus_id);
+        JsonObject json;
+        json.add("name", properties.name)
+            .add("compute_capability", std::to_string(properties.major) + "." + std::to_string(properties.minor))
+            .add("multiprocessors", properties.multiProcessorCount)
+            .add("memory_bytes", static_cast<double>(properties.totalGlobalMem))
+            .add("pci_bus_id", system.pci.back().bus_id);
+        devices.add(std::to_string(device), json);
+    }
+    system.count = count;  // only now: the later checks index names and pci by it
+    finding.details.push_back(versions_line(driver, runtime, nvml));
+    const int nvml_gpus = nvml.gpu_count();
+    if (nvml_gpus > count)
+        finding.details.push_back("the driver sees " + std::to_string(nvml_gpus) + " GPUs; CUDA_VISIBLE_DEVICES shows " +
+                                  std::to_string(count));
+    for (const auto& line : environment_lines(variables)) finding.details.push_back("environment: " + line);
+    finding.facts.add("driver_version", driver)
+        .add("runtime_version", runtime)
+        .add("driver", nvml.driver_version())
+        .add("nvml_gpus", nvml_gpus)
+        .add("devices", devices);
+
+    std::string model_list;
+    for (const auto& [name, how_many] : models)
+        model_list += (model_list.empty() ? "" : ", ") + std::to_string(how_many) + "x " + name;
+    finding.summary = std::to_string(count) + " GPU" + (count > 1 ? "s" : "") + " (" + model_list + "); " +
+                      versions_line(driver, runtime, nvml);
+    if (value_of(variables, "CUDA_LAUNCH_BLOCKING") == "1") {
+        finding.status = Status::warn;
+        finding.summary += "; CUDA_LAUNCH_BLOCKING=1 serialises every launch";
+        finding.next = "unset CUDA_LAUNCH_BLOCKING: it is for debugging and makes every timing meaningless";
+    } else if (models.size() > 1) {
+        finding.status = Status::warn;
+        finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";
+        finding.next = "pick identical GPUs with CUDA_VISIBLE_DEVICES";
+    }
+    return finding;
+}
+
+namespace {
+
+int p2p_attribute(cudaDeviceP2PAttr attribute, int i, int j) {
+    int value = 0;
+    CUDA_CHECK(cudaDeviceGetP2PAttribute(&value, attribute, i, j));
+    return value;
+}
+
+std::string pair_text(int i, int j) { return std::to_string(i) + "-" + std::to_string(j); }
+
+}  // namespace
+
+Finding check_topology(const Nvml& nvml, GpuSystem& system) {
+    const int n = system.count;
+    system.can_access.assign(size_t(n) * n, 0);
+    if (n < 2) return skipped("topology", "one GPU visible: no pairs to check");
+
+    Finding finding;
+    finding.id = "topology";
+    std::vector<int> rank(size_t(n) * n, 0), atomics(size_t(n) * n, 0), supported(size_t(n) * n, 0);
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+            if (i == j) continue;
+            int can = 0;
+            CUDA_CHECK(cudaDeviceCanAccessPeer(&can, i, j));
+            const size_t at = size_t(i) * n + j;
+            system.can_access[at] = static_cast<char>(can);
+            supported[at] = p2p_attribute(cudaDevP2PAttrAccessSupported, i, j);
+            rank[at] = p2p_attribute(cudaDevP2PAttrPerformanceRank, i, j);
+            atomics[at] = p2p_attribute(cudaDevP2PAttrNativeAtomicSupported, i, j);
+        }
+
+    std::string nvml_problem;
+    try {
+        system.links = nvml.links(system.pci);
+    } catch (const std::exception& e) {
+        nvml_problem = e.what();
+        system.links.clear();
+    }
+    const auto link_at = [&](int i, int j) {
+        return system.links.empty() ? std::string("-") : link_label(system.links[size_t(i) * n + j]);
+    };
+
+    finding.details.push_back(system.links.empty() ? "links: " + nvml_problem
+                                                   : "links (NVML; NV# = NVLinks, else the PCIe path: PIX one "
+                                                     "switch, PXB several, PHB host bridge, NODE/SYS across bridges "
+                                                     "or CPU sockets):");
+    if (!system.links.empty())
+        for (const auto& line : format_matrix(n, "", 7, [&](int i, int j) { return i == j ? "X" : link_at(i, j); }))
+            finding.details.push_back(line);
+    finding.details.push_back("peer access (CUDA): performance rank, lower is better; +atom = native atomics");
+    for (const auto& line : format_matrix(n, "", 10, [&](int i, int j) -> std::string {
+             if (i == j) return "X";
+             const size_t at = size_t(i) * n + j;
+             if (!system.can_access[at]) return "none";
+             return "r" + std::to_string(rank[at]) + (atomics[at] ? "+atom" : "");
+         }))
+        finding.details.push_back(line);
+
+    std::string without_access, nvlink_without_access, inconsistent;
+    for (int i = 0; i < n; ++i)
+        for (int j = i + 1; j < n; ++j) {
+            const bool both = system.peer(i, j) && system.peer(j, i);
+            if (!both) without_access += (without_access.empty() ? "" : ", ") + pair_text(i, j);
+            if (!both && !system.links.empty() && system.links[size_t(i) * n + j].nvlinks > 0)
+                nvlink_without_access += (nvlink_without_access.empty() ? "" : ", ") + pair_text(i, j);
+            if (supported[size_t(i) * n + j] != system.can_access[size_t(i) * n + j])
+                inconsistent += (inconsistent.empty() ? "" : ", ") + pair_text(i, j);
+        }
+    if (!nvlink_without_access.empty()) {
+        finding.status = Status::fail;
+        finding.summary = "NVLink but no peer access between GPUs " + nvlink_without_access;
+        finding.next = "on NVSwitch machines start the fabric manager (systemctl status nvidia-fabricmanager); in a "
+                       "VM the hypervisor must pass P2P through; `nvidia-smi topo -p2p r` shows the driver's view";
+    } else if (!without_access.empty()) {
+        finding.status = Status::warn;
+        finding.summary = "no peer access between GPUs " + without_access +
+                          ": copies between them go through host memory (slower)";
+        finding.next = "normal for GPUs on different CPU sockets or consumer GPUs; otherwise check "
+                       "`nvidia-smi topo -p2p r`, ACS on the PCIe switches and the IOMMU (check 6)";
+    } else {
+        std::map<std::string, int> kinds;
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j)
+                if (i != j) ++kinds[link_at(i, j)];
+        std::string kind_list;
+        for (const auto& [label, pairs] : kinds) kind_list += (kind_list.empty() ? "" : ", ") + label;
+        finding.summary = "peer access between every pair; links: " +
+                          (system.links.empty() ? "unknown (" + nvml_problem + ")" : kind_list);
+    }
+    if (!inconsistent.empty()) {
+        if (finding.status == Status::pass) finding.status = Status::warn;
+        finding.details.push_back("cudaDevP2PAttrAccessSupported disagrees with cudaDeviceCanAccessPeer for " +
+                                  inconsistent);
+    }
+    finding.facts.add("nvml", nvml_problem.empty() ? std::string("available") : nvml_problem)
+        .add("links", matrix_json(n, false, link_at))
+        .add("peer_access", matrix_json(n, false, [&](int i, int j) { return system.peer(i, j); }))
+        .add("performance_rank", matrix_json(n, false, [&](int i, int j) { return rank[size_t(i) * n + j]; }))
+        .add("native_atomics", matrix_json(n, false, [&](int i, int j) { return atomics[size_t(i) * n + j] != 0; }));
+    return finding;
+}
+
+}  // namespace fwi::doctor

@@ -1,0 +1,357 @@
+// doctor's logic that needs no GPU: the findings' text and JSON, the exit code they add up to, and the
+// parsers and diagnoses built from what the host, NCCL's log and the P2P data say.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "errors.hpp"
+#include "host.hpp"
+#include "mpi_checks.hpp"
+#include "nccl_allreduce.hpp"
+#include "nccl_log.hpp"
+#include "nvml.hpp"
+#include "p2p_pattern.hpp"
+#include "report.hpp"
+#include "timing.hpp"
+#include "watchdog.hpp"
+
+using namespace fwi;
+using namespace fwi::doctor;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+Finding finding_with(const std::string& id, Status status) {
+    Finding finding;
+    finding.id = id;
+    finding.status = status;
+    finding.summary = std::string(status_name(status)) + " summary";
+    return finding;
+}
+
+}  // namespace
+
+TEST_CASE("a finding prints its verdict, its details, then what to try") {
+    Finding finding = finding_with("p2p", Status::fail);
+    finding.details = {"line one", "line two"};
+    finding.next = "boot with iommu=pt";
+    const std::string text = format_finding(finding);
+    CHECK(text == "  FAIL  FAIL summary\n        line one\n        line two\n        try: boot with iommu=pt\n");
+    CHECK(format_finding(skipped("mpi", "not run")) == "  SKIP  not run\n");
+}
+
+TEST_CASE("a GPU matrix has a header row and one row per GPU, columns right-aligned") {
+    const auto lines = format_matrix(2, "", 6, [](int i, int j) { return i == j ? "X" : "NV18"; });
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0] == "        GPU0  GPU1");
+    CHECK(lines[1] == "  GPU0     X  NV18");
+    CHECK(lines[2] == "  GPU1  NV18     X");
+}
+
+TEST_CASE("matrix JSON is nested objects keyed by GPU, with the diagonal only when asked") {
+    CHECK(matrix_json(2, false, [](int i, int j) { return i * 10 + j; }).str() ==
+          R"({"0": {"1": 1}, "1": {"0": 10}})");
+    CHECK(matrix_json(1, true, [](int, int) { return 2.5; }).str() == R"({"0": {"0": 2.5}})");
+}
+
+TEST_CASE("checks are numbered in order and unknown ids are refused") {
+    CHECK(all_checks().size() == 7);
+    CHECK(check_number("devices") == 1);
+    CHECK(check_number("mpi") == 7);
+    CHECK_THROWS(check_number("frobnicate"));
+}
+
+TEST_CASE("the exit code: 0 with warnings and skips, 1 with a failure, 3 without a GPU") {
+    Report report(true, "", "single-process");
+    report.add(finding_with("devices", Status::pass));
+    report.add(finding_with("host", Status::warn));
+    report.add(finding_with("mpi", Status::skip));
+    CHECK(report.exit_code() == kExitOk);
+    report.add(finding_with("p2p", Status::fail));
+    CHECK(report.exit_code() == kExitVerificationFailed);
+    report.set_no_gpu();
+    CHECK(report.exit_code() == kExitEnvironment);
+}
+
+TEST_CASE("the JSON holds every check with its verdict, explanation and facts, and the counts") {
+    const std::string path = "doctor_test_report.json";
+    Report report(false, path, "single-process");
+    report.set_fact("gpus", 4);
+    Finding devices = finding_with("devices", Status::pass);
+    devices.facts.add("runtime_version", 13000);
+    report.add(devices);
+    Finding nccl = finding_with("nccl", Status::fail);
+    nccl.next = "retry with NCCL_P2P_DISABLE=1";
+    nccl.details = {"a", "b"};
+    report.add(nccl);
+    CHECK(report.finish() == kExitVerificationFailed);
+
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    const std::string json = text.str();
+    std::remove(path.c_str());
+    CHECK(contains(json, R"("program": "doctor")"));
+    CHECK(contains(json, R"("status": "failed", "exit_code": 1)"));
+    CHECK(contains(json, R"("gpus": 4)"));
+    CHECK(contains(json, R"("pass": 1, "warn": 0, "fail": 1, "skip": 0)"));
+    CHECK(contains(json, R"("devices": {"number": 1, "title": "driver, runtime and devices", "status": "PASS")"));
+    CHECK(contains(json, R"("facts": {"runtime_version": 13000})"));
+    CHECK(contains(json, R"("next": "retry with NCCL_P2P_DISABLE=1", "details": "a\nb\n")"));
+}
+
+TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its time, the JSON written") {
+    const std::string path = "doctor_test_watchdog.json";
+    const HostTimer timer;
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // the stuck run
+        Report report(false, path, "single-process");
+        Watchdog watchdog(report);
+        report.begin("nccl");
+        watchdog.arm("nccl", 0.3);
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        std::_Exit(0);  // not reached when the watchdog works
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kExitVerificationFailed);
+    CHECK(timer.seconds() < 10.0);
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    std::remove(path.c_str());
+    CHECK(contains(text.str(), R"("nccl": {"number": 5)"));
+    CHECK(contains(text.str(), "did not finish within 0.3 s"));
+}
+
+TEST_CASE("a disarmed watchdog lets the run go on") {
+    Report report(true, "", "single-process");
+    Watchdog watchdog(report);
+    watchdog.arm("host", 0.05);
+    watchdog.disarm();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(report.exit_code() == kExitOk);
+}
+
+TEST_CASE("a deadline counts down") {
+    const Deadline deadline(0.05);
+    CHECK(!deadline.passed());
+    CHECK(deadline.remaining() > 0.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    CHECK(deadline.passed());
+}
+
+TEST_CASE("CUDA versions read as major.minor") {
+    CHECK(cuda_version_text(13000) == "13.0");
+    CHECK(cuda_version_text(12080) == "12.8");
+}
+
+TEST_CASE("fault injection: known names switch faults on, anything else is a usage error naming the variable") {
+    const Injection none = parse_injection("");
+    CHECK(!none.corrupt_peer);
+    CHECK(!none.hang_nccl);
+    const Injection both = parse_injection("corrupt-peer,hang-nccl");
+    CHECK(both.corrupt_peer);
+    CHECK(both.hang_nccl);
+    CHECK(!both.hang_peer_kernel);
+    CHECK(parse_injection("hang-peer-kernel").hang_peer_kernel);
+    try {
+        parse_injection("corrupt-peer,melt-gpu");
+        FAIL("no error");
+    } catch (const UsageError& error) {
+        CHECK(contains(error.what(), "FWI_DOCTOR_INJECT"));
+        CHECK(contains(error.what(), "melt-gpu"));
+    }
+}
+
+TEST_CASE("the environment: CUDA_*, NCCL_* and OMPI_* variables, sorted; mpirun's own OMPI_* only counted") {
+    const Variables variables = relevant_variables({"PATH=/usr/bin", "NCCL_P2P_DISABLE=1", "CUDA_VISIBLE_DEVICES=0,1",
+                                                    "OMPI_MCA_orte_hnp_uri=123", "OMPI_MCA_btl=^openib", "HOME=/root"});
+    REQUIRE(variables.size() == 4);
+    CHECK(variables.front().first == "CUDA_VISIBLE_DEVICES");
+    CHECK(value_of(variables, "NCCL_P2P_DISABLE") == "1");
+    CHECK(value_of(variables, "HOME").empty());
+    CHECK(worth_showing("OMPI_MCA_btl"));
+    CHECK(!worth_showing("OMPI_MCA_orte_hnp_uri"));
+    const auto lines = environment_lines(variables);
+    CHECK(lines.size() == 4);
+    CHECK(lines.back() == "(1 more OMPI_* variables of mpirun's own: see --json)");
+    CHECK(environment_lines({}).front() == "CUDA_VISIBLE_DEVICES (unset: every GPU)");
+    CHECK(environment_json(variables).str() ==
+          R"({"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_P2P_DISABLE": "1", "OMPI_MCA_btl": "^openib", )"
+          R"("OMPI_MCA_orte_hnp_uri": "123"})");
+}
+
+TEST_CASE("NCCL settings that take its fast path away are marked; harmless ones are only noted") {
+    const auto notes = nccl_setting_notes(relevant_variables({"NCCL_P2P_DISABLE=1", "NCCL_NVLS_ENABLE=0",
+                                                              "NCCL_SHM_DISABLE=0"}));
+    REQUIRE(notes.size() == 3);
+    CHECK(contains(notes[0].text(), "NCCL_P2P_DISABLE=1: "));
+    CHECK(notes[0].setting == "NCCL_P2P_DISABLE=1");
+    CHECK(notes[0].slows);
+    CHECK(!notes[1].slows);  // NCCL_SHM_DISABLE=0 turns nothing off
+    CHECK(!notes[2].slows);  // NCCL_NVLS_ENABLE=0 is the suite's setting
+}
+
+TEST_CASE("IOMMU options on the kernel command line") {
+    const IommuHints translated = parse_iommu_hints("BOOT_IMAGE=/vmlinuz ro intel_iommu=on quiet");
+    CHECK(translated.enabled_by_option);
+    CHECK(!translated.passthrough);
+    CHECK(translated.options == std::vector<std::string>{"intel_iommu=on"});
+    const IommuHints passthrough = parse_iommu_hints("amd_iommu=on iommu=pt");
+    CHECK(passthrough.passthrough);
+    CHECK(parse_iommu_hints("iommu=off").disabled_by_option);
+    CHECK(parse_iommu_hints("ro quiet splash").options.empty());
+}
+
+TEST_CASE("no GPU: the most likely cause comes first, and the facts are all listed") {
+    NoGpuFacts facts;
+    facts.cuda_error = "cudaErrorInsufficientDriver";
+    facts.runtime_version = 13000;
+    SUBCASE("no driver at all") {
+        const Finding finding = diagnose_no_gpu(facts);
+        CHECK(finding.status == Status::fail);
+        CHECK(contains(finding.summary, "no NVIDIA driver"));
+        CHECK(contains(finding.next, "--gpus all"));
+        CHECK(finding.details.size() == 6);
+        CHECK(contains(finding.details[1], "not found (libcuda.so.1)"));
+        CHECK(contains(finding.details[5], "nvidia-smi: not found on PATH"));
+    }
+    SUBCASE("CUDA_VISIBLE_DEVICES hides the GPUs the driver sees") {
+        facts.cuda_error = "cudaErrorNoDevice";
+        facts.driver_version = 13000;
+        facts.traces.kernel_module = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07";
+        facts.visible_devices_set = true;
+        facts.nvml_gpus = 4;
+        const Finding finding = diagnose_no_gpu(facts);
+        CHECK(contains(finding.summary, "CUDA_VISIBLE_DEVICES='' hides the 4 GPUs the driver sees"));
+    }
+    SUBCASE("a driver older than the runtime") {
+        facts.driver_version = 12040;
+        facts.traces.kernel_module = "NVRM version: 550";
+        CHECK(contains(diagnose_no_gpu(facts).summary, "supports CUDA 12.4, older than this build's runtime (CUDA 13.0)"));
+    }
+    SUBCASE("NVSwitch machine without the fabric manager") {
+        facts.cuda_error = "cudaErrorSystemNotReady";
+        facts.driver_version = 13000;
+        facts.traces.kernel_module = "NVRM version: 580";
+        CHECK(contains(diagnose_no_gpu(facts).next, "nvidia-fabricmanager"));
+    }
+}
+
+TEST_CASE("NCCL's log: connections with their transports, and warnings") {
+    std::istringstream log(
+        "host:1:2 [0] NCCL INFO Bootstrap : Using eth0\n"
+        "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        "host:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        "host:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [send] via SHM/direct/direct\n"
+        "host:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[2] [receive] via NET/IB/0/GDRDMA\n"
+        "host:1:3 [1] NCCL WARN Cuda failure 'out of memory'\n"
+        "host:1:3 [1] NCCL INFO Channel garbage line -> via\n");
+    const NcclLog parsed = parse_nccl_log(log);
+    REQUIRE(parsed.transports.size() == 3);
+    CHECK(parsed.transports.at({0, 1}) == std::set<std::string>{"P2P/CUMEM/read"});
+    CHECK(parsed.transports.at({1, 0}) == std::set<std::string>{"SHM/direct/direct"});
+    CHECK(parsed.transports.at({1, 2}) == std::set<std::string>{"NET/IB/0/GDRDMA"});
+    REQUIRE(parsed.warnings.size() == 1);
+    CHECK(parsed.warnings[0] == "Cuda failure 'out of memory'");
+    CHECK(transport_family("P2P/CUMEM/read") == "P2P");
+
+    const auto lines = transport_lines(parsed, 3, true);
+    REQUIRE(lines.size() == 5);
+    CHECK(lines[2] == "     GPU0        X      P2P        -");
+    CHECK(lines[3] == "     GPU1      SHM        X      NET");
+    CHECK(contains(transport_lines(NcclLog{}, 2, false).front(), "NCCL_DEBUG=INFO"));
+    CHECK(warning_lines(parsed) == std::vector<std::string>{"NCCL WARN Cuda failure 'out of memory'"});
+}
+
+TEST_CASE("P2P data: correct, zeros, nothing arrived, partly wrong") {
+    const size_t words = 64;
+    std::vector<uint32_t> data(words);
+    for (size_t i = 0; i < words; ++i) data[i] = pattern_word(1, i);
+    CHECK(check_pattern(data.data(), words, 1).ok());
+    CHECK(describe(check_pattern(data.data(), words, 1)) == "ok");
+    CHECK(!check_pattern(data.data(), words, 2).ok());  // another GPU's data is wrong data
+
+    std::vector<uint32_t> zeros(words, 0), poison(words, kPoisonWord);
+    CHECK(describe(check_pattern(zeros.data(), words, 1)) == "all 64 words are zero");
+    CHECK(describe(check_pattern(poison.data(), words, 1)) == "nothing arrived (all 64 words unchanged)");
+    for (size_t i = words / 2; i < words; ++i) data[i] = 0;
+    CHECK(describe(check_pattern(data.data(), words, 1)) == "32 of 64 words wrong (32 zero), first at word 32");
+}
+
+TEST_CASE("pattern words are odd: never zero, never the poison") {
+    int bad = 0;
+    for (int gpu = 0; gpu < 8; ++gpu)
+        for (size_t i = 0; i < 100000; ++i) bad += pattern_word(gpu, i) % 2 == 0 || pattern_word(gpu, i) == kPoisonWord;
+    CHECK(bad == 0);
+}
+
+TEST_CASE("link labels read like nvidia-smi topo -m") {
+    CHECK(link_label(Link{18, "SYS"}) == "NV18");
+    CHECK(link_label(Link{0, "PIX"}) == "PIX");
+    CHECK(link_label(Link{}) == "?");
+    CHECK(pcie_path_name(10) == "PIX");
+    CHECK(pcie_path_name(30) == "PHB");
+    CHECK(pcie_path_name(50) == "SYS");
+}
+
+TEST_CASE("NVML is optional: without libnvidia-ml the object says why and answers 'unknown'") {
+    const Nvml nvml;
+    if (nvml.available()) {
+        MESSAGE("NVML is available on this machine: only the available path is exercised");
+        return;
+    }
+    CHECK(contains(nvml.error(), "NVML not available"));
+    CHECK(nvml.gpu_count() == -1);
+    CHECK(nvml.driver_version().empty());
+    CHECK_THROWS(nvml.links({}));
+}
+
+TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus id on two hosts is not") {
+    std::vector<RankRecord> records(4);
+    const char* hosts[] = {"a", "a", "a", "b"};
+    const char* buses[] = {"0000:18:00.0", "0000:2A:00.0", "0000:18:00.0", "0000:18:00.0"};
+    for (int r = 0; r < 4; ++r) {
+        std::snprintf(records[r].host, sizeof records[r].host, "%s", hosts[r]);
+        std::snprintf(records[r].bus_id, sizeof records[r].bus_id, "%s", buses[r]);
+        std::snprintf(records[r].visible_devices, sizeof records[r].visible_devices, "(unset)");
+        records[r].device = r % 2;
+        records[r].visible_gpus = 2;
+    }
+    const auto shared = shared_gpus(records);
+    REQUIRE(shared.size() == 1);
+    CHECK(shared[0] == "ranks 0 and 2 on a share GPU 0000:18:00.0");
+
+    std::vector<RankOutcome> outcomes(4);
+    for (auto& outcome : outcomes) outcome.wrong = 0;
+    outcomes[3].wrong = -1;
+    std::snprintf(outcomes[3].error, sizeof outcomes[3].error, "timed out");
+    const auto lines = mapping_lines(records, outcomes);
+    REQUIRE(lines.size() == 5);
+    CHECK(contains(lines[0], "CUDA_VISIBLE_DEVICES"));
+    CHECK(contains(lines[1], "0000:18:00.0"));
+    CHECK(contains(lines[1], "correct"));
+    CHECK(contains(lines[4], "timed out"));
+    CHECK(contains(mapping_lines(records, {})[1], "not run"));
+}
+
+TEST_CASE("the allreduce's inputs are small integers whose float sum is exact") {
+    for (int ranks = 1; ranks <= 8; ++ranks)
+        for (size_t i = 0; i < 14; ++i) {
+            float sum = 0.0f;
+            for (int rank = 0; rank < ranks; ++rank) sum += allreduce_input(rank, i);
+            CHECK(sum == allreduce_expected(ranks, i));
+        }
+}

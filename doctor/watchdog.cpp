@@ -1,0 +1,76 @@
+#include "watchdog.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace fwi::doctor {
+
+namespace {
+
+std::string seconds_text(double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g s", seconds);
+    return text;
+}
+
+}  // namespace
+
+DeviceHang::DeviceHang(const std::string& what, double seconds)
+    : std::runtime_error(what + " did not finish within " + seconds_text(seconds)) {}
+
+Watchdog::Watchdog(Report& report) : report_(report), thread_([this] { watch(); }) {}
+
+Watchdog::~Watchdog() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+}
+
+void Watchdog::arm(const std::string& id, double seconds) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        armed_ = true;
+        id_ = id;
+        seconds_ = seconds;
+        since_armed_.restart();
+    }
+    changed_.notify_all();
+}
+
+void Watchdog::disarm() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        armed_ = false;
+    }
+    changed_.notify_all();
+}
+
+void Watchdog::watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+        if (stopping_) return;
+        if (!armed_) {
+            changed_.wait(lock);
+            continue;
+        }
+        const double left = seconds_ - since_armed_.seconds();
+        if (left > 0.0) {
+            changed_.wait_for(lock, std::chrono::duration<double>(left));
+            continue;
+        }
+        Finding finding;
+        finding.id = id_;
+        finding.summary = "did not finish within " + seconds_text(seconds_) +
+                          ": blocked in a call that cannot be interrupted (CUDA driver, NCCL or MPI)";
+        finding.next =
+            "a hung driver shows in `nvidia-smi` (hangs too?) and `dmesg | grep -i xid`; a hung MPI job in "
+            "the other ranks' output; rerun this check alone with --checks " + id_ + " and NCCL_DEBUG=INFO";
+        lock.unlock();
+        report_.abandon(std::move(finding));
+    }
+}
+
+}  // namespace fwi::doctor

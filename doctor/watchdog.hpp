@@ -1,0 +1,63 @@
+// Time limits: every check has a Deadline that its waits on GPUs, NCCL and MPI poll against, and a
+// Watchdog thread that ends the whole run when a check is stuck in a call that cannot be polled (a
+// driver call that hangs, a blocking MPI collective): it reports the check as FAIL, prints the
+// findings so far and exits with code 1.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "report.hpp"
+#include "timing.hpp"
+
+namespace fwi::doctor {
+
+class Deadline {
+public:
+    explicit Deadline(double seconds) : seconds_(seconds) {}
+    double seconds() const { return seconds_; }
+    double elapsed() const { return timer_.seconds(); }
+    double remaining() const { return seconds_ - timer_.seconds(); }
+    bool passed() const { return remaining() <= 0.0; }
+
+private:
+    double seconds_;
+    HostTimer timer_;
+};
+
+// Work queued on a GPU did not finish before the check's deadline. It cannot be cancelled, so the
+// check runner reports it and ends the process (Report::abandon).
+struct DeviceHang : std::runtime_error {
+    DeviceHang(const std::string& what, double seconds);
+    std::string next_step;  // what to try, when the check knows better than the generic hint
+};
+
+class Watchdog {
+public:
+    explicit Watchdog(Report& report);
+    ~Watchdog();
+    Watchdog(const Watchdog&) = delete;
+    Watchdog& operator=(const Watchdog&) = delete;
+
+    // From now on, check `id` must end within `seconds` (its own deadline plus a grace period).
+    void arm(const std::string& id, double seconds);
+    void disarm();
+
+private:
+    void watch();
+
+    Report& report_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool stopping_ = false;
+    bool armed_ = false;
+    std::string id_;
+    double seconds_ = 0.0;
+    HostTimer since_armed_;
+    std::thread thread_;
+};
+
+}  // namespace fwi::doctor
