@@ -19,6 +19,9 @@ install_missing_packages() {
     command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
     [ -f /usr/include/doctest/doctest.h ] || missing+=(doctest-dev)
     [ -f /usr/include/benchmark/benchmark.h ] || missing+=(libbenchmark-dev)
+    # The comparison's chart and 06's pictures (either python3 may have matplotlib).
+    python3 -c 'import matplotlib' >/dev/null 2>&1 || /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 ||
+        missing+=(python3-matplotlib)
     if [ ${#missing[@]} -eq 0 ]; then return 0; fi
     echo "installing missing packages: ${missing[*]}"
     local sudo=""

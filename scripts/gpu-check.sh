@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# On a GPU machine: build, run every test (GPU ones included), a compute-sanitizer memcheck and
-# racecheck pass over a small problem, the benchmarks briefly, and the main job; then print a summary.
-# Logs go to $OUT (or out/gpu-check), at most 8 files. Exit 0 only when every step passed.
+# On a GPU machine: build, run every test (GPU, multi-GPU and MPI ones included), the fault tests, a
+# compute-sanitizer memcheck and racecheck pass over a small problem, the benchmarks briefly, and the
+# main job (the cross-pattern comparison); then print a summary.
+#
+# usage: scripts/gpu-check.sh [STEP...]   STEP: build tests faults sanitizers benchmarks main (default: all)
+#
+# Logs go to out/gpu-check/; when $OUT is set (the device tool), the summary, the comparison table and
+# chart, and one archive of all logs are copied there. Exit 0 only when every step passed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-OUT="${OUT:-$ROOT/out/gpu-check}"
-mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+logs="$ROOT/out/gpu-check"
+mkdir -p "$logs"
 cd "$ROOT"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(build tests faults sanitizers benchmarks main)
 summary=()
 failed=0
 
 # step NAME LOGFILE COMMAND...: runs the command, appends its output to LOGFILE, records PASS/FAIL.
 step() {
-    local name="$1" log="$2"
+    local name="$1" log="$logs/$2"
     shift 2
     echo "=== $name: $*" | tee -a "$log"
     local start=$SECONDS
@@ -26,23 +34,37 @@ step() {
 
 machine="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sort | uniq -c |
            tr -s ' ' | paste -sd ';' -), $(nvcc --version | tail -n 1)"
-
-step build "$OUT/build.log" configure_and_build default
-step tests "$OUT/tests.log" ctest --preset default --output-on-failure
 bin="$ROOT/build"
-step verify "$OUT/tests.log" "$bin/01_single_gpu/01_single_gpu" --verify
 # The small problem (64 x 96, 4 shots, nt 500): short enough for the sanitizers, long enough that the
 # reflections reach the receivers and the gradient is not trivially zero.
-step memcheck "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/01_single_gpu/01_single_gpu" --verify
-step racecheck "$OUT/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 1 \
-    "$bin/01_single_gpu/01_single_gpu" --verify
-step benchmarks "$OUT/bench.log" "$bin/bench/bench_propagator" --benchmark_out="$OUT/bench.json" \
-    --benchmark_out_format=json
-step main_job "$OUT/main.log" "$bin/01_single_gpu/01_single_gpu" --out "$ROOT/out/01_single_gpu"
+verify=("$bin/01_single_gpu/01_single_gpu" --verify)
+
+for s in "${steps[@]}"; do
+    case "$s" in
+        build) step build build.log configure_and_build default ;;
+        tests) step tests tests.log ctest --preset default -E fault --output-on-failure ;;
+        # 10 trials per kind of failure, each waiting for a timeout: minutes, so a step of its own.
+        faults) step fault_tests faults.log ctest --preset default -R fault --output-on-failure ;;
+        sanitizers)
+            step verify sanitizer.log "${verify[@]}"
+            step memcheck sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 1 "${verify[@]}"
+            step racecheck sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 1 "${verify[@]}" ;;
+        benchmarks)
+            step bench_propagator bench.log "$bin/bench/bench_propagator" \
+                --benchmark_out="$logs/bench_propagator.json" --benchmark_out_format=json
+            step bench_allreduce bench.log "$bin/02_allreduce_primitives/bench_allreduce" --benchmark_min_time=0.05s ;;
+        main) step main_job main.log "$ROOT/scripts/compare.sh" --out "$logs/compare" ;;
+        *) echo "gpu-check: unknown step '$s' (steps: build tests faults sanitizers benchmarks main)" >&2; exit 2 ;;
+    esac
+done
 
 {
     echo "gpu-check summary, $(date -u +%Y-%m-%dT%H:%MZ), machine:$machine"
     printf '%s\n' "${summary[@]}"
-} | tee "$OUT/summary.txt"
+} | tee "$logs/summary.txt"
+if [ -n "${OUT:-}" ]; then
+    cp "$logs/summary.txt" "$OUT/"
+    cp "$logs"/compare/comparison.md "$logs"/compare/comparison.png "$OUT/" 2>/dev/null
+    tar czf "$OUT/gpu-check-logs.tar.gz" -C "$logs/.." gpu-check
+fi
 exit $failed

@@ -1,10 +1,5 @@
 #!/usr/bin/env bash
-# The suite's main job on the GPUs present: builds everything, then runs it. For now that is
-# 01_single_gpu on the default problem; flags are passed on (e.g. --problem small --iterations 3).
-# Without a GPU it says so in one line and exits 3.
-set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-preset="$(choose_preset)"
-configure_and_build "$preset"
-cd "$ROOT"
-exec "$(build_dir "$preset")/01_single_gpu/01_single_gpu" "$@"
+# The suite's main job on the GPUs present: builds everything, then runs the cross-pattern comparison
+# (scripts/compare.sh: 01, 03, 04, 05 and 06 on the same problem for 1 to all GPUs, one table and a
+# chart). Flags are passed on (e.g. --problem large). Without a GPU it says so in one line and exits 3.
+exec "$(dirname "${BASH_SOURCE[0]}")/compare.sh" "$@"

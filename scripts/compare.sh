@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The suite's main job, the cross-pattern comparison: builds everything, then runs 01_single_gpu and the
+# multi-GPU patterns (03 with each host-staged combine, 04 with both drivers, 05, 06) on the same problem
+# for 1, 2, ... up to all visible GPUs, each with --json, and prints one table from their RESULT objects:
+# time per gradient and iteration, speedup against 01's run, efficiency, gradient rel diff against the
+# single-GPU reference, and the share of an iteration spent combining. The table is also written as
+# text, Markdown, CSV and JSON, with a PNG chart of speedup against GPU count (scripts/compare.py).
+#
+# usage: scripts/compare.sh [--problem default|large|small] [--gpus 1,2,4] [--iterations N]
+#                           [--reference yes|no] [--run-timeout S] [--out DIR]
+#   --problem      the problem every program runs (default: default; large is the scaling problem)
+#   --gpus         the GPU counts to run (default: 1 to all visible)
+#   --iterations   timed iterations per run, after a warm-up (default: 3)
+#   --reference    whether each multi-GPU program also runs its in-process single-GPU reference, which
+#                  checks it and gives the grad rel diff column (default: yes; no for --problem large,
+#                  where a reference costs several gradients of about 3 s per run)
+#   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
+#   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
+# Without a GPU it says so in one line and exits 3. Exit 1 when any run failed or was not verified.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+usage() { sed -n '9,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the flags)" >&2; exit 2; }
+
+problem=default gpu_list="" iterations=3 reference="" run_timeout="" out=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) usage; exit 0 ;;
+        --problem|--gpus|--iterations|--reference|--run-timeout|--out)
+            [ $# -ge 2 ] || bad_flag "$1: missing value"
+            case "$1" in
+                --problem) problem="$2" ;;
+                --gpus) gpu_list="$2" ;;
+                --iterations) iterations="$2" ;;
+                --reference) reference="$2" ;;
+                --run-timeout) run_timeout="$2" ;;
+                --out) out="$2" ;;
+            esac
+            shift 2 ;;
+        *) bad_flag "unknown flag '$1'" ;;
+    esac
+done
+case "$problem" in default|large|small) ;; *) bad_flag "--problem: '$problem' is not one of default|large|small" ;; esac
+[[ "$iterations" =~ ^[1-9][0-9]{0,3}$ ]] || bad_flag "--iterations: '$iterations' is not an integer in 1..9999"
+[ -n "$reference" ] || { [ "$problem" = large ] && reference=no || reference=yes; }
+case "$reference" in yes|no) ;; *) bad_flag "--reference: '$reference' is not one of yes|no" ;; esac
+[ -n "$run_timeout" ] || { [ "$problem" = large ] && run_timeout=1200 || run_timeout=300; }
+[[ "$run_timeout" =~ ^[1-9][0-9]{0,5}$ ]] || bad_flag "--run-timeout: '$run_timeout' is not an integer in 1..999999"
+[[ -z "$gpu_list" || "$gpu_list" =~ ^[1-9][0-9]?(,[1-9][0-9]?)*$ ]] ||
+    bad_flag "--gpus: '$gpu_list' is not a comma list of GPU counts like 1,2,4"
+out="$(realpath -m "${out:-$ROOT/out/compare-$problem}")"
+
+preset="$(choose_preset)"
+configure_and_build "$preset" || exit $?
+bin="$(build_dir "$preset")"
+cd "$ROOT"
+
+# GPUs this process may use: nvidia-smi's list, cut to CUDA_VISIBLE_DEVICES when that is set.
+visible_gpu_count() {
+    local count listed
+    count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+        listed=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c '[^[:space:]]')
+        [ "$listed" -lt "$count" ] && count=$listed
+    fi
+    echo "$count"
+}
+visible=$(visible_gpu_count)
+if [ "$visible" -eq 0 ]; then
+    echo "compare: no CUDA GPU visible (nvidia-smi lists none); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
+    exit 3
+fi
+if [ -z "$gpu_list" ]; then
+    gpu_counts=$(seq -s " " 1 "$visible")
+else
+    gpu_counts=$(tr ',' ' ' <<<"$gpu_list")
+    for n in $gpu_counts; do
+        [ "$n" -le "$visible" ] || bad_flag "--gpus: $n GPUs asked for, $visible visible"
+    done
+fi
+
+runs="$out/runs"
+rm -rf "$runs"
+mkdir -p "$runs"
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+    nvcc --version | tail -n 1
+    mpirun --version 2>&1 | head -n 1
+    nvidia-smi topo -m
+} >"$out/machine.txt" 2>&1
+printf 'pattern\tvariant\tgpus\tstatus\tjson\tlog\n' >"$runs/manifest.tsv"
+echo "compare: problem $problem, GPU counts $gpu_counts, $iterations iterations per run, reference: $reference"
+echo "compare: $visible x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); logs and RESULT files in $runs/"
+
+# One rank per GPU. --bind-to none: a rank's CUDA and NCCL helper threads must not share one core with
+# it; --oversubscribe: containers often show fewer "slots" than GPUs need.
+mpi_launch=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
+[ "$(id -u)" -eq 0 ] && mpi_launch+=(--allow-run-as-root)
+common_flags=(--problem "$problem" --iterations "$iterations")
+reference_flags=()
+[ "$reference" = no ] && reference_flags=(--no-reference)
+
+# run_one PATTERN VARIANT GPUS mpi|direct PROGRAM ARGS...: one run under the timeout, recorded in the
+# manifest with its exit status ("timeout" when stopped, "not-built" when the program is missing).
+run_one() {
+    local pattern="$1" variant="$2" gpus="$3" launch="$4" program="$5"
+    shift 5
+    local name="$pattern${variant:+-$variant}-${gpus}gpu"
+    local status line
+    printf '%-22s %-10s %d GPU(s): ' "$pattern" "${variant:--}" "$gpus"
+    if [ ! -x "$program" ]; then
+        status=not-built
+        line="not built ($program)"
+    else
+        local command=("$program" "$@" --json "$runs/$name.json")
+        [ "$launch" = mpi ] && command=("${mpi_launch[@]}" -np "$gpus" "${command[@]}")
+        echo "\$ ${command[*]}" >"$runs/$name.log"
+        local start=$SECONDS
+        timeout --kill-after=30 "$run_timeout" "${command[@]}" >>"$runs/$name.log" 2>&1
+        status=$?
+        case $status in
+            0) line="$(grep -E 'speedup:|per gradient' "$runs/$name.log" | tail -n 1)" ;;
+            124) status=timeout ;;
+            137) [ $((SECONDS - start)) -ge "$run_timeout" ] && status=timeout ;;  # killed after the grace
+        esac
+        case $status in
+            0) ;;
+            timeout) line="TIMEOUT after $run_timeout s" ;;
+            *) line="FAILED (exit $status): $(grep -v '^RESULT' "$runs/$name.log" | grep -E 'error|FAILED|environment' | head -n 1)" ;;
+        esac
+        line="$line [$((SECONDS - start)) s]"
+    fi
+    echo "$line"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$pattern" "$variant" "$gpus" "$status" "$name.json" "$name.log" \
+        >>"$runs/manifest.tsv"
+}
+
+run_one 01_single_gpu "" 1 direct "$bin/01_single_gpu/01_single_gpu" "${common_flags[@]}" --out "$runs/01_single_gpu"
+for variant in pageable pinned pipelined; do
+    for n in $gpu_counts; do
+        run_one 03_host_staged_mpi "$variant" "$n" mpi "$bin/03_host_staged_mpi/03_host_staged_mpi" \
+            "${common_flags[@]}" "${reference_flags[@]}" --combine "$variant"
+    done
+done
+for driver in threads group; do
+    for n in $gpu_counts; do
+        run_one 04_nccl_threads "$driver" "$n" direct "$bin/04_nccl_threads/04_nccl_threads" \
+            "${common_flags[@]}" "${reference_flags[@]}" --gpus "$n" --driver "$driver"
+    done
+done
+for n in $gpu_counts; do
+    run_one 05_nccl_mpi "" "$n" mpi "$bin/05_nccl_mpi/05_nccl_mpi" "${common_flags[@]}" "${reference_flags[@]}"
+done
+for n in $gpu_counts; do
+    run_one 06_fwi_shot_parallel "" "$n" mpi "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" \
+        "${common_flags[@]}" "${reference_flags[@]}" --no-plots --save-every 0 --out "$runs/06_fwi_shot_parallel-${n}gpu"
+done
+
+echo
+python3 "$ROOT/scripts/compare.py" "$out"
