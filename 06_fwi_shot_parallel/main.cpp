@@ -47,13 +47,14 @@ using namespace fwi;
 namespace {
 
 // Against the single-GPU run of the same iterations. The N-GPU gradient sums the shots' contributions in
-// another order (per rank, then across ranks) than one GPU does (per batch), so the two differ by float32
-// rounding (expected about 1e-7 relative). The models then stay that close while every update lowers the
-// misfit smoothly; once the fixed-size steps of update_model overshoot near a minimum, each iteration
-// amplifies the difference (see README.md), so long runs are best checked by their first gradient.
-// Real mistakes are far larger: leaving out one rank's shots changes the gradient by tens of percent.
+// another order (per rank, then across ranks) than one GPU does (per batch), so the first gradients differ
+// by float32 rounding (measured 4e-8 relative). Every update scales its step by the gradient's largest
+// value, so each iteration carries the difference into the next gradient and the models drift apart
+// slowly: 8e-5 relative L2 (at most 3 m/s) after the default 20 iterations on 4 GPUs (README.md). Real
+// mistakes are far larger: leaving out one rank's shots changes the first gradient by tens of percent,
+// and a wrong update moves the model by a step (40 m/s) or more, 1e-2 relative.
 constexpr double kGradientTolerance = 1e-5;  // relative L2, first gradient; also the first misfit
-constexpr double kModelTolerance = 1e-5;     // relative L2, final model
+constexpr double kModelTolerance = 1e-3;     // relative L2, final model
 
 struct Options {
     int iterations = 20;

@@ -140,7 +140,7 @@ std::string problem_fingerprint(const Problem& p) {
          << "\nv_top " << p.v_top << "\nv_bottom " << p.v_bottom << "\ninterface_depth " << p.interface_depth
          << "\nanomaly_dv " << p.anomaly_dv << "\nanomaly_radius " << p.anomaly_radius << "\nv_initial "
          << p.v_initial << "\nv_min " << p.v_min << "\nv_max " << p.v_max << "\nstep_size " << p.step_size
-         << "\nmask_rows " << p.mask_rows << "\n";
+         << "\nmask_rows " << p.mask_rows << "\ngradient_depth_power " << p.gradient_depth_power << "\n";
     return text.str();
 }
 

@@ -91,6 +91,8 @@ void add_problem_flags(ArgParser& parser, Problem& p) {
     parser.add_double("--step-size", &p.step_size, 0.0, 1000.0, "largest velocity change per iteration (m/s)");
     parser.add_int("--mask-rows", &p.mask_rows, 0, 16384,
                    "rows below the surface the update leaves unchanged (source/receiver footprint)");
+    parser.add_double("--gradient-depth-power", &p.gradient_depth_power, 0.0, 4.0,
+                      "the update scales the gradient by (depth / nz) to this power (0: no scaling)");
 }
 
 namespace {

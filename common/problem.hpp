@@ -32,8 +32,9 @@ struct Problem {
     double v_initial = 1500.0;                      // starting model: constant
     // Model update (common/update.hpp).
     double v_min = 1000.0, v_max = 3000.0;          // the update clips the model to this range
-    double step_size = 20.0;                        // largest velocity change per iteration, m/s
+    double step_size = 40.0;                        // largest velocity change per iteration, m/s
     int mask_rows = 10;                             // rows from the surface the update leaves alone
+    double gradient_depth_power = 2.0;              // the update scales the gradient by (depth/nz)^this
 
     size_t model_cells() const { return static_cast<size_t>(nz) * nx; }
     // "384x512, 8 shots, nt 2000"

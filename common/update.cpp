@@ -6,13 +6,19 @@
 namespace fwi {
 
 void update_model(const Problem& p, const std::vector<float>& gradient, std::vector<float>& velocity) {
-    const size_t first_cell = static_cast<size_t>(std::min(p.mask_rows, p.nz)) * p.nx;
+    const size_t first_row = static_cast<size_t>(std::min(p.mask_rows, p.nz));
+    std::vector<float> row_weight(p.nz);
+    for (int z = 0; z < p.nz; ++z) row_weight[z] = static_cast<float>(std::pow(double(z + 1) / p.nz, p.gradient_depth_power));
+    std::vector<float> scaled(gradient.size(), 0.0f);
     float largest = 0.0f;  // max is exact and order-independent: the same on every rank
-    for (size_t i = first_cell; i < gradient.size(); ++i) largest = std::max(largest, std::abs(gradient[i]));
+    for (size_t i = first_row * p.nx; i < gradient.size(); ++i) {
+        scaled[i] = row_weight[i / p.nx] * gradient[i];
+        largest = std::max(largest, std::abs(scaled[i]));
+    }
     if (largest == 0.0f) return;
-    const float scale = static_cast<float>(p.step_size) / largest;
-    for (size_t i = first_cell; i < velocity.size(); ++i)
-        velocity[i] = std::clamp(velocity[i] - scale * gradient[i], float(p.v_min), float(p.v_max));
+    const float step = static_cast<float>(p.step_size) / largest;
+    for (size_t i = first_row * p.nx; i < velocity.size(); ++i)
+        velocity[i] = std::clamp(velocity[i] - step * scaled[i], float(p.v_min), float(p.v_max));
 }
 
 }  // namespace fwi

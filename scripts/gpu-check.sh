@@ -42,9 +42,9 @@ verify=("$bin/01_single_gpu/01_single_gpu" --verify)
 for s in "${steps[@]}"; do
     case "$s" in
         build) step build build.log configure_and_build default ;;
-        tests) step tests tests.log ctest --preset default -E fault --output-on-failure ;;
+        tests) step tests tests.log ctest --preset default -E fault -j3 --output-on-failure ;;
         # 10 trials per kind of failure, each waiting for a timeout: minutes, so a step of its own.
-        faults) step fault_tests faults.log ctest --preset default -R fault --output-on-failure ;;
+        faults) step fault_tests faults.log ctest --preset default -R fault -j3 --output-on-failure ;;
         sanitizers)
             step verify sanitizer.log "${verify[@]}"
             step memcheck sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 1 "${verify[@]}"

@@ -117,6 +117,7 @@ TEST_CASE("the model update is scaled, masked, clipped and deterministic") {
     p.nx = 3;
     p.mask_rows = 1;
     p.step_size = 10.0;
+    p.gradient_depth_power = 0.0;
     p.v_min = 1400.0;
     p.v_max = 1520.0;
     std::vector<float> v(12, 1500.0f);
@@ -132,4 +133,17 @@ TEST_CASE("the model update is scaled, masked, clipped and deterministic") {
     p.step_size = 100.0;
     update_model(p, g, v);
     CHECK(v[6] == 1520.0f);  // clipped to v_max
+}
+
+TEST_CASE("the update scales the gradient by (depth / nz)^power before taking its maximum") {
+    Problem p = problem_preset("small");
+    p.nz = 4;
+    p.nx = 1;
+    p.mask_rows = 0;
+    p.step_size = 10.0;
+    p.gradient_depth_power = 2.0;
+    std::vector<float> v(4, 1500.0f);
+    update_model(p, {-8, 0, 0, -1}, v);  // scaled: -8/16 and -1: the deepest cell has the largest
+    CHECK(v[3] == 1510.0f);
+    CHECK(v[0] == doctest::Approx(1505.0f));
 }
