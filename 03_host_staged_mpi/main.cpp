@@ -144,17 +144,6 @@ int report_placement(int device, const std::string& shots_text, double timeout_s
     return int(reduce_over_ranks(double(gpus.size()), MPI_MAX, "the GPU count", timeout_s));
 }
 
-// The observed traces of `shots` (modelled in the true model) in an all-shot array: a rank needs only
-// its own shots' traces, as if it had read its share of the data.
-std::vector<float> observed_data(const Problem& p, GpuPropagator& gpu, const std::vector<int>& shots) {
-    const size_t per_shot = size_t(p.nt) * p.nrec;
-    std::vector<float> all(size_t(p.nshots) * per_shot, 0.0f);
-    const std::vector<float> traces = gpu.forward(shots);
-    for (size_t k = 0; k < shots.size(); ++k)
-        std::copy_n(traces.begin() + k * per_shot, per_shot, all.begin() + size_t(shots[k]) * per_shot);
-    return all;
-}
-
 // ---- the single-GPU reference (rank 0) -------------------------------------------------------------
 
 struct Reference {
@@ -450,7 +439,7 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
 
     // Rank 0 also needs every shot's observed traces for the reference.
     const bool with_reference = root && !o.no_reference;
-    gpu.set_observed(observed_data(p, gpu, with_reference ? all_shots(p.nshots) : my_shots));
+    gpu.set_observed(gpu.observed_traces_of(with_reference ? all_shots(p.nshots) : my_shots));
     Reference reference;
     if (with_reference) reference = run_reference(p, gpu, o.iterations);
     barrier_with_timeout(MPI_COMM_WORLD, "rank 0's single-GPU reference run", o.timeout_s);

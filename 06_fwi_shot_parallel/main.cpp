@@ -179,11 +179,7 @@ LoopRecord run_iterations(const Problem& p, GpuPropagator& gpu, const std::vecto
 std::unique_ptr<GpuPropagator> propagator_for(const Problem& p, const ShotRange& shots) {
     auto gpu = std::make_unique<GpuPropagator>(p, true_model(p));
     gpu->require_gradient_fits();  // refuse now, not after modelling the data
-    const std::vector<float> mine = gpu->forward(shots.shots());
-    const size_t traces_per_shot = size_t(p.nt) * p.nrec;
-    std::vector<float> observed(size_t(p.nshots) * traces_per_shot, 0.0f);
-    std::copy(mine.begin(), mine.end(), observed.begin() + size_t(shots.first) * traces_per_shot);
-    gpu->set_observed(observed);
+    gpu->set_observed(gpu->observed_traces_of(shots.shots()));
     return gpu;
 }
 

@@ -690,6 +690,15 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
     return traces;
 }
 
+std::vector<float> GpuPropagator::observed_traces_of(const std::vector<int>& shots) {
+    const size_t per_shot = size_t(problem_.nt) * problem_.nrec;
+    std::vector<float> all(size_t(problem_.nshots) * per_shot, 0.0f);
+    const std::vector<float> traces = forward(shots);
+    for (size_t k = 0; k < shots.size(); ++k)
+        std::copy_n(traces.begin() + k * per_shot, per_shot, all.begin() + size_t(shots[k]) * per_shot);
+    return all;
+}
+
 GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     NvtxRange range("gradient");
     require_gradient_fits();

@@ -68,6 +68,12 @@ public:
 
     const FieldLayout& layout() const { return layout_; }
 
+    // The receiver traces of `shots` with the current model, placed in an all-shots array
+    // [nshots][nt][nrec] with the other shots' traces zero: the observed data of a GPU or rank that works
+    // on `shots` only (as if it had read just its share of the data), ready for set_observed. Call it
+    // while the propagator holds the true model.
+    std::vector<float> observed_traces_of(const std::vector<int>& shots);
+
 private:
     enum class Mode { forward_only, gradient };
     struct Workspace;  // wavefields and traces for up to `capacity` shots in one mode

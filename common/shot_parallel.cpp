@@ -51,12 +51,7 @@ GpuShare::GpuShare(const Problem& problem, const ShotRange& shots)
       gradient_(problem.model_cells()),
       misfit_(1) {
     propagator_.require_gradient_fits();
-    // Observed traces of this GPU's shots only, at their place in the all-shots array set_observed takes.
-    const size_t trace_samples = size_t(problem.nt) * problem.nrec;
-    std::vector<float> observed(size_t(problem.nshots) * trace_samples, 0.0f);
-    const std::vector<float> mine = propagator_.forward(shots_);
-    std::copy(mine.begin(), mine.end(), observed.begin() + size_t(shots.first) * trace_samples);
-    propagator_.set_observed(observed);
+    propagator_.set_observed(propagator_.observed_traces_of(shots_));
     propagator_.set_velocity(velocity_);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMemsetAsync(gradient_.data(), 0, gradient_.bytes(), stream_));
