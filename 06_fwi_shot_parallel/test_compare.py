@@ -6,9 +6,9 @@ usage: test_compare.py PATH/TO/scripts WORK_DIR
 The table (compare.py, on fake RESULT files): speedup and efficiency are taken against 01's run,
 failed, timed-out and unbuilt runs are shown as such (and make compare.py exit 1), and the CSV, JSON
 and Markdown files hold the same rows.
-The runner (compare.sh, on a copy of the scripts whose build step does nothing, with fake nvidia-smi,
-mpirun and programs that print a RESULT): bad flags exit 2, no GPU exits 3 with one line, and with 2
-fake GPUs every pattern runs on 1 and 2 GPUs with the right launcher and flags, and the table is made.
+The runner (compare.sh, on a copy of the scripts whose build step does nothing, with fake visible_gpus,
+nvidia-smi, mpirun and programs that print a RESULT): bad flags exit 2, no GPU exits 3 with one line,
+and with 2 fake GPUs every pattern runs on 1 and 2 GPUs with the right launcher and flags, and the table is made.
 """
 import csv
 import json
@@ -120,6 +120,9 @@ if [ "$1" = -L ]; then
 fi
 echo "Fake GPU"
 """
+FAKE_VISIBLE_GPUS = """#!/bin/bash
+echo "$FAKE_GPUS"
+"""
 # Drops the launcher's flags, runs the program with FAKE_RANKS set to -np.
 FAKE_MPIRUN = """#!/bin/bash
 [ "$1" = --version ] && { echo "mpirun (fake)"; exit 0; }
@@ -164,6 +167,8 @@ def fake_machine(scripts_dir, work_dir):
     for pattern in PATTERNS:
         os.makedirs(os.path.join(root, "repo", "build-fake", pattern))
         write_executable(os.path.join(root, "repo", "build-fake", pattern, pattern), FAKE_PROGRAM)
+    os.makedirs(os.path.join(root, "repo", "build-fake", "common"))
+    write_executable(os.path.join(root, "repo", "build-fake", "common", "visible_gpus"), FAKE_VISIBLE_GPUS)
     return root
 
 

@@ -56,19 +56,10 @@ configure_and_build "$preset" || exit $?
 bin="$(build_dir "$preset")"
 cd "$ROOT"
 
-# GPUs this process may use: nvidia-smi's list, cut to CUDA_VISIBLE_DEVICES when that is set.
-visible_gpu_count() {
-    local count listed
-    count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-    if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
-        listed=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c '[^[:space:]]')
-        [ "$listed" -lt "$count" ] && count=$listed
-    fi
-    echo "$count"
-}
-visible=$(visible_gpu_count)
+# The GPUs the programs will see, counted the way they count them (common/visible_gpus).
+visible=$("$bin/common/visible_gpus" 2>/dev/null) || visible=0
 if [ "$visible" -eq 0 ]; then
-    echo "compare: no CUDA GPU visible (nvidia-smi lists none); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
+    echo "compare: no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
     exit 3
 fi
 if [ -z "$gpu_list" ]; then
