@@ -75,6 +75,7 @@ void Gradient(benchmark::State& state) {
     state.counters["forward_ms"] = 1e3 * last.forward_seconds;
     state.counters["adjoint_ms"] = 1e3 * last.adjoint_seconds;
     state.counters["batch"] = gpu.gradient_batch_size();
+    state.counters["adjoint_batch"] = gpu.adjoint_batch_size();
     state.counters["peak_GiB"] = gib(gpu.peak_allocated_bytes());
 }
 

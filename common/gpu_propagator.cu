@@ -24,7 +24,12 @@ namespace fwi {
 //    instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
 //  - the border kernel covers the rest, one thread per cell, with the PML and its coupling terms.
 constexpr int kCellColumns = 4, kCellRows = 2;
-constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 256;
+// Each time level of a wave field needs two slots, not three: a step reads level n-1 only at the cell it
+// writes level n+1 to, so the new level overwrites the old one in place (forward: u, X; adjoint: zeta,
+// delta). The fields a stencil reads at its neighbours (u[n], zeta[m+1], P, rho) are never written in
+// the same step.
+constexpr int kWaveSlots = 2;
+constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 128;
 
 // The inner rectangle of the padded grid, [z0, z1) x [x0, x1), with x0 and x1 multiples of 4 (so the
 // 16-byte loads are aligned: stored column = xp + kHalo), and the border around it.
@@ -107,10 +112,15 @@ struct AdjointStep {
     float* rho_x_next;   // rho[m-1]
     float* rho_z_next;
     const float* residual;  // [shot][nt][nrec], injected at the receivers at step m
-    // Imaging (null at the first adjoint step, m = nt-1): h and gx of forward step m, and the per-shot
-    // sum image += xi[m+1] Gx + zeta[m+1] Gz = zeta[m+1] h + delta[m+1] gx.
+    // Imaging: the per-shot sum image of xi[k+1] Gx[k] + zeta[k+1] Gz[k] = zeta[k+1] h[k] + delta[k+1] gx[k]
+    // over the forward steps k = 0 .. nt-2. Every other adjoint step m adds two terms, k = m from h and gx
+    // and k = m+1 from h_later and gx_later (zeta2 and delta2 still hold level m+2 when read), so the sum
+    // is read and written half as often. On the steps in between, image, h and gx are null; h_later and
+    // gx_later are null where a step adds k = m only.
     const float* h;
     const float* gx;
+    const float* h_later;
+    const float* gx_later;
     float* image;
     int m;
 };
@@ -215,7 +225,10 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     }
 }
 
-// One thread per border cell: the interior update, or the PML's.
+// One thread per border cell: the interior update, or the PML's. Every load comes before the branch
+// between the two: a load inside a branch would wait for the branch's condition, and the step is bound by
+// the latency of this kernel's loads. The layer's fields are read off the layer too (where they are
+// zero, or at a clamped band index, and not used).
 __global__ void __launch_bounds__(kBorderThreads)
     forward_border_kernel(const StepConstants k, const ForwardStep a, const InnerRegion inner, int cells) {
     const int cell = blockIdx.x * blockDim.x + threadIdx.x;
@@ -227,21 +240,21 @@ __global__ void __launch_bounds__(kBorderThreads)
     const size_t i = l.index(zp, xp);
     const size_t field = shot * l.cells;
     const float* __restrict__ u = a.u + field;
-    const float c = k.courant[i];
+    const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
+    const size_t x_band = shot * l.x_band_cells(), z_band = shot * l.z_band_cells();
+    const float c = k.courant[i], u_prev = a.u_prev[field + i], x = a.x[field + i], x_prev = a.x_prev[field + i];
+    const float px_prev = a.px_prev[x_band + max(xb, 0)], pz_prev = a.pz_prev[z_band + max(zb, 0)];
+    const PmlAxis<float> ax = k.columns[xp], az = k.rows[zp];
+    const float lap_x = second_difference(u, i, 1), lap_z = second_difference(u, i, l.stride);
     float u_next, h;
     if (!l.in_layer(zp, xp)) {
-        h = laplacian(u, i, l.stride);
-        u_next = interior_update(u[i], h, a.u_prev[field + i], c);
+        h = lap_x + lap_z;
+        u_next = interior_update(u[i], h, u_prev, c);
         if (i == static_cast<size_t>(a.source_cell[shot])) u_next += a.source_amplitude;
     } else {
-        const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
-        const size_t x_band = shot * l.x_band_cells(), z_band = shot * l.z_band_cells();
-        const float lap_x = second_difference(u, i, 1), lap_z = second_difference(u, i, l.stride);
-        const LayerForward<float> r = layer_forward(
-            u[i], a.u_prev[field + i], a.x[field + i], a.x_prev[field + i], lap_x, lap_z,
-            first_difference(u, i, 1), first_difference(u, i, l.stride),
-            xb >= 0 ? a.px_prev[x_band + xb] : 0.0f, zb >= 0 ? a.pz_prev[z_band + zb] : 0.0f, c, k.columns[xp],
-            k.rows[zp]);
+        const LayerForward<float> r = layer_forward(u[i], u_prev, x, x_prev, lap_x, lap_z, first_difference(u, i, 1),
+                                                    first_difference(u, i, l.stride), xb >= 0 ? px_prev : 0.0f,
+                                                    zb >= 0 ? pz_prev : 0.0f, c, ax, az);
         u_next = r.u_next;
         h = lap_x + lap_z - r.px - r.pz;
         a.x_next[field + i] = r.x_next;
@@ -280,6 +293,8 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
         const float4 zeta2 = load4(a.zeta2 + field + row_base), courant = load4(k.courant + row_base);
         float4 image = a.image ? load4(a.image + field + row_base) : kZero4;
         const float4 h = a.image ? __ldcs(reinterpret_cast<const float4*>(a.h + field + row_base)) : kZero4;
+        const float4 h_later =
+            a.h_later ? __ldcs(reinterpret_cast<const float4*>(a.h_later + field + row_base)) : kZero4;
         float4 zeta;
 #pragma unroll
         for (int v = 0; v < kCellColumns; ++v) {
@@ -291,13 +306,15 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
                     coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + receiver];
             }
             set_lane(zeta, v, lane(courant, v) * coupling + 2.0f * zeta1 - lane(zeta2, v));
-            set_lane(image, v, lane(image, v) + zeta1 * lane(h, v));
+            set_lane(image, v, lane(image, v) + zeta1 * lane(h, v) + lane(zeta2, v) * lane(h_later, v));
         }
         store4(a.zeta + field + row_base, zeta);
         if (a.image) store4(a.image + field + row_base, image);
     }
 }
 
+// Every load before the first branch, as in forward_border_kernel. The layer coupling is summed without
+// branches: its fields are zero off the layer, so the terms layer_coupling skips add exactly zero here.
 __global__ void __launch_bounds__(kBorderThreads)
     adjoint_border_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner, int cells) {
     const int cell = blockIdx.x * blockDim.x + threadIdx.x;
@@ -309,30 +326,42 @@ __global__ void __launch_bounds__(kBorderThreads)
     const size_t i = l.index(zp, xp);
     const size_t field = shot * l.cells;
     const float* __restrict__ zeta_next = a.zeta1 + field;
-    const float zeta1 = zeta_next[i];
+    const float* __restrict__ delta_next = a.delta1 + field;
+    const float* __restrict__ rho_x = a.rho_x + field;
+    const float* __restrict__ rho_z = a.rho_z + field;
+    const float zeta1 = zeta_next[i], zeta2 = a.zeta2[field + i], delta1 = delta_next[i], delta2 = a.delta2[field + i];
+    const float c = k.courant[i];
+    const PmlAxis<float> ax = k.columns[xp], az = k.rows[zp];
+    float image = 0.0f, h = 0.0f, gx = 0.0f, h_later = 0.0f, gx_later = 0.0f;
+    if (a.image) {
+        const size_t frame = shot * l.frame_cells() + max(l.frame_index(zp, xp), 0);  // gx is used in the layer only
+        image = a.image[field + i];
+        h = __ldcs(a.h + field + i);
+        gx = __ldcs(a.gx + frame);
+        if (a.h_later) {
+            h_later = __ldcs(a.h_later + field + i);
+            gx_later = __ldcs(a.gx_later + frame);
+        }
+    }
     float coupling = laplacian(zeta_next, i, l.stride);
     if (zp == k.receiver_row) {
         const int r = k.receiver_of_col[xp];
         if (r >= 0) coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + r];
     }
-    coupling += layer_coupling(l, zp, xp,
-                               LayerFields<float>{a.delta1 + field, a.rho_x + field, i, a.rho_z + field, i, size_t(l.stride)});
-    const float coupled = k.courant[i] * coupling;
+    coupling += second_difference(delta_next, i, 1) - first_difference(rho_x, i, 1) -
+                first_difference(rho_z, i, l.stride);
+    const float coupled = c * coupling;
     if (!l.in_layer(zp, xp)) {
-        a.zeta[field + i] = coupled + 2.0f * zeta1 - a.zeta2[field + i];
-        if (a.image) a.image[field + i] += zeta1 * __ldcs(a.h + field + i);
+        a.zeta[field + i] = coupled + 2.0f * zeta1 - zeta2;
+        if (a.image) a.image[field + i] = image + zeta1 * h + zeta2 * h_later;
         return;
     }
-    const float delta1 = a.delta1[field + i];
-    const LayerAdjoint<float> r = layer_adjoint(coupled, zeta1, a.zeta2[field + i], delta1, a.delta2[field + i],
-                                                a.rho_x[field + i], a.rho_z[field + i], k.columns[xp], k.rows[zp]);
+    const LayerAdjoint<float> r = layer_adjoint(coupled, zeta1, zeta2, delta1, delta2, rho_x[i], rho_z[i], ax, az);
     a.zeta[field + i] = r.zeta;
     a.delta[field + i] = r.delta;
     a.rho_x_next[field + i] = r.rho_x;
     a.rho_z_next[field + i] = r.rho_z;
-    if (a.image)
-        a.image[field + i] += zeta1 * __ldcs(a.h + field + i) +
-                              delta1 * __ldcs(a.gx + shot * l.frame_cells() + l.frame_index(zp, xp));
+    if (a.image) a.image[field + i] = image + (zeta1 * h + delta1 * gx) + (zeta2 * h_later + delta2 * gx_later);
 }
 
 // residual = synthetic - observed for each shot of the batch.
@@ -381,13 +410,13 @@ dim3 padded_grid(const FieldLayout& l, const dim3& block) {
 
 }  // namespace
 
-// Buffers for up to `capacity` shots, laid out [slot][shot][field] so that one batch size's pointers
-// are fixed and its time loops can be captured once as graphs. The wavefields rotate through three
-// slots (u, X) or two (P); gradient mode also keeps, for every step n < nt-1, what the imaging
-// condition needs (h and gx), and the adjoint fields.
+// Buffers for up to `capacity` shots in the forward pass and `adjoint_capacity` in the adjoint pass, laid
+// out [slot][shot][field] so that one batch size's pointers are fixed and its time loops can be captured
+// once as graphs. Every field has two slots (see kWaveSlots); gradient mode also keeps, for every step
+// n < nt-1, what the imaging condition needs (h and gx), and the adjoint fields.
 struct GpuPropagator::Workspace {
     Mode mode;
-    int capacity;
+    int capacity, adjoint_capacity;
     DeviceBuffer<float> u, x, px, pz;
     DeviceBuffer<float> h, gx;                              // history, gradient mode only
     DeviceBuffer<float> zeta, delta, rho_x, rho_z, image;  // adjoint, gradient mode only
@@ -397,11 +426,12 @@ struct GpuPropagator::Workspace {
 
 namespace {
 size_t forward_floats_per_shot(const FieldLayout& l, size_t trace_samples) {
-    return 3 * l.cells + 3 * l.cells + 2 * (l.x_band_cells() + l.z_band_cells()) + trace_samples;
+    return kWaveSlots * l.cells + kWaveSlots * l.cells + 2 * (l.x_band_cells() + l.z_band_cells()) + trace_samples;
 }
 size_t gradient_only_floats_per_shot(const FieldLayout& l, int nt) {
     const size_t history = size_t(nt - 1) * (l.cells + l.frame_cells());
-    return history + 3 * l.cells + 3 * l.cells + 4 * l.cells + l.cells;  // zeta, delta, rho_x/z (2 each), image
+    // zeta, delta, rho_x and rho_z (2 slots each), image
+    return history + kWaveSlots * l.cells + kWaveSlots * l.cells + 4 * l.cells + l.cells;
 }
 }  // namespace
 
@@ -425,14 +455,24 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     peak_allocated_bytes_ = allocated_bytes_;
     set_velocity(velocity);
 
-    gradient_batch_ = choose_gradient_batch();
+    choose_batches();
 }
 
-// As many shots as fit in free memory, and no more than keep one adjoint step's working set (the
-// zeta fields, the imaging sum and the layer's fields) within 40% of the L2 cache: the step kernels
-// are fastest when the fields they reuse stay in L2. Measured on an H100 (50 MiB L2), default problem:
-// batches of 8 shots 93 ms per gradient, of 4 shots 77 ms, of 2 shots 98 ms (docs/PERFORMANCE.md).
-int GpuPropagator::choose_gradient_batch() const {
+// Two batch sizes: the forward pass keeps the history of `gradient_batch_` shots, and the adjoint pass
+// works through them in groups of `adjoint_batch_`. Each is as many shots as keep one step's working set
+// (the fields a step reads and writes again in the next one) within 45% of the L2 cache, because the step
+// kernels are fastest when those fields stay in L2, and the forward's working set is about half the
+// adjoint's. The shots are then spread evenly over the batches (8 shots at most 5 at a time: 4 + 4, not
+// 5 + 3). Measured on an H100 (50 MiB L2), default problem: forward 8 and adjoint 4 at a time 64 ms per
+// gradient, both 4 at a time 69 ms, both 8 at a time 71 ms (docs/PERFORMANCE.md).
+namespace {
+int even_batch(int shots, int most) {
+    const int batches = (shots + most - 1) / most;
+    return (shots + batches - 1) / batches;
+}
+}  // namespace
+
+void GpuPropagator::choose_batches() {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     // Keep 5% and 256 MiB of what is free for the observed traces, the CUDA graphs and other users.
@@ -441,9 +481,22 @@ int GpuPropagator::choose_gradient_batch() const {
     int device = 0, l2_bytes = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-    const double step_bytes_per_shot = sizeof(float) * (4.0 * layout_.cells + 7.0 * layout_.frame_cells());
-    const int fits_cache = std::max(1, static_cast<int>(0.4 * l2_bytes / step_bytes_per_shot));
-    return std::min({problem_.nshots, fits_memory, fits_cache});
+    const double cache = 0.45 * l2_bytes;
+    const double cells = double(layout_.cells), frame = double(layout_.frame_cells());
+    // Forward: u (2 slots); X (2 slots) and P (2 slots, x and z) in the layer. Adjoint: zeta (2 slots) and the
+    // imaging sum; delta (2 slots) and rho (2 slots, x and z) in the layer.
+    const int forward_fits_cache = std::max(1, static_cast<int>(cache / (sizeof(float) * (2 * cells + 4 * frame))));
+    const int adjoint_fits_cache = std::max(1, static_cast<int>(cache / (sizeof(float) * (3 * cells + 6 * frame))));
+    const int most = std::min({problem_.nshots, fits_memory, forward_fits_cache});
+    gradient_batch_ = most < 1 ? 0 : even_batch(problem_.nshots, most);
+    adjoint_batch_ = most < 1 ? 0 : even_batch(gradient_batch_, std::min(gradient_batch_, adjoint_fits_cache));
+}
+
+void GpuPropagator::set_batch_limits(int gradient_batch, int adjoint_batch) {
+    if (gradient_batch < 1 || adjoint_batch < 1) throw UsageError("batch limits must be at least 1");
+    choose_batches();
+    gradient_batch_ = std::min(gradient_batch_, gradient_batch);
+    adjoint_batch_ = std::min({adjoint_batch_, adjoint_batch, gradient_batch_});
 }
 
 GpuPropagator::~GpuPropagator() {
@@ -471,9 +524,10 @@ std::string GpuPropagator::memory_report() const {
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     char text[256];
     std::snprintf(text, sizeof text,
-                  "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): batches of %d of "
-                  "%d shots; %.1f of %.1f GiB free",
-                  gib(gradient_bytes_per_shot()), gradient_batch_, problem_.nshots, gib(free_bytes), gib(total_bytes));
+                  "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): %d shots, forward "
+                  "%d and adjoint %d at a time; %.1f of %.1f GiB free",
+                  gib(gradient_bytes_per_shot()), problem_.nshots, gradient_batch_, adjoint_batch_, gib(free_bytes),
+                  gib(total_bytes));
     return text;
 }
 
@@ -510,8 +564,10 @@ void GpuPropagator::set_observed(const std::vector<float>& traces) {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void GpuPropagator::ensure_workspace(Mode mode, int batch) {
-    if (workspace_ && workspace_->mode == mode && workspace_->capacity >= batch) return;
+void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
+    if (workspace_ && workspace_->mode == mode && workspace_->capacity >= batch &&
+        workspace_->adjoint_capacity >= adjoint_batch)
+        return;
     for (auto& entry : graphs_) CUDA_CHECK(cudaGraphExecDestroy(entry.second));
     graphs_.clear();
     workspace_.reset();
@@ -521,19 +577,20 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch) {
     auto w = std::make_unique<Workspace>();
     w->mode = mode;
     w->capacity = batch;
-    w->u = DeviceBuffer<float>(3 * size_t(batch) * l.cells);
-    w->x = DeviceBuffer<float>(3 * size_t(batch) * l.cells);
+    w->adjoint_capacity = adjoint_batch;
+    w->u = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
+    w->x = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
     w->px = DeviceBuffer<float>(2 * size_t(batch) * l.x_band_cells());
     w->pz = DeviceBuffer<float>(2 * size_t(batch) * l.z_band_cells());
     w->traces = DeviceBuffer<float>(size_t(batch) * trace_samples);
     if (mode == Mode::gradient) {
         w->h = DeviceBuffer<float>(size_t(problem_.nt - 1) * batch * l.cells);
         w->gx = DeviceBuffer<float>(size_t(problem_.nt - 1) * batch * l.frame_cells());
-        w->zeta = DeviceBuffer<float>(3 * size_t(batch) * l.cells);
-        w->delta = DeviceBuffer<float>(3 * size_t(batch) * l.cells);
-        w->rho_x = DeviceBuffer<float>(2 * size_t(batch) * l.cells);
-        w->rho_z = DeviceBuffer<float>(2 * size_t(batch) * l.cells);
-        w->image = DeviceBuffer<float>(size_t(batch) * l.cells);
+        w->zeta = DeviceBuffer<float>(kWaveSlots * size_t(adjoint_batch) * l.cells);
+        w->delta = DeviceBuffer<float>(kWaveSlots * size_t(adjoint_batch) * l.cells);
+        w->rho_x = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);
+        w->rho_z = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);
+        w->image = DeviceBuffer<float>(size_t(adjoint_batch) * l.cells);
     }
     w->source_cell = DeviceBuffer<int>(batch);
     w->shot_ids = DeviceBuffer<int>(batch);
@@ -555,19 +612,22 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
     const size_t frame_set = size_t(batch) * l.frame_cells();
     const StepConstants k{l, courant_.data(), rows_.data(), columns_.data(), acquisition_.receiver_row,
                           receiver_of_col_.data(), size_t(problem_.nt) * problem_.nrec, problem_.nrec};
-    // u[n] and X[n] live in slot n mod 3; P[n] in slot (n+1) mod 2, so P[-1] = 0 starts in slot 0.
-    const auto slot3 = [&](const DeviceBuffer<float>& b, int n) { return b.data() + size_t((n + 3) % 3) * field_set; };
+    // u[n] and X[n] live in slot (n+2) mod 2 (u[-1] in slot 1); P[n] in slot (n+1) mod 2, so P[-1] = 0 starts
+    // in slot 0.
+    const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
+        return b.data() + size_t((n + 2) % kWaveSlots) * field_set;
+    };
     const auto px_slot = [&](int n) { return w.px.data() + size_t((n + 1) % 2) * x_set; };
     const auto pz_slot = [&](int n) { return w.pz.data() + size_t((n + 1) % 2) * z_set; };
     const bool keep_history = mode == Mode::gradient;
     const InnerRegion inner = InnerRegion::make(l, l.width);
     for (int n = 0; n + 1 < problem_.nt; ++n) {
-        const ForwardStep a{slot3(w.u, n - 1),
-                            slot3(w.u, n),
-                            slot3(w.u, n + 1),
-                            slot3(w.x, n - 1),
-                            slot3(w.x, n),
-                            slot3(w.x, n + 1),
+        const ForwardStep a{wave_slot(w.u, n - 1),
+                            wave_slot(w.u, n),
+                            wave_slot(w.u, n + 1),
+                            wave_slot(w.x, n - 1),
+                            wave_slot(w.x, n),
+                            wave_slot(w.x, n + 1),
                             px_slot(n - 1),
                             pz_slot(n - 1),
                             px_slot(n),
@@ -582,28 +642,45 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
     }
 }
 
-void GpuPropagator::capture_adjoint(int batch) {
+// The adjoint of shots [first, first + count) of the forward batch of `batch` shots: their residuals and
+// history are that slice of the forward's (the history of step m holds the batch's shots side by side).
+void GpuPropagator::capture_adjoint(int batch, int first, int count) {
     Workspace& w = *workspace_;
     const FieldLayout& l = layout_;
-    const size_t field_set = size_t(batch) * l.cells;
-    const size_t frame_set = size_t(batch) * l.frame_cells();
+    const size_t field_set = size_t(count) * l.cells;
+    const size_t history_set = size_t(batch) * l.cells, history_frame_set = size_t(batch) * l.frame_cells();
+    const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;
     const StepConstants k{l, courant_.data(), rows_.data(), columns_.data(), acquisition_.receiver_row,
-                          receiver_of_col_.data(), size_t(problem_.nt) * problem_.nrec, problem_.nrec};
-    const auto rotate3 = [&](const DeviceBuffer<float>& b, int m) { return b.data() + size_t(m % 3) * field_set; };
-    const auto rotate2 = [&](const DeviceBuffer<float>& b, int m) { return b.data() + size_t(m % 2) * field_set; };
+                          receiver_of_col_.data(), trace_samples, problem_.nrec};
+    const auto rotate = [&](const DeviceBuffer<float>& b, int m) { return b.data() + size_t(m % 2) * field_set; };
     // The adjoint's inner region also stays clear of the layer's stencil reach (layer_coupling).
     const InnerRegion inner = InnerRegion::make(l, l.width > 0 ? l.width + kStencilRadius : 0);
+    const auto history = [&](const DeviceBuffer<float>& b, size_t set, size_t per_shot, int step) {
+        return b.data() + step * set + first * per_shot;
+    };
     const int nt = problem_.nt;
     for (int m = nt - 1; m >= 0; --m) {
-        const bool image = m + 1 < nt;  // forward step m exists
-        const AdjointStep a{rotate3(w.zeta, m + 2),  rotate3(w.zeta, m + 1),  rotate3(w.zeta, m),
-                            rotate3(w.delta, m + 2), rotate3(w.delta, m + 1), rotate3(w.delta, m),
-                            rotate2(w.rho_x, m),     rotate2(w.rho_z, m),     rotate2(w.rho_x, m + 1),
-                            rotate2(w.rho_z, m + 1), w.traces.data(),
-                            image ? w.h.data() + size_t(m) * field_set : nullptr,
-                            image ? w.gx.data() + size_t(m) * frame_set : nullptr,
-                            image ? w.image.data() : nullptr, m};
-        launch_step(inner, batch, adjoint_inner_kernel, adjoint_border_kernel, k, a);
+        // Imaging terms k = m and m+1 on the steps m = nt-3, nt-5, ..., and k = 0 alone at m = 0 when nt is even.
+        const bool pair = m + 2 < nt && (nt - 2 - m) % 2 == 1;
+        const bool image = pair || (m == 0 && nt % 2 == 0);
+        const AdjointStep a{rotate(w.zeta, m + 2),
+                            rotate(w.zeta, m + 1),
+                            rotate(w.zeta, m),
+                            rotate(w.delta, m + 2),
+                            rotate(w.delta, m + 1),
+                            rotate(w.delta, m),
+                            rotate(w.rho_x, m),
+                            rotate(w.rho_z, m),
+                            rotate(w.rho_x, m + 1),
+                            rotate(w.rho_z, m + 1),
+                            w.traces.data() + first * trace_samples,
+                            image ? history(w.h, history_set, l.cells, m) : nullptr,
+                            image ? history(w.gx, history_frame_set, l.frame_cells(), m) : nullptr,
+                            pair ? history(w.h, history_set, l.cells, m + 1) : nullptr,
+                            pair ? history(w.gx, history_frame_set, l.frame_cells(), m + 1) : nullptr,
+                            image ? w.image.data() : nullptr,
+                            m};
+        launch_step(inner, count, adjoint_inner_kernel, adjoint_border_kernel, k, a);
     }
 }
 
@@ -627,12 +704,14 @@ void GpuPropagator::launch_step(const InnerRegion& inner, int batch,
     CUDA_CHECK(cudaStreamWaitEvent(stream_, join_));
 }
 
-cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, bool adjoint) {
-    const auto key = std::make_tuple(mode, batch, adjoint);
+// The time loop of the forward pass over `batch` shots (adjoint_count 0), or of the adjoint pass over
+// shots [adjoint_first, adjoint_first + adjoint_count) of that batch; captured once and kept.
+cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint_first, int adjoint_count) {
+    const auto key = std::make_tuple(mode, batch, adjoint_first, adjoint_count);
     if (auto found = graphs_.find(key); found != graphs_.end()) return found->second;
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    if (adjoint) capture_adjoint(batch);
+    if (adjoint_count > 0) capture_adjoint(batch, adjoint_first, adjoint_count);
     else capture_forward(mode, batch);
     CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     CUDA_CHECK_LAUNCH();
@@ -658,9 +737,12 @@ void GpuPropagator::start_batch(const std::vector<int>& shots, size_t first, int
     CUDA_CHECK(cudaMemsetAsync(w.px.data(), 0, w.px.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(w.pz.data(), 0, w.pz.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(w.traces.data(), 0, w.traces.bytes(), stream_));  // u[0] = 0 is never written
-    if (w.mode == Mode::gradient)
-        for (const DeviceBuffer<float>* b : {&w.zeta, &w.delta, &w.rho_x, &w.rho_z, &w.image})
-            CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream_));
+}
+
+void GpuPropagator::start_adjoint() {
+    Workspace& w = *workspace_;
+    for (const DeviceBuffer<float>* b : {&w.zeta, &w.delta, &w.rho_x, &w.rho_z, &w.image})
+        CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream_));
 }
 
 std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
@@ -672,13 +754,13 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
     const int fits = static_cast<int>(0.9 * double(free_bytes) / per_shot);
     const int batch_size = std::min<int>(int(shots.size()), std::max(fits, 1));
     std::vector<float> traces(shots.size() * trace_samples);
-    ensure_workspace(Mode::forward_only, batch_size);
+    ensure_workspace(Mode::forward_only, batch_size, 0);
     CudaEventTimer timer;
     last_forward_loop_seconds_ = 0.0;
     for (size_t first = 0; first < shots.size(); first += batch_size) {
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
         start_batch(shots, first, batch);
-        const cudaGraphExec_t loop = time_loop_graph(Mode::forward_only, batch, false);
+        const cudaGraphExec_t loop = time_loop_graph(Mode::forward_only, batch);
         timer.start(stream_);
         CUDA_CHECK(cudaGraphLaunch(loop, stream_));
         timer.stop(stream_);
@@ -703,9 +785,11 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     NvtxRange range("gradient");
     require_gradient_fits();
     if (observed_.size() == 0) throw UsageError("gradient: observed traces were not set");
-    const int batch_size = std::min<int>(gradient_batch_, int(shots.size()));
+    if (shots.empty()) throw UsageError("gradient: no shots");
+    const int batch_size = even_batch(int(shots.size()), gradient_batch_);
+    const int group_size = even_batch(batch_size, adjoint_batch_);
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;
-    ensure_workspace(Mode::gradient, batch_size);
+    ensure_workspace(Mode::gradient, batch_size, group_size);
     CUDA_CHECK(cudaMemsetAsync(gradient_.data(), 0, gradient_.bytes(), stream_));
 
     CudaEventTimer timer, forward_timer, adjoint_timer;
@@ -715,8 +799,7 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
         Workspace& w = *workspace_;
         start_batch(shots, first, batch);
-        const cudaGraphExec_t forward_loop = time_loop_graph(Mode::gradient, batch, false);
-        const cudaGraphExec_t adjoint_loop = time_loop_graph(Mode::gradient, batch, true);
+        const cudaGraphExec_t forward_loop = time_loop_graph(Mode::gradient, batch);
         forward_timer.start(stream_);
         CUDA_CHECK(cudaGraphLaunch(forward_loop, stream_));
         forward_timer.stop(stream_);
@@ -726,14 +809,20 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
         CUDA_CHECK_LAUNCH();
         misfit += 0.5 * thrust::transform_reduce(thrust::cuda::par.on(stream_), w.traces.data(),
                                                  w.traces.data() + samples, Square(), 0.0, thrust::plus<double>());
-        adjoint_timer.start(stream_);
-        CUDA_CHECK(cudaGraphLaunch(adjoint_loop, stream_));
-        adjoint_timer.stop(stream_);
-        const dim3 block(32, 8), grid((problem_.nx + 31) / 32, (problem_.nz + 7) / 8);
-        fold_gradient_kernel<<<grid, block, 0, stream_>>>(gradient_.data(), w.image.data(), velocity_.data(),
-                                                          layout_, batch);
-        CUDA_CHECK_LAUNCH();
         forward_seconds += forward_timer.seconds();
+        // The adjoint pass, a group of the batch's shots at a time; each group's imaging sum is folded into
+        // the gradient. (One timer around the groups: reading one per group would stall the launches.)
+        adjoint_timer.start(stream_);
+        for (int group_first = 0; group_first < batch; group_first += group_size) {
+            const int group = std::min(group_size, batch - group_first);
+            start_adjoint();
+            CUDA_CHECK(cudaGraphLaunch(time_loop_graph(Mode::gradient, batch, group_first, group), stream_));
+            const dim3 block(32, 8), grid((problem_.nx + 31) / 32, (problem_.nz + 7) / 8);
+            fold_gradient_kernel<<<grid, block, 0, stream_>>>(gradient_.data(), w.image.data(), velocity_.data(),
+                                                              layout_, group);
+            CUDA_CHECK_LAUNCH();
+        }
+        adjoint_timer.stop(stream_);
         adjoint_seconds += adjoint_timer.seconds();
     }
     timer.stop(stream_);

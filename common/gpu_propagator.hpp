@@ -6,9 +6,10 @@
 //
 // Memory: the gradient keeps, for every forward step, the Laplacian terms the imaging condition needs
 // (one stored field per step and shot, plus the absorbing layer's frame), so the adjoint pass neither
-// recomputes the forward nor applies a second stencil. A batch is as many shots as fit in free device
-// memory and keep a time step's working set within the L2 cache; a problem of which not even one shot
-// fits is refused with an EnvironmentError (exit 3) before anything runs.
+// recomputes the forward nor applies a second stencil. The forward pass runs as many shots at a time as
+// fit in free device memory and keep a time step's working set within the L2 cache; the adjoint pass,
+// whose working set is larger, then works through them in smaller groups. A problem of which not even
+// one shot fits is refused with an EnvironmentError (exit 3) before anything runs.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,9 +56,15 @@ public:
     // Misfit and gradient over `shots` against the observed traces.
     GradientResult gradient(const std::vector<int>& shots);
 
-    // Device memory one shot of a gradient batch needs, and the batch size chosen.
+    // Device memory one shot of a gradient batch needs, and the batch sizes chosen: the forward pass runs
+    // up to gradient_batch_size() shots at a time and keeps their history, and the adjoint pass works
+    // through them adjoint_batch_size() at a time.
     size_t gradient_bytes_per_shot() const;
     int gradient_batch_size() const { return gradient_batch_; }
+    int adjoint_batch_size() const { return adjoint_batch_; }
+    // Lowers the batch sizes below those chosen from device memory and the L2 cache (for tests and
+    // experiments).
+    void set_batch_limits(int gradient_batch, int adjoint_batch);
     // Throws EnvironmentError (exit 3), naming the memory needed, when not even one shot fits.
     void require_gradient_fits() const;
     // Device memory this propagator holds now, and the most it has held.
@@ -78,24 +85,25 @@ private:
     enum class Mode { forward_only, gradient };
     struct Workspace;  // wavefields and traces for up to `capacity` shots in one mode
 
-    void ensure_workspace(Mode mode, int batch);
-    cudaGraphExec_t time_loop_graph(Mode mode, int batch, bool adjoint);
+    void ensure_workspace(Mode mode, int batch, int adjoint_batch);
+    cudaGraphExec_t time_loop_graph(Mode mode, int batch, int adjoint_first = 0, int adjoint_count = 0);
     void capture_forward(Mode mode, int batch);
-    void capture_adjoint(int batch);
+    void capture_adjoint(int batch, int first, int count);
     template <typename Step>
     void launch_step(const InnerRegion& inner, int batch, void (*inner_kernel)(StepConstants, Step, InnerRegion),
                      void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
                      const Step& a);
     void start_batch(const std::vector<int>& shots, size_t first, int batch);
+    void start_adjoint();
     size_t fixed_bytes() const;  // model, geometry and observed traces
-    int choose_gradient_batch() const;
+    void choose_batches();
 
     Problem problem_;
     FieldLayout layout_;
     Acquisition acquisition_;
     cudaStream_t stream_ = nullptr, side_stream_ = nullptr;  // the side stream runs the border kernels
     cudaEvent_t fork_ = nullptr, join_ = nullptr;
-    int gradient_batch_ = 0;
+    int gradient_batch_ = 0, adjoint_batch_ = 0;
     double last_forward_loop_seconds_ = 0.0;
     size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
 
@@ -103,7 +111,8 @@ private:
     DeviceBuffer<PmlAxis<float>> rows_, columns_;
     DeviceBuffer<int> receiver_of_col_;
     std::unique_ptr<Workspace> workspace_;
-    std::map<std::tuple<Mode, int, bool>, cudaGraphExec_t> graphs_;  // (mode, batch, adjoint) -> graph
+    // (mode, batch, adjoint_first, adjoint_count) -> graph
+    std::map<std::tuple<Mode, int, int, int>, cudaGraphExec_t> graphs_;
 };
 
 }  // namespace fwi

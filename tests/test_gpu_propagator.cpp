@@ -1,5 +1,9 @@
-// GPU propagator against the CPU reference, and batched shots against one shot at a time.
+// GPU propagator against the CPU reference, and batched shots against one shot at a time and against
+// other batch sizes.
 #include <doctest/doctest.h>
+
+#include <utility>
+#include <vector>
 
 #include "cpu_propagator.hpp"
 #include "errors.hpp"
@@ -64,6 +68,28 @@ TEST_CASE("batched shots give the same result as one shot at a time") {
     MESSAGE("batched vs one at a time: " << describe(d));
     CHECK(all.misfit == doctest::Approx(misfit).epsilon(1e-6));
     CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
+}
+
+TEST_CASE("the adjoint pass in groups of shots, and smaller forward batches, give the same gradient") {
+    const Problem p = small_problem();
+    GpuPropagator gpu(p, true_model(p));
+    gpu.set_observed(gpu.forward(kAllShots));
+    gpu.set_velocity(initial_model(p));
+    const GradientResult together = gpu.gradient(kAllShots);
+    REQUIRE(gpu.gradient_batch_size() == p.nshots);
+    REQUIRE(gpu.adjoint_batch_size() == p.nshots);
+    // (forward batch, adjoint group): 4 shots then 2 groups of 2, then 4 groups of 1, then 2 batches of 2
+    // with one group each and with 2 groups of 1.
+    for (const auto& [forward, adjoint] : std::vector<std::pair<int, int>>{{4, 3}, {4, 1}, {2, 2}, {2, 1}}) {
+        CAPTURE(forward);
+        CAPTURE(adjoint);
+        gpu.set_batch_limits(forward, adjoint);
+        const GradientResult grouped = gpu.gradient(kAllShots);
+        CHECK(grouped.misfit == doctest::Approx(together.misfit).epsilon(1e-6));
+        const Difference d = compare(grouped.gradient, together.gradient);
+        MESSAGE("forward " << forward << ", adjoint " << adjoint << " at a time: " << describe(d));
+        CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
+    }
 }
 
 TEST_CASE("a gradient that cannot fit in device memory is refused before anything runs") {
