@@ -785,8 +785,8 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     NvtxRange range("gradient");
     require_gradient_fits();
     if (observed_.size() == 0) throw UsageError("gradient: observed traces were not set");
-    if (shots.empty()) throw UsageError("gradient: no shots");
-    const int batch_size = even_batch(int(shots.size()), gradient_batch_);
+    // (No shots: no batch runs, and the gradient and misfit are zero.)
+    const int batch_size = shots.empty() ? 1 : even_batch(int(shots.size()), gradient_batch_);
     const int group_size = even_batch(batch_size, adjoint_batch_);
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;
     ensure_workspace(Mode::gradient, batch_size, group_size);
