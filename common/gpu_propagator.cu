@@ -35,6 +35,8 @@ constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 128;
 // 16-byte loads are aligned: stored column = xp + kHalo), and the border around it.
 struct InnerRegion {
     int z0 = 0, z1 = 0, x0 = 0, x1 = 0;
+    // The border cells (zp, xp), on the device: border thread k updates cell k (see border_table).
+    const int2* border = nullptr;
 
     // `margin`: cells from the edge of the padded grid that need the border kernel.
     static InnerRegion make(const FieldLayout& l, int margin) {
@@ -47,22 +49,6 @@ struct InnerRegion {
     }
     size_t border_cells(const FieldLayout& l) const {
         return l.padded_cells() - static_cast<size_t>(z1 - z0) * (x1 - x0);
-    }
-    // The k-th border cell: the rows above the rectangle, the rows below it, then the two sides.
-    // (32-bit arithmetic: 64-bit division is slow on the GPU, and a shot has fewer than 2^31 cells.)
-    __device__ void border_cell(const FieldLayout& l, int k, int& zp, int& xp) const {
-        const int full_rows = (z0 + l.nz_padded - z1) * l.nx_padded;
-        if (k < full_rows) {
-            const int row = k / l.nx_padded;
-            zp = row < z0 ? row : z1 + row - z0;
-            xp = k - row * l.nx_padded;
-            return;
-        }
-        k -= full_rows;
-        const int side_width = x0 + l.nx_padded - x1;
-        const int row = k / side_width, column = k - row * side_width;
-        zp = z0 + row;
-        xp = column < x0 ? column : x1 + column - x0;
     }
 };
 
@@ -234,8 +220,7 @@ __global__ void __launch_bounds__(kBorderThreads)
     const int cell = blockIdx.x * blockDim.x + threadIdx.x;
     if (cell >= cells) return;
     const FieldLayout& l = k.layout;
-    int zp, xp;
-    inner.border_cell(l, cell, zp, xp);
+    const int zp = inner.border[cell].x, xp = inner.border[cell].y;
     const int shot = blockIdx.z;
     const size_t i = l.index(zp, xp);
     const size_t field = shot * l.cells;
@@ -320,8 +305,7 @@ __global__ void __launch_bounds__(kBorderThreads)
     const int cell = blockIdx.x * blockDim.x + threadIdx.x;
     if (cell >= cells) return;
     const FieldLayout& l = k.layout;
-    int zp, xp;
-    inner.border_cell(l, cell, zp, xp);
+    const int zp = inner.border[cell].x, xp = inner.border[cell].y;
     const int shot = blockIdx.z;
     const size_t i = l.index(zp, xp);
     const size_t field = shot * l.cells;
@@ -425,6 +409,31 @@ struct GpuPropagator::Workspace {
 };
 
 namespace {
+// Cells from the edge of the padded grid that the border kernels update: the forward's absorbing layer;
+// the adjoint's also covers the layer's stencil reach (layer_coupling).
+int border_margin(const FieldLayout& l, bool adjoint) {
+    return adjoint && l.width > 0 ? l.width + kStencilRadius : l.width;
+}
+
+// The border cells of `r` in the order the border kernels take them: the rows above the inner rectangle,
+// the rows below it, then the two sides of each row in between, so that neighbouring threads update
+// neighbouring cells. A border thread reads its cell from this table (shared by the shots, and small)
+// rather than work it out with two integer divisions: the border kernels are bound by instruction issue.
+std::vector<int2> border_table(const FieldLayout& l, const InnerRegion& r) {
+    std::vector<int2> cells;
+    cells.reserve(r.border_cells(l));
+    const auto add_cells = [&](int zp, int x_begin, int x_end) {
+        for (int xp = x_begin; xp < x_end; ++xp) cells.push_back(make_int2(zp, xp));
+    };
+    for (int zp = 0; zp < r.z0; ++zp) add_cells(zp, 0, l.nx_padded);
+    for (int zp = r.z1; zp < l.nz_padded; ++zp) add_cells(zp, 0, l.nx_padded);
+    for (int zp = r.z0; zp < r.z1; ++zp) {
+        add_cells(zp, 0, r.x0);
+        add_cells(zp, r.x1, l.nx_padded);
+    }
+    return cells;
+}
+
 size_t forward_floats_per_shot(const FieldLayout& l, size_t trace_samples) {
     return kWaveSlots * l.cells + kWaveSlots * l.cells + 2 * (l.x_band_cells() + l.z_band_cells()) + trace_samples;
 }
@@ -451,6 +460,13 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     columns_.upload(pml_profile_as<float>(problem, layout_.nx_padded), stream_);
     receiver_of_col_ = DeviceBuffer<int>(layout_.nx_padded);
     receiver_of_col_.upload(acquisition_.receiver_of_col, stream_);
+    for (const bool adjoint : {false, true}) {
+        const InnerRegion region = InnerRegion::make(layout_, border_margin(layout_, adjoint));
+        const std::vector<int2> table = border_table(layout_, region);
+        DeviceBuffer<int2>& border = adjoint ? adjoint_border_ : forward_border_;
+        border = DeviceBuffer<int2>(table.size());
+        border.upload(table, stream_);
+    }
     allocated_bytes_ = fixed_bytes();
     peak_allocated_bytes_ = allocated_bytes_;
     set_velocity(velocity);
@@ -510,7 +526,7 @@ GpuPropagator::~GpuPropagator() {
 
 size_t GpuPropagator::fixed_bytes() const {
     return velocity_.bytes() + gradient_.bytes() + courant_.bytes() + rows_.bytes() + columns_.bytes() +
-           receiver_of_col_.bytes() + observed_.bytes();
+           receiver_of_col_.bytes() + forward_border_.bytes() + adjoint_border_.bytes() + observed_.bytes();
 }
 
 size_t GpuPropagator::gradient_bytes_per_shot() const {
@@ -620,7 +636,7 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
     const auto px_slot = [&](int n) { return w.px.data() + size_t((n + 1) % 2) * x_set; };
     const auto pz_slot = [&](int n) { return w.pz.data() + size_t((n + 1) % 2) * z_set; };
     const bool keep_history = mode == Mode::gradient;
-    const InnerRegion inner = InnerRegion::make(l, l.width);
+    const InnerRegion inner = step_region(false);
     for (int n = 0; n + 1 < problem_.nt; ++n) {
         const ForwardStep a{wave_slot(w.u, n - 1),
                             wave_slot(w.u, n),
@@ -653,8 +669,7 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
     const StepConstants k{l, courant_.data(), rows_.data(), columns_.data(), acquisition_.receiver_row,
                           receiver_of_col_.data(), trace_samples, problem_.nrec};
     const auto rotate = [&](const DeviceBuffer<float>& b, int m) { return b.data() + size_t(m % 2) * field_set; };
-    // The adjoint's inner region also stays clear of the layer's stencil reach (layer_coupling).
-    const InnerRegion inner = InnerRegion::make(l, l.width > 0 ? l.width + kStencilRadius : 0);
+    const InnerRegion inner = step_region(true);
     const auto history = [&](const DeviceBuffer<float>& b, size_t set, size_t per_shot, int step) {
         return b.data() + step * set + first * per_shot;
     };
@@ -682,6 +697,13 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
                             m};
         launch_step(inner, count, adjoint_inner_kernel, adjoint_border_kernel, k, a);
     }
+}
+
+// The inner rectangle and border table of a forward or an adjoint step.
+InnerRegion GpuPropagator::step_region(bool adjoint) const {
+    InnerRegion region = InnerRegion::make(layout_, border_margin(layout_, adjoint));
+    region.border = (adjoint ? adjoint_border_ : forward_border_).data();
+    return region;
 }
 
 // One time step: the inner kernel on the main stream and the border kernel on the side stream, joined

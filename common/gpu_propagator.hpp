@@ -89,6 +89,7 @@ private:
     cudaGraphExec_t time_loop_graph(Mode mode, int batch, int adjoint_first = 0, int adjoint_count = 0);
     void capture_forward(Mode mode, int batch);
     void capture_adjoint(int batch, int first, int count);
+    InnerRegion step_region(bool adjoint) const;
     template <typename Step>
     void launch_step(const InnerRegion& inner, int batch, void (*inner_kernel)(StepConstants, Step, InnerRegion),
                      void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
@@ -110,6 +111,7 @@ private:
     DeviceBuffer<float> velocity_, gradient_, courant_, observed_;
     DeviceBuffer<PmlAxis<float>> rows_, columns_;
     DeviceBuffer<int> receiver_of_col_;
+    DeviceBuffer<int2> forward_border_, adjoint_border_;  // the border cells of each kind of step
     std::unique_ptr<Workspace> workspace_;
     // (mode, batch, adjoint_first, adjoint_count) -> graph
     std::map<std::tuple<Mode, int, int, int>, cudaGraphExec_t> graphs_;

@@ -5,7 +5,7 @@
 namespace fwi {
 
 std::vector<PmlAxis<double>> pml_profile(const Problem& p, int padded_length) {
-    std::vector<PmlAxis<double>> axis(padded_length, PmlAxis<double>{0.0, 1.0, 0.0});
+    std::vector<PmlAxis<double>> axis(padded_length, PmlAxis<double>{0.0, 1.0, 0.0, 1.0});
     const int width = p.absorb_width;
     if (width == 0) return axis;
     const double e_max = kPmlStrength * p.v_max / (width * p.dh) * p.dt;  // eta_max dt
@@ -25,7 +25,7 @@ std::vector<PmlAxis<double>> pml_profile(const Problem& p, int padded_length) {
         const double e = e_max * fraction * fraction;
         const double slope = direction * 2.0 * e_max * fraction / width;  // d(eta dt)/d(cell)
         const double decay = std::exp(-e);
-        axis[i] = {e, decay, (1.0 - decay) / e * slope};
+        axis[i] = {e, decay, (1.0 - decay) / e * slope, 1.0 / (1.0 + e)};
     }
     return axis;
 }

@@ -25,7 +25,8 @@ template <typename Real>
 std::vector<PmlAxis<Real>> pml_profile_as(const Problem& problem, int padded_length) {
     std::vector<PmlAxis<Real>> out;
     for (const auto& a : pml_profile(problem, padded_length))
-        out.push_back({static_cast<Real>(a.e), static_cast<Real>(a.decay), static_cast<Real>(a.gain)});
+        out.push_back({static_cast<Real>(a.e), static_cast<Real>(a.decay), static_cast<Real>(a.gain),
+                       static_cast<Real>(a.inverse)});
     return out;
 }
 
