@@ -2,12 +2,14 @@
 //
 // What you learn: the FWI loop itself. Model the observed data in the true model, then repeat: compute
 // the misfit and its gradient for all shots (forward pass, residuals, adjoint pass, imaging condition),
-// and update the model. Everything here is a call into common/; the later lessons keep this loop and
-// change only how the shots are spread over GPUs and how their gradients are combined.
+// and update the model. The loop is common/shot_parallel.cpp's run_iterations, the one every later
+// lesson runs too: they change only how the shots are spread over GPUs and how the gradients are
+// combined. Here one GPU holds every shot, so there is nothing to combine. The gradient and the model
+// stay in device memory through every iteration; only the final ones are copied out, for the files.
 //
-// What you should see: the misfit falling a little each iteration, the time per gradient (about 74 ms
-// for the default problem on an H100), and a RESULT line. --verify instead compares the GPU propagator
-// with the CPU reference on a small problem.
+// What you should see: the misfit falling a little each iteration, each iteration's phases, the time
+// per gradient (about 55-60 ms for the default problem on an H100 or H200), and a RESULT line.
+// --verify instead compares the GPU propagator with the CPU reference on a small problem.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,12 +18,9 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_propagator.hpp"
-#include "nvtx.hpp"
 #include "output.hpp"
 #include "problem.hpp"
-#include "shot_split.hpp"
-#include "timing.hpp"
-#include "update.hpp"
+#include "shot_parallel.hpp"
 #include "verify.hpp"
 
 using namespace fwi;
@@ -52,7 +51,7 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
     gpu.set_velocity(initial_model(p));
     gpu.set_observed(observed);
     const GradientResult g = gpu.gradient(shots);
-    const Difference gradient = compare(g.gradient, cpu_gradient);
+    const Difference gradient = compare(gpu.download_gradient(), cpu_gradient);
     const double misfit_diff = std::abs(g.misfit - cpu_misfit) / cpu_misfit;
     std::printf("  misfit:   GPU %.6e, CPU %.6e, rel diff %.1e\n", g.misfit, cpu_misfit, misfit_diff);
     std::printf("  gradient: %s\n", describe(gradient).c_str());
@@ -60,12 +59,18 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
     const bool ok = traces.relative_l2 < kTraceTolerance && gradient.relative_l2 < kGradientTolerance &&
                     misfit_diff < kTraceTolerance;
     JsonObject result;
-    result.add("pattern", "01_single_gpu_verify")
+    result.add("kind", "verify")
+        .add("pattern", "01_single_gpu")
+        .add("variant", "verify")
         .add("problem", p.name)
-        .add("grid", std::to_string(p.nz) + "x" + std::to_string(p.nx))
+        .add("grid", std::vector<long long>{p.nz, p.nx})
         .add("traces_rel_l2", traces.relative_l2)
         .add("gradient_rel_l2", gradient.relative_l2)
         .add("misfit_rel_diff", misfit_diff)
+        .add("tolerances", JsonObject()
+                               .add("traces", kTraceTolerance)
+                               .add("gradient", kGradientTolerance)
+                               .add("misfit", kTraceTolerance))
         .add("verified", ok);
     emit_result(result, json_path);
     if (!ok)
@@ -76,86 +81,35 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
     return kExitOk;
 }
 
-void write_arrays(const Problem& p, const std::string& dir, const char* name, const std::vector<float>& model) {
+void write_model(const Problem& p, const std::string& dir, const char* name, const std::vector<float>& model) {
     write_npy(dir + "/" + name + ".npy", model.data(), {size_t(p.nz), size_t(p.nx)});
 }
 
 int run_fwi(const Problem& p, const Options& options) {
     require_gpus(1);
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    std::printf("01_single_gpu: %s on %s\n", p.summary().c_str(), describe_device(device).c_str());
-    const std::vector<int> shots = all_shots(p.nshots);
-    const std::vector<float> v_true = true_model(p);
-    std::vector<float> velocity = initial_model(p);
+    make_directories(options.out);  // a bad --out is refused before the run, not after it
+    std::printf("01_single_gpu: %s on %s\n", p.summary().c_str(), describe_device(0).c_str());
 
-    GpuPropagator gpu(p, v_true);
-    std::printf("memory: %s\n", gpu.memory_report().c_str());
-    gpu.require_gradient_fits();  // refuse now, not after modelling the observed data
-    const std::vector<float> observed = gpu.forward(shots);
-    gpu.set_observed(observed);
-    gpu.set_velocity(velocity);
-    gpu.gradient(shots);  // warm-up: builds the CUDA graphs; not timed
+    // One GPU holds every shot: its share is the whole problem, and nothing needs combining.
+    GpuShare share(p, ShotRange{0, p.nshots}, initial_model(p));
+    std::printf("memory: %s\n", share.propagator().memory_report().c_str());
+    ThreadTeam alone(1, 60.0);
+    const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, options.iterations);
 
-    std::vector<double> misfits, gradient_seconds, iteration_seconds;
-    std::vector<float> first_gradient;
-    HostTimer total;
-    for (int it = 0; it < options.iterations; ++it) {
-        HostTimer iteration;
-        const GradientResult g = gpu.gradient(shots);
-        if (it == 0) first_gradient = g.gradient;
-        {
-            NvtxRange range("update");
-            update_model(p, g.gradient, velocity);
-            gpu.set_velocity(velocity);
-        }
-        misfits.push_back(g.misfit);
-        gradient_seconds.push_back(g.device_seconds);
-        iteration_seconds.push_back(iteration.seconds());
-        const double eta = median(iteration_seconds) * (options.iterations - it - 1);
-        const double relative = misfits.front() > 0.0 ? g.misfit / misfits.front() : 1.0;
-        std::printf("iteration %3d/%d  misfit %.6e (%.4f of first)  gradient %7.2f ms  iteration %7.2f ms  ETA %.1f s\n",
-                    it + 1, options.iterations, g.misfit, relative, 1e3 * g.device_seconds,
-                    1e3 * iteration_seconds.back(), eta);
-    }
-
-    make_directories(options.out);
-    write_arrays(p, options.out, "true_model", v_true);
-    write_arrays(p, options.out, "initial_model", initial_model(p));
-    write_arrays(p, options.out, "final_model", velocity);
-    write_arrays(p, options.out, "first_gradient", first_gradient);
+    write_model(p, options.out, "true_model", true_model(p));
+    write_model(p, options.out, "initial_model", initial_model(p));
+    write_model(p, options.out, "final_model", record.final_model);
+    write_model(p, options.out, "first_gradient", record.first_gradient);
+    share.set_model(true_model(p));  // the observed gathers are the traces of the true model
+    const std::vector<float> observed = share.propagator().forward(share.shots());
     write_npy(options.out + "/observed_gathers.npy", observed.data(), {size_t(p.nshots), size_t(p.nt), size_t(p.nrec)});
     std::printf("wrote true/initial/final models, the first gradient and the observed gathers to %s/\n",
                 options.out.c_str());
 
-    // 01 is the reference the others are checked against; its own check is that the inversion works:
-    // with a single iteration nothing can be compared, otherwise the misfit must have decreased.
-    const bool decreased = misfits.size() < 2 || misfits.back() < misfits.front();
-    const double gradient_time = median(gradient_seconds);
-    const Difference model_change = compare(velocity, initial_model(p));
-    std::printf("%s: 1 GPU: %.4f s per gradient (median of %d), misfit %.4e -> %.4e, peak device memory %.2f GiB\n",
-                p.summary().c_str(), gradient_time, options.iterations, misfits.front(), misfits.back(),
-                gib(gpu.peak_allocated_bytes()));
-    JsonObject result;
-    result.add("pattern", "01_single_gpu")
-        .add("gpus", 1)
-        .add("ranks", 1)
-        .add("problem", p.name)
-        .add("grid", std::to_string(p.nz) + "x" + std::to_string(p.nx))
-        .add("shots", p.nshots)
-        .add("nt", p.nt)
-        .add("iterations", options.iterations)
-        .add("time_per_gradient_s", gradient_time)
-        .add("time_per_iteration_s", median(iteration_seconds))
-        .add("total_s", total.seconds())
-        .add("misfit_first", misfits.front())
-        .add("misfit_final", misfits.back())
-        .add("model_rel_change", model_change.relative_l2)
-        .add("peak_device_bytes", static_cast<long long>(gpu.peak_allocated_bytes()))
-        .add("verified", decreased);
-    emit_result(result, options.json);
-    if (!decreased) throw VerificationError("the misfit did not decrease over the iterations");
-    std::printf("verified: the misfit decreased to %.4f of its first value\n", misfits.back() / misfits.front());
+    // 01 is the reference the others are checked against; its own check is that the inversion works.
+    RunSummary run = summarize(alone, 0, record, "01_single_gpu", "", 1);
+    run.details.add("peak_device_bytes", static_cast<long long>(share.propagator().peak_allocated_bytes()));
+    report(p, run, nullptr, options.json);
     return kExitOk;
 }
 

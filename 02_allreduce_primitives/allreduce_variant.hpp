@@ -1,5 +1,6 @@
-// The interface every allreduce variant implements (nccl-tests' shape: the harness owns buffers,
-// timing, checking and the table; a variant supplies only how it reduces), and the factory.
+// The base every allreduce variant of this lesson derives from, and the factory. nccl-tests' shape: the
+// sweep (common/allreduce_sweep.hpp) owns the sizes, timing, tally and table; this base adds what the
+// variants share on a group of GPUs; each variant file supplies only how it reduces.
 #pragma once
 
 #include <cstddef>
@@ -7,35 +8,46 @@
 #include <string>
 #include <vector>
 
+#include "allreduce_sweep.hpp"
+#include "cuda_timing.hpp"
 #include "gpu_group.hpp"
 
 namespace fwi {
 
 struct VariantOptions {
-    int ring_chunks = 4;                      // the ring's pipeline depth: chunks per segment
-    size_t one_shot_max_bytes = 512 * 1024;   // p2p_kernel: one-shot up to this size, two-shot above
+    int ring_chunks = 4;                     // the ring's pipeline depth: chunks per segment
+    size_t one_shot_max_bytes = 512 * 1024;  // p2p_kernel: one-shot up to this size, two-shot above
 };
 
-class AllreduceVariant {
+// One allreduce over every GPU of the group, driven by this one process: the sweep's only participant.
+// The base fills the inputs, poisons and checks the results on every GPU, waits with the group's timeout,
+// and times a batch with CUDA events on GPU 0 around all GPUs' streams.
+class AllreduceVariant : public AllreduceSweepVariant {
 public:
-    virtual ~AllreduceVariant() = default;
-    virtual const char* name() const = 0;
-    virtual const char* description() const = 0;
-    // Why the variant cannot run on this group of GPUs; empty when it can.
-    virtual std::string unavailable_reason() const { return ""; }
+    explicit AllreduceVariant(GpuGroup& group);
+
     // Enqueues recv[r] = sum over all GPUs of send[r] for `count` floats (count <= group capacity).
     // It starts and ends on every GPU's group stream: once GPU r's stream passes the end, GPU r's
     // result is complete and no GPU touches GPU r's buffers any more.
-    virtual void enqueue(size_t count) = 0;
-    // Which algorithm runs at this size, when the variant chooses one by size ("" otherwise).
-    virtual std::string algorithm(size_t /*count*/) const { return ""; }
+    void run(size_t count) override = 0;
+
+    void setup(size_t count) override;
+    void wait() override;
+    long long count_wrong(size_t count) override;
+    void begin_batch() override;
+    double end_batch() override;
+
+protected:
+    GpuGroup& group_;
+
+private:
+    std::unique_ptr<CudaEventTimer> batch_timer_;  // on GPU 0
 };
 
 const std::vector<std::string>& variant_names();  // via_gpu0, ring, p2p_kernel, nccl
 
 // Builds a variant for the group (its scratch memory sized for the group's capacity).
-std::unique_ptr<AllreduceVariant> make_variant(const std::string& name, GpuGroup& group,
-                                               const VariantOptions& options);
+std::unique_ptr<AllreduceVariant> make_variant(const std::string& name, GpuGroup& group, const VariantOptions& options);
 
 // One factory per variant file.
 std::unique_ptr<AllreduceVariant> make_via_gpu0(GpuGroup& group);

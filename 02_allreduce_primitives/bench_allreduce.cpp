@@ -8,10 +8,10 @@
 #include <map>
 #include <memory>
 
+#include "allreduce_sweep.hpp"
 #include "allreduce_variant.hpp"
 #include "bandwidth.hpp"
 #include "gpu_group.hpp"
-#include "harness.hpp"
 
 using namespace fwi;
 
@@ -51,13 +51,15 @@ void allreduce(benchmark::State& state, const std::string& name) {
         }
         const size_t bytes = static_cast<size_t>(state.range(0));
         const size_t count = bytes / sizeof(float);
-        group.fill_inputs(count);
-        const int iters = iterations_for(bytes, kIterationsPerSample);
-        variant.enqueue(count);  // warm-up
-        group.synchronize(name);
+        const int iters = batch_iterations(bytes, kIterationsPerSample);
+        variant.setup(count);
+        variant.run(count);  // warm-up
+        variant.wait();
         double seconds = 0.0;
         for (auto _ : state) {
-            const double per_allreduce = time_batch(variant, group, count, iters);
+            variant.begin_batch();
+            for (int i = 0; i < iters; ++i) variant.run(count);
+            const double per_allreduce = variant.end_batch() / iters;
             state.SetIterationTime(per_allreduce);
             seconds += per_allreduce;
         }

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "allreduce_sweep.hpp"
 #include "cuda_check.hpp"
 #include "errors.hpp"
-#include "input_data.hpp"
 #include "timing.hpp"
 
 namespace fwi {
@@ -23,13 +23,13 @@ unsigned blocks_for(size_t count) {
 
 __global__ void fill_inputs_kernel(float* data, size_t count, int rank) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
-        data[i] = input_value(rank, i);
+        data[i] = allreduce_input(rank, i);
 }
 
 __global__ void count_wrong_kernel(const float* data, size_t count, int ranks, unsigned long long* wrong) {
     unsigned long long mine = 0;
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
-        mine += data[i] != expected_sum(ranks, i);  // NaN poison never compares equal
+        mine += data[i] != allreduce_expected_sum(ranks, i);  // NaN poison never compares equal
     if (mine) atomicAdd(wrong, mine);
 }
 

@@ -11,7 +11,7 @@ namespace {
 
 class Nccl final : public AllreduceVariant {
 public:
-    explicit Nccl(GpuGroup& group) : group_(group), comms_(group.size()) {
+    explicit Nccl(GpuGroup& group) : AllreduceVariant(group), comms_(group.size()) {
         // NVLink SHARP (multicast) stays off on the lent machines; a user's explicit setting wins.
         setenv("NCCL_NVLS_ENABLE", "0", 0);
         std::vector<int> devices(group.size());
@@ -23,10 +23,10 @@ public:
         for (ncclComm_t comm : comms_) devices_unresponsive() ? ncclCommAbort(comm) : ncclCommDestroy(comm);
     }
 
-    const char* name() const override { return "nccl"; }
-    const char* description() const override { return "ncclAllReduce over ncclCommInitAll communicators (reference)"; }
+    std::string name() const override { return "nccl"; }
+    std::string description() const override { return "ncclAllReduce over ncclCommInitAll communicators (reference)"; }
 
-    void enqueue(size_t count) override {
+    void run(size_t count) override {
         NCCL_CHECK(ncclGroupStart());
         for (int rank = 0; rank < group_.size(); ++rank)
             NCCL_CHECK(ncclAllReduce(group_.send(rank), group_.recv(rank), count, ncclFloat, ncclSum, comms_[rank],
@@ -35,7 +35,6 @@ public:
     }
 
 private:
-    GpuGroup& group_;
     std::vector<ncclComm_t> comms_;
 };
 

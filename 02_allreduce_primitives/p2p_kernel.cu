@@ -72,7 +72,8 @@ __global__ void __launch_bounds__(kSumThreads) p2p_allreduce_kernel(SumOperands 
 
 class P2pKernel final : public AllreduceVariant {
 public:
-    P2pKernel(GpuGroup& group, size_t one_shot_max_bytes) : group_(group), one_shot_max_bytes_(one_shot_max_bytes) {
+    P2pKernel(GpuGroup& group, size_t one_shot_max_bytes)
+        : AllreduceVariant(group), one_shot_max_bytes_(one_shot_max_bytes) {
         if (!unavailable_reason().empty()) return;
         max_blocks_ = kMaxBlocks;
         for (int rank = 0; rank < group.size(); ++rank) {
@@ -83,8 +84,8 @@ public:
         }
     }
 
-    const char* name() const override { return "p2p_kernel"; }
-    const char* description() const override {
+    std::string name() const override { return "p2p_kernel"; }
+    std::string description() const override {
         return "kernels load peers' buffers directly; one-shot (all GPUs sum everything) or two-shot "
                "(reduce-scatter by loads, all-gather by stores), GPU-side barriers";
     }
@@ -95,9 +96,10 @@ public:
                    std::to_string(peer);
         return "";
     }
-    std::string algorithm(size_t count) const override { return one_shot(count) ? "one-shot" : "two-shot"; }
+    // Which of the two ran at this size.
+    std::string row_note(size_t count) override { return one_shot(count) ? "one-shot" : "two-shot"; }
 
-    void enqueue(size_t count) override {
+    void run(size_t count) override {
         const int n = group_.size();
         ++epoch_;
         BarrierArgs barrier{};
@@ -133,7 +135,6 @@ public:
 private:
     bool one_shot(size_t count) const { return count * sizeof(float) <= one_shot_max_bytes_; }
 
-    GpuGroup& group_;
     size_t one_shot_max_bytes_;
     int max_blocks_ = 1;
     unsigned long long epoch_ = 0;

@@ -29,7 +29,7 @@ cudaEvent_t new_event() {
 
 class Ring final : public AllreduceVariant {
 public:
-    Ring(GpuGroup& group, int chunks_per_segment) : group_(group), max_chunks_(chunks_per_segment) {
+    Ring(GpuGroup& group, int chunks_per_segment) : AllreduceVariant(group), max_chunks_(chunks_per_segment) {
         if (!unavailable_reason().empty()) return;
         const int n = group.size();
         ranks_.resize(n);
@@ -61,8 +61,8 @@ public:
         }
     }
 
-    const char* name() const override { return "ring"; }
-    const char* description() const override {
+    std::string name() const override { return "ring"; }
+    std::string description() const override {
         return "reduce-scatter + all-gather around a ring: peer copies and reduction kernels, chunks pipelined "
                "over streams";
     }
@@ -76,7 +76,7 @@ public:
         return "";
     }
 
-    void enqueue(size_t count) override {
+    void run(size_t count) override {
         const RingPlan plan(count, group_.size(), max_chunks_, kMinChunkElements);
         start();
         for (int step = 0; step < ring_steps(plan.ranks()); ++step)
@@ -155,7 +155,6 @@ private:
         }
     }
 
-    GpuGroup& group_;
     int max_chunks_;
     std::vector<PerRank> ranks_;
 };

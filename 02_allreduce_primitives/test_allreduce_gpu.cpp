@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "allreduce_sweep.hpp"
 #include "allreduce_variant.hpp"
 #include "gpu_group.hpp"
-#include "harness.hpp"
 
 using namespace fwi;
 
@@ -41,6 +41,23 @@ std::vector<Case> all_cases() {
             {"nccl", {}, "nccl"}};
 }
 
+// One allreduce into poisoned results; the wrong elements over all GPUs.
+long long run_once_and_count_wrong(AllreduceVariant& variant, size_t count) {
+    variant.setup(count);
+    variant.run(count);
+    variant.wait();
+    return variant.count_wrong(count);
+}
+
+// Several allreduces back to back leave the right sum: no missing dependency between one call and the
+// next (the sweep times such batches but checks a single call).
+long long run_back_to_back_and_count_wrong(AllreduceVariant& variant, size_t count) {
+    variant.setup(count);
+    for (int i = 0; i < 5; ++i) variant.run(count);
+    variant.wait();
+    return variant.count_wrong(count);
+}
+
 int visible_gpus() {
     int count = 0;
     return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
@@ -63,15 +80,21 @@ void check_every_variant(int gpus) {
         REQUIRE(reason.empty());
         for (size_t count : kCounts) {
             CAPTURE(count);
-            CHECK(run_once_and_count_wrong(*variant, group, count) == 0);
+            CHECK(run_once_and_count_wrong(*variant, count) == 0);
+            CHECK(run_back_to_back_and_count_wrong(*variant, count) == 0);
         }
-        TimingOptions quick;
+        AllreduceSweepOptions quick;
+        quick.min_bytes = quick.max_bytes = 4099 * 4;
         quick.warmup = 2;
         quick.iters = 5;
         quick.repeats = 2;
-        const Measurement m = measure(*variant, group, 4099, quick);
-        CHECK(m.wrong == 0);
-        CHECK(m.seconds > 0.0);
+        SweepLayout layout;
+        layout.gpus = layout.ranks = gpus;
+        layout.reports = false;
+        const SweepResult result = run_allreduce_sweep(*variant, quick, layout);
+        REQUIRE(result.rows.size() == 1);
+        CHECK(result.wrong_total() == 0);
+        CHECK(result.rows[0].seconds > 0.0);
     }
 }
 

@@ -1,18 +1,14 @@
 // The ring allreduce's schedule (which chunk every rank receives and reduces at every step), checked
-// by running it on the host exactly as the GPU ring does, for 1..8 ranks and awkward sizes; and the
-// bandwidth formulas, the input data and the size sweep.
+// by running it on the host exactly as the GPU ring does, for 1..8 ranks and awkward sizes.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
-#include "bandwidth.hpp"
-#include "input_data.hpp"
+#include "allreduce_sweep.hpp"
 #include "ring_schedule.hpp"
-#include "size_sweep.hpp"
 
 using namespace fwi;
 
@@ -28,7 +24,7 @@ std::vector<std::vector<float>> simulate_ring(int ranks, size_t count, const Rin
     std::vector<std::vector<float>> send(ranks, std::vector<float>(count));
     std::vector<std::vector<float>> recv(ranks, std::vector<float>(count, std::numeric_limits<float>::quiet_NaN()));
     for (int rank = 0; rank < ranks; ++rank)
-        for (size_t i = 0; i < count; ++i) send[rank][i] = input_value(rank, i);
+        for (size_t i = 0; i < count; ++i) send[rank][i] = allreduce_input(rank, i);
     if (ranks == 1) recv = send;  // no steps: the sum of one buffer is itself
     for (int step = 0; step < ring_steps(ranks); ++step) {
         const auto before = recv;
@@ -119,46 +115,7 @@ TEST_CASE("the ring schedule, run on the host, gives every rank the exact sum") 
                     const auto result = simulate_ring(ranks, count, RingPlan(count, ranks, max_chunks, min_chunk));
                     long long wrong = 0;
                     for (int rank = 0; rank < ranks; ++rank)
-                        for (size_t i = 0; i < count; ++i) wrong += result[rank][i] != expected_sum(ranks, i);
+                        for (size_t i = 0; i < count; ++i) wrong += result[rank][i] != allreduce_expected_sum(ranks, i);
                     CHECK(wrong == 0);
                 }
-}
-
-TEST_CASE("input data: small integers, sums exact in float") {
-    for (int ranks = 1; ranks <= 8; ++ranks)
-        for (size_t i = 0; i < 1000; ++i) {
-            double exact = 0.0;
-            for (int rank = 0; rank < ranks; ++rank) {
-                const float value = input_value(rank, i);
-                CHECK(value == std::round(value));
-                CHECK(std::fabs(value) <= 8.0f);
-                exact += value;
-            }
-            CHECK(static_cast<double>(expected_sum(ranks, i)) == exact);
-        }
-    CHECK(input_value(0, 0) != input_value(1, 0));  // ranks hold different data
-}
-
-TEST_CASE("algbw = bytes / time, busbw = algbw * 2(n-1)/n") {
-    CHECK(algorithm_bandwidth(1000, 2.0) == doctest::Approx(500.0));
-    CHECK(bus_bandwidth_factor(1) == 0.0);
-    CHECK(bus_bandwidth_factor(2) == doctest::Approx(1.0));
-    CHECK(bus_bandwidth_factor(4) == doctest::Approx(1.5));
-    CHECK(bus_bandwidth_factor(8) == doctest::Approx(1.75));
-    CHECK(bus_bandwidth(size_t(256) << 20, 1e-3, 4) == doctest::Approx(268435456.0 / 1e-3 * 1.5));
-}
-
-TEST_CASE("size sweep: nccl-tests' -b/-e/-f, whole floats, the FWI size inserted") {
-    const size_t fwi_bytes = 384 * 512 * 4;
-    const auto sizes = sweep_byte_sizes(8, 256 << 20, 2.0, fwi_bytes);
-    CHECK(sizes.size() == 27);  // 2^3 .. 2^28, plus 786432
-    CHECK(sizes.front() == 8);
-    CHECK(sizes.back() == (size_t(256) << 20));
-    CHECK(std::find(sizes.begin(), sizes.end(), fwi_bytes) != sizes.end());
-    for (size_t i = 0; i < sizes.size(); ++i) {
-        CHECK(sizes[i] % 4 == 0);
-        if (i) CHECK(sizes[i] > sizes[i - 1]);
-    }
-    CHECK(sweep_byte_sizes(4, 4, 2.0, fwi_bytes) == std::vector<size_t>{4});
-    CHECK(sweep_byte_sizes(10, 30, 1.5, 0) == std::vector<size_t>{8, 12, 20});
 }

@@ -11,7 +11,7 @@ namespace {
 
 class ViaGpu0 final : public AllreduceVariant {
 public:
-    explicit ViaGpu0(GpuGroup& group) : group_(group) {
+    explicit ViaGpu0(GpuGroup& group) : AllreduceVariant(group) {
         for (int rank = 1; rank < group.size(); ++rank) {
             gathered_.emplace_back(0, group.capacity());  // rank r's buffer, copied to GPU 0
             CUDA_CHECK(cudaSetDevice(rank));
@@ -33,12 +33,10 @@ public:
         cudaEventDestroy(summed_);
     }
 
-    const char* name() const override { return "via_gpu0"; }
-    const char* description() const override {
-        return "copy every buffer to GPU 0, sum there, copy the sum back";
-    }
+    std::string name() const override { return "via_gpu0"; }
+    std::string description() const override { return "copy every buffer to GPU 0, sum there, copy the sum back"; }
 
-    void enqueue(size_t count) override {
+    void run(size_t count) override {
         const int n = group_.size();
         const size_t bytes = count * sizeof(float);
         SumOperands sum{};
@@ -71,7 +69,6 @@ public:
     }
 
 private:
-    GpuGroup& group_;
     std::vector<DeviceArray<float>> gathered_;
     std::vector<cudaEvent_t> gathered_event_, returned_event_;
     cudaEvent_t summed_ = nullptr;

@@ -6,9 +6,10 @@
 // What you learn: the bootstrap (rank 0 ncclGetUniqueId, MPI_Bcast, MPI_Barrier, ncclCommInitRankConfig
 // on every rank), one GPU per rank from MPI_Comm_split_type, and how a job ends when a rank dies: every
 // wait after the bootstrap has a timeout, after which the communicator is aborted.
-// How it works: default mode: rank 0 runs the single-GPU reference; every rank computes the gradient of
-// its shots, ncclAllReduce sums them, every rank applies the same update; --iterations times. Then the
-// ranks' models are compared (NCCL max and min of the model) and rank 0 checks against its reference.
+// How it works: default mode: rank 0 runs the single-GPU reference; every rank runs the loop of
+// common/shot_parallel.hpp: computes the gradient of its shots, ncclAllReduce sums them in device
+// memory, every rank applies the same update on its GPU; --iterations times. Then the ranks' models are
+// compared and rank 0 checks against its reference.
 // --bench-allreduce: ncclAllReduce over a sweep of sizes, in 02's table (allreduce_bench.cu).
 // What you should see: the ranks and their GPUs, the misfit falling, the speedup over the single-GPU
 // reference and "verified"; or the bandwidth table with 0 in #wrong.
@@ -24,13 +25,13 @@
 #include "errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
+#include "mpi_team.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
 #include "problem.hpp"
 #include "shot_parallel.hpp"
 #include "test_fault.hpp"
-#include "timing.hpp"
 
 using namespace fwi;
 
@@ -38,13 +39,16 @@ namespace {
 
 struct Options : ShotParallelOptions {
     bool bench_allreduce = false;
-    BenchOptions bench;
+    AllreduceSweepOptions sweep;
 };
 
-// The combine: this rank's gradient and misfit summed in place over all ranks (a sum, so the result is
-// the gradient over all shots). One GPU per process, so nothing needs grouping across GPUs; the group
-// only bundles the two calls into one launch.
-void combine(const GpuShare& share, ncclComm_t comm, double timeout_s) {
+// ---- the combine -----------------------------------------------------------------------------------
+
+// This rank's gradient and misfit summed in place over all ranks, in device memory (a sum, so the result
+// is the gradient over all shots). One GPU per process, so nothing needs grouping across GPUs; the group
+// only bundles the two calls into one launch. The wait has a timeout: a rank that died would leave a
+// plain cudaStreamSynchronize waiting forever.
+void combine(GpuShare& share, ncclComm_t comm, double timeout_s) {
     NCCL_CHECK(ncclGroupStart());
     NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
                              share.stream()));
@@ -53,25 +57,7 @@ void combine(const GpuShare& share, ncclComm_t comm, double timeout_s) {
     wait_for_nccl({comm}, {share.stream()}, "ncclAllReduce of the gradient and misfit", timeout_s);
 }
 
-template <typename T>
-ncclDataType_t nccl_type();
-template <>
-ncclDataType_t nccl_type<float>() { return ncclFloat; }
-template <>
-ncclDataType_t nccl_type<double>() { return ncclDouble; }
-
-// Host values reduced element-wise over the ranks (NCCL reduces device memory: up, reduce, down). After
-// the bootstrap every exchange goes through NCCL and its timed wait, never through a blocking MPI call
-// that a dead rank would leave waiting forever.
-template <typename T>
-std::vector<T> allreduce_values(const std::vector<T>& values, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
-                                const std::string& what, double timeout_s) {
-    DeviceBuffer<T> buffer(values.size());
-    buffer.upload(values, stream);
-    NCCL_CHECK(ncclAllReduce(buffer.data(), buffer.data(), values.size(), nccl_type<T>(), op, comm, stream));
-    wait_for_nccl({comm}, {stream}, what, timeout_s);
-    return buffer.download(values.size(), stream);
-}
+// ---- set-up and report ------------------------------------------------------------------------------
 
 std::string host_name() {
     char name[MPI_MAX_PROCESSOR_NAME] = {};
@@ -98,68 +84,40 @@ void print_header(const char* mode, const Options& o, int ranks) {
     if (o.verbose) std::printf("  %s\n", nccl_transport_hint().c_str());
 }
 
+// ---- the run -----------------------------------------------------------------------------------------
+
 int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
+    // 1. One GPU per rank, from the node-local rank; more ranks than shots is a usage error, found
+    //    before any GPU is touched.
     const int rank = world_rank(), ranks = world_size();
-    // More ranks than shots is a usage error, found before any GPU is touched.
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse);
     if (rank == 0) print_header(p.summary().c_str(), o, ranks);
     print_layout(rank, ranks, device,
                  ", shots " + std::to_string(mine.first) + ".." + std::to_string(mine.first + mine.count - 1));
 
-    // Rank 0's reference runs before its share of the work exists (so the two never hold GPU memory at
-    // the same time); the other ranks build theirs and then wait in the bootstrap's MPI calls.
+    // 2. Rank 0's reference runs before its share exists (so the two never hold GPU memory together);
+    //    the other ranks build theirs and then wait in the bootstrap's MPI calls.
     const bool with_reference = rank == 0 && !o.no_reference;
     ReferenceRun reference;
-    if (with_reference) reference = run_reference(p, o.iterations);
-    GpuShare share(p, mine);
+    if (with_reference) reference = run_reference(p, initial_model(p), o.iterations);
+    GpuShare share(p, mine, initial_model(p));
+
+    // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast.
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
-    combine(share, comm, o.timeout_s);  // warm-up: the first collective also sets up NCCL's connections
 
-    ShotParallelRun result;
-    result.pattern = "05_nccl_mpi";
-    result.gpus = result.ranks = ranks;
-    std::vector<double> gradient_seconds, combine_seconds, iteration_seconds;  // this rank's
-    std::vector<float> gradient;
-    double misfit = 0.0;
-    for (int it = 0; it < o.iterations; ++it) {
-        HostTimer timer;
-        share.compute_and_stage();
-        const double local_seconds = timer.seconds();
-        if (it == 0) trigger_test_fault(fault, rank, o.timeout_s);
-        combine(share, comm, o.timeout_s);
-        share.download_combined(gradient, misfit);
-        gradient_seconds.push_back(timer.seconds());
-        combine_seconds.push_back(gradient_seconds.back() - local_seconds);
-        share.update(gradient);
-        iteration_seconds.push_back(timer.seconds());
-        if (it == 0) {
-            result.first_gradient = gradient;
-            result.first_misfit = misfit;
-        }
-        if (rank == 0)
-            print_iteration(it, o.iterations, misfit, gradient_seconds.back(), combine_seconds.back(),
-                            iteration_seconds.back());
-    }
-
-    // Every rank's model is the same iff the element-wise maximum over the ranks equals the minimum.
-    const cudaStream_t stream = share.stream();
-    const std::vector<float>& model = share.velocity();
-    result.models_identical = allreduce_values(model, ncclMax, comm, stream, "ncclAllReduce (max) of the models",
-                                               o.timeout_s) ==
-                              allreduce_values(model, ncclMin, comm, stream, "ncclAllReduce (min) of the models",
-                                               o.timeout_s);
-    result.final_model = model;
-    // The slowest rank sets the time per gradient; the combine's own cost is what the last rank to finish
-    // its shots waits, the least over the ranks (the others also wait for that rank).
-    result.gradient_seconds = allreduce_values(gradient_seconds, ncclMax, comm, stream, "ncclAllReduce of the timings",
-                                               o.timeout_s);
-    result.iteration_seconds = allreduce_values(iteration_seconds, ncclMax, comm, stream,
-                                                "ncclAllReduce of the timings", o.timeout_s);
-    result.combine_seconds = allreduce_values(combine_seconds, ncclMin, comm, stream, "ncclAllReduce of the timings",
-                                              o.timeout_s);
+    // 4. The FWI loop, the combine being one NCCL allreduce.
+    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
+    int combines = 0;
+    const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& mine_share) {
+        if (++combines == 2) trigger_test_fault(fault, rank, o.timeout_s);  // the tests of the timeouts
+        combine(mine_share, comm, o.timeout_s);
+    }, 1, o.iterations);
+    const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
     nccl_destroy_all({comm}, o.timeout_s);
-    if (rank == 0) verify_and_report(p, result, with_reference ? &reference : nullptr, o.json);
+
+    // 5. Rank 0 checks against its reference and reports.
+    if (rank == 0) report(p, run, with_reference ? &reference : nullptr, o.json);
     return kExitOk;
 }
 
@@ -169,7 +127,7 @@ int run_bench(const Options& o) {
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
     print_layout(rank, ranks, device, "");
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
-    const long long wrong = run_allreduce_bench(comm, rank, ranks, o.bench, o.timeout_s, o.json);
+    const long long wrong = run_allreduce_bench(comm, rank, ranks, o.sweep, o.timeout_s, o.json);
     nccl_destroy_all({comm}, o.timeout_s);
     if (rank == 0 && wrong != 0)
         throw VerificationError(std::to_string(wrong) + " wrong elements in the allreduce results (see #wrong)");
@@ -195,10 +153,10 @@ int main(int argc, char** argv) {
         add_shot_parallel_flags(parser, options);
         parser.add_switch("--bench-allreduce", &options.bench_allreduce,
                           "instead of FWI: ncclAllReduce over a sweep of sizes (02's table)");
-        add_bench_flags(parser, options.bench);
+        add_allreduce_sweep_flags(parser, options.sweep);
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
         validate(problem);
-        validate_bench_options(options.bench);
+        validate_allreduce_sweep_options(options.sweep);
         if (fault.rank >= world_size())
             throw UsageError("--test-fault: rank " + std::to_string(fault.rank) + " does not exist; allowed 0.." +
                              std::to_string(world_size() - 1));

@@ -1,14 +1,11 @@
-// The parts of 05_nccl_mpi that run without a GPU: the --test-fault flag (parsed and taken out of the
-// arguments) and the allreduce bench's check of a result (any order of float additions passes, a
-// missing or doubled rank or a poisoned element fails).
+// The part of 05_nccl_mpi that runs without a GPU: the --test-fault flag (parsed and taken out of the
+// arguments). The bench's sweep and its check are tested with 02 (test_allreduce_sweep.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <string>
 #include <vector>
 
-#include "bench_values.hpp"
 #include "errors.hpp"
 #include "test_fault.hpp"
 
@@ -51,33 +48,4 @@ TEST_CASE("the fault flag is taken out of the arguments, in both spellings") {
 
     std::vector<std::string> missing{"prog", "--test-fault"};
     CHECK_THROWS_AS(take_flag_value(missing, "--test-fault"), UsageError);
-}
-
-namespace {
-
-// The bench's inputs of `ranks` ranks at `index`, added in float in the given rank order.
-float float_sum(int ranks, size_t index, bool reverse) {
-    float sum = 0.0f;
-    for (int k = 0; k < ranks; ++k) sum += bench_input(reverse ? ranks - 1 - k : k, index);
-    return sum;
-}
-
-}  // namespace
-
-TEST_CASE("a float sum of the bench's inputs passes the check in any order") {
-    for (int ranks : {1, 2, 3, 4, 8, 16})
-        for (size_t index : {size_t(0), size_t(1), size_t(999), size_t(123457), size_t(1) << 26}) {
-            CAPTURE(ranks);
-            CAPTURE(index);
-            CHECK(bench_result_ok(float_sum(ranks, index, false), ranks, index));
-            CHECK(bench_result_ok(float_sum(ranks, index, true), ranks, index));
-        }
-}
-
-TEST_CASE("a missing rank, a doubled rank or a poisoned element fails the check") {
-    const size_t index = 4242;
-    const float all = float_sum(4, index, false);
-    CHECK_FALSE(bench_result_ok(all - bench_input(0, index), 4, index));
-    CHECK_FALSE(bench_result_ok(all + bench_input(3, index), 4, index));
-    CHECK_FALSE(bench_result_ok(std::nanf(""), 4, index));
 }

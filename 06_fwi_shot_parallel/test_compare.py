@@ -24,13 +24,26 @@ def fail(message):
     sys.exit(1)
 
 
-def result(pattern, variant, gpus, gradient_s, verified=True, **extra):
-    values = {"pattern": pattern, "variant": variant, "gpus": gpus, "ranks": gpus, "problem": "default",
-              "grid": "384x512", "shots": 8, "nt": 2000, "iterations": 3, "time_per_gradient_s": gradient_s,
-              "time_per_iteration_s": gradient_s + 0.001, "combine_s": 0.0005,
-              "combine_share": 0.0005 / (gradient_s + 0.001), "verified": verified}
-    values.update(extra)
-    return values
+ENV = {"hostname": "fake", "utc_time": "2025-06-01T08:30:00Z", "git_commit": "unknown", "build_type": "Release",
+       "cuda_architectures": "90", "gpu_count": 0, "gpus": [], "driver_version": None,
+       "nvidia_driver_version": None, "cuda_runtime_version": "13.0", "links": [], "nccl_version": None,
+       "mpi_library_version": None, "nccl_env": {}}
+
+
+def result(pattern, variant, gpus, gradient_s, verified=True, speedup=None, grad_rel_diff=None):
+    """A RESULT of kind fwi (docs/RESULT.md) with these figures."""
+    spread = {"min": 0.0005, "median": 0.0005, "max": 0.0005}
+    reference = None if speedup is None else {"time_per_gradient_s": speedup * gradient_s, "speedup": speedup,
+                                              "efficiency": speedup / gpus}
+    return {"schema_version": 2, "kind": "fwi", "pattern": pattern, "variant": variant, "gpus": gpus, "ranks": gpus,
+            "problem": "default", "grid": [384, 512], "shots": 8, "nt": 2000, "iterations": 3, "first_iteration": 1,
+            "time_per_gradient_s": gradient_s, "time_per_iteration_s": gradient_s + 0.001,
+            "phases_s": {"compute": spread, "wait": spread, "combine": spread, "update": spread},
+            "combine_share": 0.0005 / (gradient_s + 0.001), "gradient_bytes": 786432, "reference": reference,
+            "verification": {"grad_rel_diff": grad_rel_diff, "misfit_rel_diff": None, "model_rel_diff": None,
+                             "models_identical": True, "misfit_first": 10.0, "misfit_final": 9.0,
+                             "tolerances": {"gradient": 1e-05, "misfit": 1e-06, "model": 1e-06}},
+            "details": {}, "verified": verified, "env": ENV}
 
 
 def make_runs(directory, runs):
@@ -94,12 +107,13 @@ def check_failures_shown(script, work_dir):
         ("04_nccl_threads", "group", 2, "not-built", None),
         ("05_nccl_mpi", "", 2, "timeout", None),
         ("06_fwi_shot_parallel", "", 2, "3", None),
+        ("06_fwi_shot_parallel", "", 4, "0", dict(result("06_fwi_shot_parallel", "", 4, 0.025), speedup=3.2)),
     ])
     code, output = run_compare(script, directory)
     if code != 1:
         fail("compare.py exited %d with failed runs, expected 1" % code)
     for text in ("FAILED (exit 1: verification failed)", "not built", "TIMEOUT", "FAILED (exit 3: environment)",
-                 "4 of 5 runs did not finish verified"):
+                 "invalid RESULT: speedup: not in the schema", "5 of 6 runs did not finish verified"):
         if text not in output:
             fail("the output lacks '%s'" % text)
     with open(os.path.join(directory, "comparison.csv")) as f:
@@ -120,7 +134,9 @@ if [ "$1" = -L ]; then
 fi
 echo "Fake GPU"
 """
+# %s: the env it prints with --env-json.
 FAKE_VISIBLE_GPUS = """#!/bin/bash
+[ "$1" = --env-json ] && { echo '%s'; exit 0; }
 echo "$FAKE_GPUS"
 """
 # Drops the launcher's flags, runs the program with FAKE_RANKS set to -np.
@@ -131,7 +147,7 @@ while [ $# -gt 0 ]; do
 done
 exec "$@"
 """
-# Prints its arguments and a RESULT; the time per gradient falls with the GPU count.
+# Prints its arguments and a RESULT (the one result() makes); the time per gradient falls with the GPU count.
 FAKE_PROGRAM = r"""#!/bin/bash
 name=$(basename "$0") gpus=${FAKE_RANKS:-1} json="" variant=""
 echo "args: $*"
@@ -139,7 +155,7 @@ while [ $# -gt 0 ]; do
     case "$1" in --json) json=$2; shift 2 ;; --gpus) gpus=$2; shift 2 ;; --combine|--driver) variant=$2; shift 2 ;; *) shift ;; esac
 done
 t=$(awk "BEGIN { print 0.08 / $gpus }")
-result="{\"pattern\": \"$name\", \"variant\": \"$variant\", \"gpus\": $gpus, \"problem\": \"default\", \"time_per_gradient_s\": $t, \"time_per_iteration_s\": $t, \"combine_share\": 0.01, \"verified\": true}"
+result=$(sed -e "s/@NAME@/$name/" -e "s/@VARIANT@/$variant/" -e "s/@GPUS@/$gpus/g" -e "s/@T@/$t/" "$(dirname "$0")/../result.template")
 echo "$name: $gpus GPUs: $t s per gradient"
 echo "RESULT $result"
 echo "$result" > "$json"
@@ -158,7 +174,7 @@ def fake_machine(scripts_dir, work_dir):
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "repo", "scripts"))
     os.makedirs(os.path.join(root, "path"))
-    for name in ("compare.sh", "compare.py", "plotting.py"):
+    for name in ("compare.sh", "compare.py", "plotting.py", "result_schema.py"):
         shutil.copy(os.path.join(scripts_dir, name), os.path.join(root, "repo", "scripts", name))
     with open(os.path.join(root, "repo", "scripts", "common.sh"), "w") as f:
         f.write(FAKE_COMMON)
@@ -167,8 +183,13 @@ def fake_machine(scripts_dir, work_dir):
     for pattern in PATTERNS:
         os.makedirs(os.path.join(root, "repo", "build-fake", pattern))
         write_executable(os.path.join(root, "repo", "build-fake", pattern, pattern), FAKE_PROGRAM)
+    template = json.dumps(result("@NAME@", "@VARIANT@", 1, 0.5))
+    template = template.replace('"gpus": 1, "ranks": 1', '"gpus": @GPUS@, "ranks": @GPUS@')
+    with open(os.path.join(root, "repo", "build-fake", "result.template"), "w") as f:
+        f.write(template.replace('"time_per_gradient_s": 0.5', '"time_per_gradient_s": @T@') + "\n")
     os.makedirs(os.path.join(root, "repo", "build-fake", "common"))
-    write_executable(os.path.join(root, "repo", "build-fake", "common", "visible_gpus"), FAKE_VISIBLE_GPUS)
+    write_executable(os.path.join(root, "repo", "build-fake", "common", "visible_gpus"),
+                     FAKE_VISIBLE_GPUS % json.dumps(ENV))
     return root
 
 
@@ -202,6 +223,9 @@ def check_runner(scripts_dir, work_dir):
     expected += [("05_nccl_mpi", "", g, "ok") for g in "12"] + [("06_fwi_shot_parallel", "", g, "ok") for g in "12"]
     if rows != expected:
         fail("the comparison's rows are %s, expected %s" % (rows, expected))
+    with open(os.path.join(out, "comparison.json")) as f:
+        if json.load(f)["machine"] != ENV:
+            fail("comparison.json does not hold the machine.json that visible_gpus --env-json printed")
     logs = os.path.join(out, "runs")
     with open(os.path.join(logs, "06_fwi_shot_parallel-2gpu.log")) as f:
         log = f.read()

@@ -1,4 +1,4 @@
-// Google Benchmark cases for the propagator (DESIGN.md, "Performance"):
+// Google Benchmark cases for the propagator (docs/PERFORMANCE.md, "How the figures are measured"):
 //   CopyBandwidth    device-to-device copy, bytes read + written: the memory ceiling;
 //   ForwardStep      one shot on a large grid: cells per second and the fraction of the roofline
 //                    (copy bandwidth / 16 B per cell: read two wavefields and the model, write one);

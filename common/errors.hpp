@@ -1,4 +1,4 @@
-// Error kinds and the exit codes they map to (DESIGN.md, "Output conventions"):
+// Error kinds and the exit codes they map to (docs/ARCHITECTURE.md, "Exit codes"):
 //   0 ok, 1 verification failed, 2 bad input, 3 environment (no GPU, NCCL/MPI failure, timeout).
 #pragma once
 

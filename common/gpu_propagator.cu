@@ -560,6 +560,18 @@ void GpuPropagator::require_gradient_fits() const {
 void GpuPropagator::set_velocity(const std::vector<float>& velocity) {
     if (velocity.size() != problem_.model_cells()) throw UsageError("velocity model has the wrong size");
     velocity_.upload(velocity, stream_);
+    velocity_changed();
+}
+
+std::vector<float> GpuPropagator::download_velocity() const {
+    return velocity_.download(problem_.model_cells(), stream_);
+}
+
+std::vector<float> GpuPropagator::download_gradient() const {
+    return gradient_.download(problem_.model_cells(), stream_);
+}
+
+void GpuPropagator::velocity_changed() {
     const dim3 block(32, 8);
     courant_kernel<<<padded_grid(layout_, block), block, 0, stream_>>>(courant_.data(), velocity_.data(), layout_,
                                                                    float(problem_.dt / problem_.dh));
@@ -850,7 +862,7 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     timer.stop(stream_);
     GradientResult result;
     result.misfit = misfit;
-    result.gradient = gradient_.download(problem_.model_cells(), stream_);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // the gradient is complete on the device
     result.device_seconds = timer.seconds();
     result.forward_seconds = forward_seconds;
     result.adjoint_seconds = adjoint_seconds;

@@ -29,9 +29,9 @@ namespace fwi {
 struct StepConstants;  // kernel arguments, defined in gpu_propagator.cu
 struct InnerRegion;
 
+// What gradient() returns on the host. The gradient itself stays in device memory (device_gradient()).
 struct GradientResult {
     double misfit = 0.0;            // 0.5 sum (syn - obs)^2 over the shots
-    std::vector<float> gradient;    // dJ/dv, nz x nx
     double device_seconds = 0.0;    // CUDA events around the whole computation
     double forward_seconds = 0.0;   // of which the forward time loops
     double adjoint_seconds = 0.0;   // and the adjoint time loops
@@ -46,6 +46,11 @@ public:
     GpuPropagator& operator=(const GpuPropagator&) = delete;
 
     void set_velocity(const std::vector<float>& velocity);
+    // The model in device memory, nz x nx. Whoever changes it there (the model update) calls
+    // velocity_changed() afterwards, on stream() or after it, so the derived fields follow.
+    float* device_velocity() const { return velocity_.data(); }
+    void velocity_changed();
+    std::vector<float> download_velocity() const;
     // Observed traces of every shot, [nshots][nt][nrec].
     void set_observed(const std::vector<float>& traces);
 
@@ -53,8 +58,15 @@ public:
     std::vector<float> forward(const std::vector<int>& shots);
     // Device time of the time loops of the last forward() call (CUDA events around the graph launches).
     double last_forward_loop_seconds() const { return last_forward_loop_seconds_; }
-    // Misfit and gradient over `shots` against the observed traces.
+    // Misfit and gradient over `shots` against the observed traces. The gradient is left in
+    // device_gradient(), complete when this returns; it is never copied to the host here.
     GradientResult gradient(const std::vector<int>& shots);
+    // dJ/dv of the last gradient() call, nz x nx floats on this device.
+    float* device_gradient() const { return gradient_.data(); }
+    // A host copy of it, for verification and output.
+    std::vector<float> download_gradient() const;
+    // The stream every kernel of this propagator runs on (a non-blocking stream of the current device).
+    cudaStream_t stream() const { return stream_; }
 
     // Device memory one shot of a gradient batch needs, and the batch sizes chosen: the forward pass runs
     // up to gradient_batch_size() shots at a time and keeps their history, and the adjoint pass works

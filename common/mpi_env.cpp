@@ -10,6 +10,7 @@
 
 #include "errors.hpp"
 #include "mpi_check.hpp"
+#include "run_env.hpp"
 
 namespace fwi {
 
@@ -24,6 +25,15 @@ constexpr auto kNonRootReportDelay = std::chrono::seconds(1);
 std::string process_name = "MPI program";
 
 using Clock = std::chrono::steady_clock;
+
+// The first line of MPI_Get_library_version ("Open MPI v4.1.4, package: ..."), for the env of the RESULT.
+std::string mpi_library_version() {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    MPI_Get_library_version(text, &length);
+    const std::string version = text;
+    return version.substr(0, version.find('\n'));
+}
 
 }  // namespace
 
@@ -113,6 +123,7 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
         return kExitEnvironment;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    set_env_field("mpi_library_version", mpi_library_version());
     const int rank = world_rank();
     process_name = std::string(name) + " (rank " + std::to_string(rank) + ")";
 

@@ -11,6 +11,7 @@
 #include "cuda_check.hpp"
 #include "errors.hpp"
 #include "nccl_check.hpp"
+#include "run_env.hpp"
 
 namespace fwi {
 
@@ -64,7 +65,23 @@ std::vector<int> ranks_of(const std::vector<ncclComm_t>& comms, int& nranks) {
     return ranks;
 }
 
-void keep_nvls_off() { setenv("NCCL_NVLS_ENABLE", "0", 0); }
+// "2.28.3": the NCCL loaded at run time (ncclGetVersion).
+std::string nccl_version_number() {
+    int code = 0;
+    NCCL_CHECK(ncclGetVersion(&code));
+    // Since 2.9 the code is major * 10000 + minor * 100 + patch (before: major * 1000 + minor * 100 + patch).
+    const int major = code >= 10000 ? code / 10000 : code / 1000;
+    const int minor = code >= 10000 ? code % 10000 / 100 : code % 1000 / 100;
+    const int patch = code % 100;
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+// Before any communicator is made: NVLink SHARP (multicast) stays off unless the user set it, and the
+// env of the RESULT records which NCCL this process runs.
+void prepare_nccl() {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    set_env_field("nccl_version", nccl_version_number());
+}
 
 ncclConfig_t nonblocking_config() {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -102,15 +119,7 @@ PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const st
 
 }  // namespace
 
-std::string nccl_version_string() {
-    int code = 0;
-    NCCL_CHECK(ncclGetVersion(&code));
-    // Since 2.9 the code is major * 10000 + minor * 100 + patch (before: major * 1000 + minor * 100 + patch).
-    const int major = code >= 10000 ? code / 10000 : code / 1000;
-    const int minor = code >= 10000 ? code % 10000 / 100 : code % 1000 / 100;
-    const int patch = code % 100;
-    return "NCCL " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-}
+std::string nccl_version_string() { return "NCCL " + nccl_version_number(); }
 
 std::string nccl_transport_hint() {
     return "to see the transports NCCL picks, run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH: lines like "
@@ -136,7 +145,7 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
 }
 
 ncclUniqueId nccl_unique_id() {
-    keep_nvls_off();
+    prepare_nccl();
     ncclUniqueId id;
     NCCL_CHECK(ncclGetUniqueId(&id));
     return id;
@@ -164,7 +173,7 @@ std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double ti
 }
 
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s) {
-    keep_nvls_off();
+    prepare_nccl();
     ncclConfig_t config = nonblocking_config();
     ncclComm_t comm = nullptr;
     NCCL_CHECK(ncclCommInitRankConfig(&comm, nranks, id, rank, &config));

@@ -1,5 +1,6 @@
 #include "output.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "run_env.hpp"
 
 namespace fwi {
 
@@ -31,35 +33,46 @@ std::string json_quote(const std::string& text) {
     return out + "\"";
 }
 
-JsonObject& JsonObject::add(const std::string& key, double value) {
+JsonValue::JsonValue(double value) {
     // JSON has no NaN or infinity; null says "no value" honestly.
     if (!std::isfinite(value)) {
-        fields_.emplace_back(key, "null");
-        return *this;
+        text_ = "null";
+        return;
     }
+    // The shortest text that reads back as exactly this double: no figure is rounded on its way to a
+    // script, and 0.1 stays "0.1" (which %.17g would write as 0.10000000000000001).
     char text[32];
-    std::snprintf(text, sizeof text, "%.6g", value);
-    fields_.emplace_back(key, text);
+    const std::to_chars_result written = std::to_chars(text, text + sizeof text, value);
+    text_.assign(text, written.ptr);
+}
+
+JsonValue::JsonValue(const std::string& text) : text_(json_quote(text)) {}
+
+JsonValue::JsonValue(const JsonObject& object) : text_(object.str()) {}
+
+JsonValue::JsonValue(const JsonArray& array) : text_(array.str()) {}
+
+JsonArray& JsonArray::add(const JsonValue& value) {
+    items_.push_back(value.str());
     return *this;
 }
 
-JsonObject& JsonObject::add(const std::string& key, long long value) {
-    fields_.emplace_back(key, std::to_string(value));
-    return *this;
+std::string JsonArray::str() const {
+    std::string out = "[";
+    for (size_t i = 0; i < items_.size(); ++i) {
+        if (i) out += ", ";
+        out += items_[i];
+    }
+    return out + "]";
 }
 
-JsonObject& JsonObject::add(const std::string& key, bool value) {
-    fields_.emplace_back(key, value ? "true" : "false");
-    return *this;
-}
-
-JsonObject& JsonObject::add(const std::string& key, const std::string& value) {
-    fields_.emplace_back(key, json_quote(value));
-    return *this;
-}
-
-JsonObject& JsonObject::add(const std::string& key, const JsonObject& value) {
+JsonObject& JsonObject::add(const std::string& key, const JsonValue& value) {
     fields_.emplace_back(key, value.str());
+    return *this;
+}
+
+JsonObject& JsonObject::append(const JsonObject& other) {
+    fields_.insert(fields_.end(), other.fields_.begin(), other.fields_.end());
     return *this;
 }
 
@@ -73,7 +86,9 @@ std::string JsonObject::str() const {
 }
 
 void emit_result(const JsonObject& result, const std::string& json_path) {
-    const std::string text = result.str();
+    JsonObject versioned;
+    versioned.add("schema_version", kResultSchemaVersion).append(result).add("env", run_env_json());
+    const std::string text = versioned.str();
     std::printf("RESULT %s\n", text.c_str());
     std::fflush(stdout);
     if (json_path.empty()) return;

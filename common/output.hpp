@@ -1,33 +1,88 @@
 // Machine-readable output: the `RESULT {json}` line (and --json FILE), and .npy arrays.
+//
+// The fields of every kind of RESULT, their types and units, and how the schema version changes are in
+// docs/RESULT.md; scripts/result_schema.py holds the same schema as data and checks RESULT lines against it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace fwi {
 
-// A JSON object built field by field, in insertion order. Values are numbers, strings, booleans or
-// nested objects; that is all a RESULT line needs.
+// The version of the RESULT schema that emit_result writes as "schema_version" (docs/RESULT.md).
+constexpr int kResultSchemaVersion = 2;
+
+class JsonArray;
+class JsonObject;
+
+// One JSON value, encoded when it is made. Every type a RESULT needs converts to it implicitly, so
+// JsonObject::add and JsonArray::add take any of them:
+//   integers of any width, exactly (byte counts are never rounded); doubles in the shortest text that
+//   reads back as the same double, NaN and infinities as null (JSON has neither); bool; strings;
+//   JsonObject and JsonArray; std::vector of any of these as an array; nullptr as null, and
+//   std::optional as its value or null.
+class JsonValue {
+public:
+    JsonValue(std::nullptr_t) : text_("null") {}
+    JsonValue(bool value) : text_(value ? "true" : "false") {}
+    JsonValue(double value);
+    template <typename Integer,
+              std::enable_if_t<std::is_integral_v<Integer> && !std::is_same_v<Integer, bool>, int> = 0>
+    JsonValue(Integer value) : text_(std::to_string(value)) {}
+    JsonValue(const char* text) : JsonValue(std::string(text)) {}
+    JsonValue(const std::string& text);
+    JsonValue(const JsonObject& object);
+    JsonValue(const JsonArray& array);
+    template <typename T>
+    JsonValue(const std::vector<T>& values);
+    template <typename T>
+    JsonValue(const std::optional<T>& value) : JsonValue(value ? JsonValue(*value) : JsonValue(nullptr)) {}
+
+    const std::string& str() const { return text_; }
+
+private:
+    std::string text_;
+};
+
+// A JSON array built element by element: JsonArray().add(1).add("two").
+class JsonArray {
+public:
+    JsonArray& add(const JsonValue& value);
+    std::string str() const;
+
+private:
+    std::vector<std::string> items_;  // encoded values
+};
+
+// A JSON object built field by field, in insertion order: JsonObject().add("bytes", n).add("ok", true).
 class JsonObject {
 public:
-    JsonObject& add(const std::string& key, double value);
-    JsonObject& add(const std::string& key, int value) { return add(key, static_cast<long long>(value)); }
-    JsonObject& add(const std::string& key, long long value);
-    JsonObject& add(const std::string& key, bool value);
-    JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
-    JsonObject& add(const std::string& key, const std::string& value);
-    JsonObject& add(const std::string& key, const JsonObject& value);
+    JsonObject& add(const std::string& key, const JsonValue& value);
+    // Adds every field of `other`, in its order.
+    JsonObject& append(const JsonObject& other);
     std::string str() const;
 
 private:
     std::vector<std::pair<std::string, std::string>> fields_;  // key, encoded value
 };
 
+template <typename T>
+JsonValue::JsonValue(const std::vector<T>& values) {
+    JsonArray array;
+    for (const auto& value : values) array.add(value);
+    text_ = array.str();
+}
+
 std::string json_quote(const std::string& text);
 
-// Prints `RESULT {json}` on stdout and, when json_path is not empty, writes the object to that file.
+// Prints `RESULT {json}` on stdout and, when json_path is not empty, writes the same object to that file.
+// The object written is {"schema_version": kResultSchemaVersion, <the fields of result>, "env": run_env_json()}
+// (run_env.hpp): callers add neither of the two.
 void emit_result(const JsonObject& result, const std::string& json_path);
 
 // Writes a C-order float32 array as a NumPy .npy file (format version 1.0). Throws on I/O failure.

@@ -1,19 +1,35 @@
-// What the NCCL lessons (04 threads/group in one process, 05 one process per GPU) share apart from the
-// combine itself: their common flags, one GPU's share of the shots, the single-GPU reference they are
-// checked against, and the check and report at the end. The combine (the NCCL calls) stays in each
-// lesson's main file.
+// The skeleton every FWI lesson (01, 03, 04, 05, 06) runs: one GPU's share of the shots, the iteration
+// loop with its phase timers, the single-GPU reference, the verification, the speedup line and the
+// RESULT line. A lesson supplies only its layout (threads or ranks: a Team) and its combine.
+//
+// One iteration on one GPU, and the phases every program reports the same way:
+//
+//   [start together] -> compute -> wait -> combine -> update
+//
+//   compute  from the start of the iteration until this GPU's gradient and misfit are in its memory
+//   wait     until every GPU has its gradient (a barrier: the slowest GPU sets it)
+//   combine  the lesson's own code, until this GPU holds the sum over all GPUs
+//   update   the model update, on the device
+//
+// The gradient and the model stay in device memory through all of it; the host sees one 8-byte misfit
+// per iteration (for the progress line), and copies of the gradient and model only after the last
+// iteration, for verification and output.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
 #include "device.hpp"
+#include "device_update.hpp"
 #include "gpu_propagator.hpp"
+#include "output.hpp"
 #include "problem.hpp"
 #include "shot_split.hpp"
+#include "team.hpp"
 
 namespace fwi {
 
@@ -33,73 +49,109 @@ void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options);
 std::vector<ShotRange> split_all_shots(int nshots, int parts);
 
 // One GPU's part of the inversion, on the device current when it is built (use it only with that
-// device current): its shots, a propagator that holds the observed traces of those shots (modelled in
-// the true model) and this GPU's copy of the model, and the device buffers the combine works on.
+// device current): its shots, a propagator holding the observed traces of those shots (modelled in the
+// true model, as if this GPU had read just its share of the data) and this GPU's copy of the model.
 // Building it runs one untimed gradient (the warm-up that captures the CUDA graphs).
 class GpuShare {
 public:
-    GpuShare(const Problem& problem, const ShotRange& shots);
-    ~GpuShare();
-    GpuShare(const GpuShare&) = delete;
-    GpuShare& operator=(const GpuShare&) = delete;
+    GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model);
 
-    // The gradient and misfit of this GPU's shots (the propagator returns them on the host; they are
-    // copied into gradient() and misfit() on stream(), ready for an in-place allreduce there).
-    void compute_and_stage();
-    // Copies gradient() and misfit() back (waits for stream()).
-    void download_combined(std::vector<float>& gradient, double& misfit) const;
-    // update_model with the combined gradient; the same on every GPU, so every model stays identical.
-    void update(const std::vector<float>& combined_gradient);
+    // This GPU's gradient into gradient() and its misfit into misfit(); both complete when it returns.
+    void compute();
+    // The model update from gradient(), on the device (the same on every GPU holding the same sum).
+    void update();
+    void set_model(const std::vector<float>& model);
+
+    // What the combine sums in place, over all GPUs: nz x nx floats and one double, in device memory.
+    float* gradient() const { return propagator_.device_gradient(); }
+    size_t gradient_count() const { return problem_.model_cells(); }
+    double* misfit() const { return misfit_.data(); }
+    // The stream the propagator and the update run on; a combine that enqueues work uses it too.
+    cudaStream_t stream() const { return propagator_.stream(); }
+
+    // Host copies, for verification and output.
+    double download_misfit() const { return misfit_.download(1, stream())[0]; }
+    std::vector<float> download_gradient() const { return propagator_.download_gradient(); }
+    std::vector<float> download_model() const { return propagator_.download_velocity(); }
 
     const std::vector<int>& shots() const { return shots_; }
-    const std::vector<float>& velocity() const { return velocity_; }
     GpuPropagator& propagator() { return propagator_; }
-    float* gradient() const { return gradient_.data(); }
-    double* misfit() const { return misfit_.data(); }
-    size_t gradient_count() const { return gradient_.size(); }
-    cudaStream_t stream() const { return stream_; }
 
 private:
     Problem problem_;
     std::vector<int> shots_;
     GpuPropagator propagator_;
-    std::vector<float> velocity_;
-    DeviceBuffer<float> gradient_;
+    DeviceModelUpdate update_;
     DeviceBuffer<double> misfit_;
-    cudaStream_t stream_ = nullptr;
+    double local_misfit_ = 0.0;  // the source of misfit()'s upload: it must outlive the copy
 };
 
-// The single-GPU reference: every shot on the current device, the same iterations, timed the same way
-// (host wall time of each gradient after the warm-up).
+// The lesson's combine, called on every GPU (by its thread or rank) once every GPU has its gradient:
+// returns when this GPU's gradient() and misfit() hold the sums over all GPUs.
+using CombineStep = std::function<void(GpuShare&)>;
+
+// One iteration's phases on one GPU, in seconds (see the top of this file).
+struct Phases {
+    double compute = 0.0, wait = 0.0, combine = 0.0, update = 0.0;
+    double gradient() const { return compute + wait + combine; }
+    double iteration() const { return gradient() + update; }
+};
+
+// What the first member sees after each iteration (progress, snapshots, checkpoints).
+struct IterationDone {
+    int iteration = 0;   // 1-based, counting iterations done before a resume
+    int iterations = 0;  // the last iteration of the run
+    double misfit = 0.0;  // combined
+    Phases phases;
+    GpuShare& share;
+};
+using AfterIteration = std::function<void(const IterationDone&)>;
+
+// What one GPU measured and holds after run_iterations.
+struct MemberRecord {
+    std::vector<Phases> phases;
+    std::vector<double> misfits;  // combined; the same on every GPU
+    std::vector<float> first_gradient, final_model, final_gradient;  // combined gradients
+};
+
+// Iterations first_iteration..last_iteration (1-based) of the FWI loop on team member `member`:
+// compute, wait, combine, update, timed as above. One untimed combine first (the warm-up that sets up
+// a communicator's connections). Every member calls it; `after` is called on member 0 only.
+MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
+                            int last_iteration, const AfterIteration& after = {});
+
+// The single-GPU reference: all shots on the current device, the same loop from the same model, timed
+// the same way (compute is the whole gradient; there is nothing to wait for or combine).
 struct ReferenceRun {
-    std::vector<float> first_gradient;  // from the initial model
-    double first_misfit = 0.0;
-    std::vector<float> final_model;
-    std::vector<double> gradient_seconds, iteration_seconds;
+    double time_per_gradient = 0.0;  // median over the iterations
+    std::vector<double> misfits;
+    std::vector<float> first_gradient, final_model;
 };
-ReferenceRun run_reference(const Problem& problem, int iterations);
+ReferenceRun run_reference(const Problem& problem, const std::vector<float>& model, int iterations);
 
-// What a multi-GPU run measured. Times per iteration: gradient = from "start local gradients" to
-// "combined gradient on the host of every GPU", combine = the part of it after the last GPU finished
-// its local gradient, iteration = the gradient plus the model update.
-struct ShotParallelRun {
+// A run as the report sees it: which program, and its members' records summarized (collective).
+struct RunSummary {
     std::string pattern, variant;
-    int gpus = 1, ranks = 1;
-    std::vector<float> first_gradient;  // combined, from the initial model
-    double first_misfit = 0.0;
-    std::vector<float> final_model;     // GPU 0's (rank 0's)
-    bool models_identical = true;       // every GPU ended with the same model, bit for bit
-    std::vector<double> gradient_seconds, combine_seconds, iteration_seconds;
+    int gpus = 1, ranks = 1, first_iteration = 1;
+    std::vector<double> misfits;
+    std::vector<float> first_gradient, final_model;
+    bool models_identical = true;
+    // Per phase, each GPU's median over the iterations, then min / median / max over the GPUs.
+    struct Spread {
+        double min = 0.0, median = 0.0, max = 0.0;
+    } compute, wait, combine, update;
+    // Per iteration the slowest GPU's gradient (compute + wait + combine) and iteration; the medians.
+    double time_per_gradient = 0.0, time_per_iteration = 0.0;
+    JsonObject details;  // the lesson's own figures, e.g. 03's copy and MPI times
 };
+// Collective over the team: every member calls it; the result is complete on member 0.
+RunSummary summarize(Team& team, int member, const MemberRecord& record, const std::string& pattern,
+                     const std::string& variant, int first_iteration);
 
-// "iteration   2/3  misfit 1.234567e+02  gradient  19.52 ms (combine 0.21 ms)  iteration  19.80 ms  ETA 0.0 s"
-void print_iteration(int iteration, int iterations, double misfit, double gradient_s, double combine_s,
-                     double iteration_s);
-
-// Compares with the reference (when there is one), prints the speedup line and the RESULT line, and
-// throws VerificationError when the gradient or final model differ beyond the tolerances or the GPUs'
-// models differ from each other.
-void verify_and_report(const Problem& problem, const ShotParallelRun& run, const ReferenceRun* reference,
-                       const std::string& json_path);
+// Prints the verdict, the speedup line and the RESULT line (kind "fwi"), and throws VerificationError
+// when a check fails: the GPUs' models differ, the misfit did not decrease or is not finite, or (with a
+// reference) the first gradient, first misfit or final model differ beyond the tolerances.
+void report(const Problem& problem, const RunSummary& run, const ReferenceRun* reference,
+            const std::string& json_path);
 
 }  // namespace fwi

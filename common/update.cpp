@@ -5,10 +5,15 @@
 
 namespace fwi {
 
+std::vector<float> depth_weights(const Problem& p) {
+    std::vector<float> weights(p.nz);
+    for (int z = 0; z < p.nz; ++z) weights[z] = static_cast<float>(std::pow(double(z + 1) / p.nz, p.gradient_depth_power));
+    return weights;
+}
+
 void update_model(const Problem& p, const std::vector<float>& gradient, std::vector<float>& velocity) {
     const size_t first_row = static_cast<size_t>(std::min(p.mask_rows, p.nz));
-    std::vector<float> row_weight(p.nz);
-    for (int z = 0; z < p.nz; ++z) row_weight[z] = static_cast<float>(std::pow(double(z + 1) / p.nz, p.gradient_depth_power));
+    const std::vector<float> row_weight = depth_weights(p);
     std::vector<float> scaled(gradient.size(), 0.0f);
     float largest = 0.0f;  // max is exact and order-independent: the same on every rank
     for (size_t i = first_row * p.nx; i < gradient.size(); ++i) {
@@ -18,7 +23,7 @@ void update_model(const Problem& p, const std::vector<float>& gradient, std::vec
     if (largest == 0.0f) return;
     const float step = static_cast<float>(p.step_size) / largest;
     for (size_t i = first_row * p.nx; i < velocity.size(); ++i)
-        velocity[i] = std::clamp(velocity[i] - step * scaled[i], float(p.v_min), float(p.v_max));
+        velocity[i] = updated_velocity(velocity[i], scaled[i], step, float(p.v_min), float(p.v_max));
 }
 
 }  // namespace fwi

@@ -1,10 +1,14 @@
 // The model update: deterministic, so every rank or GPU holding the same gradient computes the same
-// model bit for bit.
+// model bit for bit. One definition of the arithmetic serves the host (update_model, for the CPU
+// reference) and the device (DeviceModelUpdate in device_update.hpp, for the GPU lessons).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "problem.hpp"
+#include "stencil.hpp"  // FWI_HD
 
 namespace fwi {
 
@@ -20,5 +24,15 @@ namespace fwi {
 // (depth/nz)^2 the misfit falls every iteration, to 6% of its first value after 20 iterations at a step
 // of 40 m/s (nvidia-h100-x1, docs/PERFORMANCE.md).
 void update_model(const Problem& problem, const std::vector<float>& gradient, std::vector<float>& velocity);
+
+// The depth weight of each row, (z + 1 / nz)^power, computed in double on the host so that host and
+// device use the same float values.
+std::vector<float> depth_weights(const Problem& problem);
+
+// One cell of the update, given the step (step_size / largest scaled |gradient|, never 0 / 0).
+FWI_HD float updated_velocity(float velocity, float scaled_gradient, float step, float v_min, float v_max) {
+    const float v = velocity - step * scaled_gradient;
+    return v < v_min ? v_min : (v > v_max ? v_max : v);
+}
 
 }  // namespace fwi

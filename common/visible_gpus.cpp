@@ -1,10 +1,23 @@
 // Prints how many CUDA GPUs are visible (0 without a GPU or driver). The GPU tests' script
 // (run_if_gpus.sh) asks it, so that a test needing more GPUs than there are is skipped, not failed.
+// With --env-json it prints the env object of a RESULT instead (run_env.hpp: this machine, its GPUs and
+// the build), which scripts/compare.sh keeps as the comparison's machine.json.
 #include <cstdio>
+#include <cstring>
 
 #include "device.hpp"
+#include "errors.hpp"
+#include "run_env.hpp"
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc == 2 && std::strcmp(argv[1], "--env-json") == 0) {
+        std::printf("%s\n", fwi::run_env_json().str().c_str());
+        return fwi::kExitOk;
+    }
+    if (argc > 1) {
+        std::fprintf(stderr, "usage: visible_gpus [--env-json]\n");
+        return fwi::kExitBadInput;
+    }
     std::printf("%d\n", fwi::visible_gpu_count());
-    return 0;
+    return fwi::kExitOk;
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "run_env.hpp"
 
 extern char** environ;
 
@@ -262,12 +263,6 @@ IommuHints parse_iommu_hints(const std::string& kernel_command_line) {
         if (option == "iommu=pt" || option == "iommu.passthrough=1") hints.passthrough = true;
     }
     return hints;
-}
-
-std::string host_name() {
-    char name[256] = {};
-    gethostname(name, sizeof name - 1);
-    return name;
 }
 
 namespace {

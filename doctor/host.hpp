@@ -83,8 +83,6 @@ struct IommuHints {
 };
 IommuHints parse_iommu_hints(const std::string& kernel_command_line);
 
-std::string host_name();
-
 // Check 6. pcie_peer_pairs: some GPU pairs reach each other over PCIe (IOMMU translation matters then).
 Finding check_host(bool pcie_peer_pairs);
 

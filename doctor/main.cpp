@@ -27,6 +27,7 @@
 #include "mpi_checks.hpp"
 #include "mpi_env.hpp"
 #include "report.hpp"
+#include "run_env.hpp"
 #include "watchdog.hpp"
 
 using namespace fwi;
@@ -157,6 +158,9 @@ private:
             return check_devices(variables_, *nvml_, system_);
         });
         report_.set_fact("gpus", system_.count);
+        // The RESULT's env asks the driver about every GPU: ask now, while they answer, rather than after
+        // a later check has left one hung and the run is being abandoned.
+        run_env_json();
         const bool gpus = system_.count > 0;
         if (!gpus) report_.set_no_gpu();
         const std::string no_gpu = "no GPU visible (check 1)";

@@ -19,6 +19,7 @@
 #include "nccl_allreduce.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
+#include "run_env.hpp"
 #include "timing.hpp"
 
 namespace fwi::doctor {

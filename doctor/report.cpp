@@ -74,10 +74,6 @@ std::vector<std::string> format_matrix(int n, const std::string& corner, int wid
     return lines;
 }
 
-std::string cuda_version_text(int version) {
-    return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
-}
-
 Report::Report(bool quiet, std::string json_path, std::string mode)
     : quiet_(quiet), json_path_(std::move(json_path)), mode_(std::move(mode)) {}
 
@@ -185,7 +181,7 @@ int Report::finish_locked() {
     JsonObject verdicts;
     for (const auto& finding : findings_) verdicts.add(finding.id, status_name(finding.status));
     JsonObject result;
-    result.add("program", "doctor")
+    result.add("kind", "doctor")
         .add("mode", mode_)
         .add("exit_code", code)
         .add("total_seconds", timer_.seconds())

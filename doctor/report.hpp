@@ -59,9 +59,6 @@ JsonObject matrix_json(int n, bool with_diagonal, const Cell& cell) {
     return rows;
 }
 
-// 13000 -> "13.0", 12080 -> "12.8" (the encoding of cudaDriverGetVersion and cudaRuntimeGetVersion).
-std::string cuda_version_text(int version);
-
 // The findings of one run. Thread-safe: the watchdog may end the run from its own thread.
 class Report {
 public:

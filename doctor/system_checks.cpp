@@ -8,6 +8,7 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "gpu_checks.hpp"
+#include "run_env.hpp"
 
 namespace fwi::doctor {
 
@@ -89,7 +90,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
         json.add("name", properties.name)
             .add("compute_capability", std::to_string(properties.major) + "." + std::to_string(properties.minor))
             .add("multiprocessors", properties.multiProcessorCount)
-            .add("memory_bytes", static_cast<double>(properties.totalGlobalMem))
+            .add("memory_bytes", properties.totalGlobalMem)
             .add("pci_bus_id", system.pci.back().bus_id);
         devices.add(std::to_string(device), json);
     }

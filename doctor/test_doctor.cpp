@@ -17,9 +17,9 @@
 #include "mpi_checks.hpp"
 #include "nccl_allreduce.hpp"
 #include "nccl_log.hpp"
-#include "nvml.hpp"
 #include "p2p_pattern.hpp"
 #include "report.hpp"
+#include "run_env.hpp"
 #include "timing.hpp"
 #include "watchdog.hpp"
 
@@ -150,11 +150,6 @@ TEST_CASE("a deadline counts down") {
     CHECK(deadline.remaining() > 0.0);
     std::this_thread::sleep_for(std::chrono::milliseconds(80));
     CHECK(deadline.passed());
-}
-
-TEST_CASE("CUDA versions read as major.minor") {
-    CHECK(cuda_version_text(13000) == "13.0");
-    CHECK(cuda_version_text(12080) == "12.8");
 }
 
 TEST_CASE("fault injection: known names switch faults on, anything else is a usage error naming the variable") {
@@ -296,27 +291,6 @@ TEST_CASE("pattern words are odd: never zero, never the poison") {
     for (int gpu = 0; gpu < 8; ++gpu)
         for (size_t i = 0; i < 100000; ++i) bad += pattern_word(gpu, i) % 2 == 0 || pattern_word(gpu, i) == kPoisonWord;
     CHECK(bad == 0);
-}
-
-TEST_CASE("link labels read like nvidia-smi topo -m") {
-    CHECK(link_label(Link{18, "SYS"}) == "NV18");
-    CHECK(link_label(Link{0, "PIX"}) == "PIX");
-    CHECK(link_label(Link{}) == "?");
-    CHECK(pcie_path_name(10) == "PIX");
-    CHECK(pcie_path_name(30) == "PHB");
-    CHECK(pcie_path_name(50) == "SYS");
-}
-
-TEST_CASE("NVML is optional: without libnvidia-ml the object says why and answers 'unknown'") {
-    const Nvml nvml;
-    if (nvml.available()) {
-        MESSAGE("NVML is available on this machine: only the available path is exercised");
-        return;
-    }
-    CHECK(contains(nvml.error(), "NVML not available"));
-    CHECK(nvml.gpu_count() == -1);
-    CHECK(nvml.driver_version().empty());
-    CHECK_THROWS(nvml.links({}));
 }
 
 TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus id on two hosts is not") {

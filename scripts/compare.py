@@ -7,12 +7,15 @@ DIR is compare.sh's output folder; DIR/runs/manifest.tsv lists the runs (tab-sep
   pattern  variant  gpus  status  json  log
 status is the run's exit code, "timeout" or "not-built"; json and log are paths relative to DIR/runs.
 Writes DIR/comparison.txt (the table as printed), comparison.md (the same as a Markdown table, to paste),
-comparison.csv, comparison.json, and comparison.png (speedup and combine share against the GPU count,
-one line per pattern and variant; left out with a warning when matplotlib is missing).
+comparison.csv, comparison.json (with DIR/machine.json, the env of the machine, when compare.sh wrote
+it), and comparison.png (speedup and combine share against the GPU count, one line per pattern and
+variant; left out with a warning when matplotlib is missing).
 
+Every RESULT is checked against its schema (docs/RESULT.md, scripts/result_schema.py) and only its
+fields are read; a RESULT that does not follow the schema shows the first problem as its row's status.
 Speedup is against 01_single_gpu's time per gradient measured in the same comparison; efficiency is
-speedup / GPUs. The programs' own figures against the single-GPU reference they run in-process
-(when they did) are kept in the CSV and JSON as speedup_in_run.
+speedup / GPUs. The programs' own speedup against the single-GPU reference they run in-process (when
+they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
 """
 import csv
 import json
@@ -21,6 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plotting import MISSING_HINT, import_matplotlib  # noqa: E402
+from result_schema import validate, validate_env  # noqa: E402
 
 BASELINE = "01_single_gpu"
 EXIT_MEANINGS = {"1": "verification failed", "2": "bad input", "3": "environment"}
@@ -44,13 +48,23 @@ def read_manifest(runs_dir):
         return list(csv.DictReader(f, delimiter="\t"))
 
 
-def read_result(path):
-    """The RESULT object a run wrote with --json, or None when it wrote none (it failed early)."""
+def read_json(path):
+    """The object a run wrote with --json (or compare.sh's machine.json), or None when there is none."""
     try:
         with open(path) as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def field(result, path):
+    """The value at a dotted path of a RESULT ("reference.speedup"), None when it or a parent is absent or null."""
+    value = result
+    for key in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
 
 
 def status_text(status, result):
@@ -63,17 +77,29 @@ def status_text(status, result):
     return "FAILED (exit %s%s)" % (status, ": " + EXIT_MEANINGS[status] if status in EXIT_MEANINGS else "")
 
 
-def milliseconds(result, key):
-    return 1e3 * result[key] if result.get(key) is not None else None
+def milliseconds(seconds):
+    return 1e3 * seconds if isinstance(seconds, (int, float)) else None
+
+
+def grid_text(grid):
+    return "x".join(map(str, grid)) if isinstance(grid, list) else None
+
+
+def schema_status(status, problems):
+    """The row's status with the first schema problem added; the run's own failure stays first."""
+    if not problems:
+        return status
+    invalid = "invalid RESULT: " + problems[0] + (" (+%d more)" % (len(problems) - 1) if len(problems) > 1 else "")
+    return invalid if status == "ok" else status + "; " + invalid
 
 
 def build_rows(runs_dir):
     """One row per run, in manifest order, with speedup and efficiency against 01's run."""
     runs = []
     for entry in read_manifest(runs_dir):
-        result = read_result(os.path.join(runs_dir, entry["json"])) if entry["json"] else None
+        result = read_json(os.path.join(runs_dir, entry["json"])) if entry["json"] else None
         runs.append((entry, result))
-    baseline = next((r.get("time_per_gradient_s") for e, r in runs
+    baseline = next((field(r, "time_per_gradient_s") for e, r in runs
                      if e["pattern"] == BASELINE and e["status"] == "0" and r), None)
     rows = []
     for entry, result in runs:
@@ -82,18 +108,21 @@ def build_rows(runs_dir):
         row.update(pattern=entry["pattern"], variant=entry["variant"], gpus=int(entry["gpus"]),
                    status=status_text(entry["status"], result), log=entry["log"])
         if result is not None:
-            gradient_s = result.get("time_per_gradient_s")
-            row.update(time_per_gradient_ms=milliseconds(result, "time_per_gradient_s"),
-                       time_per_iteration_ms=milliseconds(result, "time_per_iteration_s"),
-                       combine_ms=milliseconds(result, "combine_s"),
-                       combine_share=result.get("combine_share"), grad_rel_diff=result.get("grad_rel_diff"),
-                       speedup_in_run=result.get("speedup"), verified=result.get("verified"),
-                       **{key: result.get(key) for key in ("problem", "grid", "shots", "nt", "iterations")})
-            if baseline and gradient_s:
+            gradient_s = field(result, "time_per_gradient_s")
+            row.update(time_per_gradient_ms=milliseconds(gradient_s),
+                       time_per_iteration_ms=milliseconds(field(result, "time_per_iteration_s")),
+                       combine_ms=milliseconds(field(result, "phases_s.combine.median")),
+                       combine_share=field(result, "combine_share"),
+                       grad_rel_diff=field(result, "verification.grad_rel_diff"),
+                       speedup_in_run=field(result, "reference.speedup"), verified=field(result, "verified"),
+                       grid=grid_text(field(result, "grid")),
+                       **{key: field(result, key) for key in ("problem", "shots", "nt", "iterations")})
+            if baseline and isinstance(gradient_s, (int, float)) and gradient_s > 0:
                 row["speedup"] = baseline / gradient_s
                 row["efficiency"] = row["speedup"] / row["gpus"]
-            if entry["status"] == "0" and result.get("verified") is False:
+            if entry["status"] == "0" and row["verified"] is False:
                 row["status"] = "NOT VERIFIED"
+            row["status"] = schema_status(row["status"], validate(result))
         rows.append(row)
     return rows
 
@@ -168,6 +197,9 @@ def main(argv):
     directory = argv[1]
     _, plt = import_matplotlib()  # first: it may run this script again under another python3
     rows = build_rows(os.path.join(directory, "runs"))
+    machine = read_json(os.path.join(directory, "machine.json"))
+    if machine is not None and validate_env(machine):
+        print("warning: %s/machine.json: %s" % (directory, "; ".join(validate_env(machine))), file=sys.stderr)
     problems = sorted({r["problem"] for r in rows if r["problem"]})
     title = ", ".join(problems) if problems else "no results"
     table = format_table(rows)
@@ -178,7 +210,7 @@ def main(argv):
         f.write(format_markdown(rows) + "\n")
     write_csv(os.path.join(directory, "comparison.csv"), rows)
     with open(os.path.join(directory, "comparison.json"), "w") as f:
-        json.dump({"problem": title, "rows": rows}, f, indent=1)
+        json.dump({"problem": title, "machine": machine, "rows": rows}, f, indent=1)
         f.write("\n")
     written = "comparison.txt, .md, .csv, .json"
     if plt is None:

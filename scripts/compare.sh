@@ -4,7 +4,8 @@
 # for 1, 2, ... up to all visible GPUs, each with --json, and prints one table from their RESULT objects:
 # time per gradient and iteration, speedup against 01's run, efficiency, gradient rel diff against the
 # single-GPU reference, and the share of an iteration spent combining. The table is also written as
-# text, Markdown, CSV and JSON, with a PNG chart of speedup against GPU count (scripts/compare.py).
+# text, Markdown, CSV and JSON, with a PNG chart of speedup against GPU count (scripts/compare.py); the
+# machine is described in machine.json (the env object of docs/RESULT.md) and machine.txt (nvidia-smi).
 #
 # usage: scripts/compare.sh [--problem default|large|small] [--gpus 1,2,4] [--iterations N]
 #                           [--reference yes|no] [--run-timeout S] [--out DIR]
@@ -20,7 +21,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-usage() { sed -n '9,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '10,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the flags)" >&2; exit 2; }
 
 problem=default gpu_list="" iterations=3 reference="" run_timeout="" out=""
@@ -81,6 +82,8 @@ mkdir -p "$runs"
     mpirun --version 2>&1 | head -n 1
     nvidia-smi topo -m
 } >"$out/machine.txt" 2>&1
+"$bin/common/visible_gpus" --env-json >"$out/machine.json" ||
+    echo "compare: warning: visible_gpus --env-json failed, so no machine.json" >&2
 printf 'pattern\tvariant\tgpus\tstatus\tjson\tlog\n' >"$runs/manifest.tsv"
 echo "compare: problem $problem, GPU counts $gpu_counts, $iterations iterations per run, reference: $reference"
 echo "compare: $visible x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); logs and RESULT files in $runs/"

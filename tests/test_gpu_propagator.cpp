@@ -1,14 +1,17 @@
 // GPU propagator against the CPU reference, and batched shots against one shot at a time and against
-// other batch sizes.
+// other batch sizes; the model update on the device against the host's.
 #include <doctest/doctest.h>
 
 #include <utility>
 #include <vector>
 
 #include "cpu_propagator.hpp"
+#include "device.hpp"
+#include "device_update.hpp"
 #include "errors.hpp"
 #include "gpu_propagator.hpp"
 #include "problem.hpp"
+#include "update.hpp"
 #include "verify.hpp"
 
 using namespace fwi;
@@ -35,7 +38,7 @@ TEST_CASE("GPU forward traces and gradient match the CPU reference on a small pr
     gpu.set_velocity(initial_model(p));
     gpu.set_observed(observed);
     const GradientResult g = gpu.gradient(kAllShots);
-    const Difference gradient = compare(g.gradient, cpu_gradient);
+    const Difference gradient = compare(gpu.download_gradient(), cpu_gradient);
     MESSAGE("misfit GPU " << g.misfit << " CPU " << cpu_misfit << "; gradient: " << describe(gradient));
     CHECK(g.misfit == doctest::Approx(cpu_misfit).epsilon(1e-4));
     CHECK(gradient.relative_l2 < 1e-3);
@@ -56,15 +59,17 @@ TEST_CASE("batched shots give the same result as one shot at a time") {
     gpu.set_observed(batched);
     gpu.set_velocity(initial_model(p));
     const GradientResult all = gpu.gradient(kAllShots);
+    const std::vector<float> all_gradient = gpu.download_gradient();
     CHECK(gpu.gradient_batch_size() == p.nshots);
-    std::vector<float> summed(all.gradient.size(), 0.0f);
+    std::vector<float> summed(all_gradient.size(), 0.0f);
     double misfit = 0.0;
     for (int shot : kAllShots) {
         const GradientResult one = gpu.gradient({shot});
+        const std::vector<float> one_gradient = gpu.download_gradient();
         misfit += one.misfit;
-        for (size_t i = 0; i < summed.size(); ++i) summed[i] += one.gradient[i];
+        for (size_t i = 0; i < summed.size(); ++i) summed[i] += one_gradient[i];
     }
-    const Difference d = compare(all.gradient, summed);
+    const Difference d = compare(all_gradient, summed);
     MESSAGE("batched vs one at a time: " << describe(d));
     CHECK(all.misfit == doctest::Approx(misfit).epsilon(1e-6));
     CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
@@ -76,6 +81,7 @@ TEST_CASE("the adjoint pass in groups of shots, and smaller forward batches, giv
     gpu.set_observed(gpu.forward(kAllShots));
     gpu.set_velocity(initial_model(p));
     const GradientResult together = gpu.gradient(kAllShots);
+    const std::vector<float> together_gradient = gpu.download_gradient();
     REQUIRE(gpu.gradient_batch_size() == p.nshots);
     REQUIRE(gpu.adjoint_batch_size() == p.nshots);
     // (forward batch, adjoint group): 4 shots then 2 groups of 2, then 4 groups of 1, then 2 batches of 2
@@ -86,7 +92,7 @@ TEST_CASE("the adjoint pass in groups of shots, and smaller forward batches, giv
         gpu.set_batch_limits(forward, adjoint);
         const GradientResult grouped = gpu.gradient(kAllShots);
         CHECK(grouped.misfit == doctest::Approx(together.misfit).epsilon(1e-6));
-        const Difference d = compare(grouped.gradient, together.gradient);
+        const Difference d = compare(gpu.download_gradient(), together_gradient);
         MESSAGE("forward " << forward << ", adjoint " << adjoint << " at a time: " << describe(d));
         CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
     }
@@ -102,4 +108,30 @@ TEST_CASE("a gradient that cannot fit in device memory is refused before anythin
     CHECK(gpu.gradient_batch_size() == 0);
     CHECK_THROWS_AS(gpu.require_gradient_fits(), EnvironmentError);
     CHECK_THROWS_WITH_AS(gpu.gradient({0}), doctest::Contains("GiB of device memory for one shot"), EnvironmentError);
+}
+
+TEST_CASE("the model update on the device matches the host's, and is the same bits every time") {
+    const Problem p = small_problem();
+    GpuPropagator gpu(p, true_model(p));
+    gpu.set_observed(gpu.forward(kAllShots));
+    gpu.set_velocity(initial_model(p));
+    gpu.gradient(kAllShots);
+    const std::vector<float> gradient = gpu.download_gradient();
+
+    std::vector<float> on_host = initial_model(p);
+    update_model(p, gradient, on_host);
+    DeviceModelUpdate update(p);
+    DeviceBuffer<float> velocity(p.model_cells());
+    std::vector<std::vector<float>> on_device;
+    for (int repeat = 0; repeat < 3; ++repeat) {
+        velocity.upload(initial_model(p));
+        update.apply(gpu.device_gradient(), velocity.data(), nullptr);
+        on_device.push_back(velocity.download(p.model_cells()));
+    }
+    const Difference d = compare(on_device[0], on_host);
+    MESSAGE("device update vs host update: " << describe(d));
+    CHECK(compare(on_host, initial_model(p)).max_abs == doctest::Approx(p.step_size).epsilon(1e-3));
+    CHECK(d.relative_l2 < 1e-6);  // the same arithmetic, up to a fused multiply-add
+    CHECK(compare(on_device[1], on_device[0]).max_abs == 0.0);
+    CHECK(compare(on_device[2], on_device[0]).max_abs == 0.0);
 }

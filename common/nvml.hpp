@@ -1,13 +1,14 @@
 // NVML, the NVIDIA Management Library that comes with the driver (libnvidia-ml.so.1): the only place that
-// says how two GPUs are connected (NVLinks, or the PCIe path between them). Loaded at run time with
-// dlopen, as NCCL does, so doctor builds where nvml.h is missing and runs where the library is:
-// without it the topology matrix says "NVML not available" and everything else still runs.
+// says how two GPUs are connected (NVLinks, or the PCIe path between them). doctor's topology check and
+// the `links` of every RESULT's env (run_env.cpp) read it. Loaded at run time with dlopen, as NCCL does,
+// so the suite builds where nvml.h is missing and runs where the library is: without it available() is
+// false, doctor's topology matrix says "NVML not available" and everything else still runs.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace fwi::doctor {
+namespace fwi {
 
 struct PciAddress {
     unsigned domain = 0, bus = 0, device = 0;
@@ -50,4 +51,4 @@ private:
     std::string error_;
 };
 
-}  // namespace fwi::doctor
+}  // namespace fwi

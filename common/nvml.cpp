@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace fwi::doctor {
+namespace fwi {
 
 namespace {
 
-// The few declarations doctor needs, as in nvml.h (the header is not on every machine that builds this).
+// The few declarations needed here, as in nvml.h (the header is not on every machine that builds this).
 using NvmlReturn = int;  // nvmlReturn_t: 0 = NVML_SUCCESS
 using NvmlDevice = struct NvmlDeviceOpaque*;
 constexpr NvmlReturn kNvmlSuccess = 0;
@@ -175,4 +175,4 @@ std::vector<Link> Nvml::links(const std::vector<PciAddress>& gpus) const {
     return links;
 }
 
-}  // namespace fwi::doctor
+}  // namespace fwi

@@ -1,0 +1,104 @@
+#include "launch.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "cli.hpp"
+#include "cuda_check.hpp"
+#include "device.hpp"
+#include "device_combine.hpp"
+#include "errors.hpp"
+#include "mpi_check.hpp"
+#include "mpi_env.hpp"
+#include "rank_collectives.hpp"
+
+namespace fwi {
+
+bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
+    ArgParser parser("03_host_staged_mpi",
+                     "One MPI rank per GPU (mpirun -np N); the gradients are summed through host memory.");
+    add_problem_flags(parser, problem);
+    add_shot_parallel_flags(parser, o);
+    parser.add_string("--combine", &o.combine, "all, or a comma list of pageable, pinned, pipelined, cuda_aware");
+    parser.add_string("--chunk-kb", &o.chunk_kb,
+                      "pipelined: chunk size in KiB (" + std::to_string(kMinChunkKb) + ".." +
+                          std::to_string(kMaxChunkKb) + "); a comma list runs pipelined once per size");
+    parser.add_string("--in-flight", &o.in_flight,
+                      "pipelined: MPI operations in flight, 1 = one blocking MPI_Allreduce per chunk, N = up to N "
+                      "MPI_Iallreduce (1.." +
+                          std::to_string(kMaxInFlight) + "); a comma list runs each");
+    parser.add_switch("--skip-without-gpus", &o.skip_without_gpus,
+                      "exit 77 (a skipped test) instead of running when a node has more ranks than GPUs");
+    parser.add_switch("--bench-allreduce", &o.bench, "time the combine alone over a sweep of sizes instead of FWI");
+    add_allreduce_sweep_flags(parser, o.sweep);
+    if (!parser.parse(argc, argv)) return false;
+    validate(problem);
+    validate_allreduce_sweep_options(o.sweep);
+    return true;
+}
+
+bool asks_for_help(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
+void require_named_variants_available(const Options& o, const std::vector<VariantSpec>& specs) {
+    if (o.combine == "all") return;
+    for (const VariantSpec& spec : specs)
+        if (spec.name == "cuda_aware" && !cuda_aware_unavailable_reason().empty())
+            throw EnvironmentError("--combine cuda_aware: skipped: " + cuda_aware_unavailable_reason() +
+                                   ". Use --combine pinned or pipelined (or all, which skips cuda_aware)");
+}
+
+bool too_few_gpus_anywhere(double timeout_s) {
+    WaitTimeout guard("the other ranks' GPU count", timeout_s);
+    const double short_here = visible_gpu_count() < node_local_rank(MPI_COMM_WORLD).size ? 1.0 : 0.0;
+    return reduce_over_ranks(short_here, MPI_MAX, "the GPU count of the other nodes", timeout_s) > 0.0;
+}
+
+int report_placement(int device, const std::string& shots_text, double timeout_s) {
+    struct Placement {
+        char line[384];
+        char gpu[160];  // host and PCI bus id: the same GPU seen by two ranks
+    } mine{}, none{};
+    char bus_id[32] = {}, host[MPI_MAX_PROCESSOR_NAME] = {};
+    int host_length = 0;
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
+    MPI_CHECK(MPI_Get_processor_name(host, &host_length));
+    std::snprintf(mine.line, sizeof mine.line, "rank %d: host %s, GPU %d %s [%s]%s", world_rank(), host, device,
+                  describe_device(device).c_str(), bus_id, shots_text.c_str());
+    std::snprintf(mine.gpu, sizeof mine.gpu, "%s/%s", host, bus_id);
+    std::vector<Placement> all(world_rank() == 0 ? world_size() : 0, none);
+    {
+        WaitTimeout guard("the placement report", timeout_s);
+        MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD));
+    }
+    std::set<std::string> gpus;
+    for (const Placement& p : all) {
+        std::printf("  %s\n", p.line);
+        gpus.insert(p.gpu);
+    }
+    return int(reduce_over_ranks(double(gpus.size()), MPI_MAX, "the GPU count", timeout_s));
+}
+
+void print_variant_table(const std::vector<VariantLine>& lines, size_t gradient_bytes, int ranks, int iterations) {
+    std::printf("\n# combine variants, %zu B gradient, %d ranks: medians over %d iterations (ms)\n", gradient_bytes,
+                ranks, iterations);
+    std::printf("# %-22s %12s %9s %7s %8s %8s %9s %8s\n", "variant", "per gradient", "combine", "share", "to-host",
+                "MPI", "to-device", "verified");
+    for (const VariantLine& v : lines) {
+        if (v.skipped) {
+            std::printf("  %-22s skipped\n", v.label.c_str());
+            continue;
+        }
+        std::printf("  %-22s %12.3f %9.3f %6.1f%% %8.3f %8.3f %9.3f %8s\n", v.label.c_str(), 1e3 * v.per_gradient,
+                    1e3 * v.combine, 100.0 * v.share, 1e3 * v.to_host, 1e3 * v.mpi, 1e3 * v.to_device,
+                    v.verified ? "yes" : "NO");
+    }
+}
+
+}  // namespace fwi

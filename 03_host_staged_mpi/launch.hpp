@@ -1,0 +1,44 @@
+// 03's launch: its options, the checks before a run, and where each rank runs. Everything of the
+// program that is not the pattern itself (main.cpp) or the combine variants' plumbing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "problem.hpp"
+#include "shot_parallel.hpp"
+#include "variants.hpp"
+
+namespace fwi {
+
+struct Options : ShotParallelOptions {
+    Options() { timeout_s = 300.0; }
+    std::string combine = "all", chunk_kb = "1024", in_flight = "1";
+    bool bench = false, skip_without_gpus = false;
+    AllreduceSweepOptions sweep;
+};
+
+// Parses the flags (false after --help) and validates the problem.
+bool parse_options(int argc, char** argv, Problem& problem, Options& o);
+
+bool asks_for_help(int argc, char** argv);
+
+// A variant named in --combine that cannot run here is an error; "all" skips it with a line.
+void require_named_variants_available(const Options& o, const std::vector<VariantSpec>& specs);
+
+// True on every rank when some node has more ranks than visible GPUs.
+bool too_few_gpus_anywhere(double timeout_s);
+
+// Prints (rank 0) where every rank runs, and returns the number of distinct GPUs the ranks use.
+int report_placement(int device, const std::string& shots_text, double timeout_s);
+
+// Rank 0, after the variants: one line each, from their RESULT objects' figures.
+struct VariantLine {
+    std::string label;
+    bool skipped = false, verified = false;
+    double per_gradient = 0.0, combine = 0.0, share = 0.0, to_host = 0.0, mpi = 0.0, to_device = 0.0;
+};
+void print_variant_table(const std::vector<VariantLine>& lines, size_t gradient_bytes, int ranks, int iterations);
+
+}  // namespace fwi

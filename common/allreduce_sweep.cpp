@@ -1,0 +1,180 @@
+#include "allreduce_sweep.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "bandwidth.hpp"
+#include "errors.hpp"
+#include "problem.hpp"
+
+namespace fwi {
+
+namespace {
+
+// The participants line up: no participant finishes an allreduce of one value before every participant
+// has started it, so the batch that follows starts on all of them together.
+void line_up(const SweepLayout& layout) {
+    if (!layout.reduce) return;
+    std::vector<double> token{0.0};
+    layout.reduce(token, ReduceOp::max);
+}
+
+SweepRow measure(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSweepOptions& options,
+                 const SweepLayout& layout) {
+    const size_t count = bytes / sizeof(float);
+    variant.setup(count);
+    variant.run(count);
+    variant.wait();
+    std::vector<double> wrong{static_cast<double>(variant.count_wrong(count))};
+
+    const int iters = batch_iterations(bytes, options.iters);
+    for (int i = 0; i < std::min(options.warmup, iters); ++i) variant.run(count);
+    variant.wait();
+    std::vector<double> samples;
+    for (int repeat = 0; repeat < options.repeats; ++repeat) {
+        variant.setup(count);
+        variant.wait();
+        line_up(layout);
+        variant.begin_batch();
+        for (int i = 0; i < iters; ++i) variant.run(count);
+        samples.push_back(variant.end_batch() / iters);
+    }
+    if (layout.reduce) {
+        layout.reduce(samples, ReduceOp::max);  // a batch is done when the slowest participant is
+        layout.reduce(wrong, ReduceOp::sum);
+    }
+    std::string note = variant.row_note(count);
+    const std::string marker = fwi_gradient_marker(bytes);
+    if (!marker.empty()) note += (note.empty() ? "" : "  ") + marker;
+    return {bytes, median(samples), static_cast<long long>(wrong[0]), note};
+}
+
+}  // namespace
+
+void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options) {
+    parser.add_int("--min-bytes", &options.min_bytes, 4, 1 << 30, "sweep: smallest buffer size in bytes");
+    parser.add_int("--max-bytes", &options.max_bytes, 4, 1 << 30, "sweep: largest buffer size in bytes");
+    parser.add_double("--step-factor", &options.step_factor, 1.01, 1024,
+                      "sweep: each size is this factor times the last");
+    parser.add_int("--warmup", &options.warmup, 0, 1000, "sweep: untimed allreduces per size before timing");
+    parser.add_int("--iters", &options.iters, 1, 10000,
+                   "sweep: allreduces per timed batch (fewer when a batch would move more than 1 GiB)");
+    parser.add_int("--repeats", &options.repeats, 1, 100, "sweep: timed batches per size; the median is reported");
+}
+
+void validate_allreduce_sweep_options(const AllreduceSweepOptions& options) {
+    if (options.min_bytes > options.max_bytes)
+        throw UsageError("--min-bytes (" + std::to_string(options.min_bytes) + ") must not exceed --max-bytes (" +
+                         std::to_string(options.max_bytes) + ")");
+}
+
+std::vector<size_t> sweep_byte_sizes(size_t min_bytes, size_t max_bytes, double step_factor, size_t extra_bytes) {
+    const auto whole_floats = [](double bytes) { return static_cast<size_t>(bytes) / 4 * 4; };
+    std::vector<size_t> sizes;
+    for (double bytes = static_cast<double>(min_bytes); bytes <= static_cast<double>(max_bytes); bytes *= step_factor)
+        if (whole_floats(bytes) > 0) sizes.push_back(whole_floats(bytes));
+    if (extra_bytes >= min_bytes && extra_bytes <= max_bytes) sizes.push_back(whole_floats(extra_bytes));
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+}
+
+size_t fwi_gradient_bytes() { return Problem{}.model_cells() * sizeof(float); }
+
+std::string fwi_gradient_marker(size_t bytes) {
+    const Problem default_problem;
+    if (bytes != fwi_gradient_bytes()) return "";
+    return "<- FWI gradient " + std::to_string(default_problem.nz) + "x" + std::to_string(default_problem.nx) +
+           " floats";
+}
+
+std::vector<size_t> allreduce_sweep_sizes(const AllreduceSweepOptions& options) {
+    return sweep_byte_sizes(options.min_bytes, options.max_bytes, options.step_factor, fwi_gradient_bytes());
+}
+
+int batch_iterations(size_t bytes, int iters) {
+    constexpr size_t kBatchBytes = size_t(1) << 30;
+    return static_cast<int>(std::clamp<size_t>(kBatchBytes / std::max<size_t>(bytes, 1), 1, iters));
+}
+
+long long SweepResult::wrong_total() const {
+    long long total = 0;
+    for (const SweepRow& row : rows) total += row.wrong;
+    return total;
+}
+
+double SweepResult::average_bus_bandwidth(int ranks) const {
+    if (rows.empty()) return 0.0;
+    double sum = 0.0;
+    for (const SweepRow& row : rows) sum += bus_bandwidth(row.bytes, row.seconds, ranks);
+    return sum / static_cast<double>(rows.size());
+}
+
+std::string sweep_table_header(const std::string& title) {
+    char columns[128];
+    std::snprintf(columns, sizeof columns, "#%14s %12s %6s %11s %12s %12s %7s\n", "size(B)", "count", "type",
+                  "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    return "\n# " + title + "\n" + columns;
+}
+
+std::string sweep_table_row(const SweepRow& row, int ranks) {
+    char text[160];
+    std::snprintf(text, sizeof text, "%15zu %12zu %6s %11.2f %12.2f %12.2f %7lld", row.bytes, row.bytes / sizeof(float),
+                  "float", row.seconds * 1e6, algorithm_bandwidth(row.bytes, row.seconds) / 1e9,
+                  bus_bandwidth(row.bytes, row.seconds, ranks) / 1e9, row.wrong);
+    return text + (row.note.empty() ? "" : "  " + row.note) + "\n";
+}
+
+std::string sweep_table_footer(const SweepResult& result, int ranks) {
+    char text[64];
+    std::snprintf(text, sizeof text, "# Avg bus bandwidth    : %.2f GB/s\n", result.average_bus_bandwidth(ranks) / 1e9);
+    return text;
+}
+
+JsonObject sweep_result_json(const SweepResult& result, const SweepLayout& layout) {
+    std::vector<JsonObject> sizes;
+    for (const SweepRow& row : result.rows)
+        sizes.push_back(JsonObject()
+                            .add("bytes", row.bytes)
+                            .add("count", row.bytes / sizeof(float))
+                            .add("time_s", row.seconds)
+                            .add("algbw_GBps", algorithm_bandwidth(row.bytes, row.seconds) / 1e9)
+                            .add("busbw_GBps", bus_bandwidth(row.bytes, row.seconds, layout.ranks) / 1e9)
+                            .add("wrong", row.wrong));
+    JsonObject json;
+    json.add("kind", "allreduce_sweep")
+        .add("pattern", layout.pattern)
+        .add("variant", result.variant)
+        .add("gpus", layout.gpus)
+        .add("ranks", layout.ranks)
+        .add("sizes", sizes)
+        .add("avg_busbw_GBps", result.average_bus_bandwidth(layout.ranks) / 1e9)
+        .add("wrong_total", result.wrong_total())
+        .add("verified", result.wrong_total() == 0);
+    return json;
+}
+
+SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
+                                const SweepLayout& layout) {
+    SweepResult result{variant.name(), variant.unavailable_reason(), {}};
+    if (!result.skipped_because.empty()) {
+        if (layout.reports)
+            std::printf("\n# %s: skipped: %s\n", result.variant.c_str(), result.skipped_because.c_str());
+        return result;
+    }
+    if (layout.reports) std::fputs(sweep_table_header(result.variant + ": " + variant.description()).c_str(), stdout);
+    for (const size_t bytes : allreduce_sweep_sizes(options)) {
+        result.rows.push_back(measure(variant, bytes, options, layout));
+        if (layout.reports) {
+            std::fputs(sweep_table_row(result.rows.back(), layout.ranks).c_str(), stdout);
+            std::fflush(stdout);  // a long sweep shows each row as it is measured
+        }
+    }
+    if (layout.reports) {
+        std::fputs(sweep_table_footer(result, layout.ranks).c_str(), stdout);
+        emit_result(sweep_result_json(result, layout), layout.json_path);
+    }
+    return result;
+}
+
+}  // namespace fwi

@@ -1,0 +1,157 @@
+// The allreduce sweep of 02, 03 and 05, in nccl-tests' shape: this harness owns the flags, the sizes, the
+// warm-up, the timing, the tally of the checks, the table and the RESULT; a variant supplies only what
+// differs, how it sets up, runs and checks one allreduce (nccl-tests' one small file per collective).
+// Both layouts run through it: one process driving several GPUs (02: the process is the only
+// participant) and one rank per GPU (03, 05: every rank is a participant and runs the same sweep). The
+// ranks agree on times and #wrong through a reduce they inject, so this file needs neither MPI nor NCCL.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "output.hpp"
+#include "stencil.hpp"  // FWI_HD: __host__ __device__ under nvcc
+#include "timing.hpp"
+
+namespace fwi {
+
+// ---- flags and sizes ---------------------------------------------------------------------------------
+
+struct AllreduceSweepOptions {
+    int min_bytes = 8;
+    int max_bytes = 256 << 20;
+    double step_factor = 2.0;
+    int warmup = 5;   // untimed allreduces per size before timing
+    int iters = 20;   // allreduces per timed batch (fewer when a batch would move more than 1 GiB)
+    int repeats = 5;  // timed batches per size; the median is reported
+};
+
+// --min-bytes, --max-bytes, --step-factor (nccl-tests' -b, -e, -f), --warmup, --iters, --repeats.
+void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options);
+// What the flags' own ranges cannot check (--min-bytes at most --max-bytes): UsageError naming the flags.
+void validate_allreduce_sweep_options(const AllreduceSweepOptions& options);
+
+// min, min*f, min*f^2, ... up to max, each rounded down to whole floats, plus `extra_bytes` when it lies
+// in [min, max]; ascending, without duplicates.
+std::vector<size_t> sweep_byte_sizes(size_t min_bytes, size_t max_bytes, double step_factor, size_t extra_bytes);
+
+// The gradient of the default problem: every sweep includes that size and marks its row with
+// fwi_gradient_marker ("<- FWI gradient 384x512 floats"; empty for any other size).
+size_t fwi_gradient_bytes();
+std::string fwi_gradient_marker(size_t bytes);
+
+// The sizes a sweep with these options runs; the last is the largest buffer a variant needs.
+std::vector<size_t> allreduce_sweep_sizes(const AllreduceSweepOptions& options);
+
+// Allreduces in one timed batch of `bytes`: `iters`, fewer when a batch would move more than 1 GiB.
+int batch_iterations(size_t bytes, int iters);
+
+// ---- the data every variant reduces ------------------------------------------------------------------
+
+// Rank r's element i: an integer in -8..8, so every partial sum is exact in float whatever the order of
+// the additions, and a right result equals the expected sum bit for bit.
+FWI_HD float allreduce_input(int rank, size_t index) {
+    return static_cast<float>(static_cast<int>((index * 7 + static_cast<size_t>(rank) * 3) % 17) - 8);
+}
+
+FWI_HD float allreduce_expected_sum(int ranks, size_t index) {
+    float sum = 0.0f;
+    for (int rank = 0; rank < ranks; ++rank) sum += allreduce_input(rank, index);
+    return sum;
+}
+
+// ---- a variant ---------------------------------------------------------------------------------------
+
+// What one participant runs: in 02 the allreduce over all of the process's GPUs, in 03 and 05 this
+// rank's part of it. Every wait inside has the program's timeout.
+class AllreduceSweepVariant {
+public:
+    virtual ~AllreduceSweepVariant() = default;
+    // The name in the table's title and the RESULT ("ring", "pipelined 1024KiB x2"), and how it works.
+    virtual std::string name() const = 0;
+    virtual std::string description() const = 0;
+    // Why it cannot run here (the sweep then says so and skips it); empty when it can.
+    virtual std::string unavailable_reason() const { return ""; }
+    // Fills the inputs of the ranks this participant drives (allreduce_input) for `count` floats and, where
+    // the results are apart from the inputs, poisons them with NaN, so that elements an allreduce leaves
+    // unwritten count as wrong.
+    virtual void setup(size_t count) = 0;
+    // Starts one allreduce of the first `count` floats; it may return before the allreduce is done.
+    virtual void run(size_t count) = 0;
+    // Returns once everything setup() and run() started is done.
+    virtual void wait() = 0;
+    // Elements of this participant's results that differ from allreduce_expected_sum, after wait().
+    virtual long long count_wrong(size_t count) = 0;
+    // Text for the end of this size's row (the algorithm chosen at this size, where the time went), asked
+    // once after the size's runs.
+    virtual std::string row_note(size_t /*count*/) { return ""; }
+    // A timed batch: begin_batch() before its first run(), end_batch() after its last, which waits and
+    // returns the batch's time. By default the host clock around the runs and wait(). Variants whose
+    // run() only queues GPU work time the batch with CUDA events on their streams instead, so that the
+    // time does not include how late wait(), which polls, notices the end.
+    virtual void begin_batch() { batch_clock_.restart(); }
+    virtual double end_batch() {
+        wait();
+        return batch_clock_.seconds();
+    }
+
+private:
+    HostTimer batch_clock_;
+};
+
+// ---- the layout --------------------------------------------------------------------------------------
+
+enum class ReduceOp { sum, max };
+
+// Reduces `values` element-wise over the participants, the result on every participant (MPI or NCCL,
+// each with its timeout).
+using ReduceOverParticipants = std::function<void(std::vector<double>& values, ReduceOp op)>;
+
+struct SweepLayout {
+    std::string pattern;  // the program: "02_allreduce_primitives", "03_host_staged_mpi", "05_nccl_mpi"
+    int gpus = 1;         // distinct GPUs taking part
+    int ranks = 1;        // members of the allreduce, the n of busbw: 02's GPUs, 03's and 05's MPI ranks
+    bool reports = true;  // this participant prints the tables and the RESULT lines (rank 0)
+    // One rank per GPU: how the ranks combine their times (the slowest counts) and #wrong (summed).
+    // Empty for one process, the only participant.
+    ReduceOverParticipants reduce;
+    std::string json_path;  // --json: where the RESULT object is also written
+};
+
+// ---- the results -------------------------------------------------------------------------------------
+
+struct SweepRow {
+    size_t bytes = 0;
+    double seconds = 0.0;  // one allreduce: median over the batches of the slowest participant's time
+    long long wrong = 0;   // over all participants
+    std::string note;      // the variant's row note, and the FWI gradient's marker
+};
+
+struct SweepResult {
+    std::string variant;
+    std::string skipped_because;  // empty when it ran
+    std::vector<SweepRow> rows;   // one per size, ascending
+    long long wrong_total() const;
+    double average_bus_bandwidth(int ranks) const;  // bytes/s, the mean over the rows
+};
+
+// ---- the sweep ---------------------------------------------------------------------------------------
+
+// Every size of allreduce_sweep_sizes(options): setup, one allreduce and its check (#wrong); `warmup`
+// untimed allreduces; `repeats` batches, each started from fresh inputs (a variant that sums in place
+// grows its data n-fold per allreduce) and, with several participants, by all of them together. The
+// participant that reports prints the table and emits the RESULT. Collective: every participant calls
+// it with the same options; the result is the same on each.
+SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
+                                const SweepLayout& layout);
+
+// The parts of the table (nccl-tests' columns) and the RESULT object, as run_allreduce_sweep prints them.
+std::string sweep_table_header(const std::string& title);
+std::string sweep_table_row(const SweepRow& row, int ranks);
+std::string sweep_table_footer(const SweepResult& result, int ranks);
+JsonObject sweep_result_json(const SweepResult& result, const SweepLayout& layout);
+
+}  // namespace fwi

@@ -1,0 +1,61 @@
+#include "device_update.hpp"
+
+#include <algorithm>
+
+#include "cuda_check.hpp"
+#include "update.hpp"
+
+namespace fwi {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+// The cells below the mask, from row first_row on, as (weighted gradient, cell index).
+__device__ float scaled_gradient(const float* gradient, const float* weights, int nx, size_t i) {
+    return weights[i / nx] * gradient[i];
+}
+
+// For non-negative floats the order of the bit patterns (as unsigned) is the order of the values, so
+// atomicMax on the bits is a maximum of the floats.
+__global__ void largest_kernel(const float* gradient, const float* weights, int nx, size_t first, size_t cells,
+                               unsigned* largest_bits) {
+    float largest = 0.0f;
+    for (size_t i = first + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < cells; i += size_t(gridDim.x) * blockDim.x)
+        largest = fmaxf(largest, fabsf(scaled_gradient(gradient, weights, nx, i)));
+    for (int offset = 16; offset > 0; offset /= 2) largest = fmaxf(largest, __shfl_down_sync(0xffffffffu, largest, offset));
+    if (threadIdx.x % 32 == 0) atomicMax(largest_bits, __float_as_uint(largest));
+}
+
+__global__ void update_kernel(const float* gradient, const float* weights, int nx, size_t first, size_t cells,
+                              const unsigned* largest_bits, float step_size, float v_min, float v_max, float* velocity) {
+    const float largest = __uint_as_float(*largest_bits);
+    if (largest == 0.0f) return;  // a zero gradient leaves the model unchanged
+    const float step = step_size / largest;
+    for (size_t i = first + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < cells; i += size_t(gridDim.x) * blockDim.x)
+        velocity[i] = updated_velocity(velocity[i], scaled_gradient(gradient, weights, nx, i), step, v_min, v_max);
+}
+
+}  // namespace
+
+DeviceModelUpdate::DeviceModelUpdate(const Problem& problem)
+    : problem_(problem), depth_weights_(problem.nz), largest_bits_(1) {
+    depth_weights_.upload(depth_weights(problem));
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void DeviceModelUpdate::apply(const float* gradient, float* velocity, cudaStream_t stream) {
+    const Problem& p = problem_;
+    const size_t first = size_t(std::min(p.mask_rows, p.nz)) * p.nx, cells = p.model_cells();
+    const unsigned blocks = unsigned(std::min<size_t>((cells + kBlock - 1) / kBlock, 1024));
+    CUDA_CHECK(cudaMemsetAsync(largest_bits_.data(), 0, sizeof(unsigned), stream));
+    largest_kernel<<<blocks, kBlock, 0, stream>>>(gradient, depth_weights_.data(), p.nx, first, cells,
+                                                 largest_bits_.data());
+    CUDA_CHECK_LAUNCH();
+    update_kernel<<<blocks, kBlock, 0, stream>>>(gradient, depth_weights_.data(), p.nx, first, cells,
+                                                largest_bits_.data(), float(p.step_size), float(p.v_min),
+                                                float(p.v_max), velocity);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fwi

@@ -1,0 +1,57 @@
+// How the GPUs of a run reach each other outside the lesson's combine: to start an iteration together,
+// to wait for the slowest GPU, and to gather what each measured. Every wait has a timeout.
+//   ThreadTeam  the GPUs of one process, one host thread each (01, 04, and the single-GPU reference)
+//   MpiTeam     one GPU per MPI rank (03, 05, 06; mpi_team.hpp)
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace fwi {
+
+class Team {
+public:
+    virtual ~Team() = default;
+    virtual int size() const = 0;   // GPUs
+    virtual int ranks() const = 0;  // processes
+    // Returns when every member has called it; throws EnvironmentError (exit 3) naming `what` when one
+    // has not after the team's timeout.
+    virtual void barrier(int member, const std::string& what) = 0;
+    // Every member's values (all of the same length), in member order, on member 0; empty elsewhere.
+    virtual std::vector<std::vector<double>> gather(int member, const std::vector<double>& values) = 0;
+    // True on every member when every member's model equals member 0's, bit for bit.
+    virtual bool same_on_all(int member, const std::vector<float>& model) = 0;
+};
+
+class ThreadTeam final : public Team {
+public:
+    ThreadTeam(int gpus, double timeout_s);
+    // Runs fn(g) for every GPU g on its own host thread, with device g current, and joins them all. An
+    // error in one thread breaks the team: the others leave their barriers at once (instead of waiting
+    // out the timeout), and the first error is rethrown here.
+    void run(const std::function<void(int gpu)>& fn);
+
+    int size() const override { return size_; }
+    int ranks() const override { return 1; }
+    void barrier(int member, const std::string& what) override;
+    std::vector<std::vector<double>> gather(int member, const std::vector<double>& values) override;
+    bool same_on_all(int member, const std::vector<float>& model) override;
+
+private:
+    void break_team();
+
+    int size_;
+    double timeout_s_;
+    std::mutex mutex_;
+    std::condition_variable all_arrived_;
+    int arrived_ = 0;
+    long generation_ = 0;
+    bool broken_ = false;
+    std::vector<std::vector<double>> values_;      // gather's slots
+    std::vector<const std::vector<float>*> models_;  // same_on_all's slots
+};
+
+}  // namespace fwi

@@ -1,0 +1,62 @@
+// Writes the RESULT objects of the fwi skeleton's report (common/shot_parallel.cpp) for made-up runs,
+// one JSON file each, into the folder given as the first argument: a verified run against a
+// reference, a run without a reference, and a failed one. The test that runs it then checks every file
+// against scripts/result_schema.py, so the schema is checked on what the real writer writes, no GPU
+// needed. Exit 1 when a case does not verify or fail as it should.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "shot_parallel.hpp"
+
+using namespace fwi;
+
+namespace {
+
+RunSummary made_up_run(const Problem& p, int gpus) {
+    RunSummary run;
+    run.pattern = "05_nccl_mpi";
+    run.gpus = run.ranks = gpus;
+    run.misfits = {10.0, 9.0, 8.5};
+    run.first_gradient.assign(p.model_cells(), 1.0f);
+    run.final_model.assign(p.model_cells(), 2000.0f);
+    run.compute = {0.010, 0.011, 0.012};
+    run.wait = {0.0, 0.0005, 0.001};
+    run.combine = {0.0002, 0.0002, 0.0003};
+    run.update = {0.00005, 0.00005, 0.00006};
+    run.time_per_gradient = 0.0123;
+    run.time_per_iteration = 0.0124;
+    run.details.add("to_host_s", 0.0001);
+    return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: emit_sample_results DIR\n");
+        return kExitBadInput;
+    }
+    const std::string dir = argv[1];
+    const Problem p = problem_preset("small");
+    ReferenceRun reference;
+    reference.time_per_gradient = 0.0250;
+    reference.misfits = {10.0, 9.0, 8.5};
+    reference.first_gradient.assign(p.model_cells(), 1.0f);
+    reference.final_model.assign(p.model_cells(), 2000.0f);
+
+    int failures = 0;
+    report(p, made_up_run(p, 2), &reference, dir + "/with_reference.json");
+    report(p, made_up_run(p, 1), nullptr, dir + "/without_reference.json");
+    RunSummary wrong = made_up_run(p, 2);
+    wrong.first_gradient.assign(p.model_cells(), 0.5f);  // as if one GPU's shots were lost
+    try {
+        report(p, wrong, &reference, dir + "/failed.json");
+        std::fprintf(stderr, "a gradient half the reference's was reported as verified\n");
+        ++failures;
+    } catch (const VerificationError& error) {
+        std::printf("failed as it should: %s\n", error.what());
+    }
+    return failures ? kExitVerificationFailed : kExitOk;
+}
