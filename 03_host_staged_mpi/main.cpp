@@ -97,11 +97,16 @@ struct Run {
     int gpus;
     GpuShare& share;
     MpiTeam& team;
-    const ReferenceRun* reference;  // rank 0 with the reference run, else null
 };
 
-// Runs the FWI loop with one variant's combine; returns its line for the table (rank 0).
-VariantLine run_variant(Run& r, const VariantSpec& spec) {
+// One variant's run as rank 0 reports it: its line in the table and its summary.
+struct VariantRun {
+    VariantLine line;
+    RunSummary summary;
+};
+
+// Runs the FWI loop with one variant's combine.
+VariantRun run_variant(Run& r, const VariantSpec& spec) {
     const int rank = world_rank();
     VariantLine line{spec.label()};
     const bool through_host = spec.name == "pageable" || spec.name == "pinned";
@@ -111,7 +116,7 @@ VariantLine run_variant(Run& r, const VariantSpec& spec) {
         if (!device_combine->unavailable_reason().empty()) {
             if (rank == 0) std::printf("\n%s: skipped: %s\n", spec.label().c_str(), device_combine->unavailable_reason().c_str());
             line.skipped = true;
-            return line;
+            return {line, {}};
         }
     }
     if (rank == 0) std::printf("\n== %s: %s\n", spec.label().c_str(), spec.description().c_str());
@@ -130,41 +135,46 @@ VariantLine run_variant(Run& r, const VariantSpec& spec) {
     const MemberRecord record = run_iterations(r.team, rank, r.share, combine, 1, r.o.iterations);
     for (auto* phase : {&times.to_host, &times.mpi, &times.to_device}) phase->erase(phase->begin());  // the warm-up's
     RunSummary run = summarize(r.team, rank, record, "03_host_staged_mpi", spec.name, 1);
-    if (rank != 0) return line;
+    if (rank != 0) return {line, run};
 
     run.gpus = r.gpus;  // ranks may share a GPU (a test on a 1-GPU machine)
     line = {spec.label(), false, false, run.time_per_gradient, run.combine.median,
             run.combine.median / run.time_per_iteration, median(times.to_host), median(times.mpi), median(times.to_device)};
     run.details.add("to_host_s", line.to_host).add("mpi_s", line.mpi).add("to_device_s", line.to_device);
     if (spec.name == "pipelined") run.details.add("chunk_kb", spec.chunk_kb).add("in_flight", spec.pipeline.in_flight);
-    try {
-        report(r.p, run, r.reference, r.o.json);
-        line.verified = true;
-    } catch (const VerificationError& error) {  // reported; the other variants still run
-        std::printf("verification FAILED (%s): %s\n", spec.label().c_str(), error.what());
-    }
-    return line;
+    return {line, run};
 }
 
 int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& specs, int gpus) {
     const int rank = world_rank();
-    // Rank 0's reference runs before its share exists, so the two never hold GPU memory together.
-    ReferenceRun reference;
     const bool with_reference = rank == 0 && !o.no_reference;
-    if (with_reference) reference = run_reference(p, initial_model(p), o.iterations);
-
-    GpuShare share(p, split_shots(p.nshots, world_size(), rank), initial_model(p));
+    GpuShare share(p, split_shots(p.nshots, world_size(), rank), initial_model(p),
+                   with_reference ? Observed::all_shots : Observed::own_shots);
     if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
-    Run r{p, o, gpus, share, team, with_reference ? &reference : nullptr};
-    std::vector<VariantLine> lines;
-    for (const VariantSpec& spec : specs) lines.push_back(run_variant(r, spec));
+    Run r{p, o, gpus, share, team};
+    std::vector<VariantRun> runs;
+    for (const VariantSpec& spec : specs) runs.push_back(run_variant(r, spec));
     if (rank != 0) return kExitOk;
 
-    if (lines.size() > 1) print_variant_table(lines, share.gradient_count() * sizeof(float), world_size(), o.iterations);
+    // Rank 0: the single-GPU reference on its share, then each variant's check and report.
+    const ReferenceRun reference = with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
+    std::vector<VariantLine> lines;
     std::string failed;
-    for (const VariantLine& line : lines)
-        if (!line.skipped && !line.verified) failed += (failed.empty() ? "" : ", ") + line.label;
+    for (VariantRun& run : runs) {
+        if (!run.line.skipped) {
+            std::printf("\n== %s\n", run.line.label.c_str());
+            try {
+                report(p, run.summary, with_reference ? &reference : nullptr, o.json);
+                run.line.verified = true;
+            } catch (const VerificationError& error) {  // reported; the other variants still are
+                std::printf("verification FAILED: %s\n", error.what());
+                failed += (failed.empty() ? "" : ", ") + run.line.label;
+            }
+        }
+        lines.push_back(run.line);
+    }
+    if (lines.size() > 1) print_variant_table(lines, share.gradient_count() * sizeof(float), world_size(), o.iterations);
     if (!failed.empty()) throw VerificationError("variant(s) " + failed + " failed verification (see above)");
     return kExitOk;
 }

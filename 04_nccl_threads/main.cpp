@@ -88,28 +88,26 @@ void print_setup(const Problem& p, const Options& o, const std::vector<ShotRange
 
 int run(const Problem& p, const Options& o) {
     // 1. Devices and shots: the split is checked before any GPU is touched (more GPUs than shots is a
-    //    usage error); the single-GPU reference runs on GPU 0 and frees its memory before the shares.
+    //    usage error).
     const int gpus = o.gpus > 0 ? o.gpus : std::max(visible_gpu_count(), 1);
     const std::vector<ShotRange> split = split_all_shots(p.nshots, gpus);
     require_gpus(gpus);
     print_setup(p, o, split);
-    ReferenceRun reference;
-    if (!o.no_reference) {
-        CUDA_CHECK(cudaSetDevice(0));
-        reference = run_reference(p, initial_model(p), o.iterations);
-    }
 
     // 2. One communicator per GPU, all created by this process.
     std::vector<int> devices;
     for (int g = 0; g < gpus; ++g) devices.push_back(g);
     const std::vector<ncclComm_t> comms = nccl_init_all(devices, o.timeout_s);
 
-    // 3. One thread per GPU runs the FWI loop; the combine is the NCCL call of the chosen driver.
+    // 3. One thread per GPU runs the FWI loop; the combine is the NCCL call of the chosen driver. GPU 0
+    //    then runs the single-GPU reference on its own share.
     ThreadTeam team(gpus, o.timeout_s);
     std::vector<GpuShare*> shares(gpus);
     RunSummary run;
+    ReferenceRun reference;
     team.run([&](int g) {
-        GpuShare share(p, split[g], initial_model(p));
+        const bool with_reference = g == 0 && !o.no_reference;
+        GpuShare share(p, split[g], initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
         shares[g] = &share;
         const CombineStep combine = [&](GpuShare& mine) {
             if (o.driver == "threads")
@@ -119,7 +117,9 @@ int run(const Problem& p, const Options& o) {
         };
         const MemberRecord record = run_iterations(team, g, share, combine, 1, o.iterations);
         RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, 1);
-        if (g == 0) run = std::move(summary);
+        if (g != 0) return;
+        run = std::move(summary);
+        if (with_reference) reference = run_reference(share, initial_model(p), o.iterations);
     });
     nccl_destroy_all(comms, o.timeout_s);
 

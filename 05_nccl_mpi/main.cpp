@@ -6,10 +6,10 @@
 // What you learn: the bootstrap (rank 0 ncclGetUniqueId, MPI_Bcast, MPI_Barrier, ncclCommInitRankConfig
 // on every rank), one GPU per rank from MPI_Comm_split_type, and how a job ends when a rank dies: every
 // wait after the bootstrap has a timeout, after which the communicator is aborted.
-// How it works: default mode: rank 0 runs the single-GPU reference; every rank runs the loop of
-// common/shot_parallel.hpp: computes the gradient of its shots, ncclAllReduce sums them in device
-// memory, every rank applies the same update on its GPU; --iterations times. Then the ranks' models are
-// compared and rank 0 checks against its reference.
+// How it works: default mode: every rank runs the loop of common/shot_parallel.hpp: computes the
+// gradient of its shots, ncclAllReduce sums them in device memory, every rank applies the same update on
+// its GPU; --iterations times. Then the ranks' models are compared, and rank 0 runs the single-GPU
+// reference and checks against it.
 // --bench-allreduce: ncclAllReduce over a sweep of sizes, in 02's table (allreduce_bench.cu).
 // What you should see: the ranks and their GPUs, the misfit falling, the speedup over the single-GPU
 // reference and "verified"; or the bandwidth table with 0 in #wrong.
@@ -96,12 +96,9 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     print_layout(rank, ranks, device,
                  ", shots " + std::to_string(mine.first) + ".." + std::to_string(mine.first + mine.count - 1));
 
-    // 2. Rank 0's reference runs before its share exists (so the two never hold GPU memory together);
-    //    the other ranks build theirs and then wait in the bootstrap's MPI calls.
+    // 2. This rank's share of the shots (rank 0's also holds every shot's data, for the reference).
     const bool with_reference = rank == 0 && !o.no_reference;
-    ReferenceRun reference;
-    if (with_reference) reference = run_reference(p, initial_model(p), o.iterations);
-    GpuShare share(p, mine, initial_model(p));
+    GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
 
     // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast.
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
@@ -116,8 +113,10 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
     nccl_destroy_all({comm}, o.timeout_s);
 
-    // 5. Rank 0 checks against its reference and reports.
-    if (rank == 0) report(p, run, with_reference ? &reference : nullptr, o.json);
+    // 5. Rank 0 runs the single-GPU reference on its share, checks against it and reports.
+    if (rank != 0) return kExitOk;
+    const ReferenceRun reference = with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
+    report(p, run, with_reference ? &reference : nullptr, o.json);
     return kExitOk;
 }
 

@@ -162,28 +162,25 @@ int run_fwi(const Problem& p, const Options& o) {
                     p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
                     describe_device(device).c_str(), shots_per_rank(p.nshots, ranks).c_str());
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
-    RunSummary run;
-    MemberRecord record;
-    {
-        GpuShare share(p, mine, state.velocity);
-        if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
-        const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
+    const bool with_reference = rank == 0 && !o.no_reference;
+    GpuShare share(p, mine, state.velocity, with_reference ? Observed::all_shots : Observed::own_shots);
+    if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
+    const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
 
-        // 3. The FWI loop from where the checkpoint left it; the combine is one NCCL allreduce.
-        record = run_iterations(team, rank, share, [&](GpuShare& s) { nccl_sum(s, comm, o.timeout_s); },
-                                start.iterations_done + 1, o.iterations,
-                                rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
-        run = summarize(team, rank, record, "06_fwi_shot_parallel", "", start.iterations_done + 1);
-        nccl_destroy_all({comm}, o.timeout_s);
-    }  // frees this rank's GPU memory before the reference
+    // 3. The FWI loop from where the checkpoint left it; the combine is one NCCL allreduce.
+    const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& s) { nccl_sum(s, comm, o.timeout_s); },
+                                               start.iterations_done + 1, o.iterations,
+                                               rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
+    const RunSummary run = summarize(team, rank, record, "06_fwi_shot_parallel", "", start.iterations_done + 1);
+    nccl_destroy_all({comm}, o.timeout_s);
     if (rank != 0) return kExitOk;
 
     // 4. Rank 0: the files, the single-GPU run of the same iterations, the check and the report.
     state.velocity = record.final_model;
     write_final_files(p, o, state, record);
     const ReferenceRun reference =
-        o.no_reference ? ReferenceRun{} : run_reference(p, start.velocity, o.iterations - start.iterations_done);
-    report(p, run, o.no_reference ? nullptr : &reference, o.json);
+        with_reference ? run_reference(share, start.velocity, o.iterations - start.iterations_done) : ReferenceRun{};
+    report(p, run, with_reference ? &reference : nullptr, o.json);
     return kExitOk;
 }
 

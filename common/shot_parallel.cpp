@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "cuda_check.hpp"
 #include "errors.hpp"
@@ -31,12 +32,27 @@ std::vector<ShotRange> split_all_shots(int nshots, int parts) {
 
 // ---- one GPU's share -----------------------------------------------------------------------------
 
-GpuShare::GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model)
-    : problem_(problem), shots_(shots.shots()), propagator_(problem, true_model(problem)), update_(problem), misfit_(1) {
+GpuShare::GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model, Observed observed)
+    : problem_(problem),
+      shots_(shots.shots()),
+      observed_shots_(observed == Observed::all_shots ? all_shots(problem.nshots) : shots_),
+      propagator_(problem, true_model(problem)),
+      update_(problem),
+      misfit_(1) {
     propagator_.require_gradient_fits();  // refuse now, not after modelling the observed data
-    propagator_.set_observed(propagator_.observed_traces_of(shots_));
+    propagator_.set_observed(propagator_.observed_traces_of(observed_shots_));
     propagator_.set_velocity(model);
-    compute();  // warm-up: builds the CUDA graphs; not timed
+    // Warm-ups, not timed: they size the workspace (the larger batch first) and capture the CUDA graphs.
+    if (observed_shots_ != shots_) propagator_.gradient(observed_shots_);
+    compute();
+}
+
+void GpuShare::set_shots(const std::vector<int>& shots) {
+    for (int shot : shots)
+        if (std::find(observed_shots_.begin(), observed_shots_.end(), shot) == observed_shots_.end())
+            throw std::logic_error("GpuShare::set_shots: shot " + std::to_string(shot) +
+                                   "'s observed traces are not held (build the share with Observed::all_shots)");
+    shots_ = shots;
 }
 
 void GpuShare::compute() {
@@ -129,14 +145,18 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
     return record;
 }
 
-ReferenceRun run_reference(const Problem& p, const std::vector<float>& model, int iterations) {
+ReferenceRun run_reference(GpuShare& share, const std::vector<float>& model, int iterations) {
     NvtxRange range("single-GPU reference");
-    std::printf("reference: the same %d iteration%s on one GPU, all %d shots (--no-reference skips this)\n",
-                iterations, iterations > 1 ? "s" : "", p.nshots);
+    const std::vector<int> own_shots = share.shots();
+    const std::vector<int> every_shot = all_shots(share.problem().nshots);
+    std::printf("\nreference: the same %d iteration%s on one GPU, all %zu shots (--no-reference skips this)\n",
+                iterations, iterations > 1 ? "s" : "", every_shot.size());
     std::fflush(stdout);
+    share.set_shots(every_shot);
+    share.set_model(model);
     ThreadTeam alone(1, 60.0);  // one member: its barriers return at once
-    GpuShare share(p, ShotRange{0, p.nshots}, model);
-    const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, iterations, [](const IterationDone&) {});
+    const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, iterations);
+    share.set_shots(own_shots);
     ReferenceRun reference;
     std::vector<double> gradient_seconds;
     for (const Phases& t : record.phases) gradient_seconds.push_back(t.gradient());

@@ -48,13 +48,21 @@ void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options);
 // get no shot, before any GPU is touched.
 std::vector<ShotRange> split_all_shots(int nshots, int parts);
 
+// Which observed traces a GpuShare models and holds: its own shots', or every shot's, when the single-GPU
+// reference also runs on it (member 0 of a run that checks itself).
+enum class Observed { own_shots, all_shots };
+
 // One GPU's part of the inversion, on the device current when it is built (use it only with that
 // device current): its shots, a propagator holding the observed traces of those shots (modelled in the
 // true model, as if this GPU had read just its share of the data) and this GPU's copy of the model.
-// Building it runs one untimed gradient (the warm-up that captures the CUDA graphs).
+// Building it runs an untimed gradient (the warm-up that captures the CUDA graphs) of its own shots and,
+// with Observed::all_shots, first of every shot: the reference's larger batch then sizes the workspace
+// once, and neither run reallocates it (a propagator whose memory was freed and allocated again in the
+// same process runs about 5% slower: docs/PERFORMANCE.md).
 class GpuShare {
 public:
-    GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model);
+    GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model,
+             Observed observed = Observed::own_shots);
 
     // This GPU's gradient into gradient() and its misfit into misfit(); both complete when it returns.
     void compute();
@@ -75,11 +83,14 @@ public:
     std::vector<float> download_model() const { return propagator_.download_velocity(); }
 
     const std::vector<int>& shots() const { return shots_; }
+    // The shots compute() works on; they must be among those whose observed traces the share holds.
+    void set_shots(const std::vector<int>& shots);
     GpuPropagator& propagator() { return propagator_; }
+    const Problem& problem() const { return problem_; }
 
 private:
     Problem problem_;
-    std::vector<int> shots_;
+    std::vector<int> shots_, observed_shots_;
     GpuPropagator propagator_;
     DeviceModelUpdate update_;
     DeviceBuffer<double> misfit_;
@@ -120,14 +131,16 @@ struct MemberRecord {
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after = {});
 
-// The single-GPU reference: all shots on the current device, the same loop from the same model, timed
-// the same way (compute is the whole gradient; there is nothing to wait for or combine).
+// The single-GPU reference: all shots on one GPU, the same loop from the same model, timed the same way
+// (compute is the whole gradient; there is nothing to wait for or combine). It runs on member 0's share,
+// built with Observed::all_shots, after the multi-GPU run (so no other GPU waits for it), and leaves the
+// share with its own shots.
 struct ReferenceRun {
     double time_per_gradient = 0.0;  // median over the iterations
     std::vector<double> misfits;
     std::vector<float> first_gradient, final_model;
 };
-ReferenceRun run_reference(const Problem& problem, const std::vector<float>& model, int iterations);
+ReferenceRun run_reference(GpuShare& share, const std::vector<float>& model, int iterations);
 
 // A run as the report sees it: which program, and its members' records summarized (collective).
 struct RunSummary {

@@ -23,7 +23,7 @@ copies() {
         tail -n 20 "$log" >&2
         exit 1
     fi
-    grep '^copy-counter:' "$log" | awk '{sum += $6 + $12} END {print sum + 0}'
+    grep '^copy-counter:' "$log" | awk '{sum += $5 + $10} END {print sum + 0}'
 }
 
 # Open MPI passes LD_PRELOAD on to the ranks with -x.
