@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// The cells below the mask, from row first_row on, as (weighted gradient, cell index).
+// Cell i's gradient weighted by its depth (update.hpp).
 __device__ float scaled_gradient(const float* gradient, const float* weights, int nx, size_t i) {
     return weights[i / nx] * gradient[i];
 }

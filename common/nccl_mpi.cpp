@@ -14,9 +14,10 @@ ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double timeout_s) {
     if (rank == 0) id = nccl_unique_id();
     MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
     // Line the ranks up before the timed init: MPI_Bcast may return on rank 0 before the others have
-    // the id, and a rank still busy (rank 0 running the reference, a slow CUDA start on another node)
-    // would count against the others' --timeout. A rank that fails before this point ends the job
-    // through MPI_Abort while the others wait here in MPI, rather than inside NCCL's init.
+    // the id, and a rank still busy (rank 0 modelling every shot's data for its reference, a slow CUDA
+    // start on another node) would count against the others' --timeout. A rank that fails before this
+    // point ends the job through MPI_Abort while the others wait here in MPI, rather than inside NCCL's
+    // init.
     MPI_CHECK(MPI_Barrier(comm));
     return nccl_init_rank(size, id, rank, timeout_s);
 }

@@ -340,9 +340,11 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
         for (const std::string& failure : failures) text += (text.empty() ? "" : "; ") + failure;
         throw VerificationError(text);
     }
+    const std::string misfit_check =
+        run.misfits.size() >= 2 ? "the misfit decreased" : "the misfit is finite (one iteration: nothing to compare)";
     std::printf("verified: %s\n", reference ? "first gradient, misfit and final model match the single-GPU run"
-                                             : run.gpus > 1 ? "every GPU holds the same model; the misfit decreased"
-                                                            : "the misfit decreased");
+                                   : run.gpus > 1 ? ("every GPU holds the same model; " + misfit_check).c_str()
+                                                  : misfit_check.c_str());
 }
 
 }  // namespace fwi
