@@ -14,14 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "cpu_propagator.hpp"
 #include "device.hpp"
 #include "errors.hpp"
-#include "gpu_propagator.hpp"
 #include "output.hpp"
 #include "problem.hpp"
 #include "shot_parallel.hpp"
-#include "verify.hpp"
+#include "verify_against_cpu.hpp"
 
 using namespace fwi;
 
@@ -33,53 +31,6 @@ struct Options {
     std::string json;
     bool verify = false;
 };
-
-// GPU against CPU reference: traces of every shot, then misfit and gradient from the initial model.
-// Tolerances: float32 on both sides, summed in different orders (FMA on the GPU) over nt steps.
-int verify_against_cpu(const Problem& p, const std::string& json_path) {
-    constexpr double kTraceTolerance = 1e-4, kGradientTolerance = 1e-3;
-    std::printf("verify: %s on GPU and on the CPU reference (float32 both)\n", p.summary().c_str());
-    const std::vector<int> shots = all_shots(p.nshots);
-    const CpuPropagator<float> cpu_true(p, true_model(p));
-    const std::vector<float> observed = cpu_true.model_all_shots();
-    GpuPropagator gpu(p, true_model(p));
-    const Difference traces = compare(gpu.forward(shots), observed);
-    std::printf("  traces:   %s\n", describe(traces).c_str());
-
-    std::vector<float> cpu_gradient;
-    const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(shots, observed, cpu_gradient);
-    gpu.set_velocity(initial_model(p));
-    gpu.set_observed(observed);
-    const GradientResult g = gpu.gradient(shots);
-    const Difference gradient = compare(gpu.download_gradient(), cpu_gradient);
-    const double misfit_diff = std::abs(g.misfit - cpu_misfit) / cpu_misfit;
-    std::printf("  misfit:   GPU %.6e, CPU %.6e, rel diff %.1e\n", g.misfit, cpu_misfit, misfit_diff);
-    std::printf("  gradient: %s\n", describe(gradient).c_str());
-
-    const bool ok = traces.relative_l2 < kTraceTolerance && gradient.relative_l2 < kGradientTolerance &&
-                    misfit_diff < kTraceTolerance;
-    JsonObject result;
-    result.add("kind", "verify")
-        .add("pattern", "01_single_gpu")
-        .add("variant", "verify")
-        .add("problem", p.name)
-        .add("grid", std::vector<long long>{p.nz, p.nx})
-        .add("traces_rel_l2", traces.relative_l2)
-        .add("gradient_rel_l2", gradient.relative_l2)
-        .add("misfit_rel_diff", misfit_diff)
-        .add("tolerances", JsonObject()
-                               .add("traces", kTraceTolerance)
-                               .add("gradient", kGradientTolerance)
-                               .add("misfit", kTraceTolerance))
-        .add("verified", ok);
-    emit_result(result, json_path);
-    if (!ok)
-        throw VerificationError("GPU differs from the CPU reference beyond rel L2 " + std::to_string(kTraceTolerance) +
-                                " (traces, misfit) / " + std::to_string(kGradientTolerance) + " (gradient)");
-    std::printf("verify: PASSED (tolerances: traces and misfit %.0e, gradient %.0e)\n", kTraceTolerance,
-                kGradientTolerance);
-    return kExitOk;
-}
 
 void write_model(const Problem& p, const std::string& dir, const char* name, const std::vector<float>& model) {
     write_npy(dir + "/" + name + ".npy", model.data(), {size_t(p.nz), size_t(p.nx)});
