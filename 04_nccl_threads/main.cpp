@@ -13,7 +13,7 @@
 // How it works: one host thread per GPU runs the loop of common/shot_parallel.hpp (compute, wait,
 // combine, update); the drivers differ only in who issues the NCCL calls.
 // What you should see: the misfit falling, each iteration's phases, the speedup over the single-GPU
-// reference this program runs first, and "verified".
+// reference this program runs afterwards on GPU 0, and "verified".
 #include <nccl.h>
 
 #include <algorithm>
@@ -35,6 +35,7 @@ using namespace fwi;
 namespace {
 
 struct Options : ShotParallelOptions {
+    bool verbose = false;
     int gpus = 0;
     std::string driver = "threads";
 };
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
                          "driven by one thread per GPU or by one thread with group calls.");
         add_problem_flags(parser, problem);
         add_shot_parallel_flags(parser, options);
+        parser.add_switch("--verbose", &options.verbose, "print how to see which transport NCCL uses");
         parser.add_int("--gpus", &options.gpus, 0, 64, "GPUs to use, 0 = all visible");
         parser.add_choice("--driver", &options.driver, {"threads", "group"},
                           "who issues the NCCL calls: one thread per GPU, or one thread with ncclGroupStart/End");

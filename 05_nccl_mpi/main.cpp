@@ -38,6 +38,7 @@ using namespace fwi;
 namespace {
 
 struct Options : ShotParallelOptions {
+    bool verbose = false;
     bool bench_allreduce = false;
     AllreduceSweepOptions sweep;
 };
@@ -107,7 +108,8 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     int combines = 0;
     const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& mine_share) {
-        if (++combines == 2) trigger_test_fault(fault, rank, o.timeout_s);  // the tests of the timeouts
+        // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
+        if (++combines == 2) trigger_test_fault(fault, rank, o.timeout_s);
         combine(mine_share, comm, o.timeout_s);
     }, 1, o.iterations);
     const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
                          "gradients combined with ncclAllReduce. Start with mpirun -np N.");
         add_problem_flags(parser, problem);
         add_shot_parallel_flags(parser, options);
+        parser.add_switch("--verbose", &options.verbose, "print how to see which transport NCCL uses");
         parser.add_switch("--bench-allreduce", &options.bench_allreduce,
                           "instead of FWI: ncclAllReduce over a sweep of sizes (02's table)");
         add_allreduce_sweep_flags(parser, options.sweep);

@@ -3,7 +3,8 @@
 
   plot-script       (cpu) plot_fwi.py on a fake run folder: PNGs, or a clear warning without matplotlib
   matches-01        (gpu/multigpu, mpi) 06 on --ranks N ends with the same model as 01_single_gpu after the
-                    same iterations, to the tolerance 06 states (1e-5 relative L2)
+                    same iterations, to 1e-5 relative L2 (stricter than the 1e-3 of
+                    common/tolerances.hpp, which allows for longer runs drifting apart)
   kill-and-resume   (gpu/multigpu, mpi) a run SIGKILLed right after a checkpoint and resumed ends with the
                     final model of an uninterrupted run, byte for byte, on the same rank count
 

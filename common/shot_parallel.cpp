@@ -20,8 +20,8 @@ void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options) {
                       "skip the single-GPU reference run (no speedup, no comparison)");
     parser.add_double("--timeout", &options.timeout_s, 1.0, 86400.0,
                       "seconds any wait on another GPU or rank may take before the run gives up (exit 3)");
-    parser.add_switch("--verbose", &options.verbose, "print each GPU and how to see NCCL's transports");
-    parser.add_string("--json", &options.json, "also write the RESULT object to this file");
+    parser.add_string("--json", &options.json,
+                      "also write the RESULT object to this file (03 with several variants: the last one's)");
 }
 
 std::vector<ShotRange> split_all_shots(int nshots, int parts) {

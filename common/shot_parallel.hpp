@@ -37,11 +37,10 @@ struct ShotParallelOptions {
     int iterations = 3;
     bool no_reference = false;
     double timeout_s = 60.0;
-    bool verbose = false;
     std::string json;
 };
 
-// --iterations, --no-reference, --timeout, --verbose, --json
+// --iterations, --no-reference, --timeout, --json
 void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options);
 
 // Every part's shots, in order (split_shots for parts 0..parts-1): throws UsageError when a part would
