@@ -1,0 +1,1 @@
+# bad_input_cli tests (see tests/README.md, "Bad input")

@@ -1,0 +1,1 @@
+# bad_input_physics tests (see tests/README.md, "Bad input")

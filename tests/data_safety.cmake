@@ -1,0 +1,1 @@
+# data_safety tests (see tests/README.md, "Bad input")
