@@ -132,6 +132,11 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
 
         record.phases.push_back(t);
         record.misfits.push_back(share.download_misfit());
+        // A non-finite misfit means a non-finite wave field or model: stop before anything (a checkpoint,
+        // another update) builds on it. Every GPU holds the same combined misfit, so all stop alike.
+        if (!std::isfinite(record.misfits.back()))
+            throw VerificationError("the misfit is " + std::to_string(record.misfits.back()) + " at iteration " +
+                                    std::to_string(it) + ": the model or the wave fields are no longer finite");
         iteration_seconds.push_back(t.iteration());
         if (member == 0) {
             IterationDone done{it, last_iteration, record.misfits.back(), t, share};
@@ -250,6 +255,9 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
     if (!run.models_identical) failures.push_back("the GPUs' models differ from each other after the same updates");
     if (!std::isfinite(misfit_first) || !std::isfinite(misfit_final))
         failures.push_back("the misfit is not a finite number");
+    else if (misfit_first == 0.0)
+        failures.push_back("the misfit is zero from the first iteration: the starting model already fits the "
+                           "observed data over the recorded window, so there is nothing to invert or to verify");
     else if (run.misfits.size() >= 2 && !(misfit_final < misfit_first))
         failures.push_back("the misfit did not decrease over the iterations (" +
                            misfit_trend(run.misfits, run.first_iteration) + ")");

@@ -1,8 +1,9 @@
 // Writes the RESULT objects of the fwi skeleton's report (common/shot_parallel.cpp) for made-up runs,
 // one JSON file each, into the folder given as the first argument: a verified run against a
-// reference, a run without a reference, and a failed one. The test that runs it then checks every file
+// reference, a run without a reference, and failed ones (a wrong gradient, a zero or NaN misfit). The test that runs it then checks every file
 // against scripts/result_schema.py, so the schema is checked on what the real writer writes, no GPU
 // needed. Exit 1 when a case does not verify or fail as it should.
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -57,6 +58,19 @@ int main(int argc, char** argv) {
         ++failures;
     } catch (const VerificationError& error) {
         std::printf("failed as it should: %s\n", error.what());
+    }
+    // Nothing to verify is not a pass: a misfit of zero (the starting model already fits the data) and a
+    // misfit that is not a number both fail.
+    for (const double misfit : {0.0, std::nan("")}) {
+        RunSummary degenerate = made_up_run(p, 1);
+        degenerate.misfits = {misfit, misfit};
+        try {
+            report(p, degenerate, nullptr, dir + "/degenerate.json");
+            std::fprintf(stderr, "a run whose misfit is %g was reported as verified\n", misfit);
+            ++failures;
+        } catch (const VerificationError& error) {
+            std::printf("failed as it should: %s\n", error.what());
+        }
     }
     return failures ? kExitVerificationFailed : kExitOk;
 }
