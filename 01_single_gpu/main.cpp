@@ -37,8 +37,11 @@ void write_model(const Problem& p, const std::string& dir, const char* name, con
 }
 
 int run_fwi(const Problem& p, const Options& options) {
+    // A bad --out or --json is refused before the run (and before the GPU check), not after it; --out
+    // first, since --json may name a file in it.
+    make_directories(options.out);
+    check_writable(options.json, "--json");
     require_gpus(1);
-    make_directories(options.out);  // a bad --out is refused before the run, not after it
     std::printf("01_single_gpu: %s on %s\n", p.summary().c_str(), describe_device(0).c_str());
 
     // One GPU holds every shot: its share is the whole problem, and nothing needs combining.
@@ -68,10 +71,14 @@ int run_fwi(const Problem& p, const Options& options) {
 
 int main(int argc, char** argv) {
     return run_program("01_single_gpu", [&]() -> int {
-        // --verify uses the small problem unless --problem says otherwise.
+        // --verify uses the small problem unless --problem says otherwise. Read as the parser reads it: a
+        // flag is never another flag's value, so "--verify" is the switch, unless it comes after --help.
         const bool verify_requested = [&] {
-            for (int i = 1; i < argc; ++i)
-                if (std::string(argv[i]) == "--verify") return true;
+            for (int i = 1; i < argc; ++i) {
+                const std::string arg = argv[i];
+                if (arg == "--help" || arg == "-h") return false;
+                if (arg == "--verify") return true;
+            }
             return false;
         }();
         Problem problem = ArgParser::find_value(argc, argv, "--problem").empty() && verify_requested

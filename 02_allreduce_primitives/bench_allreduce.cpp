@@ -1,16 +1,19 @@
 // Google Benchmark cases for each allreduce variant at a few sizes, on all visible GPUs (at most 8).
 // Time per allreduce comes from CUDA events (manual time); counters give algbw and busbw in GB/s.
-// Without a GPU every case reports an error and the run ends normally.
+// Exit codes as the suite's (docs/ARCHITECTURE.md): 2 for an unknown flag or a --benchmark_filter that
+// selects nothing, 3 when no GPU is visible (the flags are checked first).
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 
 #include "allreduce_sweep.hpp"
 #include "allreduce_variant.hpp"
 #include "bandwidth.hpp"
+#include "errors.hpp"
 #include "gpu_group.hpp"
 
 using namespace fwi;
@@ -73,6 +76,19 @@ void allreduce(benchmark::State& state, const std::string& name) {
     }
 }
 
+// Reports nothing: without a GPU the selected cases are run only to count them (each skips at once).
+class SilentReporter : public benchmark::BenchmarkReporter {
+public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+};
+
+int selects_nothing() {
+    std::fprintf(stderr, "bench_allreduce: --benchmark_filter '%s' selects no benchmark; allowed a regex matching "
+                         "allreduce/<variant>/<bytes>\n", benchmark::GetBenchmarkFilter().c_str());
+    return kExitBadInput;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,8 +102,15 @@ int main(int argc, char** argv) {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
     benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-    benchmark::RunSpecifiedBenchmarks();
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
+    if (int gpus = 0; cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+        SilentReporter silent;
+        if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return selects_nothing();
+        std::fprintf(stderr, "bench_allreduce: environment: no CUDA GPU visible (check nvidia-smi and "
+                             "CUDA_VISIBLE_DEVICES)\n");
+        return kExitEnvironment;
+    }
+    const size_t ran = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
-    return 0;
+    return ran == 0 ? selects_nothing() : kExitOk;
 }

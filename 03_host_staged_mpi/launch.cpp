@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstring>
 #include <set>
 
 #include "cli.hpp"
@@ -38,12 +37,6 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
     validate(problem);
     validate_allreduce_sweep_options(o.sweep);
     return true;
-}
-
-bool asks_for_help(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i)
-        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
-    return false;
 }
 
 void require_named_variants_available(const Options& o, const std::vector<VariantSpec>& specs) {

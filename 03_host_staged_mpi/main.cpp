@@ -27,6 +27,7 @@
 #include "cuda_check.hpp"
 #include "device_combine.hpp"
 #include "errors.hpp"
+#include "output.hpp"
 #include "launch.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
@@ -181,7 +182,6 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
 
 int run(int argc, char** argv) {
     const int rank = world_rank(), ranks = world_size();
-    if (rank != 0 && asks_for_help(argc, argv)) return kExitOk;  // rank 0 prints it
     Problem problem = preset_from_args(argc, argv);
     Options o;
     if (!parse_options(argc, argv, problem, o)) return kExitOk;
@@ -189,6 +189,7 @@ int run(int argc, char** argv) {
     require_named_variants_available(o, specs);
     const ShotRange mine =
         o.bench ? ShotRange{} : split_shots(problem.nshots, ranks, rank);  // more ranks than shots: exit 2
+    if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
 
     if (o.skip_without_gpus && too_few_gpus_anywhere(o.timeout_s)) {
         if (rank == 0) std::printf("skipped: a node has more ranks than visible GPUs (--skip-without-gpus)\n");

@@ -24,6 +24,7 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "output.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 #include "problem.hpp"
@@ -92,6 +93,7 @@ int run(const Problem& p, const Options& o) {
     //    usage error).
     const int gpus = o.gpus > 0 ? o.gpus : std::max(visible_gpu_count(), 1);
     const std::vector<ShotRange> split = split_all_shots(p.nshots, gpus);
+    check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     require_gpus(gpus);
     print_setup(p, o, split);
 

@@ -23,6 +23,7 @@
 #include "allreduce_bench.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "output.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
 #include "mpi_team.hpp"
@@ -92,6 +93,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     //    before any GPU is touched.
     const int rank = world_rank(), ranks = world_size();
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
+    if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse);
     if (rank == 0) print_header(p.summary().c_str(), o, ranks);
     print_layout(rank, ranks, device,
@@ -140,7 +142,7 @@ int run_bench(const Options& o) {
 int main(int argc, char** argv) {
     return run_mpi_program("05_nccl_mpi", argc, argv, [&]() -> int {
         std::vector<std::string> args(argv, argv + argc);
-        const TestFault fault = parse_test_fault(take_flag_value(args, "--test-fault"));
+        const std::string fault_spec = take_flag_value(args, "--test-fault");
         std::vector<const char*> arg_pointers;
         for (const auto& arg : args) arg_pointers.push_back(arg.c_str());
         const int count = static_cast<int>(arg_pointers.size());
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
         validate(problem);
         validate_allreduce_sweep_options(options.sweep);
+        const TestFault fault = parse_test_fault(fault_spec);  // after parse: --help wins over a bad spec
         if (fault.rank >= world_size())
             throw UsageError("--test-fault: rank " + std::to_string(fault.rank) + " does not exist; allowed 0.." +
                              std::to_string(world_size() - 1));

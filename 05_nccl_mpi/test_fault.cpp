@@ -43,20 +43,29 @@ TestFault parse_test_fault(const std::string& spec) {
 }
 
 std::string take_flag_value(std::vector<std::string>& args, const std::string& flag) {
-    for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i].rfind(flag + "=", 0) == 0) {
-            const std::string value = args[i].substr(flag.size() + 1);
+    // The rules of the ArgParser that gets the rest: a flag given twice is refused, and the next argument
+    // is no value when it is itself a flag ("--test-fault --nz 64" forgot the value).
+    std::string value;
+    bool taken = false;
+    for (size_t i = 0; i < args.size();) {
+        const bool joined = args[i].rfind(flag + "=", 0) == 0;
+        if (!joined && args[i] != flag) {
+            ++i;
+            continue;
+        }
+        if (taken) throw UsageError(flag + " given twice");
+        taken = true;
+        if (joined) {
+            value = args[i].substr(flag.size() + 1);
             args.erase(args.begin() + i);
-            return value;
+            continue;
         }
-        if (args[i] == flag) {
-            if (i + 1 >= args.size()) throw UsageError(flag + ": missing value");
-            const std::string value = args[i + 1];
-            args.erase(args.begin() + i, args.begin() + i + 2);
-            return value;
-        }
+        if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0 || args[i + 1] == "-h")
+            throw UsageError(flag + ": missing value");
+        value = args[i + 1];
+        args.erase(args.begin() + i, args.begin() + i + 2);
     }
-    return "";
+    return value;
 }
 
 void trigger_test_fault(const TestFault& fault, int rank, double timeout_s) {

@@ -16,6 +16,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,12 @@
 #include "errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
+#include "model_checks.hpp"
 #include "mpi_team.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
+#include "output.hpp"
 #include "problem.hpp"
 #include "run_files.hpp"
 #include "shot_parallel.hpp"
@@ -44,6 +47,7 @@ struct Options : ShotParallelOptions {
     int kill_after_checkpoint = 0;
     std::string out = "out/06_fwi_shot_parallel";
     std::string resume;
+    bool overwrite = false;
     bool no_plots = false;
 };
 
@@ -72,6 +76,19 @@ void check_option_combinations(const Options& o) {
                          ", not 0) below --iterations (" + std::to_string(o.iterations) + ")");
 }
 
+// A checkpoint in --out is the only way to continue a long run: a fresh run (or one resumed from another
+// folder) would replace it at its first checkpoint, and its loss history and models at once. Rank 0 (the
+// one that writes --out) refuses that unless the user says so.
+void check_checkpoint_kept(const Options& o) {
+    const std::string existing = checkpoint_path(o.out);
+    std::error_code ignored;
+    if (o.overwrite || !std::filesystem::exists(existing, ignored)) return;
+    if (!o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored)) return;
+    throw UsageError("--out: '" + o.out + "' holds a checkpoint (" + existing + ") that this run would overwrite; "
+                     "continue it with --resume " + o.out + ", choose another --out, or give --overwrite to start "
+                     "afresh over it");
+}
+
 // Rank 0 reads the checkpoint and sends its bytes to every rank, so the folder need only be visible to
 // rank 0 (no shared file system across nodes). Every rank checks it against its own flags.
 FwiState starting_state(const Problem& p, const Options& o, int ranks) {
@@ -83,7 +100,7 @@ FwiState starting_state(const Problem& p, const Options& o, int ranks) {
     bytes.resize(size);
     MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD));  // < 2 GiB: models up to 16384^2
     const Checkpoint checkpoint = decode_checkpoint(bytes, checkpoint_path(o.resume));
-    const std::string warning = check_resume(checkpoint, p, o.iterations, ranks);
+    const std::string warning = check_resume(checkpoint, checkpoint_path(o.resume), p, o.iterations, ranks);
     if (world_rank() == 0) {
         if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
         std::printf("resuming from %s after iteration %d of %d\n", checkpoint_path(o.resume).c_str(),
@@ -102,7 +119,10 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
         const bool snapshot = o.save_every > 0 && done.iteration % o.save_every == 0;
         const bool checkpoint =
             o.checkpoint_every > 0 && (done.iteration % o.checkpoint_every == 0 || done.iteration == o.iterations);
-        if (snapshot || checkpoint) state.velocity = done.share.download_model();
+        if (snapshot || checkpoint) {
+            state.velocity = done.share.download_model();
+            require_finite_model(p, state.velocity, done.iteration);  // never save a diverged model
+        }
         if (snapshot) {
             write_model_npy(p, o.out, snapshot_file_name(done.iteration), state.velocity);
             write_loss_history(o.out, state);
@@ -146,10 +166,12 @@ int run_fwi(const Problem& p, const Options& o) {
     const int ranks = world_size(), rank = world_rank();
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
     check_option_combinations(o);
+    if (rank == 0) check_checkpoint_kept(o);
     FwiState state = starting_state(p, o, ranks);
     const FwiState start = state;
     if (rank == 0) {
         make_directories(o.out);
+        check_writable(o.json, "--json");  // written at the end: refused now, not after the run
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }
@@ -201,6 +223,8 @@ int main(int argc, char** argv) {
         parser.add_int("--checkpoint-every", &options.checkpoint_every, 0, 100000,
                        "write a checkpoint to --out every N iterations and at the end (0: never)");
         parser.add_string("--resume", &options.resume, "continue from the checkpoint in this folder");
+        parser.add_switch("--overwrite", &options.overwrite,
+                          "start afresh even though --out holds a checkpoint (which this run replaces)");
         parser.add_switch("--no-plots", &options.no_plots, "do not draw the PNG pictures");
         parser.add_int("--kill-after-checkpoint", &options.kill_after_checkpoint, 0, 100000,
                        "testing: rank 0 SIGKILLs itself right after writing this iteration's checkpoint");

@@ -7,9 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
-#include "errors.hpp"
 #include "output.hpp"
 
 extern char** environ;
@@ -17,10 +15,6 @@ extern char** environ;
 namespace fwi {
 
 namespace {
-
-void require_written(const std::ofstream& file, const std::string& path) {
-    if (!file) throw EnvironmentError("cannot write '" + path + "' (check --out's free space and permissions)");
-}
 
 // "[1, 2, 3]" with enough digits to read the doubles back exactly.
 template <typename Value>
@@ -54,23 +48,18 @@ void write_loss_history(const std::string& dir, const FwiState& state) {
         iterations.push_back(int(i) + 1);
         relative.push_back(state.misfits.front() > 0.0 ? state.misfits[i] / state.misfits.front() : 1.0);
     }
-    const std::string csv_path = dir + "/loss_history.csv";
-    std::ofstream csv(csv_path);
-    csv << "iteration,misfit,relative_misfit,iteration_seconds\n";
+    std::string csv = "iteration,misfit,relative_misfit,iteration_seconds\n";
     char row[160];
     for (size_t i = 0; i < iterations.size(); ++i) {
         std::snprintf(row, sizeof row, "%d,%.9e,%.9f,%.6f\n", iterations[i], state.misfits[i], relative[i],
                       state.iteration_seconds[i]);
-        csv << row;
+        csv += row;
     }
-    require_written(csv, csv_path);
-
-    const std::string json_path = dir + "/loss_history.json";
-    std::ofstream json(json_path);
-    json << "{\"iteration\": " << json_array(iterations) << ", \"misfit\": " << json_array(state.misfits)
-         << ", \"relative_misfit\": " << json_array(relative)
-         << ", \"iteration_seconds\": " << json_array(state.iteration_seconds) << "}\n";
-    require_written(json, json_path);
+    write_file_atomically(dir + "/loss_history.csv", csv);
+    write_file_atomically(dir + "/loss_history.json",
+                          "{\"iteration\": " + json_array(iterations) + ", \"misfit\": " + json_array(state.misfits) +
+                              ", \"relative_misfit\": " + json_array(relative) +
+                              ", \"iteration_seconds\": " + json_array(state.iteration_seconds) + "}\n");
 }
 
 bool draw_pictures(const std::string& script, const std::string& dir) {

@@ -121,19 +121,19 @@ TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
 TEST_CASE("resume: same problem continues, another problem or too few iterations are refused") {
     const Problem p = small_problem();
     const Checkpoint c = sample_checkpoint(p, 4);
-    CHECK(check_resume(c, p, 10, 3).empty());
-    CHECK(check_resume(c, p, 5, 3).empty());
+    CHECK(check_resume(c, "run/checkpoint.fwi", p, 10, 3).empty());
+    CHECK(check_resume(c, "run/checkpoint.fwi", p, 5, 3).empty());
 
-    const std::string other_ranks = check_resume(c, p, 10, 2);  // allowed, but not bit-identical
+    const std::string other_ranks = check_resume(c, "run/checkpoint.fwi", p, 10, 2);  // allowed, but not bit-identical
     CHECK(other_ranks.find("3 ranks") != std::string::npos);
 
-    const std::string done = usage_error_text([&] { check_resume(c, p, 4, 3); });
+    const std::string done = usage_error_text([&] { check_resume(c, "run/checkpoint.fwi", p, 4, 3); });
     CHECK(done.find("--iterations") != std::string::npos);
     CHECK(done.find("5 or more") != std::string::npos);
 
     Problem other = p;
     other.step_size = 55.0;  // the small problem's is 40
-    const std::string differs = usage_error_text([&] { check_resume(c, other, 10, 3); });
+    const std::string differs = usage_error_text([&] { check_resume(c, "run/checkpoint.fwi", other, 10, 3); });
     CHECK(differs.find("--resume") != std::string::npos);
     CHECK(differs.find("step_size 40") != std::string::npos);
     CHECK(differs.find("step_size 55") != std::string::npos);

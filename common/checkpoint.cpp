@@ -1,18 +1,15 @@
 #include "checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
 #include "errors.hpp"
+#include "model_checks.hpp"
+#include "output.hpp"
 
 namespace fwi {
 
@@ -94,30 +91,6 @@ private:
     std::string source_;
 };
 
-[[noreturn]] void throw_system_error(const std::string& what, const std::string& path) {
-    throw EnvironmentError("checkpoint: cannot " + what + " '" + path + "': " + std::strerror(errno) +
-                           " (check the folder's free space and permissions)");
-}
-
-void write_all(int fd, const std::string& bytes, const std::string& path) {
-    size_t written = 0;
-    while (written < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw_system_error("write", path);
-        written += static_cast<size_t>(n);
-    }
-}
-
-// fsync of a file or folder; the folder's makes the rename itself durable.
-void sync_path(const std::string& path, int flags) {
-    const int fd = ::open(path.c_str(), flags);
-    if (fd < 0) throw_system_error("open", path);
-    const int status = ::fsync(fd);
-    ::close(fd);
-    if (status != 0) throw_system_error("fsync", path);
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
     std::vector<std::string> lines;
     std::istringstream stream(text);
@@ -183,20 +156,7 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& source
 }
 
 void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
-    const std::string path = checkpoint_path(dir), temporary = path + ".tmp";
-    const std::string bytes = encode_checkpoint(checkpoint);
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw_system_error("create", temporary);
-    try {
-        write_all(fd, bytes, temporary);
-        if (::fsync(fd) != 0) throw_system_error("fsync", temporary);
-    } catch (...) {
-        ::close(fd);
-        throw;
-    }
-    if (::close(fd) != 0) throw_system_error("close", temporary);
-    if (std::rename(temporary.c_str(), path.c_str()) != 0) throw_system_error("rename into place", path);
-    sync_path(dir, O_RDONLY | O_DIRECTORY);
+    write_file_atomically(checkpoint_path(dir), encode_checkpoint(checkpoint));
 }
 
 Checkpoint read_checkpoint(const std::string& dir) {
@@ -207,7 +167,8 @@ Checkpoint read_checkpoint(const std::string& dir) {
     return decode_checkpoint(bytes, path);
 }
 
-std::string check_resume(const Checkpoint& checkpoint, const Problem& problem, int iterations, int ranks) {
+std::string check_resume(const Checkpoint& checkpoint, const std::string& path, const Problem& problem, int iterations,
+                         int ranks) {
     const std::string expected = problem_fingerprint(problem);
     if (checkpoint.problem_text != expected) {
         const std::vector<std::string> theirs = lines_of(checkpoint.problem_text), ours = lines_of(expected);
@@ -216,12 +177,12 @@ std::string check_resume(const Checkpoint& checkpoint, const Problem& problem, i
             const std::string a = i < theirs.size() ? theirs[i] : "(none)", b = i < ours.size() ? ours[i] : "(none)";
             if (a != b) differences += "\n  checkpoint: " + a + "  |  this run: " + b;
         }
-        throw UsageError("--resume: the checkpoint belongs to another problem; give the same problem flags as the "
+        throw UsageError("--resume: the checkpoint '" + path + "' belongs to another problem; give the same problem flags as the "
                          "run that wrote it. Differences:" + differences);
     }
-    if (checkpoint.state.velocity.size() != problem.model_cells())
-        throw UsageError("--resume: the checkpoint's model has " + std::to_string(checkpoint.state.velocity.size()) +
-                         " cells, the problem " + std::to_string(problem.model_cells()));
+    // The checksum proves the bytes are the ones written, not that the model in them is one a run can
+    // continue from (a diverged run, a file made by another tool).
+    check_model(problem, checkpoint.state.velocity, "--resume: the model in '" + path + "'");
     if (checkpoint.state.iterations_done >= iterations)
         throw UsageError("--iterations: the checkpoint already holds " +
                          std::to_string(checkpoint.state.iterations_done) + " iterations; allowed " +

@@ -1,8 +1,8 @@
 // Checkpoints of an FWI run: the model, the iterations done and the loss history, in one file written
-// atomically (a temporary file, fsync, rename over the old one, fsync of the folder), so a run killed at
-// any moment leaves the previous checkpoint or the new one, never a torn file. The model update
-// (common/update.hpp) keeps no state between iterations: model and iteration count are all a resumed
-// run needs to continue exactly as the uninterrupted run would have.
+// atomically (write_file_atomically, output.hpp: a temporary file, fsync, rename over the old one, fsync
+// of the folder), so a run killed at any moment leaves the previous checkpoint or the new one, never a
+// torn file. The model update (common/update.hpp) keeps no state between iterations: model and iteration
+// count are all a resumed run needs to continue exactly as the uninterrupted run would have.
 #pragma once
 
 #include <string>
@@ -48,6 +48,9 @@ Checkpoint read_checkpoint(const std::string& dir);
 // throws UsageError when the problem differs (naming the values that differ) or the checkpoint already
 // holds `iterations` iterations or more. Returns a warning ("" if none) when the rank count differs: the
 // run continues correctly, but the sums are taken in another order, so the result is not bit-identical.
-std::string check_resume(const Checkpoint& checkpoint, const Problem& problem, int iterations, int ranks);
+// `path` is the checkpoint's file, for the messages; its model must be one a run can continue from
+// (model_checks.hpp).
+std::string check_resume(const Checkpoint& checkpoint, const std::string& path, const Problem& problem, int iterations,
+                         int ranks);
 
 }  // namespace fwi

@@ -1,9 +1,11 @@
 #include "cli.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "errors.hpp"
@@ -12,27 +14,47 @@ namespace fwi {
 
 namespace {
 
+// Whether parse() prints the help text in this process (set_prints_help).
+bool prints_help = true;
+
 std::string format_number(double value) {
     std::ostringstream text;
     text << value;
     return text.str();
 }
 
-long long parse_integer(const std::string& flag, const std::string& text) {
+bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
+
+// The flag part of "--flag=value", or the whole argument.
+std::string flag_name(const std::string& arg) {
+    const size_t eq = arg.find('=');
+    return arg.rfind("--", 0) == 0 && eq != std::string::npos ? arg.substr(0, eq) : arg;
+}
+
+// strtoll and strtod skip leading white space; a value with any is refused as a whole.
+bool starts_with_space(const std::string& text) {
+    return !text.empty() && std::isspace(static_cast<unsigned char>(text.front()));
+}
+
+long long parse_integer(const std::string& flag, const std::string& text, const std::string& range) {
     errno = 0;
     char* end = nullptr;
     const long long value = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE)
-        throw UsageError(flag + ": '" + text + "' is not an integer");
+    if (text.empty() || starts_with_space(text) || *end != '\0')
+        throw UsageError(flag + ": '" + text + "' is not an integer; allowed " + range);
+    if (errno == ERANGE) throw UsageError(flag + ": " + text + " is out of range; allowed " + range);
     return value;
 }
 
-double parse_real(const std::string& flag, const std::string& text) {
+double parse_real(const std::string& flag, const std::string& text, const std::string& range) {
     errno = 0;
     char* end = nullptr;
     const double value = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
-        throw UsageError(flag + ": '" + text + "' is not a finite number");
+    // strtod reads "nan" and "inf"; no flag has a use for them, and a NaN passes every range check.
+    if (text.empty() || starts_with_space(text) || *end != '\0' || std::isnan(value) ||
+        (std::isinf(value) && errno != ERANGE))
+        throw UsageError(flag + ": '" + text + "' is not a finite number; allowed " + range);
+    if (errno == ERANGE) throw UsageError(flag + ": " + text + " is out of range; allowed " + range);
     return value;
 }
 
@@ -47,7 +69,7 @@ void ArgParser::add_int(const std::string& flag, int* target, int min, int max, 
     const std::string range = std::to_string(min) + ".." + std::to_string(max);
     add({flag, help, range, true, [target] { return std::to_string(*target); },
          [=](const std::string& text) {
-             const long long value = parse_integer(flag, text);
+             const long long value = parse_integer(flag, text, range);
              if (value < min || value > max)
                  throw UsageError(flag + ": " + text + " is out of range; allowed " + range);
              *target = static_cast<int>(value);
@@ -59,7 +81,7 @@ void ArgParser::add_double(const std::string& flag, double* target, double min, 
     const std::string range = format_number(min) + ".." + format_number(max);
     add({flag, help, range, true, [target] { return format_number(*target); },
          [=](const std::string& text) {
-             const double value = parse_real(flag, text);
+             const double value = parse_real(flag, text, range);
              if (value < min || value > max)
                  throw UsageError(flag + ": " + text + " is out of range; allowed " + range);
              *target = value;
@@ -100,11 +122,18 @@ const ArgParser::Option* ArgParser::find(const std::string& flag) const {
     return nullptr;
 }
 
+void ArgParser::set_prints_help(bool prints) { prints_help = prints; }
+
+bool ArgParser::is_known_flag(const std::string& arg) const {
+    return is_help(arg) || find(flag_name(arg)) != nullptr;
+}
+
 bool ArgParser::parse(int argc, const char* const* argv) {
+    std::set<std::string> given;
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(help_text().c_str(), stdout);
+        if (is_help(arg)) {
+            if (prints_help) std::fputs(help_text().c_str(), stdout);
             return false;
         }
         std::string value;
@@ -116,13 +145,18 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         }
         const Option* option = find(arg);
         if (!option) throw UsageError("unknown flag '" + arg + "'");
+        // Two values for one flag: which one was meant is a guess, so neither is taken.
+        if (!given.insert(arg).second) throw UsageError(arg + " given twice");
         if (!option->takes_value) {
             if (has_inline_value) throw UsageError(arg + ": takes no value");
             option->set("");
             continue;
         }
         if (!has_inline_value) {
-            if (i + 1 >= argc) throw UsageError(arg + ": missing value (allowed " + option->range + ")");
+            // "--nz --nx 100" forgot the value of --nz; taking "--nx" as it would hide the mistake (and
+            // "--json --help" would be a file name on one reading and a request for help on another).
+            if (i + 1 >= argc || is_known_flag(argv[i + 1]))
+                throw UsageError(arg + ": missing value (allowed " + option->range + ")");
             value = argv[++i];
         }
         option->set(value);
@@ -144,12 +178,23 @@ std::string ArgParser::help_text() const {
 }
 
 std::string ArgParser::find_value(int argc, const char* const* argv, const std::string& flag) {
+    // Reads argv the way parse() will, so that the defaults picked from the value are the ones parse()
+    // then overrides: nothing after --help counts, a repeated flag is refused, and a value that looks
+    // like a flag is no value (parse() reports it).
+    std::string found;
+    bool seen = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == flag && i + 1 < argc) return argv[i + 1];
-        if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
+        if (is_help(arg)) break;
+        if (flag_name(arg) != flag) continue;
+        if (seen) throw UsageError(flag + " given twice");
+        seen = true;
+        if (arg.size() > flag.size())
+            found = arg.substr(flag.size() + 1);
+        else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 && !is_help(argv[i + 1]))
+            found = argv[++i];
     }
-    return "";
+    return found;
 }
 
 }  // namespace fwi

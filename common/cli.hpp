@@ -21,13 +21,22 @@ public:
                     const std::string& help);
     void add_switch(const std::string& flag, bool* target, const std::string& help);
 
-    // Parses argv[1..]. Returns false when --help was given (the help text is already printed).
+    // Parses argv[1..] from left to right. Returns false when --help (or -h) comes before any error (the
+    // help text is printed, unless set_prints_help(false)). Refused with UsageError: an unknown flag, a
+    // flag given twice, a missing value (the next argument is itself a flag: "--nz --nx 100"), a value
+    // that is not of the flag's type or outside its range (NaN and infinities never are). The result
+    // depends on argv alone, so every MPI rank parsing the same argv gets the same answer.
     bool parse(int argc, const char* const* argv);
     std::string help_text() const;
 
-    // The value given for `flag` on the command line, or "" when absent. Used to read a flag (like
-    // --problem) that decides the defaults of the others before they are registered.
+    // The value given for `flag` on the command line, or "" when absent or missing. Used to read a flag
+    // (like --problem) that decides the defaults of the others before they are registered; it agrees
+    // with parse(): arguments after --help are not read, and a repeated flag throws UsageError.
     static std::string find_value(int argc, const char* const* argv, const std::string& flag);
+
+    // Whether parse() prints the help text in this process (default yes). run_mpi_program turns it off
+    // on every rank but 0: each rank still sees --help and returns, and the text is printed once.
+    static void set_prints_help(bool prints);
 
 private:
     struct Option {
@@ -39,6 +48,8 @@ private:
         std::function<void(const std::string&)> set;
     };
     const Option* find(const std::string& flag) const;
+    // A registered flag (alone or as "--flag=value"), --help or -h.
+    bool is_known_flag(const std::string& arg) const;
     void add(Option option);
 
     std::string program_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "cli.hpp"
 #include "errors.hpp"
 #include "mpi_check.hpp"
 #include "run_env.hpp"
@@ -126,6 +127,9 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
     set_env_field("mpi_library_version", mpi_library_version());
     const int rank = world_rank();
     process_name = std::string(name) + " (rank " + std::to_string(rank) + ")";
+    // Every rank parses the same argv with the same parser, so all of them see --help (and return 0)
+    // or the same bad flag (and fail with 2) without asking each other; rank 0 alone prints the help.
+    ArgParser::set_prints_help(rank == 0);
 
     bool failed = true;
     const int code = run_program(process_name.c_str(), [&]() -> int {

@@ -1,10 +1,16 @@
 #include "output.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "errors.hpp"
@@ -92,9 +98,11 @@ void emit_result(const JsonObject& result, const std::string& json_path) {
     std::printf("RESULT %s\n", text.c_str());
     std::fflush(stdout);
     if (json_path.empty()) return;
-    std::ofstream file(json_path);
-    file << text << "\n";
-    if (!file) throw UsageError("--json: cannot write '" + json_path + "'");
+    try {
+        write_file_atomically(json_path, text + "\n");
+    } catch (const EnvironmentError& error) {
+        throw UsageError(std::string("--json: ") + error.what());
+    }
 }
 
 void write_npy(const std::string& path, const float* data, const std::vector<size_t>& shape) {
@@ -114,16 +122,112 @@ void write_npy(const std::string& path, const float* data, const std::vector<siz
     header.append((64 - unpadded % 64) % 64, ' ');
     header += '\n';
 
-    std::ofstream file(path, std::ios::binary);
-    const unsigned char preamble[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-    file.write(reinterpret_cast<const char*>(preamble), sizeof preamble);
     const uint16_t header_length = static_cast<uint16_t>(header.size());
-    const unsigned char length_bytes[2] = {static_cast<unsigned char>(header_length & 0xff),
-                                           static_cast<unsigned char>(header_length >> 8)};
-    file.write(reinterpret_cast<const char*>(length_bytes), 2);
-    file.write(header.data(), static_cast<std::streamsize>(header.size()));
-    file.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
-    if (!file) throw EnvironmentError("cannot write '" + path + "'");
+    std::string bytes = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(header_length & 0xff),
+                         static_cast<char>(header_length >> 8)};
+    bytes += header;
+    bytes.append(reinterpret_cast<const char*>(data), count * sizeof(float));
+    write_file_atomically(path, bytes);
+}
+
+namespace {
+
+[[noreturn]] void throw_write_error(const std::string& what, const std::string& path, int error) {
+    throw EnvironmentError("cannot " + what + " '" + path + "': " + std::strerror(error) +
+                           " (check the folder's free space and permissions)");
+}
+
+std::string folder_of(const std::string& path) {
+    const std::string parent = std::filesystem::path(path).parent_path().string();
+    return parent.empty() ? "." : parent;
+}
+
+// PATH.tmp.PID.N: unique among processes (PID) and among the threads and calls of one (N), so two
+// writers never share a temporary file, and a stray one left by a killed run names the run.
+std::string temporary_name(const std::string& path) {
+    static std::atomic<unsigned long> counter{0};
+    return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+// A run killed while writing leaves its temporary file behind; the next write of the same file removes
+// it: PATH.tmp.PID.N of a process that no longer exists, and PATH.tmp, the one fixed name the suite's
+// checkpoints used before. Never another name, nor a live writer's file.
+void remove_stale_temporaries(const std::string& path) {
+    const std::filesystem::path target(path);
+    const std::string prefix = target.filename().string() + ".tmp";
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(folder_of(path), error)) {
+        const std::string name = entry.path().filename().string();
+        if (name.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string rest = name.substr(prefix.size());  // "" or ".PID.N"
+        bool stale = rest.empty();
+        unsigned long pid = 0, n = 0;
+        char end = 0;
+        if (std::sscanf(rest.c_str(), ".%lu.%lu%c", &pid, &n, &end) == 2 && pid > 0)
+            stale = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+        if (stale) std::filesystem::remove(entry.path(), error);
+    }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+    const std::string temporary = temporary_name(path);
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) throw_write_error("create", temporary, errno);
+    // Anything that fails before the rename leaves the old PATH as it was and removes our temporary.
+    const auto fail = [&](const char* what) {
+        const int error = errno;
+        ::close(fd);
+        ::unlink(temporary.c_str());
+        throw_write_error(what, temporary, error);
+    };
+    for (size_t written = 0; written < bytes.size();) {
+        const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) fail("write");
+        written += static_cast<size_t>(n);
+    }
+    // The data must be on disk before the rename is: otherwise a crash can leave the new name on an
+    // empty or partial file.
+    if (::fsync(fd) != 0) fail("fsync");
+    if (::close(fd) != 0) {
+        const int error = errno;
+        ::unlink(temporary.c_str());
+        throw_write_error("close", temporary, error);
+    }
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+        const int error = errno;
+        ::unlink(temporary.c_str());
+        throw_write_error("rename into place", path, error);
+    }
+    // The folder's fsync makes the rename itself durable.
+    const std::string folder = folder_of(path);
+    const int folder_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (folder_fd < 0) throw_write_error("open", folder, errno);
+    const int status = ::fsync(folder_fd);
+    const int error = errno;
+    ::close(folder_fd);
+    if (status != 0) throw_write_error("fsync", folder, error);
+    remove_stale_temporaries(path);
+}
+
+void check_writable(const std::string& path, const std::string& flag) {
+    if (path.empty()) return;
+    const auto refuse = [&](const std::string& why) {
+        throw UsageError(flag + ": cannot write '" + path + "': " + why);
+    };
+    std::error_code ignored;
+    if (std::filesystem::is_directory(path, ignored)) refuse("it is a folder; give a file name");
+    const std::string folder = folder_of(path);
+    if (!std::filesystem::is_directory(folder, ignored)) refuse("the folder '" + folder + "' does not exist");
+    // Create and remove a temporary file where write_file_atomically will: the one test that covers
+    // permissions, read-only file systems and ACLs alike.
+    const std::string probe = temporary_name(path);
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) refuse(std::string("cannot create a file in '") + folder + "': " + std::strerror(errno));
+    ::close(fd);
+    ::unlink(probe.c_str());
 }
 
 void make_directories(const std::string& path) {

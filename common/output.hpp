@@ -80,13 +80,26 @@ JsonValue::JsonValue(const std::vector<T>& values) {
 
 std::string json_quote(const std::string& text);
 
-// Prints `RESULT {json}` on stdout and, when json_path is not empty, writes the same object to that file.
-// The object written is {"schema_version": kResultSchemaVersion, <the fields of result>, "env": run_env_json()}
-// (run_env.hpp): callers add neither of the two.
+// Prints `RESULT {json}` on stdout and, when json_path is not empty, writes the same object to that file
+// (atomically, as write_file_atomically). The object written is
+// {"schema_version": kResultSchemaVersion, <the fields of result>, "env": run_env_json()} (run_env.hpp):
+// callers add neither of the two.
 void emit_result(const JsonObject& result, const std::string& json_path);
 
-// Writes a C-order float32 array as a NumPy .npy file (format version 1.0). Throws on I/O failure.
+// Writes a C-order float32 array as a NumPy .npy file (format version 1.0), atomically. Throws on I/O failure.
 void write_npy(const std::string& path, const float* data, const std::vector<size_t>& shape);
+
+// Every file the suite writes goes through this: the bytes go to a temporary file of a unique name in
+// the same folder (PATH.tmp.PID.N), which is fsynced and renamed over PATH, and the folder is fsynced.
+// A process killed at any moment leaves PATH as its previous whole version or the new whole one, never
+// torn (at worst a stray PATH.tmp.* file, which the next write of PATH removes). Throws EnvironmentError
+// naming PATH.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// Refuses, before a run spends any time, an output file it could not write at its end: throws UsageError
+// naming `flag` unless PATH's folder exists and a file can be created in it (what write_file_atomically
+// needs) and PATH is not a folder. An empty PATH (the flag not given) passes.
+void check_writable(const std::string& path, const std::string& flag);
 
 // Creates a directory and its parents if missing. Throws UsageError if it cannot.
 void make_directories(const std::string& path);

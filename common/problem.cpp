@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "errors.hpp"
-#include "stencil.hpp"
+#include "model_checks.hpp"
 
 namespace fwi {
 
@@ -103,9 +103,17 @@ void require_in(const char* flag, int value, int lo, int hi, const std::string& 
                          std::to_string(lo) + ".." + std::to_string(hi) + " (" + why + ")");
 }
 
-std::pair<float, float> velocity_range(const std::vector<float>& model) {
-    const auto [lo, hi] = std::minmax_element(model.begin(), model.end());
-    return {*lo, *hi};
+std::string number(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return text;
+}
+
+// The flags the true model is built from, with their values.
+std::string true_model_flags(const Problem& p) {
+    if (p.model == "two-layer")
+        return "--model two-layer: --v-top " + number(p.v_top) + ", --v-bottom " + number(p.v_bottom);
+    return "--model anomaly: --v-top " + number(p.v_top) + " + --anomaly-dv " + number(p.anomaly_dv);
 }
 
 }  // namespace
@@ -114,16 +122,24 @@ void validate(const Problem& p) {
     require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");
     if (p.interface_depth != 0) require_in("--interface-depth", p.interface_depth, 1, p.nz - 1, "rows of --nz; 0 for nz/2");
     require_in("--rec-depth", p.rec_depth, 0, p.nz - 1, "rows of --nz");
+    // At nz or more the update changes no cell, and the run fails verification (the misfit never falls).
+    require_in("--mask-rows", p.mask_rows, 0, p.nz - 1, "rows of --nz; the update changes the rows below the mask");
     require_in("--src-x-first", p.src_x_first, 0, p.nx - 1, "columns of --nx");
     require_in("--src-x-last", p.src_x_last, p.src_x_first, p.nx - 1, "from --src-x-first to nx-1");
     require_in("--rec-x-first", p.rec_x_first, 0, p.nx - 1, "columns of --nx");
     require_in("--rec-x-last", p.rec_x_last, p.rec_x_first, p.nx - 1, "from --rec-x-first to nx-1");
+    // More shots or receivers than columns would put two on one cell (spread rounds to the nearest):
+    // duplicate shots model the same data twice, duplicate receivers overwrite each other's traces.
+    const int src_span = p.src_x_last - p.src_x_first + 1;
+    if (p.nshots > src_span)
+        throw UsageError("--nshots: " + std::to_string(p.nshots) + " shots do not fit on distinct cells; allowed 1.." +
+                         std::to_string(src_span) + " (columns --src-x-first " + std::to_string(p.src_x_first) +
+                         "..--src-x-last " + std::to_string(p.src_x_last) + ")");
     const int rec_span = p.rec_x_last - p.rec_x_first + 1;
     if (p.nrec > rec_span)
         throw UsageError("--nrec: " + std::to_string(p.nrec) + " receivers do not fit on distinct cells; allowed 1.." +
-                         std::to_string(rec_span) + " (columns --rec-x-first..--rec-x-last)");
-    if (p.nshots > 1 && p.src_x_first == p.src_x_last)
-        throw UsageError("--src-x-last: several shots need --src-x-last > --src-x-first");
+                         std::to_string(rec_span) + " (columns --rec-x-first " + std::to_string(p.rec_x_first) +
+                         "..--rec-x-last " + std::to_string(p.rec_x_last) + ")");
     if (p.v_min >= p.v_max)
         throw UsageError("--v-min: " + std::to_string(p.v_min) + " must be below --v-max (" +
                          std::to_string(p.v_max) + ")");
@@ -131,22 +147,26 @@ void validate(const Problem& p) {
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
                          std::to_string((p.nt - 1) * p.dt) + " s");
 
-    // Stability: the fastest velocity anywhere in the run (true model, start, or what the update may
-    // reach) must satisfy the CFL condition of the 8th-order stencil with leapfrog time stepping.
-    const auto [true_lo, true_hi] = velocity_range(true_model(p));
-    const double v_fastest = std::max({double(true_hi), p.v_initial, p.v_max});
-    const double courant_limit = max_stable_courant_number();
-    const double dt_limit = courant_limit * p.dh / v_fastest;
-    if (p.dt > dt_limit) {
-        char text[320];
+    // The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity
+    // the update may produce.
+    const std::vector<float> truth = true_model(p);
+    check_model(p, truth, "the true model (" + true_model_flags(p) + ")");
+    check_model(p, initial_model(p), "the initial model (--v-initial " + number(p.v_initial) + ")");
+    check_stable(p, p.v_max, "--v-max (the fastest velocity the update may produce)");
+
+    // Dispersion: below 2 cells per wavelength the grid cannot represent the wave at all; below 5 the
+    // 8th-order stencil's phase error shows.
+    const double v_slowest = std::min(double(*std::min_element(truth.begin(), truth.end())), p.v_initial);
+    const double cells_per_wavelength = v_slowest / (max_frequency(p) * p.dh);
+    if (cells_per_wavelength < 2.0) {
+        char text[400];
         std::snprintf(text, sizeof text,
-                      "--dt: %g s is unstable; with the fastest velocity %g m/s (max of the models and --v-max) "
-                      "and --dh %g m the 8th-order stencil allows dt <= %.4f * dh / v = %g s",
-                      p.dt, v_fastest, p.dh, courant_limit, dt_limit);
+                      "--dh: %.2f cells per shortest wavelength (slowest velocity %g m/s of the models, %g Hz = 2.5 x "
+                      "--freq, --dh %g m); allowed at least 2: --dh at most %g m or --freq at most %g Hz",
+                      cells_per_wavelength, v_slowest, max_frequency(p), p.dh, v_slowest / (2.0 * max_frequency(p)),
+                      p.freq * cells_per_wavelength / 2.0);
         throw UsageError(text);
     }
-    const double v_slowest = std::min(double(true_lo), p.v_initial);
-    const double cells_per_wavelength = v_slowest / (max_frequency(p) * p.dh);
     if (cells_per_wavelength < 5.0)
         std::fprintf(stderr,
                      "warning: only %.1f cells per shortest wavelength (v %g m/s, %g Hz, dh %g m); "

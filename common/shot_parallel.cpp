@@ -7,6 +7,7 @@
 
 #include "cuda_check.hpp"
 #include "errors.hpp"
+#include "model_checks.hpp"
 #include "nvtx.hpp"
 #include "timing.hpp"
 #include "tolerances.hpp"
@@ -147,6 +148,7 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
     record.first_gradient = first_gradient.download(first_gradient.size(), share.stream());
     record.final_gradient = share.download_gradient();
     record.final_model = share.download_model();
+    require_finite_model(share.problem(), record.final_model, last_iteration);  // the last update's result
     return record;
 }
 

@@ -26,6 +26,7 @@
 #include "host.hpp"
 #include "mpi_checks.hpp"
 #include "mpi_env.hpp"
+#include "output.hpp"
 #include "report.hpp"
 #include "run_env.hpp"
 #include "watchdog.hpp"
@@ -83,6 +84,7 @@ bool parse_options(int argc, char** argv, Options& options) {
     parser.add_string("--json", &options.json_path, "also write the findings as JSON to this file");
     if (!parser.parse(argc, argv)) return false;
     selected_checks(options.checks);
+    check_writable(options.json_path, "--json");  // refused now, not after every check has run
     return true;
 }
 

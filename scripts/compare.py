@@ -18,6 +18,7 @@ speedup / GPUs. The programs' own speedup against the single-GPU reference they 
 they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
 """
 import csv
+import io
 import json
 import os
 import sys
@@ -147,13 +148,35 @@ def format_markdown(rows):
     return "\n".join(lines)
 
 
+def replace_atomically(path, write):
+    """Calls write(temporary path), then renames it over path: a run stopped at any moment leaves the previous
+    whole file or the new one (as the C++ programs' write_file_atomically)."""
+    temporary = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def write_text(path, text):
+    def write(temporary):
+        with open(temporary, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    replace_atomically(path, write)
+
+
 def write_csv(path, rows):
     fields = [key for key, _, _ in COLUMNS] + EXTRA_FIELDS
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: "" if row[key] is None else row[key] for key in fields})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: "" if row[key] is None else row[key] for key in fields})
+    write_text(path, text.getvalue())
 
 
 def series(rows):
@@ -184,7 +207,7 @@ def draw_chart(plt, path, rows, title):
         ax.grid(True, alpha=0.3)
     speedup_ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    replace_atomically(path, lambda temporary: fig.savefig(temporary, dpi=100, format="png"))
     plt.close(fig)
     return True
 
@@ -204,14 +227,11 @@ def main(argv):
     title = ", ".join(problems) if problems else "no results"
     table = format_table(rows)
     print(table)
-    with open(os.path.join(directory, "comparison.txt"), "w") as f:
-        f.write(table + "\n")
-    with open(os.path.join(directory, "comparison.md"), "w") as f:
-        f.write(format_markdown(rows) + "\n")
+    write_text(os.path.join(directory, "comparison.txt"), table + "\n")
+    write_text(os.path.join(directory, "comparison.md"), format_markdown(rows) + "\n")
     write_csv(os.path.join(directory, "comparison.csv"), rows)
-    with open(os.path.join(directory, "comparison.json"), "w") as f:
-        json.dump({"problem": title, "machine": machine, "rows": rows}, f, indent=1)
-        f.write("\n")
+    write_text(os.path.join(directory, "comparison.json"),
+               json.dumps({"problem": title, "machine": machine, "rows": rows}, indent=1) + "\n")
     written = "comparison.txt, .md, .csv, .json"
     if plt is None:
         print("warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)

@@ -18,6 +18,7 @@
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
 #   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
 # Without a GPU it says so in one line and exits 3. Exit 1 when any run failed or was not verified.
+# DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -51,6 +52,13 @@ case "$reference" in yes|no) ;; *) bad_flag "--reference: '$reference' is not on
 [[ -z "$gpu_list" || "$gpu_list" =~ ^[1-9][0-9]?(,[1-9][0-9]?)*$ ]] ||
     bad_flag "--gpus: '$gpu_list' is not a comma list of GPU counts like 1,2,4"
 out="$(realpath -m "${out:-$ROOT/out/compare-$problem}")"
+# DIR/runs is emptied before the runs: only when an earlier comparison made it (its marker is there),
+# never a folder of the user's. Checked before the build, so a mistake costs nothing.
+runs="$out/runs"
+marker="$runs/.made-by-compare"
+if [ -e "$runs" ] && [ ! -f "$marker" ]; then
+    bad_flag "--out: '$runs' exists and was not made by compare.sh (no $(basename "$marker") in it); the comparison empties DIR/runs, so choose another --out or move that folder away"
+fi
 
 preset="$(choose_preset)"
 configure_and_build "$preset" || exit $?
@@ -72,18 +80,25 @@ else
     done
 fi
 
-runs="$out/runs"
-rm -rf "$runs"
+rm -rf "$runs"  # ours (checked above): the runs of an earlier comparison
 mkdir -p "$runs"
+echo "made by scripts/compare.sh: the next comparison with this --out deletes this folder" >"$marker"
+# The machine files replace an earlier comparison's whole: written under a temporary name, then renamed
+# (as every file the suite writes), so a stopped comparison never leaves a torn one.
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
     nvcc --version | tail -n 1
     mpirun --version 2>&1 | head -n 1
     nvidia-smi topo -m
-} >"$out/machine.txt" 2>&1
-"$bin/common/visible_gpus" --env-json >"$out/machine.json" ||
-    echo "compare: warning: visible_gpus --env-json failed, so no machine.json" >&2
+} >"$out/machine.txt.tmp.$$" 2>&1
+mv -f "$out/machine.txt.tmp.$$" "$out/machine.txt"
+if "$bin/common/visible_gpus" --env-json >"$out/machine.json.tmp.$$"; then
+    mv -f "$out/machine.json.tmp.$$" "$out/machine.json"
+else
+    rm -f "$out/machine.json.tmp.$$"  # ours, just made
+    echo "compare: warning: visible_gpus --env-json failed, so no new machine.json" >&2
+fi
 printf 'pattern\tvariant\tgpus\tstatus\tjson\tlog\n' >"$runs/manifest.tsv"
 echo "compare: problem $problem, GPU counts $gpu_counts, $iterations iterations per run, reference: $reference"
 echo "compare: $visible x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); logs and RESULT files in $runs/"

@@ -1,1 +1,84 @@
-# bad_input_cli tests (see tests/README.md, "Bad input")
+# bad_input_cli tests (see tests/README.md, "Bad input"): the command-line class. Every program refuses a
+# repeated flag, a value that is itself a flag, an integer that overflows, junk and NaN/inf with exit 2 and
+# a message naming the flag (and its allowed range); the MPI programs give the same answer on every rank
+# without waiting on another; the benchmarks follow the suite's exit codes. All of them run without a GPU:
+# flags are checked before any device is touched.
+
+# <program> <args>... on one process: exit 2, stderr contains `text`.
+function(add_cli_test name program text)
+  add_exit_test(cli_${name} CODE 2 TEXT "${text}" COMMAND $<TARGET_FILE:${program}> ${ARGN})
+endfunction()
+
+# The same under `mpirun -np 2`, which must end within 10 s: every rank parses the same argv with the same
+# parser and decides alone, so none waits (for a collective, or its 300 s timeout) on a rank that left.
+function(add_cli_mpi_test name code program text)
+  add_exit_test(cli_${name} CODE ${code} TEXT "${text}" LABELS cpu mpi TIMEOUT 10
+                ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
+                COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:${program}> ${ARGN})
+endfunction()
+
+# 01: every rule of the parser, and the pre-scans (--problem's preset, --verify) that must agree with it.
+add_cli_test(01_repeated_flag 01_single_gpu "--nz given twice" --nz 64 --nz 80)
+add_cli_test(01_repeated_inline_flag 01_single_gpu "--nz given twice" --nz=64 --nz 80)
+add_cli_test(01_repeated_switch 01_single_gpu "--verify given twice" --verify --verify)
+add_cli_test(01_repeated_problem 01_single_gpu "--problem given twice" --problem small --problem default)
+add_cli_test(01_value_is_flag 01_single_gpu "--nz: missing value" --nz --nx 100)
+add_cli_test(01_problem_value_is_flag 01_single_gpu "--problem: missing value" --problem --verify)
+add_cli_test(01_value_is_help 01_single_gpu "--json: missing value" --json --help)
+add_cli_test(01_missing_last_value 01_single_gpu "--nt: missing value (allowed 2..100000)" --nt)
+add_cli_test(01_int_overflow 01_single_gpu "--nz: 99999999999999999999 is out of range; allowed 16..16384"
+             --nz 99999999999999999999)
+add_cli_test(01_int_junk 01_single_gpu "--nz: '12abc' is not an integer; allowed 16..16384" --nz 12abc)
+add_cli_test(01_int_fraction 01_single_gpu "--nshots: '2.5' is not an integer; allowed 1..100000" --nshots 2.5)
+add_cli_test(01_double_nan 01_single_gpu "--dh: 'nan' is not a finite number; allowed 0.1..1000" --dh nan)
+add_cli_test(01_double_inf 01_single_gpu "--dh: 'inf' is not a finite number; allowed 0.1..1000" --dh inf)
+add_cli_test(01_double_overflow 01_single_gpu "--freq: 1e999 is out of range; allowed 0.1..1000" --freq 1e999)
+add_cli_test(01_double_junk 01_single_gpu "--dt: '0.001s' is not a finite number" --dt 0.001s)
+
+# 04 (threads) and 02 (one process): the same parser behind other flags.
+add_cli_test(04_repeated_flag 04_nccl_threads "--gpus given twice" --gpus 1 --gpus 2)
+add_cli_test(04_value_is_flag 04_nccl_threads "--driver: missing value" --driver --verbose)
+add_cli_test(04_double_nan 04_nccl_threads "--timeout: 'NaN' is not a finite number" --timeout NaN)
+add_cli_test(02_repeated_flag 02_allreduce_primitives "--variants given twice" --variants ring --variants nccl)
+add_cli_test(02_int_overflow 02_allreduce_primitives "--max-bytes: 4294967296 is out of range; allowed 4..1073741824"
+             --max-bytes 4294967296)
+add_cli_test(02_double_inf 02_allreduce_primitives "--step-factor: '-inf' is not a finite number" --step-factor -inf)
+
+# doctor, alone and with --mpi on 2 ranks.
+add_cli_test(doctor_repeated_flag doctor "--nccl-mib given twice" --nccl-mib 8 --nccl-mib 16)
+add_cli_test(doctor_double_nan doctor "--timeout: 'nan' is not a finite number; allowed 1..3600" --timeout nan)
+add_cli_mpi_test(doctor_mpi_value_is_help 2 doctor "--json: missing value" --mpi --json --help)
+add_cli_mpi_test(doctor_mpi_int_junk 2 doctor "--bandwidth-mib: '8M' is not an integer" --mpi --bandwidth-mib 8M)
+
+# The MPI lessons on 2 ranks. "--json --help" once hung 03: rank 1 took --help anywhere as a request for
+# help and left, rank 0 took it as the file name of --json and waited on rank 1 until its timeout. The
+# parser never takes a flag as another flag's value, so on every rank it is "--json: missing value":
+# exit 2, decided by each rank alone. Plain --help is exit 0 on every rank (rank 0 prints it).
+add_cli_mpi_test(03_value_is_help 2 03_host_staged_mpi "--json: missing value" --json --help)
+add_cli_mpi_test(03_help 0 03_host_staged_mpi "" --combine pinned --help)
+add_cli_mpi_test(03_repeated_flag 2 03_host_staged_mpi "--combine given twice" --combine pinned --combine all)
+add_cli_mpi_test(03_int_overflow 2 03_host_staged_mpi "--iterations: 3000000000 is out of range; allowed 1..100000"
+                 --iterations 3000000000)
+add_cli_mpi_test(05_value_is_help 2 05_nccl_mpi "--json: missing value" --json --help)
+add_cli_mpi_test(05_help 0 05_nccl_mpi "" --help)
+add_cli_mpi_test(05_help_before_bad_fault 0 05_nccl_mpi "" --help --test-fault bogus)
+add_cli_mpi_test(05_double_inf 2 05_nccl_mpi "--delay: 'inf' is not a finite number" --delay inf)
+add_cli_mpi_test(05_repeated_test_fault 2 05_nccl_mpi "--test-fault given twice"
+                 --test-fault exit-before-allreduce:1 --test-fault=stall-before-allreduce:0)
+add_cli_mpi_test(05_test_fault_value_is_flag 2 05_nccl_mpi "--test-fault: missing value" --test-fault --nz 64)
+add_cli_mpi_test(06_value_is_help 2 06_fwi_shot_parallel "--json: missing value" --json --help)
+add_cli_mpi_test(06_help 0 06_fwi_shot_parallel "" --help)
+add_cli_mpi_test(06_repeated_problem 2 06_fwi_shot_parallel "--problem given twice" --problem small --problem small)
+add_cli_mpi_test(06_int_junk 2 06_fwi_shot_parallel "--nx: '0x40' is not an integer; allowed 16..16384" --nx 0x40)
+
+# The Google Benchmark programs: exit 3 with one line when no GPU is visible (an empty CUDA_VISIBLE_DEVICES
+# hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag or a filter that selects
+# nothing (checked first), and their own --benchmark_* flags still accepted.
+foreach(bench bench_propagator bench_allreduce)
+  add_exit_test(cli_${bench}_no_gpu CODE 3 TEXT "no CUDA GPU visible" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+                COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=1)
+  add_exit_test(cli_${bench}_unknown_flag CODE 2 TEXT "--frobnicate" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+                COMMAND $<TARGET_FILE:${bench}> --frobnicate)
+  add_exit_test(cli_${bench}_filter_selects_nothing CODE 2 TEXT "--benchmark_filter 'NoSuchCase'"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=NoSuchCase)
+endforeach()

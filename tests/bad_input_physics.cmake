@@ -1,1 +1,74 @@
 # bad_input_physics tests (see tests/README.md, "Bad input")
+#
+# Physically impossible input is bad input: models that are not finite, not positive, outside
+# --v-min..--v-max or unstable for --dt, fewer than 2 cells per wavelength, shots or receivers sharing a
+# cell, a mask covering the whole grid, and checkpoints holding such a model. Each exits 2 naming the flag
+# or the checkpoint before any GPU is touched, so all run without one.
+
+# check_model itself (common/model_checks.hpp).
+add_executable(test_model_checks cpu_test_main.cpp test_model_checks.cpp)
+target_link_libraries(test_model_checks PRIVATE fwi_core doctest::doctest)
+add_test(NAME model_checks_tests COMMAND test_model_checks)
+set_tests_properties(model_checks_tests PROPERTIES LABELS cpu TIMEOUT 60)
+
+# physics_<program>_<name>: 01 and 04 run directly, 05 and 06 under mpirun with one rank.
+function(add_physics_test program name expected_text)
+  if(program STREQUAL "01_single_gpu" OR program STREQUAL "04_nccl_threads")
+    add_exit_test(physics_${program}_${name} CODE 2 TEXT "${expected_text}" COMMAND $<TARGET_FILE:${program}> ${ARGN})
+  else()
+    add_exit_test(physics_${program}_${name} CODE 2 TEXT "${expected_text}" LABELS cpu mpi
+                  ENVIRONMENT "${MPI_TEST_ENVIRONMENT}" COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:${program}> ${ARGN})
+  endif()
+endfunction()
+
+# Models from the flags: not positive, not a number, outside --v-min..--v-max, unstable.
+add_physics_test(01_single_gpu negative_anomaly "--anomaly-dv -5000): velocity -3"
+                 --problem small --model anomaly --anomaly-dv -5000)
+add_physics_test(04_nccl_threads negative_anomaly "--anomaly-dv -5000)" --problem small --model anomaly --anomaly-dv -5000)
+add_physics_test(05_nccl_mpi negative_anomaly "--anomaly-dv -5000)" --problem small --model anomaly --anomaly-dv -5000)
+add_physics_test(06_fwi_shot_parallel negative_anomaly "--anomaly-dv -5000)" --problem small --model anomaly --anomaly-dv -5000)
+# Odd nz and nx put the anomaly's peak on a cell: exactly 0 m/s there.
+add_physics_test(01_single_gpu zero_velocity "velocity 0 m/s at row 32, column 48 is not positive"
+                 --problem small --nz 65 --nx 97 --model anomaly --v-top 1500 --anomaly-dv -1500)
+add_physics_test(01_single_gpu nan_velocity "--v-top" --problem small --v-top nan)
+add_physics_test(04_nccl_threads nan_anomaly "--anomaly-dv" --problem small --model anomaly --anomaly-dv nan)
+add_physics_test(01_single_gpu above_v_max "--v-bottom 3500" --problem small --v-bottom 3500)
+add_physics_test(05_nccl_mpi above_v_max "--v-top 3200" --problem small --v-top 3200 --v-bottom 3200)
+add_physics_test(01_single_gpu initial_below_v_min "--v-initial 800" --problem small --v-initial 800)
+add_physics_test(01_single_gpu unstable_anomaly "--dt: 0.0008 s is unstable for the true model"
+                 --problem small --model anomaly --anomaly-dv 3000 --v-max 5000)
+add_physics_test(05_nccl_mpi unstable_anomaly "--dt: 0.0008 s is unstable for the true model"
+                 --problem small --model anomaly --anomaly-dv 3000 --v-max 5000)
+add_physics_test(01_single_gpu unstable_v_max "--dt: 0.0008 s is unstable for --v-max" --problem small --v-max 5000)
+
+# Fewer than 2 cells per shortest wavelength.
+add_physics_test(01_single_gpu high_freq "cells per shortest wavelength" --problem small --freq 60)
+add_physics_test(06_fwi_shot_parallel coarse_grid "--dh" --problem small --dh 30)
+
+# Geometry: shots and receivers on distinct cells, a mask that leaves rows to update.
+add_physics_test(01_single_gpu duplicate_shots "--nshots: 80 shots do not fit on distinct cells; allowed 1..76"
+                 --problem small --nshots 80)
+add_physics_test(04_nccl_threads shots_on_one_cell "--nshots: 2 shots do not fit on distinct cells; allowed 1..1"
+                 --problem small --nshots 2 --src-x-first 40 --src-x-last 40)
+add_physics_test(01_single_gpu duplicate_receivers "--nrec: 97 receivers do not fit" --problem small --nrec 97)
+add_physics_test(06_fwi_shot_parallel duplicate_receivers "--nrec" --problem small --nrec 20 --rec-x-first 50 --rec-x-last 60)
+add_physics_test(01_single_gpu mask_whole_grid "--mask-rows: 64 is outside the grid; allowed 0..63"
+                 --problem small --mask-rows 64)
+add_physics_test(04_nccl_threads mask_beyond_grid "--mask-rows" --problem small --mask-rows 1000)
+
+# Checkpoints with a valid checksum and an impossible model: 06 --resume refuses them on rank 0's read,
+# before any GPU. make_bad_checkpoint writes each as a fixture.
+add_executable(make_bad_checkpoint make_bad_checkpoint.cpp)
+target_link_libraries(make_bad_checkpoint PRIVATE fwi_core)
+function(add_bad_checkpoint_test kind expected_text)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/bad_checkpoint_${kind})
+  add_test(NAME physics_make_checkpoint_${kind} COMMAND make_bad_checkpoint ${dir} ${kind} --problem small)
+  set_tests_properties(physics_make_checkpoint_${kind} PROPERTIES LABELS cpu TIMEOUT 60
+                       FIXTURES_SETUP bad_checkpoint_${kind})
+  add_physics_test(06_fwi_shot_parallel resume_${kind} "${expected_text}" --problem small --resume ${dir} --out ${dir})
+  set_tests_properties(physics_06_fwi_shot_parallel_resume_${kind} PROPERTIES FIXTURES_REQUIRED bad_checkpoint_${kind})
+endfunction()
+add_bad_checkpoint_test(nan "checkpoint.fwi': velocity nan")
+add_bad_checkpoint_test(negative "checkpoint.fwi': velocity -1500 m/s")
+add_bad_checkpoint_test(unstable "s is unstable for --resume: the model in ")
+add_bad_checkpoint_test(above-v-max "checkpoint.fwi': velocity 3100 m/s")

@@ -1,1 +1,85 @@
-# data_safety tests (see tests/README.md, "Bad input")
+# data_safety tests (see tests/README.md, "Bad input"): the suite never loses data. Every file it writes
+# is replaced atomically (kill -9 at any moment leaves one whole version); nothing deletes or overwrites
+# what it did not make (compare.sh's DIR/runs, 06's checkpoint); an output file that cannot be written is
+# refused before the run, not after it. All run without a GPU: every refusal comes before one is touched.
+
+# The writer the kill test SIGKILLs, and the maker of the checkpoints the refusal tests must keep.
+add_executable(atomic_write_stress atomic_write_stress.cpp)
+target_link_libraries(atomic_write_stress PRIVATE fwi_core)
+
+add_test(NAME data_safety_kill_while_writing
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/kill_while_writing.sh
+                 $<TARGET_FILE:atomic_write_stress> 20)
+set_tests_properties(data_safety_kill_while_writing PROPERTIES LABELS cpu TIMEOUT 300
+                     ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+
+set(data_safety_check ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/data_safety_checks.sh)
+
+# compare.sh empties DIR/runs: only one it made (marked). A user's folder or file there is refused with
+# exit 2 before the build, and survives byte for byte.
+add_test(NAME data_safety_compare_keeps_user_runs
+         COMMAND ${data_safety_check} user-runs 2 "--out|was not made by compare.sh"
+                 ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/compare.sh --out @DIR@)
+add_test(NAME data_safety_compare_keeps_user_runs_file
+         COMMAND ${data_safety_check} runs-file 2 "--out"
+                 ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/compare.sh --problem small --out @DIR@)
+set_tests_properties(data_safety_compare_keeps_user_runs data_safety_compare_keeps_user_runs_file
+                     PROPERTIES LABELS cpu TIMEOUT 60)
+
+# 06 over a folder that holds a checkpoint: refused (exit 2, before any GPU: none is visible here) unless
+# it continues that checkpoint (--resume DIR) or is told to replace it (--overwrite); the checkpoint
+# survives byte for byte either way.
+set(fwi06_in_mpirun ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --problem small --no-plots)
+function(add_checkpoint_kept_test name code text)
+  add_test(NAME data_safety_${name}
+           COMMAND ${data_safety_check} checkpoint $<TARGET_FILE:atomic_write_stress> ${code} "${text}"
+                   ${fwi06_in_mpirun} ${ARGN})
+  set_tests_properties(data_safety_${name} PROPERTIES LABELS "cpu;mpi" TIMEOUT 90
+                       ENVIRONMENT "${MPI_TEST_ENVIRONMENT};CUDA_VISIBLE_DEVICES=")
+endfunction()
+add_checkpoint_kept_test(fwi06_keeps_checkpoint 2 "--out|--resume|--overwrite|holds a checkpoint" --out @DIR@)
+add_checkpoint_kept_test(fwi06_keeps_checkpoint_resuming_another 2 "--out|holds a checkpoint"
+                         --out @DIR@ --resume ${CMAKE_CURRENT_BINARY_DIR}/no_such_run)
+# Allowed past the check: --overwrite reaches the GPU check (exit 3), --resume of the same folder reads
+# the checkpoint (exit 2: it is the stress program's, not this problem's).
+add_checkpoint_kept_test(fwi06_overwrite_allowed 3 "sees no CUDA GPU" --out @DIR@ --overwrite)
+add_checkpoint_kept_test(fwi06_resume_same_folder_allowed 2 "--resume"
+                         --out @DIR@ --resume @DIR@)
+
+# --json that cannot be written is refused at the start (exit 2 naming --json), not after the run: no GPU
+# is visible, so a later check would exit 3.
+set(no_gpu "CUDA_VISIBLE_DEVICES=")
+add_exit_test(data_safety_json_missing_folder_01 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+              COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_01
+                      --json ${CMAKE_CURRENT_BINARY_DIR}/no_such_folder/result.json)
+add_exit_test(data_safety_json_unwritable_01 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+              COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_01
+                      --json /proc/fwi_result.json)
+add_exit_test(data_safety_json_missing_folder_06 CODE 2 TEXT "--json" LABELS cpu mpi TIMEOUT 90
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
+              COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_06
+                      --json ${CMAKE_CURRENT_BINARY_DIR}/no_such_folder/result.json)
+add_exit_test(data_safety_json_is_folder_06 CODE 2 TEXT "--json" LABELS cpu mpi TIMEOUT 90
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
+              COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_06
+                      --json ${CMAKE_CURRENT_BINARY_DIR})
+# --json in a new --out folder is fine: the folder is made first, so both pass and the run reaches the
+# GPU check (exit 3: none is visible).
+add_exit_test(data_safety_json_in_new_out_01 CODE 3 TEXT "GPU" ENVIRONMENT ${no_gpu}
+              COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_01
+                      --json ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_01/result.json)
+add_exit_test(data_safety_json_in_new_out_06 CODE 3 TEXT "sees no CUDA GPU" LABELS cpu mpi TIMEOUT 90
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
+              COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06
+                      --json ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06/result.json)
+
+# doctor's --json is checked before any check runs (it used to fail only at the end, replacing the
+# diagnosis' exit code).
+add_exit_test(data_safety_doctor_json_unwritable CODE 2 TEXT "--json: cannot write"
+              COMMAND $<TARGET_FILE:doctor> --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-folder/doctor.json)
+add_exit_test(data_safety_04_json_unwritable CODE 2 TEXT "--json: cannot write"
+              COMMAND $<TARGET_FILE:04_nccl_threads> --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-folder/r.json)
+add_exit_test(data_safety_05_json_unwritable CODE 2 TEXT "--json: cannot write" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-folder/r.json)
+add_exit_test(data_safety_03_json_unwritable CODE 2 TEXT "--json: cannot write" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:03_host_staged_mpi> --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-folder/r.json)

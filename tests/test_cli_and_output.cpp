@@ -48,7 +48,7 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--nx", "0"}, "--nx: 0 is out of range; allowed 16..16384"},
         {{"--nz", "-5"}, "--nz: -5 is out of range"},
         {{"--nt", "abc"}, "--nt: 'abc' is not an integer"},
-        {{"--dt", "1e400"}, "--dt: '1e400' is not a finite number"},
+        {{"--dt", "1e400"}, "--dt: 1e400 is out of range; allowed 1e-06..0.1"},
         {{"--dt", "0.002"}, "--dt: 0.002 s is unstable"},
         {{"--bogus"}, "unknown flag '--bogus'"},
         {{"--nx"}, "--nx: missing value"},
@@ -67,6 +67,76 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         INFO("args: " << c.args[0] << " -> " << message);
         CHECK(message.find(c.expected) != std::string::npos);
     }
+}
+
+TEST_CASE("a flag given twice is refused, whichever spelling") {
+    CHECK(parse_error({"--nz", "64", "--nz", "80"}) == "--nz given twice");
+    CHECK(parse_error({"--nz=64", "--nz", "64"}) == "--nz given twice");
+    CHECK(parse_error({"--problem", "small", "--problem", "large"}) == "--problem given twice");
+    bool on = false;
+    ArgParser parser("test", "");
+    parser.add_switch("--verify", &on, "");
+    const char* twice[] = {"test", "--verify", "--verify"};
+    CHECK_THROWS_WITH_AS(parser.parse(3, twice), "--verify given twice", UsageError);
+}
+
+TEST_CASE("a value that is itself a known flag is a missing value") {
+    CHECK(parse_error({"--nz", "--nx", "100"}) == "--nz: missing value (allowed 16..16384)");
+    CHECK(parse_error({"--nz", "--nx=100"}).find("--nz: missing value") == 0);
+    CHECK(parse_error({"--problem", "--nz", "64"}).find("--problem: missing value") == 0);
+    CHECK(parse_error({"--model", "--help"}).find("--model: missing value") == 0);
+    CHECK(parse_error({"--model", "-h"}).find("--model: missing value") == 0);
+    // Not a known flag: a value (here refused by its range, not taken for a flag).
+    CHECK(parse_error({"--nz", "-5"}).find("--nz: -5 is out of range") == 0);
+}
+
+TEST_CASE("numbers: overflow is out of range; junk, NaN and infinities name the flag and the range") {
+    struct Case {
+        std::vector<const char*> args;
+        const char* expected;  // the whole message
+    };
+    const Case cases[] = {
+        {{"--nz", "99999999999999999999"}, "--nz: 99999999999999999999 is out of range; allowed 16..16384"},
+        {{"--nz", "-99999999999999999999"}, "--nz: -99999999999999999999 is out of range; allowed 16..16384"},
+        {{"--nz", "12abc"}, "--nz: '12abc' is not an integer; allowed 16..16384"},
+        {{"--nz", " 64"}, "--nz: ' 64' is not an integer; allowed 16..16384"},
+        {{"--nz", ""}, "--nz: '' is not an integer; allowed 16..16384"},
+        {{"--dh", "nan"}, "--dh: 'nan' is not a finite number; allowed 0.1..1000"},
+        {{"--dh", "NaN"}, "--dh: 'NaN' is not a finite number; allowed 0.1..1000"},
+        {{"--dh", "inf"}, "--dh: 'inf' is not a finite number; allowed 0.1..1000"},
+        {{"--dh", "-infinity"}, "--dh: '-infinity' is not a finite number; allowed 0.1..1000"},
+        {{"--dh", "1e999"}, "--dh: 1e999 is out of range; allowed 0.1..1000"},
+        {{"--dh", "10m"}, "--dh: '10m' is not a finite number; allowed 0.1..1000"},
+    };
+    for (const Case& c : cases) {
+        INFO("args: " << c.args[0] << " '" << c.args[1] << "'");
+        CHECK(parse_error(c.args) == c.expected);
+    }
+}
+
+TEST_CASE("--help stops the parse; set_prints_help(false) keeps it quiet") {
+    int nz = 64;
+    ArgParser parser("test", "");
+    parser.add_int("--nz", &nz, 16, 16384, "");
+    ArgParser::set_prints_help(false);
+    const char* help_first[] = {"test", "--help", "--nz", "junk"};
+    CHECK_FALSE(parser.parse(4, help_first));
+    const char* error_first[] = {"test", "--nz", "junk", "-h"};
+    CHECK_THROWS_AS(parser.parse(4, error_first), UsageError);
+    ArgParser::set_prints_help(true);
+}
+
+TEST_CASE("find_value reads argv as parse does") {
+    const auto value = [](std::vector<const char*> args) {
+        args.insert(args.begin(), "test");
+        return ArgParser::find_value(int(args.size()), args.data(), "--problem");
+    };
+    CHECK(value({"--nz", "64", "--problem", "small"}) == "small");
+    CHECK(value({"--problem=large"}) == "large");
+    CHECK(value({"--nz", "64"}).empty());
+    CHECK(value({"--problem", "--nz", "64"}).empty());  // parse reports the missing value
+    CHECK(value({"--help", "--problem", "bogus"}).empty());  // parse stops at --help
+    CHECK_THROWS_WITH_AS(value({"--problem", "small", "--problem=large"}), "--problem given twice", UsageError);
 }
 
 TEST_CASE("the CFL limit of the 8th-order stencil is 0.5546") {

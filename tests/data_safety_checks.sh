@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A program refused to touch data it did not make: it exits with the expected code, says why on stderr,
+# and leaves the data byte for byte as it was.
+#
+# usage: tests/data_safety_checks.sh checkpoint STRESS CODE TEXT COMMAND...
+#            @DIR@ in COMMAND: a fresh folder holding a checkpoint (written by STRESS, atomic_write_stress)
+#        tests/data_safety_checks.sh user-runs CODE TEXT COMMAND...
+#            @DIR@ in COMMAND: a fresh folder whose runs/ holds a file of the user's
+#        tests/data_safety_checks.sh runs-file CODE TEXT COMMAND...
+#            @DIR@ in COMMAND: a fresh folder where runs is a file of the user's, not a folder
+# TEXT: a |-list of texts stderr must each contain.
+set -uo pipefail
+kind="$1"
+shift
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT  # a folder of our own, from mktemp
+dir="$work/dir"
+mkdir "$dir"
+case "$kind" in
+    checkpoint) "$1" once "$dir" >/dev/null || exit 1; kept="$dir/checkpoint.fwi"; shift ;;
+    user-runs) mkdir "$dir/runs"; kept="$dir/runs/notes.txt"; echo "the user's notes $RANDOM" >"$kept" ;;
+    runs-file) kept="$dir/runs"; echo "the user's file $RANDOM" >"$kept" ;;
+    *) echo "data_safety_checks: unknown kind '$kind'" >&2; exit 2 ;;
+esac
+code="$1" texts="$2"
+shift 2
+cp "$kept" "$work/original"
+command=()
+for word in "$@"; do command+=("${word//@DIR@/$dir}"); done
+
+"${command[@]}" >"$work/stdout" 2>"$work/stderr"
+status=$?
+cat "$work/stderr"
+failed=0
+[ "$status" -eq "$code" ] || { echo "FAIL: exit $status, expected $code" >&2; failed=1; }
+IFS='|' read -r -a wanted <<<"$texts"
+for text in "${wanted[@]}"; do
+    grep -qF -e "$text" "$work/stderr" || { echo "FAIL: stderr does not mention '$text'" >&2; failed=1; }
+done
+cmp "$work/original" "$kept" || { echo "FAIL: $kept changed" >&2; failed=1; }
+[ $failed -eq 0 ] && echo "PASS: exit $status, $kept unchanged"
+exit $failed
