@@ -83,3 +83,9 @@ add_exit_test(data_safety_05_json_unwritable CODE 2 TEXT "--json: cannot write" 
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-folder/r.json)
 add_exit_test(data_safety_03_json_unwritable CODE 2 TEXT "--json: cannot write" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:03_host_staged_mpi> --json ${CMAKE_CURRENT_BINARY_DIR}/no-such-folder/r.json)
+
+# An --out that cannot be created is refused before the run (01 used to find out after its iterations).
+add_exit_test(data_safety_out_uncreatable_01 CODE 2 TEXT "--out: cannot create directory"
+              COMMAND $<TARGET_FILE:01_single_gpu> --out /proc/no-such-folder/out)
+add_exit_test(data_safety_out_uncreatable_06 CODE 2 TEXT "--out: cannot create directory" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --out /proc/no-such-folder/out)
