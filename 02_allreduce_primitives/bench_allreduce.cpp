@@ -13,6 +13,7 @@
 #include "allreduce_sweep.hpp"
 #include "allreduce_variant.hpp"
 #include "bandwidth.hpp"
+#include "benchmark_main.hpp"
 #include "errors.hpp"
 #include "gpu_group.hpp"
 
@@ -76,19 +77,6 @@ void allreduce(benchmark::State& state, const std::string& name) {
     }
 }
 
-// Reports nothing: without a GPU the selected cases are run only to count them (each skips at once).
-class SilentReporter : public benchmark::BenchmarkReporter {
-public:
-    bool ReportContext(const Context&) override { return true; }
-    void ReportRuns(const std::vector<Run>&) override {}
-};
-
-int selects_nothing() {
-    std::fprintf(stderr, "bench_allreduce: --benchmark_filter '%s' selects no benchmark; allowed a regex matching "
-                         "allreduce/<variant>/<bytes>\n", benchmark::GetBenchmarkFilter().c_str());
-    return kExitBadInput;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,16 +89,5 @@ int main(int argc, char** argv) {
             ->Arg(256 << 20)
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
-    if (int gpus = 0; cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
-        SilentReporter silent;
-        if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return selects_nothing();
-        std::fprintf(stderr, "bench_allreduce: environment: no CUDA GPU visible (check nvidia-smi and "
-                             "CUDA_VISIBLE_DEVICES)\n");
-        return kExitEnvironment;
-    }
-    const size_t ran = benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return ran == 0 ? selects_nothing() : kExitOk;
+    return run_benchmarks("bench_allreduce", "allreduce/<variant>/<bytes>", argc, argv);
 }

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 
+#include "benchmark_main.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_propagator.hpp"
@@ -82,19 +83,6 @@ void Gradient(benchmark::State& state) {
     state.counters["peak_GiB"] = gib(gpu.peak_allocated_bytes());
 }
 
-// Reports nothing: without a GPU the selected cases are run only to count them (each skips at once).
-class SilentReporter : public benchmark::BenchmarkReporter {
-public:
-    bool ReportContext(const Context&) override { return true; }
-    void ReportRuns(const std::vector<Run>&) override {}
-};
-
-int selects_nothing() {
-    std::fprintf(stderr, "bench_propagator: --benchmark_filter '%s' selects no benchmark; allowed a regex matching "
-                         "CopyBandwidth, ForwardStep/<n> or Gradient\n", benchmark::GetBenchmarkFilter().c_str());
-    return kExitBadInput;
-}
-
 }  // namespace
 
 BENCHMARK(CopyBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
@@ -102,19 +90,6 @@ BENCHMARK(ForwardStep)->Arg(8192)->Arg(2048)->Arg(512)->UseManualTime()->Unit(be
     ->Repetitions(5)->ReportAggregatesOnly();
 BENCHMARK(Gradient)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly();
 
-// BENCHMARK_MAIN with the suite's exit codes (docs/ARCHITECTURE.md): 2 for an unknown flag or a
-// --benchmark_filter that selects nothing, 3 when no GPU is visible (the flags are checked first).
 int main(int argc, char** argv) {
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
-    if (visible_gpu_count() == 0) {
-        SilentReporter silent;
-        if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return selects_nothing();
-        std::fprintf(stderr, "bench_propagator: environment: no CUDA GPU visible (check nvidia-smi and "
-                             "CUDA_VISIBLE_DEVICES)\n");
-        return kExitEnvironment;
-    }
-    const size_t ran = benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return ran == 0 ? selects_nothing() : kExitOk;
+    return run_benchmarks("bench_propagator", "CopyBandwidth, ForwardStep/<n> or Gradient", argc, argv);
 }
