@@ -222,6 +222,64 @@ TEST_CASE("flags: one set of defaults, nccl-tests' names, bad input names the fl
     CHECK(usage_error_of({"--repeats", "0"}).find("--repeats") == 0);
 }
 
+TEST_CASE("flags: nccl-tests' short names -b -e -f -n -w, sizes with K/M/G, 64-bit sizes") {
+    const AllreduceSweepOptions set = parsed({"-b", "1K", "-e", "4G", "-f", "4", "-n", "3", "-w", "0"});
+    CHECK(set.min_bytes == 1024);
+    CHECK(set.max_bytes == 4LL << 30);  // past INT_MAX: the sizes are 64-bit
+    CHECK(set.step_factor == 4.0);
+    CHECK(set.iters == 3);
+    CHECK(set.warmup == 0);
+
+    // Powers of 1024 as nccl-tests reads them, either case; plain bytes as before.
+    CHECK(parsed({"-b", "8", "-e", "256M"}).max_bytes == 256LL << 20);
+    CHECK(parsed({"--max-bytes", "2g"}).max_bytes == 2LL << 30);
+    CHECK(parsed({"--max-bytes", "3k"}).max_bytes == 3072);
+    CHECK(parsed({"--max-bytes", "64G"}).max_bytes == kMaxSweepBytes);
+    CHECK(parsed({"--max-bytes", "5000000000"}).max_bytes == 5000000000LL);
+
+    const auto sizes = allreduce_sweep_sizes(parsed({"-b", "1M", "-e", "4G"}));
+    CHECK(sizes.size() == 13);  // 2^20 .. 2^32 (the FWI gradient, 768 KiB, is below -b)
+    CHECK(sizes.front() == (size_t(1) << 20));
+    CHECK(sizes.back() == (size_t(4) << 30));
+
+    // Bad sizes name the flag as given, the long name and the range.
+    CHECK(usage_error_of({"-b", "12Q"}).find("-b (--min-bytes): '12Q' is not a size; allowed 4..64G") == 0);
+    CHECK(usage_error_of({"-e", "0"}).find("-e (--max-bytes): 0 is out of range; allowed 4..64G") == 0);
+    CHECK(usage_error_of({"--max-bytes", "65G"}).find("--max-bytes: 65G is out of range") == 0);
+    CHECK(usage_error_of({"-e", "1.5M"}).find("is not a size") != std::string::npos);
+    CHECK(usage_error_of({"-e", "M"}).find("is not a size") != std::string::npos);
+    CHECK(usage_error_of({"-e", "1MB"}).find("is not a size") != std::string::npos);
+    CHECK(usage_error_of({"-e", " 1M"}).find("is not a size") != std::string::npos);
+    CHECK(usage_error_of({"-e", "-4"}).find("out of range") != std::string::npos);
+    CHECK(usage_error_of({"-e", "99999999999G"}).find("out of range") != std::string::npos);
+    CHECK(usage_error_of({"-n", "0"}).find("-n (--iters): 0 is out of range") == 0);
+    CHECK(usage_error_of({"-b", "1G", "-e", "1M"}) == "--min-bytes (1073741824) must not exceed --max-bytes (1048576)");
+
+    // The parser's rules hold for the short names: a short name and its long name are one flag (given
+    // twice), and a short name where a value should be is a missing value.
+    CHECK(usage_error_of({"-b", "1M", "--min-bytes", "2M"}) == "--min-bytes given twice (as -b and --min-bytes)");
+    CHECK(usage_error_of({"--iters=3", "-n", "4"}) == "--iters given twice (as --iters and -n)");
+    CHECK(usage_error_of({"-w", "1", "-w", "2"}) == "-w given twice");
+    CHECK(usage_error_of({"-b", "-e", "4G"}).find("-b (--min-bytes): missing value") == 0);
+    CHECK(usage_error_of({"-b=1M"}) == "unknown flag '-b=1M'");
+
+    // -g is --gpus where the program has --gpus (02); 03 and 05 (one GPU per rank) have neither.
+    CHECK(usage_error_of({"-g", "2"}) == "unknown flag '-g'");
+    int gpus = 0;
+    AllreduceSweepOptions options;
+    ArgParser parser("test", "test");
+    parser.add_int("--gpus", &gpus, 0, 8, "GPUs");
+    add_allreduce_sweep_flags(parser, options);
+    const char* argv[] = {"test", "-g", "4", "-b", "1M"};
+    CHECK(parser.parse(5, argv));
+    CHECK(gpus == 4);
+    CHECK(options.min_bytes == 1 << 20);
+    const std::string help = parser.help_text();
+    CHECK(help.find("-g, --gpus <0..8>") != std::string::npos);
+    CHECK(help.find("-b, --min-bytes <4..64G>") != std::string::npos);
+    CHECK(help.find("(default: 256M)") != std::string::npos);
+}
+
 TEST_CASE("sizes: nccl-tests' -b/-e/-f, whole floats, the FWI gradient inserted and marked") {
     const size_t fwi_bytes = 384 * 512 * 4;
     CHECK(fwi_gradient_bytes() == fwi_bytes);

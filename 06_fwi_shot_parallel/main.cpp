@@ -235,6 +235,6 @@ int main(int argc, char** argv) {
         return status;
     });
     // After MPI_Finalize: starting a process from inside an MPI job is not portable.
-    if (code == kExitOk && !pictures_dir.empty()) draw_pictures(FWI_PLOT_SCRIPT, pictures_dir);
+    if (code == kExitOk && !pictures_dir.empty()) draw_pictures(plot_script_path(), pictures_dir);
     return code;
 }

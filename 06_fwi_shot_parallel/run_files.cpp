@@ -62,6 +62,16 @@ void write_loss_history(const std::string& dir, const FwiState& state) {
                               ", \"iteration_seconds\": " + json_array(state.iteration_seconds) + "}\n");
 }
 
+std::string plot_script_path() {
+    std::error_code error;
+    const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (!error) {
+        const std::filesystem::path installed = program.parent_path() / ".." / "share" / "multi_gpu_fwi" / "plot_fwi.py";
+        if (std::filesystem::exists(installed, error)) return installed.lexically_normal().string();
+    }
+    return FWI_PLOT_SCRIPT;
+}
+
 bool draw_pictures(const std::string& script, const std::string& dir) {
     const std::string by_hand = "python3 " + script + " " + dir;
     if (!std::filesystem::exists(script)) {

@@ -26,4 +26,8 @@ void write_loss_history(const std::string& dir, const FwiState& state);
 // own warning and not a failure.
 bool draw_pictures(const std::string& script, const std::string& dir);
 
+// plot_fwi.py where it is: beside an installed program (PREFIX/share/multi_gpu_fwi/, from PREFIX/bin/),
+// else in the source tree the program was built from.
+std::string plot_script_path();
+
 }  // namespace fwi

@@ -1,9 +1,16 @@
 # What the tests of every program share.
 
-# MPI tests: one launcher and one environment. --oversubscribe: CI machines have 2 cores; -x hands the
-# multicast setting to the ranks; as root, Open MPI wants the two ALLOW variables.
+# MPI tests: one launcher and one environment, from CMake's FindMPI variables, so a site can run them with
+# its own launcher (e.g. -DMPIEXEC_EXECUTABLE=srun -DMPIEXEC_NUMPROC_FLAG=-n "-DMPIEXEC_PREFLAGS=--mpi=pmix").
+# The default MPIEXEC_PREFLAGS are Open MPI's: --oversubscribe (CI machines have 2 cores) and -x, which
+# hands the multicast setting to the ranks. They go before the rank count (FindMPI puts them after it),
+# which mpirun and srun both accept, so that a test can append the count and its program. As root,
+# Open MPI wants the two ALLOW variables.
 # Usage: ${MPIRUN_TEST} <ranks> <program> <args>...
-set(MPIRUN_TEST ${MPIEXEC_EXECUTABLE} --oversubscribe -x NCCL_NVLS_ENABLE ${MPIEXEC_NUMPROC_FLAG})
+if(NOT MPIEXEC_PREFLAGS)
+  set(MPIEXEC_PREFLAGS --oversubscribe -x NCCL_NVLS_ENABLE CACHE STRING "flags of the MPI launcher (tests)" FORCE)
+endif()
+set(MPIRUN_TEST ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS} ${MPIEXEC_NUMPROC_FLAG})
 set(MPI_TEST_ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;NCCL_NVLS_ENABLE=0")
 
 # add_exit_test(<name> CODE <exit code> TEXT <text> [LABELS <labels>] [TIMEOUT <seconds>]

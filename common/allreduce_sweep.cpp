@@ -52,14 +52,23 @@ SweepRow measure(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSw
 }  // namespace
 
 void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options) {
-    parser.add_int("--min-bytes", &options.min_bytes, 4, 1 << 30, "sweep: smallest buffer size in bytes");
-    parser.add_int("--max-bytes", &options.max_bytes, 4, 1 << 30, "sweep: largest buffer size in bytes");
+    parser.add_bytes("--min-bytes", &options.min_bytes, 4, kMaxSweepBytes,
+                     "sweep: smallest buffer size in bytes (K, M, G: powers of 1024)");
+    parser.add_bytes("--max-bytes", &options.max_bytes, 4, kMaxSweepBytes,
+                     "sweep: largest buffer size in bytes (K, M, G: powers of 1024)");
     parser.add_double("--step-factor", &options.step_factor, 1.01, 1024,
                       "sweep: each size is this factor times the last");
     parser.add_int("--warmup", &options.warmup, 0, 1000, "sweep: untimed allreduces per size before timing");
     parser.add_int("--iters", &options.iters, 1, 10000,
                    "sweep: allreduces per timed batch (fewer when a batch would move more than 1 GiB)");
     parser.add_int("--repeats", &options.repeats, 1, 100, "sweep: timed batches per size; the median is reported");
+    // nccl-tests' names, so that its command lines work here: -b 8 -e 256M -f 2 -n 20 -w 5 (-g 8 in 02).
+    parser.add_alias("-b", "--min-bytes");
+    parser.add_alias("-e", "--max-bytes");
+    parser.add_alias("-f", "--step-factor");
+    parser.add_alias("-n", "--iters");
+    parser.add_alias("-w", "--warmup");
+    if (parser.has_flag("--gpus")) parser.add_alias("-g", "--gpus");
 }
 
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options) {
@@ -89,7 +98,8 @@ std::string fwi_gradient_marker(size_t bytes) {
 }
 
 std::vector<size_t> allreduce_sweep_sizes(const AllreduceSweepOptions& options) {
-    return sweep_byte_sizes(options.min_bytes, options.max_bytes, options.step_factor, fwi_gradient_bytes());
+    return sweep_byte_sizes(static_cast<size_t>(options.min_bytes), static_cast<size_t>(options.max_bytes),
+                            options.step_factor, fwi_gradient_bytes());
 }
 
 int batch_iterations(size_t bytes, int iters) {

@@ -21,15 +21,20 @@ namespace fwi {
 // ---- flags and sizes ---------------------------------------------------------------------------------
 
 struct AllreduceSweepOptions {
-    int min_bytes = 8;
-    int max_bytes = 256 << 20;
+    long long min_bytes = 8;  // 64-bit: sweeps go past 2 GiB (-e 4G)
+    long long max_bytes = 256 << 20;
     double step_factor = 2.0;
     int warmup = 5;   // untimed allreduces per size before timing
     int iters = 20;   // allreduces per timed batch (fewer when a batch would move more than 1 GiB)
     int repeats = 5;  // timed batches per size; the median is reported
 };
 
-// --min-bytes, --max-bytes, --step-factor (nccl-tests' -b, -e, -f), --warmup, --iters, --repeats.
+// The largest size --max-bytes allows.
+constexpr long long kMaxSweepBytes = 64LL << 30;
+
+// --min-bytes, --max-bytes (sizes with K, M, G: powers of 1024), --step-factor, --iters, --warmup,
+// --repeats, with nccl-tests' short names: -b, -e, -f, -n, -w; and -g for --gpus where the program
+// registered --gpus before this call (02; 03 and 05 run one GPU per rank and have no --gpus).
 void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options);
 // What the flags' own ranges cannot check (--min-bytes at most --max-bytes): UsageError naming the flags.
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options);

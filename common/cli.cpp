@@ -2,11 +2,13 @@
 
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
+#include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include "errors.hpp"
 
@@ -56,6 +58,42 @@ double parse_real(const std::string& flag, const std::string& text, const std::s
         throw UsageError(flag + ": '" + text + "' is not a finite number; allowed " + range);
     if (errno == ERANGE) throw UsageError(flag + ": " + text + " is out of range; allowed " + range);
     return value;
+}
+
+constexpr long long kKiB = 1024;
+
+// A size as the flags show it: the largest of G, M, K that divides it exactly ("256M", "4", "4G").
+std::string format_bytes(long long bytes) {
+    for (const auto& [unit, suffix] : {std::pair{kKiB * kKiB * kKiB, "G"}, {kKiB * kKiB, "M"}, {kKiB, "K"}})
+        if (bytes != 0 && bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+    return std::to_string(bytes);
+}
+
+// "1M" -> 1048576: digits and an optional K, M or G (powers of 1024, either case), nothing else.
+long long parse_bytes(const std::string& flag, const std::string& text, const std::string& range) {
+    const std::string allowed = "; allowed " + range + " (bytes, or with K, M, G: powers of 1024)";
+    errno = 0;
+    char* end = nullptr;
+    const long long number = std::strtoll(text.c_str(), &end, 10);
+    const bool no_digits = end == text.c_str();
+    long long unit = 1;
+    switch (*end) {
+        case '\0': break;
+        case 'K': case 'k': unit = kKiB; ++end; break;
+        case 'M': case 'm': unit = kKiB * kKiB; ++end; break;
+        case 'G': case 'g': unit = kKiB * kKiB * kKiB; ++end; break;
+        default: break;
+    }
+    if (text.empty() || starts_with_space(text) || no_digits || *end != '\0')
+        throw UsageError(flag + ": '" + text + "' is not a size" + allowed);
+    if (errno == ERANGE || number > LLONG_MAX / unit || number < LLONG_MIN / unit)
+        throw UsageError(flag + ": " + text + " is out of range" + allowed);
+    return number * unit;
+}
+
+// How an error names the flag as it was given: "-b (--min-bytes)" for an alias, else the flag.
+std::string given_name(const std::string& name, const std::string& flag) {
+    return name == flag ? flag : name + " (" + flag + ")";
 }
 
 }  // namespace
@@ -116,9 +154,36 @@ void ArgParser::add_switch(const std::string& flag, bool* target, const std::str
          [target](const std::string&) { *target = true; }});
 }
 
+void ArgParser::add_bytes(const std::string& flag, long long* target, long long min, long long max,
+                          const std::string& help) {
+    const std::string range = format_bytes(min) + ".." + format_bytes(max);
+    add({flag, help, range, true, [target] { return format_bytes(*target); },
+         [=](const std::string& text) {
+             const long long value = parse_bytes(flag, text, range);
+             if (value < min || value > max)
+                 throw UsageError(flag + ": " + text + " is out of range; allowed " + range +
+                                  " (bytes, or with K, M, G: powers of 1024)");
+             *target = value;
+         }});
+}
+
+void ArgParser::add_alias(const std::string& alias, const std::string& flag) {
+    if (alias.empty() || alias.front() != '-' || is_help(alias) || has_flag(alias))
+        throw std::logic_error("ArgParser::add_alias: '" + alias + "' is not a free flag name");
+    bool registered = false;
+    for (const auto& option : options_) registered = registered || option.flag == flag;
+    if (!registered) throw std::logic_error("ArgParser::add_alias: no flag '" + flag + "' to alias");
+    aliases_.emplace_back(alias, flag);
+}
+
+bool ArgParser::has_flag(const std::string& flag) const { return find(flag) != nullptr; }
+
 const ArgParser::Option* ArgParser::find(const std::string& flag) const {
+    std::string name = flag;
+    for (const auto& [alias, target] : aliases_)
+        if (alias == flag) name = target;
     for (const auto& option : options_)
-        if (option.flag == flag) return &option;
+        if (option.flag == name) return &option;
     return nullptr;
 }
 
@@ -129,7 +194,7 @@ bool ArgParser::is_known_flag(const std::string& arg) const {
 }
 
 bool ArgParser::parse(int argc, const char* const* argv) {
-    std::set<std::string> given;
+    std::map<std::string, std::string> given;  // option's flag -> the name it was given by
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         if (is_help(arg)) {
@@ -145,10 +210,15 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         }
         const Option* option = find(arg);
         if (!option) throw UsageError("unknown flag '" + arg + "'");
-        // Two values for one flag: which one was meant is a guess, so neither is taken.
-        if (!given.insert(arg).second) throw UsageError(arg + " given twice");
+        // Two values for one flag: which one was meant is a guess, so neither is taken. A flag and its
+        // alias are one flag.
+        if (const auto [earlier, first] = given.emplace(option->flag, arg); !first)
+            throw UsageError(earlier->second == arg ? arg + " given twice"
+                                                    : option->flag + " given twice (as " + earlier->second +
+                                                          " and " + arg + ")");
+        const std::string name = given_name(arg, option->flag);
         if (!option->takes_value) {
-            if (has_inline_value) throw UsageError(arg + ": takes no value");
+            if (has_inline_value) throw UsageError(name + ": takes no value");
             option->set("");
             continue;
         }
@@ -156,10 +226,17 @@ bool ArgParser::parse(int argc, const char* const* argv) {
             // "--nz --nx 100" forgot the value of --nz; taking "--nx" as it would hide the mistake (and
             // "--json --help" would be a file name on one reading and a request for help on another).
             if (i + 1 >= argc || is_known_flag(argv[i + 1]))
-                throw UsageError(arg + ": missing value (allowed " + option->range + ")");
+                throw UsageError(name + ": missing value (allowed " + option->range + ")");
             value = argv[++i];
         }
-        option->set(value);
+        try {
+            option->set(value);
+        } catch (const UsageError& e) {
+            // The option's message names its flag; the user typed the alias.
+            const std::string message = e.what();
+            if (name == option->flag || message.rfind(option->flag + ":", 0) != 0) throw;
+            throw UsageError(name + message.substr(option->flag.size()));
+        }
     }
     return true;
 }
@@ -169,6 +246,8 @@ std::string ArgParser::help_text() const {
     out << "usage: " << program_ << " [flags]\n\n" << description_ << "\n\nflags:\n";
     for (const auto& option : options_) {
         std::string name = option.flag + (option.takes_value ? " <" + option.range + ">" : "");
+        for (const auto& [alias, flag] : aliases_)
+            if (flag == option.flag) name = alias + ", " + name;
         out << "  " << name;
         out << std::string(name.size() < 34 ? 34 - name.size() : 1, ' ');
         out << option.help << " (default: " << option.show() << ")\n";

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fwi {
@@ -20,6 +21,16 @@ public:
     void add_choice(const std::string& flag, std::string* target, const std::vector<std::string>& choices,
                     const std::string& help);
     void add_switch(const std::string& flag, bool* target, const std::string& help);
+    // A size in bytes, 64-bit: an integer with an optional suffix K, M or G (either case; powers of 1024,
+    // as nccl-tests reads -b/-e): "1M" is 1048576. min and max are shown the same way ("4..64G").
+    void add_bytes(const std::string& flag, long long* target, long long min, long long max, const std::string& help);
+    // A second name for the registered `flag` (nccl-tests' "-b" for "--min-bytes"): the same option, so
+    // giving both counts as giving it twice; errors name both ("-b (--min-bytes): ..."). A value is never
+    // written into an alias ("-b 1M", not "-b=1M"). Throws std::logic_error for an unknown flag or a name
+    // already taken.
+    void add_alias(const std::string& alias, const std::string& flag);
+    // Whether `flag` is registered (as a flag or an alias).
+    bool has_flag(const std::string& flag) const;
 
     // Parses argv[1..] from left to right. Returns false when --help (or -h) comes before any error (the
     // help text is printed, unless set_prints_help(false)). Refused with UsageError: an unknown flag, a
@@ -31,7 +42,8 @@ public:
 
     // The value given for `flag` on the command line, or "" when absent or missing. Used to read a flag
     // (like --problem) that decides the defaults of the others before they are registered; it agrees
-    // with parse(): arguments after --help are not read, and a repeated flag throws UsageError.
+    // with parse(): arguments after --help are not read, and a repeated flag throws UsageError. It knows
+    // no aliases: use it only for flags that have none.
     static std::string find_value(int argc, const char* const* argv, const std::string& flag);
 
     // Whether parse() prints the help text in this process (default yes). run_mpi_program turns it off
@@ -47,6 +59,7 @@ private:
         std::function<std::string()> show;  // current value as text
         std::function<void(const std::string&)> set;
     };
+    // The option named `flag`, by its flag or its alias.
     const Option* find(const std::string& flag) const;
     // A registered flag (alone or as "--flag=value"), --help or -h.
     bool is_known_flag(const std::string& arg) const;
@@ -55,6 +68,7 @@ private:
     std::string program_;
     std::string description_;
     std::vector<Option> options_;
+    std::vector<std::pair<std::string, std::string>> aliases_;  // (alias, flag)
 };
 
 }  // namespace fwi

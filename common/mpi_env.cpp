@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,6 +35,92 @@ std::string mpi_library_version() {
     MPI_Get_library_version(text, &length);
     const std::string version = text;
     return version.substr(0, version.find('\n'));
+}
+
+// A variable that a launcher sets to the number of ranks it started, and what to say when it names more
+// than MPI sees.
+struct LaunchVariable {
+    const char* name;
+    const char* set_by;
+    const char* launch;  // how to start the ranks instead
+};
+
+// Set by the MPI launcher that started this process: authoritative. One of them set to 1 means one rank
+// on purpose (`mpirun -np 1` inside a Slurm allocation of 4 tasks is fine).
+constexpr LaunchVariable kMpiLauncherVariables[] = {
+    {"OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun",
+     "Start it with the mpirun of the MPI this program was built with: `mpirun -np N`"},
+    {"PMI_SIZE", "MPICH/Intel MPI's mpiexec (Hydra) or srun --mpi=pmi2",
+     "Start it with the mpirun of the MPI this program was built with (`mpirun -np N`), or with "
+     "`srun --mpi=pmix -n N` under Slurm"},
+    {"MV2_COMM_WORLD_SIZE", "MVAPICH's mpirun_rsh",
+     "Start it with the mpirun of the MPI this program was built with: `mpirun -np N`"},
+};
+// Set by a job's launcher or scheduler that does not start MPI ranks itself.
+constexpr LaunchVariable kOtherLauncherVariables[] = {
+    {"SLURM_NTASKS", "Slurm (sbatch, salloc, srun)",
+     "Start the ranks with `srun --mpi=pmix -n N` (or `mpirun -np N` inside the allocation)"},
+    {"SLURM_NPROCS", "Slurm (sbatch, salloc, srun)",
+     "Start the ranks with `srun --mpi=pmix -n N` (or `mpirun -np N` inside the allocation)"},
+    {"WORLD_SIZE", "torchrun (or a launcher like it), which starts processes but not MPI ranks",
+     "Start it with `mpirun -np N` (or `srun --mpi=pmix -n N` under Slurm)"},
+};
+
+// The variable's value in `environment` as a rank count; 0 when unset or not a positive integer.
+long long ranks_named_by(const LaunchEnvironment& environment, const char* variable) {
+    const auto found = environment.find(variable);
+    if (found == environment.end() || found->second.empty()) return 0;
+    char* end = nullptr;
+    const long long value = std::strtoll(found->second.c_str(), &end, 10);
+    return *end == '\0' && value > 0 ? value : 0;
+}
+
+std::string with_ranks(std::string text, long long ranks) {
+    for (size_t at; (at = text.find(" N")) != std::string::npos;) text.replace(at, 2, " " + std::to_string(ranks));
+    return text;
+}
+
+std::string mismatch_message(const LaunchVariable& variable, long long ranks) {
+    return "the environment says " + std::to_string(ranks) + " ranks (" + variable.name + "=" +
+           std::to_string(ranks) + ", set by " + variable.set_by +
+           ") but MPI started this process alone (MPI_Comm_size(MPI_COMM_WORLD) = 1): each process would run "
+           "the whole job by itself. " +
+           with_ranks(variable.launch, ranks) + "; for one rank on purpose, `mpirun -np 1` or unset " + variable.name;
+}
+
+}  // namespace
+
+LaunchEnvironment launch_environment() {
+    LaunchEnvironment environment;
+    const auto read = [&](const LaunchVariable& variable) {
+        if (const char* value = std::getenv(variable.name)) environment[variable.name] = value;
+    };
+    for (const LaunchVariable& variable : kMpiLauncherVariables) read(variable);
+    for (const LaunchVariable& variable : kOtherLauncherVariables) read(variable);
+    return environment;
+}
+
+std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environment) {
+    if (mpi_world_size != 1) return "";
+    bool launched_as_one = false;
+    for (const LaunchVariable& variable : kMpiLauncherVariables) {
+        const long long ranks = ranks_named_by(environment, variable.name);
+        if (ranks > 1) return mismatch_message(variable, ranks);
+        launched_as_one = launched_as_one || ranks == 1;
+    }
+    if (launched_as_one) return "";
+    for (const LaunchVariable& variable : kOtherLauncherVariables)
+        if (const long long ranks = ranks_named_by(environment, variable.name); ranks > 1)
+            return mismatch_message(variable, ranks);
+    return "";
+}
+
+namespace {
+
+bool asks_for_help(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
+    return false;
 }
 
 }  // namespace
@@ -117,6 +204,8 @@ WaitTimeout::~WaitTimeout() {
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // under mpirun stdout is a pipe: show progress line by line
     // FUNNELED: the lessons may run helper threads, but only the main thread calls MPI.
+    // Read before MPI_Init, which may set some of the variables itself.
+    const LaunchEnvironment launch = launch_environment();
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         std::fprintf(stderr, "%s: environment: MPI_Init failed (start it with mpirun; check the MPI installation)\n",
@@ -131,9 +220,15 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
     // or the same bad flag (and fail with 2) without asking each other; rank 0 alone prints the help.
     ArgParser::set_prints_help(rank == 0);
 
+    // Checked before the body, so that no process of a mistaken launch starts the work alone (--help
+    // still answers).
+    const bool check_launch = !asks_for_help(argc, argv);
     bool failed = true;
     const int code = run_program(process_name.c_str(), [&]() -> int {
         try {
+            if (check_launch)
+                if (const std::string mismatch = launch_mismatch(world_size(), launch); !mismatch.empty())
+                    throw EnvironmentError(mismatch);
             const int status = body();
             failed = false;
             return status;

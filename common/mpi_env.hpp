@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -13,7 +14,18 @@ namespace fwi {
 // Runs an MPI program: MPI_Init, MPI_ERRORS_RETURN on MPI_COMM_WORLD, the body, MPI_Finalize. An exception
 // on any rank is printed once, prefixed "name (rank r): ", and ends the whole job with MPI_Abort with the
 // error kind's exit code (2 usage, 3 environment, 1 verification), so no rank is left waiting.
+// Before the body (unless --help is asked for), the launch is checked: see launch_mismatch.
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body);
+
+// A launch that went wrong: MPI sees one rank (`mpi_world_size` 1) while the environment names more, so
+// every process started alone. Returns the message (the variable, its value, who sets it and how to
+// start the ranks instead), or "" when the launch is consistent. The variables: those of MPI launchers
+// (OMPI_COMM_WORLD_SIZE: Open MPI; PMI_SIZE: MPICH/Intel MPI Hydra, srun --mpi=pmi2; MV2_COMM_WORLD_SIZE:
+// MVAPICH), which are authoritative (one set to 1 means one rank on purpose, whatever the rest say), then
+// SLURM_NTASKS and SLURM_NPROCS (Slurm) and WORLD_SIZE (torchrun).
+using LaunchEnvironment = std::map<std::string, std::string>;  // variable -> value, for those set
+LaunchEnvironment launch_environment();  // the variables above, from this process's environment
+std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environment);
 
 // Guards a blocking MPI call that waits on other ranks (a collective, a barrier), which MPI itself
 // cannot time out: if the guard still exists `timeout_s` after it was made, this process prints

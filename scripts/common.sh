@@ -1,4 +1,5 @@
 # Sourced by the scripts in this folder: installs what is missing, and configures and builds the suite.
+# shellcheck shell=bash
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # NVLink multicast (NVLS) stays off in everything this suite starts.
@@ -9,19 +10,193 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     export PATH=/usr/local/cuda/bin:$PATH
 fi
 
-# Installs the Debian/Ubuntu packages that are missing, and only those, so it also runs where nothing
-# can be installed as long as everything is already there.
-install_missing_packages() {
+# Version floors: cmake_minimum_required in CMakeLists.txt, the CUDA the suite is built and tested with,
+# and find_package(NCCL 2.14) (ncclCommInitRankConfig, ncclCommFinalize, non-blocking communicators).
+FWI_CMAKE_MIN=3.24
+FWI_CUDA_MIN=12.4
+FWI_NCCL_MIN=2.14
+
+# cmake/FindNCCL.cmake reads NCCL_ROOT; NCCL_HOME (NCCL's own name for it) works the same way.
+if [ -z "${NCCL_ROOT:-}" ] && [ -n "${NCCL_HOME:-}" ]; then
+    export NCCL_ROOT="$NCCL_HOME"
+fi
+
+# Detection: functions that take their inputs from the environment only (PATH, NCCL_ROOT / NCCL_HOME,
+# FWI_NCCL_SEARCH_DIRS, FWI_INCLUDE_DIRS), so tests/scripts_detection_test.sh runs them with fake tools.
+
+# version_at_least FOUND NEEDED: true when FOUND >= NEEDED (dotted numbers).
+version_at_least() {
+    [ -n "$1" ] && printf '%s\n%s\n' "$2" "$1" | sort -V -C
+}
+
+# "3.28.3" from `cmake --version`; "12.4" from `nvcc --version` (empty when not found).
+cmake_version() { cmake --version 2>/dev/null | sed -n 's/^cmake[^0-9]*\([0-9][0-9.]*\).*/\1/p' | head -n 1 || true; }
+# The nvcc CMake will use: CUDACXX, else CUDAToolkit_ROOT's, else the first on PATH (empty: none).
+nvcc_path() {
+    if [ -n "${CUDACXX:-}" ] && [ -x "$CUDACXX" ]; then
+        printf '%s\n' "$CUDACXX"
+    elif [ -n "${CUDAToolkit_ROOT:-}" ] && [ -x "$CUDAToolkit_ROOT/bin/nvcc" ]; then
+        printf '%s\n' "$CUDAToolkit_ROOT/bin/nvcc"
+    else
+        command -v nvcc 2>/dev/null || true
+    fi
+}
+nvcc_version() { "$(nvcc_path)" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\).*/\1/p' | head -n 1 || true; }
+
+# Where CMake's find_path(nccl.h) looks (cmake/FindNCCL.cmake), one folder a line: NCCL_ROOT (and
+# NCCL_HOME), the CUDA toolkit of the nvcc CMake uses, then the system folders. FWI_NCCL_SEARCH_DIRS
+# (colon-separated) replaces the system folders, the usual CUDA locations and the PATH-derived ones.
+nccl_search_dirs() {
+    local root dir nvcc d
+    for root in "${NCCL_ROOT:-}" "${NCCL_HOME:-}"; do
+        [ -n "$root" ] && printf '%s\n%s\n' "$root/include" "$root"
+    done
+    nvcc="$(nvcc_path)"
+    if [ -n "$nvcc" ]; then
+        for dir in "$(dirname "$nvcc")" "$(dirname "$(readlink -f "$nvcc")")"; do
+            printf '%s\n' "$dir/../include"
+            for d in "$dir"/../targets/*/include; do [ -d "$d" ] && printf '%s\n' "$d"; done
+        done
+    fi
+    if [ -n "${FWI_NCCL_SEARCH_DIRS+set}" ]; then
+        tr ':' '\n' <<<"$FWI_NCCL_SEARCH_DIRS"
+        return 0
+    fi
+    for root in "${CUDAToolkit_ROOT:-}" "${CUDA_PATH:-}" "${CUDA_HOME:-}" /usr/local/cuda; do
+        [ -n "$root" ] && printf '%s\n' "$root/include"
+    done
+    # CMake also looks in PREFIX/include for every CMAKE_PREFIX_PATH entry and every PREFIX/bin on PATH.
+    local IFS=:
+    for root in ${CMAKE_PREFIX_PATH:-}; do [ -n "$root" ] && printf '%s\n' "$root/include"; done
+    for dir in $PATH; do
+        case "$dir" in */bin | */sbin) printf '%s\n' "${dir%/*}/include" ;; esac
+    done
+    local arch
+    arch="$(gcc -print-multiarch 2>/dev/null || true)"
+    printf '%s\n' /usr/local/include /usr/include
+    [ -n "$arch" ] && printf '%s\n' "/usr/include/$arch"
+    return 0
+}
+
+# The folder that holds nccl.h, where CMake would find it (status 1 when none does).
+find_nccl_header() {
+    local dir
+    while IFS= read -r dir; do
+        [ -n "$dir" ] && [ -f "$dir/nccl.h" ] && { printf '%s\n' "$dir"; return 0; }
+    done < <(nccl_search_dirs)
+    return 1
+}
+
+# "2.28.3" from the NCCL_MAJOR/MINOR/PATCH defines of DIR/nccl.h.
+nccl_header_version() {
+    local major minor patch
+    major="$(sed -n 's/^#define NCCL_MAJOR \([0-9]*\).*/\1/p' "$1/nccl.h" | head -n 1)"
+    minor="$(sed -n 's/^#define NCCL_MINOR \([0-9]*\).*/\1/p' "$1/nccl.h" | head -n 1)"
+    patch="$(sed -n 's/^#define NCCL_PATCH \([0-9]*\).*/\1/p' "$1/nccl.h" | head -n 1)"
+    if [ -n "$major" ] && [ -n "$minor" ]; then printf '%s.%s.%s\n' "$major" "$minor" "${patch:-0}"; fi
+}
+
+# True when FILE (relative, e.g. doctest/doctest.h) is in one of the system include folders
+# (FWI_INCLUDE_DIRS, colon-separated, replaces /usr/include:/usr/local/include).
+have_header() {
+    local dir IFS=:
+    for dir in ${FWI_INCLUDE_DIRS-/usr/include:/usr/local/include}; do
+        [ -n "$dir" ] && [ -f "$dir/$1" ] && return 0
+    done
+    return 1
+}
+
+# The version apt would install of a package ("2.28.3" of "2.28.3-1+cuda12.8", no epoch), status 1
+# when apt offers none (unknown name, or Candidate: (none)).
+apt_candidate_version() {
+    command -v apt-cache >/dev/null 2>&1 || return 1
+    local policy version
+    policy="$(apt-cache policy "$1" 2>/dev/null)" || return 1
+    version="$(sed -n 's/^[[:space:]]*Candidate:[[:space:]]*\([0-9]*:\)\{0,1\}\([0-9][0-9.]*\).*/\2/p' <<<"$policy" | head -n 1 || true)"
+    [ -n "$version" ] && printf '%s\n' "$version"
+}
+
+# A fresh machine may never have run apt-get update (or has just been given NVIDIA's repository): refresh
+# the package lists once before concluding that no package provides something. Not in a dry run.
+refresh_apt_lists() {
+    [ "${FWI_INSTALL_DRY_RUN:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1 || return 1
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq >/dev/null 2>&1
+}
+
+# Version floors of what is installed (a missing tool is left to the install): exit 3 with one message
+# naming the version found and the one needed.
+check_cmake_version() {
+    command -v cmake >/dev/null 2>&1 || return 0
+    local found
+    found="$(cmake_version)"
+    if ! version_at_least "$found" "$FWI_CMAKE_MIN"; then
+        echo "error: CMake ${found:-(unknown version)} is installed ($(command -v cmake)) but the suite needs CMake $FWI_CMAKE_MIN or newer; get a newer one with 'pip install cmake' (then put ~/.local/bin first on PATH), from Kitware's apt repository (https://apt.kitware.com) or the release tarball (https://cmake.org/download), and run again" >&2
+        exit 3
+    fi
+}
+
+check_nvcc_version() {
+    local nvcc found
+    nvcc="$(nvcc_path)"
+    [ -n "$nvcc" ] || return 0
+    found="$(nvcc_version)"
+    if ! version_at_least "$found" "$FWI_CUDA_MIN"; then
+        echo "error: the CUDA toolkit found is CUDA ${found:-(unknown version)} ($nvcc) but the suite needs CUDA $FWI_CUDA_MIN or newer; install a newer CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its bin first on PATH (e.g. PATH=/usr/local/cuda-12.8/bin:\$PATH), and run again" >&2
+        exit 3
+    fi
+}
+
+# The Debian/Ubuntu packages to install, one line, space-separated (empty: nothing is missing). Exits 3,
+# with one message, on what a package cannot fix: a CMake or CUDA older than the floor, an NCCL older than
+# the floor, or no NCCL anywhere and no package that provides it.
+plan_missing_packages() {
     local missing=()
+    check_cmake_version
+    check_nvcc_version
     command -v cmake >/dev/null 2>&1 || missing+=(cmake)
     command -v g++ >/dev/null 2>&1 || missing+=(g++)
     command -v mpicxx >/dev/null 2>&1 || missing+=(libopenmpi-dev)
     command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
-    [ -f /usr/include/doctest/doctest.h ] || missing+=(doctest-dev)
-    [ -f /usr/include/benchmark/benchmark.h ] || missing+=(libbenchmark-dev)
+    have_header doctest/doctest.h || missing+=(doctest-dev)
+    have_header benchmark/benchmark.h || missing+=(libbenchmark-dev)
+    local nccl_dir nccl_found
+    if nccl_dir="$(find_nccl_header)"; then
+        nccl_found="$(nccl_header_version "$nccl_dir" || true)"
+        if [ -n "$nccl_found" ] && ! version_at_least "$nccl_found" "$FWI_NCCL_MIN"; then
+            echo "error: NCCL $nccl_found is installed ($nccl_dir/nccl.h) but the suite needs NCCL $FWI_NCCL_MIN or newer; install a newer libnccl-dev (from NVIDIA's CUDA apt repository) or NCCL from https://developer.nvidia.com/nccl, point the build at it with NCCL_ROOT=/path/to/nccl (or NCCL_HOME), and run again" >&2
+            exit 3
+        fi
+    elif nccl_found="$(apt_candidate_version libnccl-dev)" ||
+         { refresh_apt_lists && nccl_found="$(apt_candidate_version libnccl-dev)"; }; then
+        if ! version_at_least "$nccl_found" "$FWI_NCCL_MIN"; then
+            echo "error: NCCL (nccl.h) is not installed and the libnccl-dev apt offers here is $nccl_found, older than the NCCL $FWI_NCCL_MIN the suite needs; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
+            exit 3
+        fi
+        missing+=(libnccl-dev)
+    else
+        echo "error: NCCL (nccl.h) is not installed and no package here provides libnccl-dev; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads, or Ubuntu's multiverse) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
+        exit 3
+    fi
     # The comparison's chart and 06's pictures (either python3 may have matplotlib).
     python3 -c 'import matplotlib' >/dev/null 2>&1 || /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 ||
         missing+=(python3-matplotlib)
+    echo "${missing[*]}"
+}
+
+# Installs the Debian/Ubuntu packages that are missing, and only those, so it also runs where nothing
+# can be installed as long as everything is already there. FWI_INSTALL_DRY_RUN=1 prints the plan
+# ("would install: ..." or "nothing to install") and returns without running apt.
+install_missing_packages() {
+    local plan
+    plan="$(plan_missing_packages)" || exit $?
+    local missing=()
+    read -r -a missing <<<"$plan"
+    if [ "${FWI_INSTALL_DRY_RUN:-0}" = 1 ]; then
+        if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; else echo "would install: ${missing[*]}"; fi
+        return 0
+    fi
     if [ ${#missing[@]} -eq 0 ]; then return 0; fi
     echo "installing missing packages: ${missing[*]}"
     local sudo=""
@@ -30,6 +205,9 @@ install_missing_packages() {
         echo "error: could not install ${missing[*]}; install them and run again" >&2
         exit 3
     fi
+    # The distribution's CMake may be older than the floor (Ubuntu 22.04 has 3.22).
+    hash -r
+    check_cmake_version
 }
 
 require_nvcc() {

@@ -40,8 +40,10 @@ add_cli_test(04_repeated_flag 04_nccl_threads "--gpus given twice" --gpus 1 --gp
 add_cli_test(04_value_is_flag 04_nccl_threads "--driver: missing value" --driver --verbose)
 add_cli_test(04_double_nan 04_nccl_threads "--timeout: 'NaN' is not a finite number" --timeout NaN)
 add_cli_test(02_repeated_flag 02_allreduce_primitives "--variants given twice" --variants ring --variants nccl)
-add_cli_test(02_int_overflow 02_allreduce_primitives "--max-bytes: 4294967296 is out of range; allowed 4..1073741824"
-             --max-bytes 4294967296)
+add_cli_test(02_int_overflow 02_allreduce_primitives "--gpus: 99999999999 is out of range; allowed 0..8"
+             --gpus 99999999999)
+add_cli_test(02_bytes_overflow 02_allreduce_primitives "--max-bytes: 99999999999999999999 is out of range; allowed 4..64G"
+             --max-bytes 99999999999999999999)
 add_cli_test(02_double_inf 02_allreduce_primitives "--step-factor: '-inf' is not a finite number" --step-factor -inf)
 
 # doctor, alone and with --mpi on 2 ranks.

@@ -1,1 +1,70 @@
 # Fresh machine and ecosystem tests: the launch-mismatch check and nccl-tests flags (see tests/README.md)
+
+# CMake as people expect it: CUDAARCHS is honoured (the ci preset used to override it), and an installed
+# program runs from its prefix.
+add_test(NAME ecosystem_cudaarchs_honoured
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "dir=$(mktemp -d) && CUDAARCHS='80;90' \"$0\" -S \"$1\" -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null && grep -x 'CMAKE_CUDA_ARCHITECTURES:STRING=80;90' \"$dir/CMakeCache.txt\"; status=$?; rm -rf \"$dir\"; exit $status"
+                 ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
+set_tests_properties(ecosystem_cudaarchs_honoured PROPERTIES LABELS cpu TIMEOUT 300)
+add_test(NAME ecosystem_install_runs_from_prefix
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "dir=$(mktemp -d) && \"$0\" --install \"$1\" --prefix \"$dir\" >/dev/null && \"$dir/bin/01_single_gpu\" --help >/dev/null && test -f \"$dir/share/multi_gpu_fwi/plot_fwi.py\"; status=$?; rm -rf \"$dir\"; exit $status"
+                 ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR})
+set_tests_properties(ecosystem_install_runs_from_prefix PROPERTIES LABELS cpu TIMEOUT 120)
+
+# nccl-tests' command lines work in every allreduce sweep (02, 03 and 05 --bench-allreduce): -b/-e/-f/-n/-w
+# (-g in 02), sizes with K/M/G and past 2 GiB. Each parses and then stops at the GPU check (exit 3, not 2):
+# CUDA_VISIBLE_DEVICES is empty, so no GPU is visible on any machine. A bad size is exit 2 naming the flag.
+set(ecosystem_no_gpu "CUDA_VISIBLE_DEVICES=")
+add_exit_test(ecosystem_nccl_tests_flags_02 CODE 3 TEXT "no CUDA GPU" ENVIRONMENT ${ecosystem_no_gpu}
+              COMMAND $<TARGET_FILE:02_allreduce_primitives> -b 1M -e 4G -f 2 -g 2 -n 5 -w 1)
+add_exit_test(ecosystem_nccl_tests_flags_03 CODE 3 TEXT "no CUDA GPU" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:03_host_staged_mpi> --bench-allreduce -b 1M -e 4G -f 2 -n 5 -w 1)
+add_exit_test(ecosystem_nccl_tests_flags_05 CODE 3 TEXT "no CUDA GPU" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce -b 1M -e 4G -f 2 -n 5 -w 1)
+add_exit_test(ecosystem_nccl_tests_bad_size_02 CODE 2 TEXT "-b (--min-bytes): '12Q' is not a size"
+              ENVIRONMENT ${ecosystem_no_gpu} COMMAND $<TARGET_FILE:02_allreduce_primitives> -b 12Q)
+add_exit_test(ecosystem_nccl_tests_zero_size_02 CODE 2 TEXT "-e (--max-bytes): 0 is out of range"
+              ENVIRONMENT ${ecosystem_no_gpu} COMMAND $<TARGET_FILE:02_allreduce_primitives> -e 0)
+add_exit_test(ecosystem_nccl_tests_short_and_long_02 CODE 2 TEXT "--min-bytes given twice"
+              ENVIRONMENT ${ecosystem_no_gpu} COMMAND $<TARGET_FILE:02_allreduce_primitives> -b 1M --min-bytes 2M)
+add_exit_test(ecosystem_nccl_tests_bad_size_03 CODE 2 TEXT "-b (--min-bytes): '12Q' is not a size" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:03_host_staged_mpi> --bench-allreduce -b 12Q)
+add_exit_test(ecosystem_nccl_tests_zero_size_05 CODE 2 TEXT "-e (--max-bytes): 0 is out of range" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce -e 0)
+add_exit_test(ecosystem_nccl_tests_no_gpus_flag_05 CODE 2 TEXT "unknown flag '-g'" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce -g 2)
+
+# A launch that went wrong is refused (exit 3, naming the variable): the environment names several ranks
+# but MPI sees one (the program started without mpirun, or by a launcher its MPI does not join). Run
+# directly, without mpirun: Open MPI then starts a singleton of one rank.
+add_exit_test(ecosystem_launch_mismatch_world_size_05 CODE 3 TEXT "WORLD_SIZE=4" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=4
+              COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
+add_exit_test(ecosystem_launch_mismatch_slurm_ntasks_05 CODE 3 TEXT "SLURM_NTASKS=2" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} SLURM_NTASKS=2
+              COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
+add_exit_test(ecosystem_launch_mismatch_pmi_size_03 CODE 3 TEXT "PMI_SIZE=2" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} PMI_SIZE=2
+              COMMAND $<TARGET_FILE:03_host_staged_mpi>)
+add_exit_test(ecosystem_launch_mismatch_ompi_size_06 CODE 3 TEXT "OMPI_COMM_WORLD_SIZE=2" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=2
+              COMMAND $<TARGET_FILE:06_fwi_shot_parallel> --problem small --no-plots
+                      --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06)
+add_exit_test(ecosystem_launch_mismatch_doctor_mpi CODE 3 TEXT "WORLD_SIZE=2" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=2
+              COMMAND $<TARGET_FILE:doctor> --mpi)
+# Consistent launches pass the check and go on to the GPU check: WORLD_SIZE=1; and `mpirun -np 1` inside a
+# Slurm allocation of more tasks (Open MPI's OMPI_COMM_WORLD_SIZE=1 says one rank on purpose).
+add_exit_test(ecosystem_launch_world_size_one_05 CODE 3 TEXT "sees no CUDA GPU" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=1
+              COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
+add_exit_test(ecosystem_launch_mpirun_one_in_slurm_05 CODE 3 TEXT "sees no CUDA GPU" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} SLURM_NTASKS=4
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)

@@ -1,0 +1,7 @@
+# What scripts/common.sh installs or refuses on a fresh machine (tests/scripts_detection_test.sh): fake
+# cmake, nvcc, MPI, g++, python3 and apt-cache on PATH, temporary include folders, a dry run; NCCL found
+# where cmake/FindNCCL.cmake looks or planned as libnccl-dev, and the CMake, CUDA and NCCL version floors.
+# Installs nothing and needs no GPU.
+add_test(NAME scripts_detection
+         COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scripts_detection_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(scripts_detection PROPERTIES LABELS cpu TIMEOUT 60)

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# What scripts/common.sh's install_missing_packages decides on a fresh machine, without installing
+# anything: fake cmake, nvcc, mpicxx, mpirun, g++, python3 and apt-cache (shell scripts printing a
+# version) first on PATH, temporary include folders in place of the system ones (FWI_NCCL_SEARCH_DIRS,
+# FWI_INCLUDE_DIRS), and the plan printed instead of run (FWI_INSTALL_DRY_RUN=1); the last cases run it
+# for real against a fake apt-get and sudo (a fresh machine's apt-get update). No GPU, no root.
+#
+# usage: tests/scripts_detection_test.sh [REPO_ROOT]     exit 0 when every case passes
+set -uo pipefail
+repo="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+common="$repo/scripts/common.sh"
+[ -f "$common" ] || { echo "no $common" >&2; exit 1; }
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+bin="$tmp/bin"         # the fake tools (the CUDA toolkit's include folder is then $tmp/include)
+sys="$tmp/sys/include" # stands for /usr/include and the other system folders
+mkdir -p "$bin" "$sys/doctest" "$sys/benchmark" "$tmp/tools"
+# PATH is the fake tools and links to the few real utilities common.sh and they use, nothing else: a real
+# cmake or mpirun of this machine must not be seen.
+for tool in dirname sed head sort tr readlink grep id cat touch; do
+    real="$(command -v "$tool")" || { echo "this test needs $tool" >&2; exit 1; }
+    ln -s "$real" "$tmp/tools/$tool"
+done
+fake_path="$bin:$tmp/tools"
+touch "$sys/doctest/doctest.h" "$sys/benchmark/benchmark.h"
+
+# fake NAME BODY: an executable shell script on the fake PATH.
+fake() { printf '#!/bin/sh\n%s\n' "$2" >"$bin/$1" && chmod +x "$bin/$1"; }
+# The versions come from the environment, so each case sets only what it changes.
+fake cmake 'echo "cmake version ${FAKE_CMAKE_VERSION:-3.28.3}"; echo; echo "CMake suite maintained and supported by Kitware (kitware.com/cmake)."'
+fake nvcc 'echo "nvcc: NVIDIA (R) Cuda compiler driver"
+echo "Copyright (c) 2005-2024 NVIDIA Corporation"
+echo "Cuda compilation tools, release ${FAKE_CUDA_VERSION:-12.8}, V${FAKE_CUDA_VERSION:-12.8}.93"
+echo "Build cuda_${FAKE_CUDA_VERSION:-12.8}.r12.8/compiler.35583870_0"'
+fake mpicxx 'echo "g++ (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"'
+fake mpirun 'echo "mpirun (Open MPI) 4.1.6"'
+fake g++ 'echo "g++ (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"'
+fake python3 'exit 0' # "import matplotlib" succeeds
+# apt-cache policy: nothing for a name apt does not know (what the real one prints), a candidate when
+# FAKE_APT_NCCL=yes or after the fake apt-get update listed it, "Candidate: (none)" when
+# FAKE_APT_NCCL=none (known but not installable), an old one (old), one with an epoch (epoch).
+apt_cache='[ -e "$FAKE_APT_LISTED" ] && FAKE_APT_NCCL=listed
+case "${FAKE_APT_NCCL:-no}" in
+  yes|listed) printf "libnccl-dev:\n  Installed: (none)\n  Candidate: 2.28.3-1+cuda12.8\n  Version table:\n     2.28.3-1+cuda12.8 500\n" ;;
+  old) printf "libnccl-dev:\n  Installed: (none)\n  Candidate: 2.11.4-1\n  Version table:\n     2.11.4-1 500\n" ;;
+  epoch) printf "libnccl-dev:\n  Installed: (none)\n  Candidate: 1:2.21.5-1\n  Version table:\n" ;;
+  none) printf "libnccl-dev:\n  Installed: (none)\n  Candidate: (none)\n  Version table:\n" ;;
+esac
+exit 0'
+fake apt-cache "$apt_cache"
+# apt-get logs its calls; its update makes libnccl-dev known when FAKE_APT_UPDATE_ADDS_NCCL=yes (a fresh
+# machine whose lists were never fetched); its install always fails. sudo runs what it is given.
+export FAKE_APT_LISTED="$tmp/nccl-listed"
+fake apt-get "echo \"\$*\" >>'$tmp/apt-get.log'
+[ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_ADDS_NCCL:-no}\" = yes ] && touch \"\$FAKE_APT_LISTED\"
+[ \"\$1\" = update ]"
+fake sudo '"$@"'
+
+# nccl_header DIR VERSION: a minimal nccl.h of that version in DIR.
+nccl_header() {
+    local -a v
+    IFS=. read -r -a v <<<"$2"
+    mkdir -p "$1"
+    printf '#define NCCL_MAJOR %s\n#define NCCL_MINOR %s\n#define NCCL_PATCH %s\n' "${v[0]}" "${v[1]}" "${v[2]}" >"$1/nccl.h"
+}
+
+failures=0
+out="" code=0
+# detect [VAR=VALUE...]: runs install_missing_packages as scripts/run-tests.sh does (set -euo pipefail,
+# common.sh sourced), in a dry run, with the fake PATH and the given environment; sets out and code.
+detect() {
+    out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDA_PATH -u CUDA_HOME -u CUDAToolkit_ROOT -u CUDACXX -u CMAKE_PREFIX_PATH \
+               PATH="$fake_path" FWI_INSTALL_DRY_RUN=1 FWI_NCCL_SEARCH_DIRS="$sys" FWI_INCLUDE_DIRS="$sys" "$@" \
+               "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages' bash "$common" 2>&1)"
+    code=$?
+}
+# check NAME EXPECTED_CODE REGEX [REGEX_THAT_MUST_NOT_MATCH]
+check() {
+    local name="$1" want="$2" regex="$3" not="${4:-}"
+    if [ "$code" -ne "$want" ] || ! grep -Eq -- "$regex" <<<"$out" || { [ -n "$not" ] && grep -Eq -- "$not" <<<"$out"; }; then
+        echo "FAIL $name: exit $code (expected $want), output:"
+        sed 's/^/    /' <<<"$out"
+        [ -n "$not" ] && echo "    (must match /$regex/, must not match /$not/)" || echo "    (must match /$regex/)"
+        failures=$((failures + 1))
+    else
+        echo "ok   $name: exit $code: $(head -c 160 <<<"$out" | tr '\n' ' ')"
+    fi
+}
+
+# (a) NCCL absent, apt knows libnccl-dev: the plan installs it (and only it).
+detect FAKE_APT_NCCL=yes
+check "nccl_absent_package_available" 0 '^would install: libnccl-dev$'
+
+# (b) NCCL absent, no package: exit 3, one message naming libnccl-dev and NCCL_ROOT.
+detect FAKE_APT_NCCL=no
+check "nccl_absent_no_package" 3 'libnccl-dev.*NCCL_ROOT'
+[ "$(grep -c . <<<"$out")" -eq 1 ] || { echo "FAIL nccl_absent_no_package: more than one line"; failures=$((failures + 1)); }
+# Ubuntu 22.04's multiverse has libnccl-dev 2.11: older than the floor, so not installed.
+detect FAKE_APT_NCCL=old
+check "nccl_package_too_old" 3 'libnccl-dev.*2\.11\.4.*2\.14.*NCCL_ROOT'
+detect FAKE_APT_NCCL=epoch
+check "nccl_package_with_epoch" 0 '^would install: libnccl-dev$'
+detect FAKE_APT_NCCL=none
+check "nccl_absent_package_not_installable" 3 'libnccl-dev.*NCCL_ROOT'
+rm "$bin/apt-cache"
+detect
+check "nccl_absent_no_apt_cache" 3 'libnccl-dev.*NCCL_ROOT'
+fake apt-cache "$apt_cache"
+
+# (c) CMake older than cmake_minimum_required: exit 3 naming both versions and where to get one.
+nccl_header "$sys" 2.28.3
+detect FAKE_CMAKE_VERSION=3.22.1
+check "cmake_too_old" 3 '3\.22\.1.*3\.24.*pip install cmake'
+detect FAKE_CMAKE_VERSION=3.24.0
+check "cmake_at_floor" 0 '^nothing to install$'
+
+# (d) everything present: nothing to install, and without the dry run nothing said and apt never run.
+detect
+check "everything_present" 0 '^nothing to install$'
+out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT -u FWI_INSTALL_DRY_RUN PATH="$fake_path" FWI_NCCL_SEARCH_DIRS="$sys" FWI_INCLUDE_DIRS="$sys" \
+           "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages; echo done' bash "$common" 2>&1)"
+code=$?
+check "everything_present_real_run" 0 '^done$' 'install'
+
+# (e) nvcc older than CUDA 12.4: exit 3 naming both versions.
+detect FAKE_CUDA_VERSION=12.0
+check "cuda_too_old" 3 'CUDA 12\.0.*CUDA 12\.4'
+detect FAKE_CUDA_VERSION=12.4
+check "cuda_at_floor" 0 '^nothing to install$'
+detect FAKE_CUDA_VERSION=13.0
+check "cuda_newer_major" 0 '^nothing to install$'
+# CMake takes CUDACXX before the nvcc on PATH, and so do the scripts.
+mkdir -p "$tmp/cuda-12.8/bin"
+printf '#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n' >"$tmp/cuda-12.8/bin/nvcc"
+chmod +x "$tmp/cuda-12.8/bin/nvcc"
+detect FAKE_CUDA_VERSION=12.0 CUDACXX="$tmp/cuda-12.8/bin/nvcc"
+check "cuda_from_CUDACXX" 0 '^nothing to install$'
+
+# Where CMake's FindNCCL looks besides the system folders: NCCL_ROOT, NCCL_HOME, the CUDA toolkit's include.
+rm "$sys/nccl.h"
+nccl_header "$tmp/opt/nccl/include" 2.21.5
+detect NCCL_ROOT="$tmp/opt/nccl"
+check "nccl_in_NCCL_ROOT" 0 '^nothing to install$'
+detect NCCL_HOME="$tmp/opt/nccl"
+check "nccl_in_NCCL_HOME" 0 '^nothing to install$'
+nccl_header "$tmp/include" 2.28.3
+detect
+check "nccl_in_cuda_toolkit" 0 '^nothing to install$'
+rm "$tmp/include/nccl.h"
+# An NCCL older than find_package(NCCL 2.14): exit 3 naming both versions.
+nccl_header "$sys" 2.12.12
+detect
+check "nccl_too_old" 3 'NCCL 2\.12\.12.*NCCL 2\.14'
+
+# Several things missing at once: all in one plan.
+rm "$sys/nccl.h" "$sys/doctest/doctest.h" "$bin/mpirun"
+detect FAKE_APT_NCCL=yes
+check "several_missing" 0 '^would install: openmpi-bin doctest-dev libnccl-dev$'
+
+# Without the dry run, a fresh machine: apt-get update before concluding that no package has NCCL.
+# Nothing was installed above (every case was a dry run, or had nothing missing).
+[ ! -e "$tmp/apt-get.log" ] || { echo "FAIL: apt-get was run in a dry run: $(cat "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+real_run() {
+    out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT -u FWI_INSTALL_DRY_RUN PATH="$fake_path" FWI_NCCL_SEARCH_DIRS="$sys" \
+               FWI_INCLUDE_DIRS="$sys" "$@" "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages' bash "$common" 2>&1)"
+    code=$?
+}
+touch "$sys/doctest/doctest.h"
+ln -s "$bin/mpicxx" "$bin/mpirun"
+real_run FAKE_APT_UPDATE_ADDS_NCCL=yes
+check "fresh_lists_real_run" 3 "could not install libnccl-dev;"
+[ "$(cat "$tmp/apt-get.log" 2>/dev/null | cut -d' ' -f1 | paste -sd' ')" = "update update install" ] ||
+    { echo "FAIL fresh_lists_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
+real_run
+check "no_package_after_update_real_run" 3 'no package here provides libnccl-dev.*NCCL_ROOT' 'installing'
+[ "$(cat "$tmp/apt-get.log" 2>/dev/null)" = "update -qq" ] ||
+    { echo "FAIL no_package_after_update_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+if [ "$failures" -ne 0 ]; then
+    echo "$failures check(s) failed"
+    exit 1
+fi
+echo "all checks passed"
