@@ -4,7 +4,7 @@
 # program runs from its prefix.
 add_test(NAME ecosystem_cudaarchs_honoured
          COMMAND ${BASH_EXECUTABLE} -c
-                 "dir=$(mktemp -d) && CUDAARCHS='80;90' \"$0\" -S \"$1\" -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null && grep -x 'CMAKE_CUDA_ARCHITECTURES:STRING=80;90' \"$dir/CMakeCache.txt\"; status=$?; rm -rf \"$dir\"; exit $status"
+                 "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS='80;90' \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null && grep -x 'CMAKE_CUDA_ARCHITECTURES:STRING=80;90' \"$dir/CMakeCache.txt\"; status=$?; rm -rf \"$dir\"; exit $status"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 set_tests_properties(ecosystem_cudaarchs_honoured PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME ecosystem_install_runs_from_prefix
