@@ -6,8 +6,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdio>
-#include <string>
 
 namespace fwi {
 
