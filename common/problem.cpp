@@ -17,7 +17,7 @@ std::string Problem::summary() const {
 }
 
 const std::vector<std::string>& problem_preset_names() {
-    static const std::vector<std::string> names = {"default", "large", "small"};
+    static const std::vector<std::string> names = {"default", "large", "small", "comm"};
     return names;
 }
 
@@ -47,6 +47,28 @@ Problem problem_preset(const std::string& name) {
         p.src_x_last = 85;
         p.nrec = 48;
         p.rec_x_last = 95;
+        return p;
+    }
+    if (name == "comm") {
+        // Communication-bound: a 64 MiB gradient (2048 x 8192 floats) from only 150 time steps, so that
+        // summing the gradient takes as long as computing it when it goes through host memory (the
+        // comparison's problem where the pattern matters). The wave travels about 30 cells in 150 steps,
+        // so the interface is shallow (row 8) and the shots, receivers and update mask sit above it; a
+        // 20 Hz wavelet peaking at 0.05 s fits the short recording (5.0 cells per shortest wavelength).
+        p.nz = 2048;
+        p.nx = 8192;
+        p.nt = 150;
+        p.freq = 20.0;
+        p.delay = 0.05;
+        p.nshots = 4;
+        p.src_depth = 1;
+        p.src_x_first = 20;
+        p.src_x_last = 8171;
+        p.nrec = 512;
+        p.rec_depth = 2;
+        p.rec_x_last = 8191;
+        p.interface_depth = 8;
+        p.mask_rows = 3;
         return p;
     }
     std::string allowed;

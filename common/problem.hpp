@@ -42,7 +42,8 @@ struct Problem {
 };
 
 // Named problems: "default" (the classic small benchmark), "large" (1024 x 2048, 32 shots, for
-// scaling; does not fit one GPU in one batch), "small" (for verification and tests).
+// scaling; does not fit one GPU in one batch), "small" (for verification and tests), "comm" (2048 x 8192,
+// 4 shots, nt 150: communication-bound, a 64 MiB gradient from little compute).
 Problem problem_preset(const std::string& name);
 const std::vector<std::string>& problem_preset_names();
 

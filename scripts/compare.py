@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""The comparison's table: reads the RESULT JSON of every run scripts/compare.sh made and writes one table.
+"""The comparison's table: reads the RESULT JSON of every run scripts/compare.sh made and writes one table,
+each measured row beside what the scaling model (scripts/scaling_model.py) predicts for it.
 
 usage: python3 scripts/compare.py DIR
 
 DIR is compare.sh's output folder; DIR/runs/manifest.tsv lists the runs (tab-separated, with a header):
-  pattern  variant  gpus  status  json  log
-status is the run's exit code, "timeout" or "not-built"; json and log are paths relative to DIR/runs.
-Writes DIR/comparison.txt (the table as printed), comparison.md (the same as a Markdown table, to paste),
-comparison.csv, comparison.json (with DIR/machine.json, the env of the machine, when compare.sh wrote
-it), and comparison.png (speedup and combine share against the GPU count, one line per pattern and
-variant; left out with a warning when matplotlib is missing).
+  role  pattern  variant  gpus  status  json  log
+role is "fwi" (a row of the table), "batch" (01_single_gpu with fewer shots: the model's compute) or
+"sweep" (an allreduce sweep: the model's combine); status is the run's exit code, "timeout" or
+"not-built"; json and log are paths relative to DIR/runs.
+Writes DIR/comparison.txt (the table and the model's inputs, as printed), comparison.md (the table as
+Markdown, to paste), comparison.csv, comparison.json (with DIR/machine.json, the env of the machine,
+when compare.sh wrote it), and comparison.png (measured and predicted speedup, and the combine share,
+against the GPU count, one line per pattern and variant; left out with a warning when matplotlib is
+missing).
 
 Every RESULT is checked against its schema (docs/RESULT.md, scripts/result_schema.py) and only its
 fields are read; a RESULT that does not follow the schema shows the first problem as its row's status.
@@ -26,6 +30,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plotting import MISSING_HINT, import_matplotlib  # noqa: E402
 from result_schema import validate, validate_env  # noqa: E402
+import scaling_model  # noqa: E402
 
 BASELINE = "01_single_gpu"
 EXIT_MEANINGS = {"1": "verification failed", "2": "bad input", "3": "environment"}
@@ -34,14 +39,20 @@ COLUMNS = [  # key, heading, format
     ("variant", "variant", "{}"),
     ("gpus", "GPUs", "{}"),
     ("time_per_gradient_ms", "gradient (ms)", "{:.2f}"),
-    ("time_per_iteration_ms", "iteration (ms)", "{:.2f}"),
+    ("predicted_gradient_ms", "predicted (ms)", "{:.2f}"),
     ("speedup", "speedup vs 01", "{:.2f}"),
-    ("efficiency", "efficiency", "{:.0%}"),
-    ("grad_rel_diff", "grad rel diff", "{:.1e}"),
+    ("predicted_speedup", "predicted", "{:.2f}"),
+    ("prediction_error", "error", "{:+.0%}"),
+    ("biggest_loss", "biggest loss", "{}"),
     ("combine_share", "combine share", "{:.1%}"),
+    ("grad_rel_diff", "grad rel diff", "{:.1e}"),
     ("status", "status", "{}"),
 ]
-EXTRA_FIELDS = ["combine_ms", "speedup_in_run", "verified", "problem", "grid", "shots", "nt", "iterations", "log"]
+EXTRA_FIELDS = ["time_per_iteration_ms", "predicted_iteration_ms", "efficiency", "combine_ms",
+                "predicted_combine_ms", "compute_ms", "predicted_compute_ms", "largest_share", "speedup_in_run",
+                "verified", "problem", "grid", "shots", "nt", "iterations", "gradient_bytes", "log"]
+# A prediction further off than this gets a line under the table saying where the time went instead.
+PREDICTION_TOLERANCE = 0.10
 
 
 def read_manifest(runs_dir):
@@ -94,38 +105,159 @@ def schema_status(status, problems):
     return invalid if status == "ok" else status + "; " + invalid
 
 
-def build_rows(runs_dir):
-    """One row per run, in manifest order, with speedup and efficiency against 01's run."""
+def read_runs(runs_dir):
+    """(manifest entry, RESULT or None, status text) of every run, in manifest order."""
     runs = []
     for entry in read_manifest(runs_dir):
         result = read_json(os.path.join(runs_dir, entry["json"])) if entry["json"] else None
-        runs.append((entry, result))
-    baseline = next((field(r, "time_per_gradient_s") for e, r in runs
-                     if e["pattern"] == BASELINE and e["status"] == "0" and r), None)
+        status = status_text(entry["status"], result)
+        if result is not None:
+            if entry["status"] == "0" and field(result, "verified") is False:
+                status = "NOT VERIFIED"
+            status = schema_status(status, validate(result))
+        runs.append((entry, result if status == "ok" or entry["role"] == "fwi" else None, status))
+    return runs
+
+
+def build_rows(runs):
+    """One row per FWI run, in manifest order, with speedup and efficiency against 01's run."""
+    baseline = next((field(r, "time_per_gradient_s") for e, r, _ in runs
+                     if e["role"] == "fwi" and e["pattern"] == BASELINE and e["status"] == "0" and r), None)
     rows = []
-    for entry, result in runs:
+    for entry, result, status in runs:
+        if entry["role"] != "fwi":
+            continue
         row = {key: None for key, _, _ in COLUMNS}
         row.update({key: None for key in EXTRA_FIELDS})
-        row.update(pattern=entry["pattern"], variant=entry["variant"], gpus=int(entry["gpus"]),
-                   status=status_text(entry["status"], result), log=entry["log"])
+        row.update(pattern=entry["pattern"], variant=entry["variant"], gpus=int(entry["gpus"]), status=status,
+                   log=entry["log"])
         if result is not None:
             gradient_s = field(result, "time_per_gradient_s")
             row.update(time_per_gradient_ms=milliseconds(gradient_s),
                        time_per_iteration_ms=milliseconds(field(result, "time_per_iteration_s")),
+                       compute_ms=milliseconds(field(result, "phases_s.compute.max")),
                        combine_ms=milliseconds(field(result, "phases_s.combine.median")),
                        combine_share=field(result, "combine_share"),
                        grad_rel_diff=field(result, "verification.grad_rel_diff"),
                        speedup_in_run=field(result, "reference.speedup"), verified=field(result, "verified"),
                        grid=grid_text(field(result, "grid")),
-                       **{key: field(result, key) for key in ("problem", "shots", "nt", "iterations")})
+                       **{key: field(result, key) for key in ("problem", "shots", "nt", "iterations",
+                                                              "gradient_bytes")})
             if baseline and isinstance(gradient_s, (int, float)) and gradient_s > 0:
                 row["speedup"] = baseline / gradient_s
                 row["efficiency"] = row["speedup"] / row["gpus"]
-            if entry["status"] == "0" and row["verified"] is False:
-                row["status"] = "NOT VERIFIED"
-            row["status"] = schema_status(row["status"], validate(result))
         rows.append(row)
     return rows
+
+
+# ---- the scaling model's inputs and predictions ----
+
+class ModelInputs:
+    """What the model reads from one comparison: 01's compute phase per shot count (its own run and the
+    batch runs), 01's update phase and gradient time, and the verified allreduce sweeps by (program,
+    variant, GPUs)."""
+
+    def __init__(self, runs):
+        self.compute_of_shots, self.sweeps = {}, {}
+        self.update_s = self.baseline_s = None
+        for entry, result, status in runs:
+            if result is None or status != "ok":
+                continue
+            if entry["role"] in ("fwi", "batch") and entry["pattern"] == BASELINE:
+                self.compute_of_shots[result["shots"]] = field(result, "phases_s.compute.median")
+                if entry["role"] == "fwi":
+                    self.update_s = field(result, "phases_s.update.median")
+                    self.baseline_s = field(result, "time_per_gradient_s")
+            elif entry["role"] == "sweep":
+                self.sweeps[scaling_model.sweep_key(result) + (result["gpus"],)] = result
+
+    def missing_for(self, row):
+        """Why this row cannot be predicted ("" when it can)."""
+        source = scaling_model.COMBINE_SWEEP.get((row["pattern"], row["variant"]))
+        if source is None:
+            return "no combine sweep is known for this pattern"
+        if row["shots"] is None or row["gradient_bytes"] is None:
+            return "no RESULT"
+        if self.update_s is None or row["shots"] not in self.compute_of_shots:
+            return "no verified 01_single_gpu run of all %s shots" % row["shots"]
+        share = scaling_model.largest_share(row["shots"], row["gpus"])
+        if share not in self.compute_of_shots:
+            return "no verified 01_single_gpu run of %d shots" % share
+        if source + (row["gpus"],) not in self.sweeps:
+            return "no verified %s %s sweep on %d GPUs" % (source + (row["gpus"],))
+        return ""
+
+    def predict(self, row):
+        sweep = self.sweeps[scaling_model.COMBINE_SWEEP[(row["pattern"], row["variant"])] + (row["gpus"],)]
+        fit = scaling_model.combine_from_sweep(sweep, row["gradient_bytes"])
+        return scaling_model.predict(row["shots"], row["gpus"], self.compute_of_shots, fit["predicted_s"],
+                                     self.update_s)
+
+
+def add_predictions(rows, inputs):
+    """Fills the predicted columns of every row but 01's; returns a list of notes: rows the model could
+    not predict and rows it missed by more than PREDICTION_TOLERANCE, each with the reason."""
+    notes = []
+    for row in rows:
+        if row["pattern"] == BASELINE or row["time_per_gradient_ms"] is None:
+            continue
+        label = "%s %s%d GPU(s)" % (row["pattern"], row["variant"] + ", " if row["variant"] else "", row["gpus"])
+        missing = inputs.missing_for(row)
+        if missing:
+            notes.append("%s: not predicted: %s" % (label, missing))
+            continue
+        model = inputs.predict(row)
+        loss_name, loss_s = scaling_model.biggest_loss(model["losses"])
+        row.update(predicted_gradient_ms=1e3 * model["gradient"], predicted_iteration_ms=1e3 * model["iteration"],
+                   predicted_compute_ms=1e3 * model["compute"], predicted_combine_ms=1e3 * model["combine"],
+                   largest_share=model["largest_share"],
+                   predicted_speedup=inputs.baseline_s / model["gradient"],
+                   prediction_error=row["time_per_gradient_ms"] / (1e3 * model["gradient"]) - 1,
+                   biggest_loss="%s %.2f ms" % (loss_name, 1e3 * loss_s))
+        if abs(row["prediction_error"]) > PREDICTION_TOLERANCE:
+            notes.append("%s: measured %.2f ms, predicted %.2f ms (%+.0f%%): %s" % (
+                label, row["time_per_gradient_ms"], row["predicted_gradient_ms"], 100 * row["prediction_error"],
+                where_the_time_went(row)))
+    return notes
+
+
+def where_the_time_went(row):
+    """The phase whose measured time is furthest from the model's, in words."""
+    gaps = [("compute (slowest GPU)", row["compute_ms"], row["predicted_compute_ms"], "01 with the same shots"),
+            ("combine", row["combine_ms"], row["predicted_combine_ms"], "its allreduce sweep")]
+    gaps = [g for g in gaps if g[1] is not None]
+    if not gaps:
+        return "the RESULT has no phases"
+    name, measured, predicted, source = max(gaps, key=lambda g: abs(g[1] - g[2]))
+    rest = row["time_per_gradient_ms"] - sum(g[1] for g in gaps)
+    return "its %s took %.2f ms in the run against %.2f ms from %s (wait and the rest: %.2f ms)" % (
+        name, measured, predicted, source, rest)
+
+
+def describe_inputs(inputs, rows):
+    """The model's inputs as printed under the table: compute per shot count, update, and every fit used."""
+    lines = ["scaling model (scripts/scaling_model.py): gradient on N GPUs = compute of the largest share of the "
+             "shots on one GPU + combine of G bytes (alpha + G/beta, from the pattern's allreduce sweep)"]
+    if inputs.compute_of_shots:
+        lines.append("  compute on one GPU (01_single_gpu, --nshots): " + ", ".join(
+            "%d shots %.2f ms (%.2f per shot)" % (k, 1e3 * t, 1e3 * t / k)
+            for k, t in sorted(inputs.compute_of_shots.items(), reverse=True)))
+    if inputs.update_s is not None:
+        lines.append("  update (01_single_gpu, not divided by N): %.3f ms" % (1e3 * inputs.update_s))
+    gradient_bytes = next((r["gradient_bytes"] for r in rows if r["gradient_bytes"]), None)
+    if gradient_bytes is None:
+        return lines
+    lines.append("  combine of G = %d B (the gradient), on the line through two sizes of each sweep:" % gradient_bytes)
+    for (program, variant, gpus), sweep in sorted(inputs.sweeps.items()):
+        try:
+            fit = scaling_model.combine_from_sweep(sweep, gradient_bytes)
+        except ValueError as error:
+            lines.append("    %s %s, %d GPU(s): %s" % (program, variant, gpus, error))
+            continue
+        lines.append("    %-24s %-10s %d GPU(s): %.3f ms (alpha %8.1f us, beta %7.2f GB/s, through %d and %d B)" % (
+            program, variant, gpus, 1e3 * fit["predicted_s"], 1e6 * fit["alpha_s"], fit["beta_Bps"] / 1e9,
+            *fit["sizes"]))
+    return lines
 
 
 def cell(row, key, fmt):
@@ -179,34 +311,39 @@ def write_csv(path, rows):
     write_text(path, text.getvalue())
 
 
-def series(rows):
-    """(label, [(gpus, row)]) per pattern and variant, for the chart; 01 (one point) is left out."""
-    lines = {}
-    for row in rows:
-        if row["pattern"] != BASELINE and row["speedup"] is not None:
-            label = row["pattern"] + (" " + row["variant"] if row["variant"] else "")
-            lines.setdefault(label, []).append((row["gpus"], row))
-    return sorted(lines.items())
-
-
-def draw_chart(plt, path, rows, title):
-    lines = series(rows)
-    if not lines:
+def draw_chart(plt, path, rows, title, machine):
+    """One panel per GPU count: per pattern and variant, the measured speedup (solid bar) beside the model's
+    (hatched), with the ideal, N, as a dotted line; the combine share is written at the end of each bar."""
+    counts = sorted({r["gpus"] for r in rows if r["pattern"] != BASELINE and r["speedup"] is not None})
+    if not counts:
         return False
-    most_gpus = max(row["gpus"] for row in rows)
-    fig, (speedup_ax, share_ax) = plt.subplots(1, 2, figsize=(13, 5))
-    speedup_ax.plot([1, most_gpus], [1, most_gpus], "k--", linewidth=1, label="ideal")
-    for label, points in lines:
-        gpus = [g for g, _ in points]
-        speedup_ax.plot(gpus, [r["speedup"] for _, r in points], marker="o", label=label)
-        share_ax.plot(gpus, [100 * (r["combine_share"] or 0) for _, r in points], marker="o", label=label)
-    speedup_ax.set(xlabel="GPUs", ylabel="speedup vs 01_single_gpu", title="speedup: " + title)
-    share_ax.set(xlabel="GPUs", ylabel="combine share of an iteration (%)", title="time spent combining")
-    for ax in (speedup_ax, share_ax):
-        ax.set_xticks(range(1, most_gpus + 1))
-        ax.grid(True, alpha=0.3)
-    speedup_ax.legend(fontsize=8)
-    fig.tight_layout()
+    labels = sorted({r["pattern"] + (" " + r["variant"] if r["variant"] else "") for r in rows
+                     if r["pattern"] != BASELINE and r["speedup"] is not None})
+    fig, axes = plt.subplots(1, len(counts), figsize=(6.5 * len(counts), 0.45 * len(labels) + 2.2), squeeze=False)
+    for ax, gpus in zip(axes[0], counts):
+        by_label = {r["pattern"] + (" " + r["variant"] if r["variant"] else ""): r for r in rows
+                    if r["gpus"] == gpus and r["pattern"] != BASELINE}
+        for k, label in enumerate(labels):
+            row = by_label.get(label)
+            if row is None or row["speedup"] is None:
+                continue
+            ax.barh(k + 0.2, row["speedup"], height=0.4, color="tab:blue", label="measured" if k == 0 else None)
+            if row["predicted_speedup"] is not None:
+                ax.barh(k - 0.2, row["predicted_speedup"], height=0.4, color="white", edgecolor="tab:orange",
+                        hatch="//", label="predicted" if k == 0 else None)
+            ax.text(max(row["speedup"], row["predicted_speedup"] or 0) + 0.02 * gpus, k,
+                    "combine %.0f%%" % (100 * (row["combine_share"] or 0)), va="center", fontsize=8)
+        ax.axvline(gpus, color="k", linestyle=":", linewidth=1, label="ideal (%d)" % gpus)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels if gpus == counts[0] else [""] * len(labels), fontsize=8)
+        ax.set_xlim(0, gpus * 1.35)
+        ax.set(xlabel="speedup vs 01_single_gpu", title="%d GPU%s" % (gpus, "s" if gpus > 1 else ""))
+        ax.grid(True, axis="x", alpha=0.3)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, [n.split(" (")[0] for n in names], loc="lower center", ncol=3, fontsize=8)
+    gpu_names = sorted({g["name"] for g in (machine or {}).get("gpus", [])})
+    fig.suptitle("problem %s: measured and predicted speedup%s" % (title, " on " + ", ".join(gpu_names) if gpu_names else ""))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     replace_atomically(path, lambda temporary: fig.savefig(temporary, dpi=100, format="png"))
     plt.close(fig)
     return True
@@ -219,29 +356,39 @@ def main(argv):
         return 2
     directory = argv[1]
     _, plt = import_matplotlib()  # first: it may run this script again under another python3
-    rows = build_rows(os.path.join(directory, "runs"))
+    runs = read_runs(os.path.join(directory, "runs"))
+    rows = build_rows(runs)
+    inputs = ModelInputs(runs)
+    notes = add_predictions(rows, inputs)
     machine = read_json(os.path.join(directory, "machine.json"))
     if machine is not None and validate_env(machine):
         print("warning: %s/machine.json: %s" % (directory, "; ".join(validate_env(machine))), file=sys.stderr)
     problems = sorted({r["problem"] for r in rows if r["problem"]})
     title = ", ".join(problems) if problems else "no results"
-    table = format_table(rows)
-    print(table)
-    write_text(os.path.join(directory, "comparison.txt"), table + "\n")
+    text = "\n".join([format_table(rows)] + notes + [""] + describe_inputs(inputs, rows))
+    failed_inputs = ["%s %s %s GPU(s) (%s): %s" % (e["role"], e["pattern"], e["variant"], e["gpus"], e["log"], s)
+                     for e, _, s in runs if e["role"] != "fwi" and s != "ok"]
+    if failed_inputs:
+        text += "\nmodel inputs that did not finish verified (their rows are not predicted):\n  " + \
+            "\n  ".join(failed_inputs)
+    print(text)
+    write_text(os.path.join(directory, "comparison.txt"), text + "\n")
     write_text(os.path.join(directory, "comparison.md"), format_markdown(rows) + "\n")
     write_csv(os.path.join(directory, "comparison.csv"), rows)
     write_text(os.path.join(directory, "comparison.json"),
-               json.dumps({"problem": title, "machine": machine, "rows": rows}, indent=1) + "\n")
+               json.dumps({"problem": title, "machine": machine, "rows": rows, "notes": notes,
+                           "model": {"compute_of_shots_s": inputs.compute_of_shots, "update_s": inputs.update_s}},
+                          indent=1) + "\n")
     written = "comparison.txt, .md, .csv, .json"
     if plt is None:
         print("warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)
-    elif draw_chart(plt, os.path.join(directory, "comparison.png"), rows, title):
+    elif draw_chart(plt, os.path.join(directory, "comparison.png"), rows, title, machine):
         written += ", .png"
     print("wrote %s to %s/" % (written, directory))
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         print("%d of %d runs did not finish verified; their logs are in %s/runs/" % (len(failed), len(rows), directory))
-    return 1 if failed else 0
+    return 1 if failed or failed_inputs else 0
 
 
 if __name__ == "__main__":

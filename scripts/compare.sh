@@ -2,14 +2,18 @@
 # The suite's main job, the cross-pattern comparison: builds everything, then runs 01_single_gpu and the
 # multi-GPU patterns (03 with each host-staged combine, 04 with both drivers, 05, 06) on the same problem
 # for 1, 2, ... up to all visible GPUs, each with --json, and prints one table from their RESULT objects:
-# time per gradient and iteration, speedup against 01's run, efficiency, gradient rel diff against the
-# single-GPU reference, and the share of an iteration spent combining. The table is also written as
-# text, Markdown, CSV and JSON, with a PNG chart of speedup against GPU count (scripts/compare.py); the
-# machine is described in machine.json (the env object of docs/RESULT.md) and machine.txt (nvidia-smi).
+# time per gradient, speedup against 01's run beside the scaling model's prediction (scripts/
+# scaling_model.py) and the row's biggest loss, the share of an iteration spent combining and the
+# gradient rel diff against the single-GPU reference. The model's inputs are measured here too: 01 with
+# each GPU count's largest share of the shots, and the allreduce sweeps (02 nccl, 03 per combine, 05)
+# around the gradient's size on each GPU count. The table is also written as text, Markdown, CSV and
+# JSON, with a PNG chart of measured and predicted speedup (scripts/compare.py); the machine is described
+# in machine.json (the env object of docs/RESULT.md) and machine.txt (nvidia-smi).
 #
-# usage: scripts/compare.sh [--problem default|large|small] [--gpus 1,2,4] [--iterations N]
+# usage: scripts/compare.sh [--problem default|large|small|comm] [--gpus 1,2,4] [--iterations N]
 #                           [--reference yes|no] [--run-timeout S] [--out DIR]
-#   --problem      the problem every program runs (default: default; large is the scaling problem)
+#   --problem      the problem every program runs (default: default; large is the scaling problem, comm
+#                  the communication-bound one, where the combine is as long as the compute)
 #   --gpus         the GPU counts to run (default: 1 to all visible)
 #   --iterations   timed iterations per run, after a warm-up (default: 3)
 #   --reference    whether each multi-GPU program also runs its in-process single-GPU reference, which
@@ -22,7 +26,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-usage() { sed -n '10,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '13,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the flags)" >&2; exit 2; }
 
 problem=default gpu_list="" iterations=3 reference="" run_timeout="" out=""
@@ -43,7 +47,7 @@ while [ $# -gt 0 ]; do
         *) bad_flag "unknown flag '$1'" ;;
     esac
 done
-case "$problem" in default|large|small) ;; *) bad_flag "--problem: '$problem' is not one of default|large|small" ;; esac
+case "$problem" in default|large|small|comm) ;; *) bad_flag "--problem: '$problem' is not one of default|large|small|comm" ;; esac
 [[ "$iterations" =~ ^[1-9][0-9]{0,3}$ ]] || bad_flag "--iterations: '$iterations' is not an integer in 1..9999"
 [ -n "$reference" ] || { [ "$problem" = large ] && reference=no || reference=yes; }
 case "$reference" in yes|no) ;; *) bad_flag "--reference: '$reference' is not one of yes|no" ;; esac
@@ -99,7 +103,7 @@ else
     rm -f "$out/machine.json.tmp.$$"  # ours, just made
     echo "compare: warning: visible_gpus --env-json failed, so no new machine.json" >&2
 fi
-printf 'pattern\tvariant\tgpus\tstatus\tjson\tlog\n' >"$runs/manifest.tsv"
+printf 'role\tpattern\tvariant\tgpus\tstatus\tjson\tlog\n' >"$runs/manifest.tsv"
 echo "compare: problem $problem, GPU counts $gpu_counts, $iterations iterations per run, reference: $reference"
 echo "compare: $visible x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); logs and RESULT files in $runs/"
 
@@ -111,14 +115,16 @@ common_flags=(--problem "$problem" --iterations "$iterations")
 reference_flags=()
 [ "$reference" = no ] && reference_flags=(--no-reference)
 
-# run_one PATTERN VARIANT GPUS mpi|direct PROGRAM ARGS...: one run under the timeout, recorded in the
-# manifest with its exit status ("timeout" when stopped, "not-built" when the program is missing).
+# run_one ROLE PATTERN VARIANT GPUS mpi|direct PROGRAM ARGS...: one run under the timeout, recorded in the
+# manifest with its exit status ("timeout" when stopped, "not-built" when the program is missing). ROLE:
+# fwi (a row of the table), batch or sweep (an input of the scaling model).
 run_one() {
-    local pattern="$1" variant="$2" gpus="$3" launch="$4" program="$5"
-    shift 5
+    local role="$1" pattern="$2" variant="$3" gpus="$4" launch="$5" program="$6"
+    shift 6
     local name="$pattern${variant:+-$variant}-${gpus}gpu"
+    [ "$role" = fwi ] || name="$role-$name"
     local status line
-    printf '%-22s %-10s %d GPU(s): ' "$pattern" "${variant:--}" "$gpus"
+    printf '%-5s %-22s %-10s %d GPU(s): ' "$role" "$pattern" "${variant:--}" "$gpus"
     if [ ! -x "$program" ]; then
         status=not-built
         line="not built ($program)"
@@ -130,7 +136,7 @@ run_one() {
         timeout --kill-after=30 "$run_timeout" "${command[@]}" >>"$runs/$name.log" 2>&1
         status=$?
         case $status in
-            0) line="$(grep -E 'speedup:|per gradient' "$runs/$name.log" | tail -n 1)" ;;
+            0) line="$(grep -E 'speedup:|per gradient|Avg bus bandwidth' "$runs/$name.log" | tail -n 1)" ;;
             124) status=timeout ;;
             137) [ $((SECONDS - start)) -ge "$run_timeout" ] && status=timeout ;;  # killed after the grace
         esac
@@ -142,30 +148,60 @@ run_one() {
         line="$line [$((SECONDS - start)) s]"
     fi
     echo "$line"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$pattern" "$variant" "$gpus" "$status" "$name.json" "$name.log" \
-        >>"$runs/manifest.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$role" "$pattern" "$variant" "$gpus" "$status" "$name.json" \
+        "$name.log" >>"$runs/manifest.tsv"
 }
 
-run_one 01_single_gpu "" 1 direct "$bin/01_single_gpu/01_single_gpu" "${common_flags[@]}" --out "$runs/01_single_gpu"
+run_one fwi 01_single_gpu "" 1 direct "$bin/01_single_gpu/01_single_gpu" "${common_flags[@]}" --out "$runs/01_single_gpu"
 for variant in pageable pinned pipelined; do
     for n in $gpu_counts; do
-        run_one 03_host_staged_mpi "$variant" "$n" mpi "$bin/03_host_staged_mpi/03_host_staged_mpi" \
+        run_one fwi 03_host_staged_mpi "$variant" "$n" mpi "$bin/03_host_staged_mpi/03_host_staged_mpi" \
             "${common_flags[@]}" "${reference_flags[@]}" --combine "$variant"
     done
 done
 for driver in threads group; do
     for n in $gpu_counts; do
-        run_one 04_nccl_threads "$driver" "$n" direct "$bin/04_nccl_threads/04_nccl_threads" \
+        run_one fwi 04_nccl_threads "$driver" "$n" direct "$bin/04_nccl_threads/04_nccl_threads" \
             "${common_flags[@]}" "${reference_flags[@]}" --gpus "$n" --driver "$driver"
     done
 done
 for n in $gpu_counts; do
-    run_one 05_nccl_mpi "" "$n" mpi "$bin/05_nccl_mpi/05_nccl_mpi" "${common_flags[@]}" "${reference_flags[@]}"
+    run_one fwi 05_nccl_mpi "" "$n" mpi "$bin/05_nccl_mpi/05_nccl_mpi" "${common_flags[@]}" "${reference_flags[@]}"
 done
 for n in $gpu_counts; do
-    run_one 06_fwi_shot_parallel "" "$n" mpi "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" \
+    run_one fwi 06_fwi_shot_parallel "" "$n" mpi "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" \
         "${common_flags[@]}" "${reference_flags[@]}" --no-plots --save-every 0 --out "$runs/06_fwi_shot_parallel-${n}gpu"
 done
+
+# The scaling model's inputs (scripts/scaling_model.py). The problem's shots and gradient bytes come from
+# 01's RESULT. Compute: 01 with the largest share of the shots of each GPU count (ceil(shots / N), as
+# split_shots gives out). Combine: every allreduce sweep the model maps a pattern to, on each GPU count,
+# from G/8 to 2G doubling (G: the gradient's bytes).
+result_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$2" "$1" 2>/dev/null; }
+shots=$(result_field shots "$runs/01_single_gpu-1gpu.json")
+gradient_bytes=$(result_field gradient_bytes "$runs/01_single_gpu-1gpu.json")
+if [ -z "$shots" ] || [ -z "$gradient_bytes" ]; then
+    echo "compare: 01_single_gpu left no RESULT, so the scaling model's inputs are not measured"
+else
+    sweep_flags=(-b $((gradient_bytes / 8)) -e $((gradient_bytes * 2)) -f 2)
+    measured_shares=" $shots "  # 01's own run measured all the shots
+    for n in $gpu_counts; do
+        share=$(( (shots + n - 1) / n ))
+        [[ "$measured_shares" == *" $share "* ]] && continue
+        measured_shares+="$share "
+        run_one batch 01_single_gpu "${share}-shots" 1 direct "$bin/01_single_gpu/01_single_gpu" \
+            "${common_flags[@]}" --nshots "$share" --out "$runs/01_single_gpu-${share}-shots"
+    done
+    for n in $gpu_counts; do
+        run_one sweep 02_allreduce_primitives nccl "$n" direct "$bin/02_allreduce_primitives/02_allreduce_primitives" \
+            --variants nccl -g "$n" "${sweep_flags[@]}"
+        for variant in pageable pinned pipelined; do
+            run_one sweep 03_host_staged_mpi "$variant" "$n" mpi "$bin/03_host_staged_mpi/03_host_staged_mpi" \
+                --bench-allreduce --combine "$variant" "${sweep_flags[@]}"
+        done
+        run_one sweep 05_nccl_mpi nccl "$n" mpi "$bin/05_nccl_mpi/05_nccl_mpi" --bench-allreduce "${sweep_flags[@]}"
+    done
+fi
 
 echo
 python3 "$ROOT/scripts/compare.py" "$out"

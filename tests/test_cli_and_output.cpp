@@ -52,7 +52,7 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--dt", "0.002"}, "--dt: 0.002 s is unstable"},
         {{"--bogus"}, "unknown flag '--bogus'"},
         {{"--nx"}, "--nx: missing value"},
-        {{"--problem", "huge"}, "--problem: 'huge' is not one of default|large|small"},
+        {{"--problem", "huge"}, "--problem: 'huge' is not one of default|large|small|comm"},
         {{"--model", "marmousi"}, "--model: 'marmousi' is not one of"},
         {{"--rec-depth", "384"}, "--rec-depth: 384 is outside the grid; allowed 0..383"},
         {{"--src-x-last", "600"}, "--src-x-last: 600 is outside the grid"},

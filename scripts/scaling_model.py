@@ -1,0 +1,109 @@
+"""The comparison's scaling model: what one gradient on N GPUs should take, from measurements that do not
+need the N-GPU run.
+
+    predicted gradient(N) = compute(m) + combine(G, N)
+        S            shots of the problem, split over N GPUs as split_shots does (common/shot_split.cpp):
+        m = ceil(S/N)  the largest share, which every other GPU waits for
+        compute(m)   01_single_gpu's compute phase with m shots on one GPU (01 --nshots m). Not S/N times
+                     compute(S): fewer shots per launch keep the GPU less busy (the batch efficiency)
+        combine(G,N) alpha + G / beta, from the pattern's own allreduce sweep on N GPUs (02, 03 or 05,
+                     whichever runs the same combine: COMBINE_SWEEP): the line through the sweep's two sizes
+                     that bracket G, the gradient's bytes (G itself and 2G: compare.sh's sweeps include G, so
+                     the model takes the sweep's time at G; alpha and beta say how it splits into a start-up
+                     time and a bandwidth there). Not one line fitted to all sizes: MPI libraries switch
+                     algorithms between sizes (Open MPI's host allreduce runs at 1.5 GB/s to 16 MiB and at
+                     0.9 GB/s from 64 MiB on 2 x H200), which no single alpha and beta describe
+    predicted iteration(N) = predicted gradient(N) + update, 01's update phase (every GPU updates the whole
+                     model, so it does not shrink with N)
+    predicted speedup = 01's gradient / predicted gradient(N)
+
+Against the ideal, 01's gradient / N, the prediction loses three things, which add up to the difference:
+    batch efficiency  b * (compute(m)/m - compute(S)/S), b = S/N: the per-shot cost of smaller batches
+    imbalance         (m - b) * compute(m)/m: the GPUs with fewer shots idle while the largest share runs
+    combine           combine(G, N)
+The largest of them is the row's biggest loss. Nothing here reads a GPU; compare.py feeds it the RESULT
+files of one comparison (docs/RESULT.md).
+"""
+import math
+
+# Which sweep measures each pattern's combine: (pattern, variant) -> (sweep program, sweep variant).
+# 04 sums with ncclAllReduce inside one process, as 02's nccl variant does; 06 uses NCCL over MPI as 05.
+COMBINE_SWEEP = {
+    ("03_host_staged_mpi", "pageable"): ("03_host_staged_mpi", "pageable"),
+    ("03_host_staged_mpi", "pinned"): ("03_host_staged_mpi", "pinned"),
+    ("03_host_staged_mpi", "pipelined"): ("03_host_staged_mpi", "pipelined"),
+    ("04_nccl_threads", "threads"): ("02_allreduce_primitives", "nccl"),
+    ("04_nccl_threads", "group"): ("02_allreduce_primitives", "nccl"),
+    ("05_nccl_mpi", ""): ("05_nccl_mpi", "nccl"),
+    ("06_fwi_shot_parallel", ""): ("05_nccl_mpi", "nccl"),
+}
+
+# The sweep's sizes around the gradient's G bytes: G/8 .. 2G, doubling (compare.sh runs them; the sizes
+# below G show where the library changes its algorithm, G and 2G give the model's line).
+SWEEP_BELOW, SWEEP_ABOVE = 8, 2
+
+
+def sweep_range(gradient_bytes):
+    """(smallest, largest) bytes of the sweep compare.sh runs for a G-byte gradient."""
+    return gradient_bytes // SWEEP_BELOW, gradient_bytes * SWEEP_ABOVE
+
+
+def sweep_key(sweep_result):
+    """(program, variant) of an allreduce_sweep RESULT, as COMBINE_SWEEP names it ("pipelined 1024KiB x1" is
+    "pipelined")."""
+    return sweep_result["pattern"], sweep_result["variant"].split(" ")[0]
+
+
+def largest_share(shots, gpus):
+    return -(-shots // gpus)
+
+
+def line_through(first, second):
+    """alpha (s) and beta (bytes/s) of time = alpha + bytes / beta through two (bytes, seconds) points.
+    alpha comes out negative where the time grows faster than linearly between them."""
+    (n1, t1), (n2, t2) = first, second
+    if n1 == n2:
+        raise ValueError("an alpha-beta line needs two different sizes, got %d twice" % n1)
+    slope = (t2 - t1) / (n2 - n1)
+    return t1 - slope * n1, (1.0 / slope if slope > 0 else math.inf)
+
+
+def combine_time(alpha, beta, nbytes):
+    return alpha + nbytes / beta
+
+
+def combine_from_sweep(sweep_result, gradient_bytes):
+    """The model's combine of a G-byte gradient from one allreduce sweep: a dict with alpha_s, beta_Bps and
+    predicted_s, the time at G on the line through the two sizes bracketing G (G and the next size when the
+    sweep has G; the two nearest sizes on one side when G lies outside the sweep)."""
+    points = sorted((row["bytes"], row["time_s"]) for row in sweep_result["sizes"])
+    if len(points) < 2:
+        raise ValueError("the sweep has %d size(s); the model needs two" % len(points))
+    above = next((k for k, (n, _) in enumerate(points) if n > gradient_bytes), len(points) - 1)
+    above = max(above, 1)
+    alpha, beta = line_through(points[above - 1], points[above])
+    return {"alpha_s": alpha, "beta_Bps": beta, "predicted_s": combine_time(alpha, beta, gradient_bytes),
+            "sizes": (points[above - 1][0], points[above][0])}
+
+
+def predict(shots, gpus, compute_of_shots, combine_s, update_s):
+    """The model's figures for one row. compute_of_shots: {shots on one GPU: compute seconds}, holding the
+    problem's S and ceil(S/gpus). Returns a dict of seconds: compute, combine, gradient, iteration, ideal
+    (01's gradient / N, with 01's gradient = compute(S)), and losses {batch efficiency, imbalance,
+    combine}."""
+    m = largest_share(shots, gpus)
+    balanced = shots / gpus
+    compute_all, compute_share = compute_of_shots[shots], compute_of_shots[m]
+    gradient = compute_share + combine_s
+    losses = {
+        "batch efficiency": balanced * (compute_share / m - compute_all / shots),
+        "imbalance": (m - balanced) * compute_share / m,
+        "combine": combine_s,
+    }
+    return {"largest_share": m, "compute": compute_share, "combine": combine_s, "gradient": gradient,
+            "iteration": gradient + update_s, "ideal": compute_all / gpus, "losses": losses}
+
+
+def biggest_loss(losses):
+    """(name, seconds) of the largest loss."""
+    return max(losses.items(), key=lambda item: item[1])
