@@ -1,16 +1,19 @@
 // The parts of the NCCL helpers (common/nccl_comm.hpp) and of the shot-parallel code that run without a
 // GPU: the wait's timeout logic on a fake clock, the failure messages, the NCCL version string (the
-// library answers without a GPU), and the split of the shots over GPUs.
+// library answers without a GPU), the --transport flag of 05 and 06, and the split of the shots over GPUs.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "errors.hpp"
 #include "nccl_comm.hpp"
+#include "run_env.hpp"
 #include "shot_parallel.hpp"
 
 using namespace fwi;
@@ -106,6 +109,44 @@ TEST_CASE("the NCCL version string reads like NCCL 2.x.y") {
     const std::string version = nccl_version_string();
     CHECK(version.rfind("NCCL 2.", 0) == 0);
     CHECK(std::count(version.begin(), version.end(), '.') == 2);
+}
+
+TEST_CASE("--transport network turns NCCL's peer and shared-memory transports off, and the RESULT's env shows it") {
+    unsetenv("NCCL_P2P_DISABLE");
+    unsetenv("NCCL_SHM_DISABLE");
+    std::string transport = "auto";
+    ArgParser parser("test", "");
+    add_nccl_transport_flag(parser, transport);
+    const char* auto_argv[] = {"test"};
+    REQUIRE(parser.parse(1, auto_argv));
+    CHECK(apply_nccl_transport(transport).rfind("transport: auto", 0) == 0);
+    CHECK(std::getenv("NCCL_P2P_DISABLE") == nullptr);  // auto leaves NCCL's choice alone
+    CHECK(std::getenv("NCCL_SHM_DISABLE") == nullptr);
+
+    ArgParser network_parser("test", "");
+    add_nccl_transport_flag(network_parser, transport);
+    setenv("NCCL_P2P_DISABLE", "0", 1);  // an explicit --transport network wins over the environment
+    const char* network_argv[] = {"test", "--transport", "network"};
+    REQUIRE(network_parser.parse(3, network_argv));
+    CHECK(apply_nccl_transport(transport) ==
+          "transport: network (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: what crossing nodes costs, measured on one "
+          "host)");
+    CHECK(std::string(std::getenv("NCCL_P2P_DISABLE")) == "1");
+    CHECK(std::string(std::getenv("NCCL_SHM_DISABLE")) == "1");
+    const std::string env = run_env_json().str();
+    CHECK(env.find(R"("NCCL_P2P_DISABLE": "1")") != std::string::npos);
+    CHECK(env.find(R"("NCCL_SHM_DISABLE": "1")") != std::string::npos);
+    unsetenv("NCCL_P2P_DISABLE");
+    unsetenv("NCCL_SHM_DISABLE");
+}
+
+TEST_CASE("--transport refuses anything but auto and network, naming the flag") {
+    std::string transport = "auto";
+    ArgParser parser("test", "");
+    add_nccl_transport_flag(parser, transport);
+    const char* argv[] = {"test", "--transport", "ib"};
+    CHECK_THROWS_WITH_AS(parser.parse(3, argv), doctest::Contains("--transport: 'ib' is not one of auto|network"),
+                         UsageError);
 }
 
 TEST_CASE("the shots split over GPUs evenly and unevenly, every shot once, in order") {

@@ -11,6 +11,8 @@
 // its GPU; --iterations times. Then the ranks' models are compared, and rank 0 runs the single-GPU
 // reference and checks against it.
 // --bench-allreduce: ncclAllReduce over a sweep of sizes, in 02's table (allreduce_bench.cu).
+// --transport network: NCCL's network transport even between the GPUs of one host (what crossing nodes
+// costs), in both modes.
 // What you should see: the ranks and their GPUs, the misfit falling, the speedup over the single-GPU
 // reference and "verified"; or the bandwidth table with 0 in #wrong.
 #include <mpi.h>
@@ -41,6 +43,8 @@ namespace {
 struct Options : ShotParallelOptions {
     bool verbose = false;
     bool bench_allreduce = false;
+    std::string transport = "auto";
+    std::string transport_line;  // what apply_nccl_transport did, for the start-up lines
     AllreduceSweepOptions sweep;
 };
 
@@ -83,6 +87,7 @@ void print_layout(int rank, int ranks, int device, const std::string& shots) {
 void print_header(const char* mode, const Options& o, int ranks) {
     std::printf("05_nccl_mpi: %s, %d rank%s (one GPU each), %s\n", mode, ranks, ranks > 1 ? "s" : "",
                 nccl_version_string().c_str());
+    std::printf("  %s\n", o.transport_line.c_str());
     if (o.verbose) std::printf("  %s\n", nccl_transport_hint().c_str());
 }
 
@@ -157,6 +162,7 @@ int main(int argc, char** argv) {
         parser.add_switch("--verbose", &options.verbose, "print how to see which transport NCCL uses");
         parser.add_switch("--bench-allreduce", &options.bench_allreduce,
                           "instead of FWI: ncclAllReduce over a sweep of sizes (02's table)");
+        add_nccl_transport_flag(parser, options.transport);
         add_allreduce_sweep_flags(parser, options.sweep);
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
         validate(problem);
@@ -165,6 +171,7 @@ int main(int argc, char** argv) {
         if (fault.rank >= world_size())
             throw UsageError("--test-fault: rank " + std::to_string(fault.rank) + " does not exist; allowed 0.." +
                              std::to_string(world_size() - 1));
+        options.transport_line = apply_nccl_transport(options.transport);  // every rank, before NCCL starts
         return options.bench_allreduce ? run_bench(options) : run_fwi(problem, options, fault);
     });
 }

@@ -49,6 +49,7 @@ struct Options : ShotParallelOptions {
     std::string resume;
     bool overwrite = false;
     bool no_plots = false;
+    std::string transport = "auto";
 };
 
 // ---- the combine -----------------------------------------------------------------------------------
@@ -163,7 +164,9 @@ std::string shots_per_rank(int nshots, int ranks) {
 
 int run_fwi(const Problem& p, const Options& o) {
     // 1. Shots, resume state and output folder: everything that can be refused before a GPU is touched.
+    //    The transport goes into the environment on every rank, before NCCL starts.
     const int ranks = world_size(), rank = world_rank();
+    const std::string transport = apply_nccl_transport(o.transport);
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
     check_option_combinations(o);
     if (rank == 0) check_checkpoint_kept(o);
@@ -180,9 +183,9 @@ int run_fwi(const Problem& p, const Options& o) {
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse);
     if (rank == 0)
         std::printf("06_fwi_shot_parallel: %s, %d iterations on %d rank%s, one GPU each (%s); rank 0 on %s\n"
-                    "shots per rank: %s\n",
+                    "shots per rank: %s\n%s\n",
                     p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
-                    describe_device(device).c_str(), shots_per_rank(p.nshots, ranks).c_str());
+                    describe_device(device).c_str(), shots_per_rank(p.nshots, ranks).c_str(), transport.c_str());
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const bool with_reference = rank == 0 && !o.no_reference;
     GpuShare share(p, mine, state.velocity, with_reference ? Observed::all_shots : Observed::own_shots);
@@ -226,6 +229,7 @@ int main(int argc, char** argv) {
         parser.add_switch("--overwrite", &options.overwrite,
                           "start afresh even though --out holds a checkpoint (which this run replaces)");
         parser.add_switch("--no-plots", &options.no_plots, "do not draw the PNG pictures");
+        add_nccl_transport_flag(parser, options.transport);
         parser.add_int("--kill-after-checkpoint", &options.kill_after_checkpoint, 0, 100000,
                        "testing: rank 0 SIGKILLs itself right after writing this iteration's checkpoint");
         if (!parser.parse(argc, argv)) return kExitOk;

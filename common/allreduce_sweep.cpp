@@ -19,8 +19,10 @@ void line_up(const SweepLayout& layout) {
     layout.reduce(token, ReduceOp::max);
 }
 
-SweepRow measure(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSweepOptions& options,
-                 const SweepLayout& layout) {
+}  // namespace
+
+SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSweepOptions& options,
+                                const SweepLayout& layout) {
     const size_t count = bytes / sizeof(float);
     variant.setup(count);
     variant.run(count);
@@ -48,8 +50,6 @@ SweepRow measure(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSw
     if (!marker.empty()) note += (note.empty() ? "" : "  ") + marker;
     return {bytes, median(samples), static_cast<long long>(wrong[0]), note};
 }
-
-}  // namespace
 
 void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options) {
     parser.add_bytes("--min-bytes", &options.min_bytes, 4, kMaxSweepBytes,
@@ -174,7 +174,7 @@ SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceS
     }
     if (layout.reports) std::fputs(sweep_table_header(result.variant + ": " + variant.description()).c_str(), stdout);
     for (const size_t bytes : allreduce_sweep_sizes(options)) {
-        result.rows.push_back(measure(variant, bytes, options, layout));
+        result.rows.push_back(measure_allreduce_size(variant, bytes, options, layout));
         if (layout.reports) {
             std::fputs(sweep_table_row(result.rows.back(), layout.ranks).c_str(), stdout);
             std::fflush(stdout);  // a long sweep shows each row as it is measured

@@ -153,6 +153,12 @@ struct SweepResult {
 SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);
 
+// One size of that sweep, measured the same way (setup, one checked allreduce, the warm-up, `repeats` timed
+// batches of batch_iterations(bytes, iters) allreduces, the median), without printing anything: doctor's
+// NCCL check times its few sizes with it.
+SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSweepOptions& options,
+                                const SweepLayout& layout);
+
 // The parts of the table (nccl-tests' columns) and the RESULT object, as run_allreduce_sweep prints them.
 std::string sweep_table_header(const std::string& title);
 std::string sweep_table_row(const SweepRow& row, int ranks);

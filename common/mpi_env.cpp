@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cli.hpp"
 #include "errors.hpp"
@@ -264,10 +266,38 @@ int world_size() {
     return size;
 }
 
+namespace {
+
+// FWI_TEST_NODE_OF_RANK's entry for `rank` of `size` ranks (see node_local_communicator).
+int fake_node_of(const std::string& list, int rank, int size) {
+    std::vector<int> nodes;
+    std::stringstream entries(list);
+    for (std::string entry; std::getline(entries, entry, ',');) {
+        char* end = nullptr;
+        const long node = std::strtol(entry.c_str(), &end, 10);
+        if (entry.empty() || *end != '\0' || node < 0 || node > 1000000)
+            throw UsageError("FWI_TEST_NODE_OF_RANK: '" + entry + "' is not a node number (0..1000000)");
+        nodes.push_back(static_cast<int>(node));
+    }
+    if (static_cast<int>(nodes.size()) != size)
+        throw UsageError("FWI_TEST_NODE_OF_RANK: " + std::to_string(nodes.size()) + " entries for " +
+                         std::to_string(size) + " ranks; give one node number per rank");
+    return nodes[rank];
+}
+
+}  // namespace
+
 MPI_Comm node_local_communicator(MPI_Comm comm) {
-    int rank = 0;
+    int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
     MPI_Comm node_comm = MPI_COMM_NULL;
+    if (const char* fake_nodes = std::getenv("FWI_TEST_NODE_OF_RANK"); fake_nodes && *fake_nodes) {
+        // Checked on every rank before the collective split, so a bad list fails everywhere at once.
+        const int node = fake_node_of(fake_nodes, rank, size);
+        MPI_CHECK(MPI_Comm_split(comm, node, rank, &node_comm));
+        return node_comm;
+    }
     MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm));
     return node_comm;
 }
@@ -280,5 +310,7 @@ NodeLocalRank node_local_rank(MPI_Comm comm) {
     MPI_CHECK(MPI_Comm_free(&node_comm));
     return local;
 }
+
+int gpu_for_local_rank(int local_rank, int visible_gpus) { return local_rank % visible_gpus; }
 
 }  // namespace fwi

@@ -51,8 +51,12 @@ void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout
 int world_rank();
 int world_size();
 
-// The ranks of `comm` on this node, as a new communicator (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED);
-// the caller frees it with MPI_Comm_free.
+// The ranks of `comm` on this node, as a new communicator (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED),
+// ordered by their rank in `comm`; the caller frees it with MPI_Comm_free.
+// For tests on one machine only: FWI_TEST_NODE_OF_RANK=n0,n1,... (one non-negative integer per rank of
+// `comm`) puts rank r on fake node n_r instead, so that a CPU test can place ranks on several nodes the
+// way a launcher does (tests/test_node_local_rank.cpp). A list that does not fit `comm` is a UsageError
+// naming the variable, on every rank alike.
 MPI_Comm node_local_communicator(MPI_Comm comm);
 
 // This rank's place among the ranks of `comm` on the same node.
@@ -61,6 +65,10 @@ struct NodeLocalRank {
     int size = 1;
 };
 NodeLocalRank node_local_rank(MPI_Comm comm);
+
+// The GPU a rank drives: its node-local rank modulo the GPUs it sees, so that the ranks of a node take its
+// GPUs 0, 1, ... in order, however the launcher spread the ranks over the nodes.
+int gpu_for_local_rank(int local_rank, int visible_gpus);
 
 enum class GpuSharing { warn, refuse };
 

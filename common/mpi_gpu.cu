@@ -42,7 +42,7 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing) {
         throw EnvironmentError("rank " + std::to_string(rank) + " on host " + host_name() +
                                " sees no CUDA GPU (check nvidia-smi, CUDA_VISIBLE_DEVICES and the launcher's GPU "
                                "binding)");
-    const int device = local.rank % gpus;
+    const int device = gpu_for_local_rank(local.rank, gpus);
     CUDA_CHECK(cudaSetDevice(device));
 
     BusId mine{};

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
+#include "cli.hpp"
 #include "cuda_check.hpp"
 #include "errors.hpp"
 #include "nccl_check.hpp"
@@ -125,6 +127,25 @@ std::string nccl_transport_hint() {
     return "to see the transports NCCL picks, run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH: lines like "
            "'Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM' are NVLink or PCIe peer copies, 'via SHM' goes through "
            "host memory, 'via NET/IB' or 'NET/Socket' crosses nodes";
+}
+
+void add_nccl_transport_flag(ArgParser& parser, std::string& transport) {
+    parser.add_choice("--transport", &transport, {"auto", "network"},
+                      "auto: NCCL's choice; network: NCCL's network transport even between GPUs of one host "
+                      "(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), what crossing nodes costs");
+}
+
+std::string apply_nccl_transport(const std::string& transport) {
+    if (transport == "auto")
+        return "transport: auto (NCCL's choice: P2P over NVLink or PCIe within a node, the network across nodes)";
+    if (transport != "network")  // the parser allows only the two (add_nccl_transport_flag)
+        throw std::logic_error("apply_nccl_transport: unknown transport '" + transport + "'");
+    // With peer copies and shared memory both off, the only transport NCCL has left between two GPUs
+    // is its network one, even when they sit in the same host.
+    setenv("NCCL_P2P_DISABLE", "1", 1);
+    setenv("NCCL_SHM_DISABLE", "1", 1);
+    return "transport: network (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: what crossing nodes costs, measured on one "
+           "host)";
 }
 
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,

@@ -17,11 +17,24 @@
 
 namespace fwi {
 
+class ArgParser;  // cli.hpp
+
 // "NCCL 2.28.3" (the library loaded at run time, from ncclGetVersion).
 std::string nccl_version_string();
 
 // How to see which transports NCCL picked (NVLink, PCIe, network), for --verbose.
 std::string nccl_transport_hint();
+
+// --transport auto|network, for the programs with one rank per GPU (05, 06). "network" makes NCCL use its
+// network transport (InfiniBand or sockets) even between GPUs of one host, so that one host shows what
+// crossing nodes costs: NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 in this process's environment, over any
+// value of the user's. "auto" (the default) leaves the choice to NCCL.
+void add_nccl_transport_flag(ArgParser& parser, std::string& transport);
+// Applies the --transport value: call it on every rank before the first NCCL call, since NCCL reads the
+// variables when it starts (and the RESULT's env records them as they are when it is written). Returns
+// the line the program prints at start-up, e.g. "transport: network (NCCL_P2P_DISABLE=1
+// NCCL_SHM_DISABLE=1: what crossing nodes costs, measured on one host)".
+std::string apply_nccl_transport(const std::string& transport);
 
 // Polls until every comm's last operation is issued (ncclCommGetAsyncError no longer ncclInProgress: the
 // polling is also what completes a non-blocking ncclGroupEnd) and the streams' work is done (streams may

@@ -3,6 +3,8 @@
 // DeviceHang (watchdog.hpp), which the caller turns into a FAIL and the end of the run.
 #pragma once
 
+#include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,9 @@ struct GpuSystem {
     std::vector<PciAddress> pci;       // per device
     std::vector<char> can_access;      // [i * count + j]: cudaDeviceCanAccessPeer(i, j)
     std::vector<Link> links;           // [i * count + j] from NVML; empty when NVML is not available
+    // Check 4's median one-way P2P copy bandwidth over the pairs with peer access (GB/s), what the links
+    // carry; check 5 compares NCCL's bus bandwidth with it. NaN until check 4 has measured it.
+    double p2p_one_way_GBps = std::numeric_limits<double>::quiet_NaN();
 
     bool peer(int i, int j) const { return can_access[size_t(i) * count + j] != 0; }
     // Pairs with peer access whose link is PCIe (no NVLink), where the IOMMU and ACS matter.
@@ -44,14 +49,17 @@ struct BandwidthOptions {
     int repeats = 5;                  // timed copies per cell (the median is shown), after one warm-up
     bool cross_check = false;         // also time 10 back-to-back 256 MiB copies per pair, events around the loop
 };
-// Check 4: unidirectional and bidirectional bandwidth and latency matrices, P2P on and off.
-Finding check_bandwidth(const GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline);
+// Check 4: unidirectional and bidirectional bandwidth and latency matrices, P2P on and off; sets
+// system.p2p_one_way_GBps.
+Finding check_bandwidth(GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline);
 
 struct NcclOptions {
-    size_t bytes = size_t(32) << 20;
+    size_t largest_bytes = size_t(256) << 20;  // the largest size timed (nccl_check_sizes, nccl_verdict.hpp)
     Injection injection;
 };
-// Check 5: a single-process allreduce over every GPU, on non-blocking communicators with the deadline.
+// Check 5: a single-process allreduce over every GPU, on non-blocking communicators with the deadline:
+// checked, timed at 1 MiB, 32 MiB and options.largest_bytes, and compared with what the links carry
+// (system.p2p_one_way_GBps from check 4, the peer access of check 2); WARN when NCCL goes around them.
 Finding check_nccl(const GpuSystem& system, const Variables& variables, const NcclOptions& options,
                    const Deadline& deadline);
 

@@ -12,17 +12,26 @@
 
 namespace fwi::doctor {
 
+// Not the sweep's inputs (common/allreduce_sweep.hpp): these have a closed-form sum, so checking a
+// 256 MiB result on every GPU costs one pass over it, whatever the number of GPUs.
 float allreduce_input(int rank, size_t index);
 float allreduce_expected(int ranks, size_t index);
 
-// One rank's buffers: the send buffer holds its input, the receive buffer NaN until the allreduce.
+// One rank's buffers, for allreduces of up to `count` floats: the send buffer holds its input, the
+// receive buffer NaN until an allreduce writes it. The calls below work on the first `count` floats
+// (all of them when not given).
 class RankBuffers {
 public:
     RankBuffers(int device, int rank, size_t count);
     // Enqueues the allreduce on `stream` (a non-blocking communicator may return ncclInProgress).
-    void allreduce(ncclComm_t comm, cudaStream_t stream) const;
+    void allreduce(ncclComm_t comm, cudaStream_t stream) const { allreduce(comm, stream, count_); }
+    void allreduce(ncclComm_t comm, cudaStream_t stream, size_t count) const;
+    // Enqueues setting the receive buffer to NaN on `stream`, so that elements an allreduce leaves unwritten
+    // count as wrong.
+    void poison(cudaStream_t stream, size_t count) const;
     // Elements of the result that differ from the exact sum over `ranks`; call once the stream is idle.
-    long long count_wrong(int ranks) const;
+    long long count_wrong(int ranks) const { return count_wrong(ranks, count_); }
+    long long count_wrong(int ranks, size_t count) const;
     size_t count() const { return count_; }
 
 private:

@@ -1,17 +1,22 @@
 // Check 5: NCCL allreduce over every GPU of this process, on non-blocking communicators, every wait with
-// the check's deadline; and the verified allreduce shared with the MPI check.
+// the check's deadline: checked, then timed at a few sizes the way nccl-tests times (common/allreduce_sweep),
+// and compared with what the links carry (nccl_verdict.hpp); and the verified allreduce shared with the
+// MPI check.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
+#include "allreduce_sweep.hpp"
 #include "bandwidth.hpp"
 #include "cuda_check.hpp"
 #include "errors.hpp"
 #include "gpu_checks.hpp"
+#include "gpu_resources.hpp"
 #include "nccl_allreduce.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_log.hpp"
-#include "timing.hpp"
+#include "nccl_verdict.hpp"
 
 namespace fwi::doctor {
 
@@ -32,17 +37,23 @@ RankBuffers::RankBuffers(int device, int rank, size_t count)
     CUDA_CHECK(cudaMemset(receive_.get(), 0xFF, count * sizeof(float)));  // all ones: NaN, never a sum
 }
 
-void RankBuffers::allreduce(ncclComm_t comm, cudaStream_t stream) const {
+void RankBuffers::allreduce(ncclComm_t comm, cudaStream_t stream, size_t count) const {
     CUDA_CHECK(cudaSetDevice(device_));
-    NCCL_CHECK(ncclAllReduce(send_.get(), receive_.get(), count_, ncclFloat, ncclSum, comm, stream));
+    NCCL_CHECK(ncclAllReduce(send_.get(), receive_.get(), std::min(count, count_), ncclFloat, ncclSum, comm, stream));
 }
 
-long long RankBuffers::count_wrong(int ranks) const {
-    std::vector<float> result(count_);
+void RankBuffers::poison(cudaStream_t stream, size_t count) const {
     CUDA_CHECK(cudaSetDevice(device_));
-    CUDA_CHECK(cudaMemcpy(result.data(), receive_.get(), count_ * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemsetAsync(receive_.get(), 0xFF, std::min(count, count_) * sizeof(float), stream));
+}
+
+long long RankBuffers::count_wrong(int ranks, size_t count) const {
+    count = std::min(count, count_);
+    std::vector<float> result(count);
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaMemcpy(result.data(), receive_.get(), count * sizeof(float), cudaMemcpyDeviceToHost));
     long long wrong = 0;
-    for (size_t i = 0; i < count_; ++i) wrong += result[i] != allreduce_expected(ranks, i);  // NaN never equals
+    for (size_t i = 0; i < count; ++i) wrong += result[i] != allreduce_expected(ranks, i);  // NaN never equals
     return wrong;
 }
 
@@ -71,7 +82,121 @@ Finding nccl_failure(const std::string& version, const std::exception& error, co
     return finding;
 }
 
-Finding allreduce_over_all_gpus(const GpuSystem& system, const NcclOptions& options, const Deadline& deadline) {
+// Check 5's allreduce, as a variant of the sweep harness (common/allreduce_sweep.hpp), which sets up,
+// checks, warms up and times it: one group of ncclAllReduce over every GPU of this process, out of place.
+// A batch is timed by CUDA events on every GPU's stream, and the slowest GPU's time counts. Every wait
+// polls the communicators and streams against the check's deadline.
+class AllGpusAllreduce final : public AllreduceSweepVariant {
+public:
+    AllGpusAllreduce(const std::vector<ncclComm_t>& comms, size_t max_count, const Deadline& deadline, bool hang_nccl)
+        : comms_(comms), deadline_(deadline), hang_nccl_(hang_nccl) {
+        for (int rank = 0; rank < int(comms.size()); ++rank) {
+            buffers_.emplace_back(rank, rank, max_count);
+            streams_.emplace_back(rank);
+            starts_.emplace_back(rank);
+            stops_.emplace_back(rank);
+            stream_handles_.push_back(streams_.back().get());
+        }
+    }
+
+    std::string name() const override { return "nccl"; }
+    std::string description() const override { return "ncclAllReduce over every GPU of this process"; }
+    void setup(size_t count) override {
+        for (size_t rank = 0; rank < buffers_.size(); ++rank) buffers_[rank].poison(streams_[rank].get(), count);
+    }
+    // A non-blocking communicator may still be issuing the group when ncclGroupEnd returns (ncclInProgress,
+    // while NCCL connects); nothing may be issued on it before that ends, so wait for it here.
+    void run(size_t count) override {
+        count_ = count;
+        // FWI_DOCTOR_INJECT=hang-nccl: the call after the first, checked one leaves GPU 0 out, so the other
+        // GPUs wait for it until the deadline, as they would for a GPU or rank that hung.
+        const bool leave_out_gpu_0 = hang_nccl_ && ++runs_ == 2;
+        NCCL_CHECK(ncclGroupStart());
+        for (size_t rank = 0; rank < buffers_.size(); ++rank)
+            if (!(leave_out_gpu_0 && rank == 0)) buffers_[rank].allreduce(comms_[rank], streams_[rank].get(), count);
+        ncclResult_t status = ncclSuccess;
+        NCCL_CHECK(status = ncclGroupEnd());
+        if (status == ncclInProgress) wait_for_nccl(comms_, {}, "issuing the " + what(), deadline_.remaining());
+        if (leave_out_gpu_0) wait();
+    }
+    void wait() override { wait_for_nccl(comms_, stream_handles_, what(), deadline_.remaining()); }
+    long long count_wrong(size_t count) override {
+        long long wrong = 0;
+        for (const RankBuffers& buffers : buffers_) wrong += buffers.count_wrong(int(buffers_.size()), count);
+        return wrong;
+    }
+    void begin_batch() override { record(starts_); }
+    double end_batch() override {
+        record(stops_);
+        wait();  // with the deadline; the events are complete after it
+        double slowest = 0.0;
+        for (size_t rank = 0; rank < buffers_.size(); ++rank) {
+            float ms = 0.0f;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, starts_[rank].get(), stops_[rank].get()));
+            slowest = std::max(slowest, 1e-3 * ms);
+        }
+        return slowest;
+    }
+
+private:
+    std::string what() const { return "NCCL allreduce of " + std::to_string(count_ * sizeof(float) / kMiB) + " MiB"; }
+    void record(const std::vector<GpuEvent>& events) const {
+        for (size_t rank = 0; rank < buffers_.size(); ++rank) {
+            CUDA_CHECK(cudaSetDevice(int(rank)));
+            CUDA_CHECK(cudaEventRecord(events[rank].get(), streams_[rank].get()));
+        }
+    }
+
+    const std::vector<ncclComm_t>& comms_;
+    const Deadline& deadline_;
+    bool hang_nccl_;
+    int runs_ = 0;
+    size_t count_ = 0;  // of the last allreduce started, for the messages
+    std::vector<RankBuffers> buffers_;
+    std::vector<GpuStream> streams_;
+    std::vector<GpuEvent> starts_, stops_;
+    std::vector<cudaStream_t> stream_handles_;
+};
+
+// "1, 32 and 256 MiB"
+std::string size_list(const std::vector<SweepRow>& rows) {
+    std::string text;
+    for (size_t i = 0; i < rows.size(); ++i)
+        text += (i == 0 ? "" : i + 1 == rows.size() ? " and " : ", ") + std::to_string(rows[i].bytes / kMiB);
+    return text + " MiB";
+}
+
+JsonObject rows_json(const std::vector<SweepRow>& rows, int gpus, const AllreduceSweepOptions& timing) {
+    std::vector<JsonObject> sizes;
+    for (const SweepRow& row : rows)
+        sizes.push_back(JsonObject()
+                            .add("bytes", row.bytes)
+                            .add("calls_per_batch", batch_iterations(row.bytes, timing.iters))
+                            .add("time_us", row.seconds * 1e6)
+                            .add("algbw_GBps", algorithm_bandwidth(row.bytes, row.seconds) / 1e9)
+                            .add("busbw_GBps", bus_bandwidth(row.bytes, row.seconds, gpus) / 1e9)
+                            .add("wrong", row.wrong));
+    return JsonObject().add("warmup", timing.warmup).add("batches", timing.repeats).add("sizes", sizes);
+}
+
+// The line that compares the largest size's busbw with check 4's P2P figure, whatever the verdict.
+std::string link_comparison_line(const SweepRow& largest, int gpus, double p2p_one_way_GBps) {
+    if (gpus < 2) return "links: one GPU, nothing to compare";
+    if (!(p2p_one_way_GBps > 0.0))
+        return "links: no P2P figure to compare the bus bandwidth with (check 4 did not run, or found no pair with "
+               "peer access)";
+    const double busbw = bus_bandwidth(largest.bytes, largest.seconds, gpus) / 1e9;
+    char text[240];
+    std::snprintf(text, sizeof text,
+                  "links: busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way of check 4's P2P copies "
+                  "(WARN below %.0f%%, at %zu MiB or more)",
+                  busbw, largest.bytes / kMiB, 100.0 * busbw / p2p_one_way_GBps, p2p_one_way_GBps,
+                  100.0 * kLowBusBandwidthShare, kLinkComparisonMinBytes / kMiB);
+    return text;
+}
+
+Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variables, const NcclOptions& options,
+                                const Deadline& deadline) {
     const int n = system.count;
     setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off on the suite's machines; a user's setting wins
     const NcclLogCapture capture;        // before the first NCCL call of the process
@@ -85,35 +210,17 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const NcclOptions& opti
     } catch (const EnvironmentError& error) {
         return nccl_failure(version, error, capture);
     }
-    const size_t count = options.bytes / sizeof(float);
-    std::vector<RankBuffers> buffers;
-    std::vector<GpuStream> streams;
-    for (int rank = 0; rank < n; ++rank) {
-        buffers.emplace_back(rank, rank, count);
-        streams.emplace_back(rank);
-    }
-    std::vector<cudaStream_t> stream_handles;
-    for (const auto& stream : streams) stream_handles.push_back(stream.get());
-    const auto run_allreduce = [&](bool leave_out_rank_0) {
-        NCCL_CHECK(ncclGroupStart());
-        for (int rank = 0; rank < n; ++rank)
-            if (!(leave_out_rank_0 && rank == 0)) buffers[rank].allreduce(comms[rank], streams[rank].get());
-        NCCL_CHECK(ncclGroupEnd());
-        wait_for_nccl(comms, stream_handles, "NCCL allreduce of " + std::to_string(options.bytes >> 20) + " MiB",
-                      deadline.remaining());
-    };
-
-    const std::string what = version + ": allreduce of " + std::to_string(options.bytes >> 20) + " MiB over " +
-                             std::to_string(n) + " GPU" + (n > 1 ? "s" : "");
-    std::vector<double> seconds;
-    long long wrong = 0;
+    const std::vector<size_t> sizes = nccl_check_sizes(options.largest_bytes);
+    const AllreduceSweepOptions timing;  // nccl-tests' defaults: 5 warm-up calls, the median of 5 batches of 20
+    SweepLayout layout;
+    layout.gpus = layout.ranks = n;
+    layout.reports = false;
+    std::vector<SweepRow> rows;
     try {
-        run_allreduce(false);  // the first call also connects the GPUs
-        for (int rank = 0; rank < n; ++rank) wrong += buffers[rank].count_wrong(n);
-        for (int repetition = 0; repetition < 5 && wrong == 0; ++repetition) {
-            const HostTimer timer;
-            run_allreduce(options.injection.hang_nccl && repetition == 0);
-            seconds.push_back(timer.seconds());
+        AllGpusAllreduce variant(comms, sizes.back() / sizeof(float), deadline, options.injection.hang_nccl);
+        for (const size_t bytes : sizes) {
+            rows.push_back(measure_allreduce_size(variant, bytes, timing, layout));
+            if (rows.back().wrong > 0) break;  // a wrong sum makes its timing meaningless
         }
     } catch (const EnvironmentError& error) {  // wait_for_nccl aborted the communicators
         return nccl_failure(version, error, capture);
@@ -123,20 +230,50 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const NcclOptions& opti
 
     Finding finding;
     finding.id = "nccl";
-    finding.facts.add("version", version).add("bytes", static_cast<long long>(options.bytes)).add("wrong", wrong);
-    if (wrong > 0) {
+    const std::string what = version + ": allreduce over " + std::to_string(n) + " GPU" + (n > 1 ? "s" : "");
+    finding.facts.add("version", version).add("timing", rows_json(rows, n, timing));
+    if (rows.back().wrong > 0) {
         finding.status = Status::fail;
-        finding.summary = what + ": " + std::to_string(wrong) + " of " + std::to_string(count * n) +
-                          " result elements wrong";
+        finding.summary = what + ": " + std::to_string(rows.back().wrong) + " of " +
+                          std::to_string(rows.back().bytes / sizeof(float) * n) + " result elements wrong at " +
+                          std::to_string(rows.back().bytes / kMiB) + " MiB";
         finding.next = kNcclAdvice;
     } else {
-        const double per_allreduce = median(seconds), busbw = bus_bandwidth(options.bytes, per_allreduce, n) / 1e9;
+        const SweepRow& summary = nccl_summary_row(rows);
+        const double busbw = bus_bandwidth(summary.bytes, summary.seconds, n) / 1e9;
         char text[160];
-        std::snprintf(text, sizeof text, ": correct, %.0f us, bus bandwidth %.1f GB/s", per_allreduce * 1e6, busbw);
+        std::snprintf(text, sizeof text, ": correct at %s; bus bandwidth %.1f GB/s at %zu MiB (%.0f us)",
+                      size_list(rows).c_str(), busbw, summary.bytes / kMiB, summary.seconds * 1e6);
         finding.summary = what + text;
-        finding.facts.add("time_us", per_allreduce * 1e6).add("busbw_GBps", busbw);
+        finding.facts.add("bytes", summary.bytes).add("time_us", summary.seconds * 1e6).add("busbw_GBps", busbw);
+        finding.details = nccl_timing_lines(rows, n, timing);
+        finding.details.push_back(link_comparison_line(rows.back(), n, system.p2p_one_way_GBps));
+
+        // Both signs are read from what NCCL did, so they hold whether the setting behind them is in doctor's
+        // environment or in an NCCL config file.
+        std::vector<std::string> problems;
+        if (system.can_access.size() == size_t(n) * n)  // check 2 knows which pairs have peer access
+            problems = transports_around_peer_access(log, n, [&](int i, int j) { return system.peer(i, j); },
+                                                     variables);
+        const bool around_links = !problems.empty();
+        if (const std::string low = low_bus_bandwidth(rows.back(), n, system.p2p_one_way_GBps); !low.empty())
+            problems.push_back(low);
+        if (!problems.empty()) {
+            finding.status = Status::warn;
+            finding.summary += "; but " + problems.front() +
+                               (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)"
+                                                    : "");
+            for (const auto& problem : problems) finding.details.push_back("WARN: " + problem);
+            finding.next = around_links
+                               ? "NCCL is not using the GPUs' peer links: unless you are diagnosing, unset the setting "
+                                 "named (in the environment, NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf); with "
+                                 "none named, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why NCCL left P2P out"
+                               : "NCCL's connections are P2P yet slow: look for other processes on the GPUs "
+                                 "(nvidia-smi), NCCL_ALGO / NCCL_PROTO settings and check 4's matrices";
+        }
+        finding.facts.add("p2p_one_way_GBps", system.p2p_one_way_GBps).add("problems", problems);
     }
-    finding.details = transport_lines(log, n, capture.capturing());
+    for (const auto& line : transport_lines(log, n, capture.capturing())) finding.details.push_back(line);
     for (const auto& line : warning_lines(log)) finding.details.push_back(line);
     finding.facts.add("transports", transport_json(log, n));
     return finding;
@@ -146,7 +283,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const NcclOptions& opti
 
 Finding check_nccl(const GpuSystem& system, const Variables& variables, const NcclOptions& options,
                    const Deadline& deadline) {
-    Finding finding = allreduce_over_all_gpus(system, options, deadline);
+    Finding finding = allreduce_over_all_gpus(system, variables, options, deadline);
     add_setting_notes(finding, variables);
     return finding;
 }

@@ -31,6 +31,16 @@ NcclLog parse_nccl_log(std::istream& log) {
             result.warnings.push_back(line.substr(warn + 10));
             continue;
         }
+        if (const size_t set = line.find(" set by environment to "); set != std::string::npos) {
+            // "... NCCL INFO NCCL_SHM_DISABLE set by environment to 1." (some versions end with a period)
+            const size_t name = line.rfind(" NCCL_", set);
+            std::string value = line.substr(set + 23);
+            while (!value.empty() && (value.back() == '.' || value.back() == ' ' || value.back() == '\r'))
+                value.pop_back();
+            if (name != std::string::npos && line.find("NCCL INFO ") != std::string::npos)
+                result.settings[line.substr(name + 1, set - name - 1)] = value;
+            continue;
+        }
         if (line.find("NCCL INFO Channel ") == std::string::npos) continue;
         const size_t colon = line.find(" : ");
         const size_t via = line.find(" via ");

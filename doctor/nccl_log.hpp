@@ -3,6 +3,7 @@
 // neither) and reads lines such as
 //   host:123:456 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
 //   host:123:456 [1] NCCL INFO Channel 01/0 : 1[1] -> 0[0] [send] via NET/IB/0/GDRDMA
+//   host:123:456 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1
 // The format is NCCL's, not an interface: when nothing parses, doctor says how to see it by hand.
 #pragma once
 
@@ -21,6 +22,10 @@ struct NcclLog {
     // (from rank, to rank) -> transports seen on that connection ("P2P/CUMEM/read", "SHM/direct/direct")
     std::map<std::pair<int, int>, std::set<std::string>> transports;
     std::vector<std::string> warnings;  // the text after "NCCL WARN"
+    // The settings NCCL says it read ("NCCL INFO NCCL_P2P_DISABLE set by environment to 1"), name -> value:
+    // from the environment or from a config file (NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf), which
+    // NCCL loads into its environment first.
+    std::map<std::string, std::string> settings;
 };
 
 NcclLog parse_nccl_log(std::istream& log);

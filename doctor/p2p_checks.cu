@@ -430,7 +430,7 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
     return finding;
 }
 
-Finding measure_bandwidth(const GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline) {
+Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline) {
     const int n = system.count;
     BandwidthMatrices m(n);
     Finding finding;
@@ -462,6 +462,7 @@ Finding measure_bandwidth(const GpuSystem& system, const BandwidthOptions& optio
     finding.summary = "medians over pairs: P2P on " + number(one_way_on, "%.1f") + " GB/s one way, " +
                       number(both_ways_on, "%.1f") + " GB/s both ways, " + number(latency_on, "%.2f") +
                       " us; P2P off " + number(one_way_off, "%.1f") + " GB/s, " + number(latency_off, "%.2f") + " us";
+    system.p2p_one_way_GBps = one_way_on;  // what check 5 compares NCCL's bus bandwidth with
     finding.facts.add("median_one_way_p2p_on_GBps", one_way_on)
         .add("median_both_ways_p2p_on_GBps", both_ways_on)
         .add("median_one_way_p2p_off_GBps", one_way_off)
@@ -497,7 +498,7 @@ Finding check_p2p(const GpuSystem& system, const P2pOptions& options, const Dead
     return with_peer_hang_advice([&] { return verify_peer_data(system, options, deadline); });
 }
 
-Finding check_bandwidth(const GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline) {
+Finding check_bandwidth(GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline) {
     if (system.count < 2) return skipped("bandwidth", "one GPU visible: no pairs to measure");
     return with_peer_hang_advice([&] { return measure_bandwidth(system, options, deadline); });
 }

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
 #   run_doctor_test.sh [--min-gpus N] [--exit CODE] [--max-seconds S] [--expect TEXT]... [--pass IDS]
-#                      -- COMMAND...
+#                      [--warn IDS] -- COMMAND...
 # The command gets `--json FILE` appended. With fewer than N GPUs visible (doctor's own count, from the
 # JSON) the test is skipped (exit 77). Then: the exit code must be CODE, the run must end within S
-# seconds (wall clock), every TEXT must appear in the output, and every check in IDS (a comma list)
-# must be PASS.
+# seconds (wall clock), every TEXT must appear in the output, and every check in the IDS of --pass (a
+# comma list) must be PASS, every one in those of --warn WARN.
 set -uo pipefail
-min_gpus=0 expected_exit=0 max_seconds=60 pass_ids=""
+min_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
 expected=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -16,6 +16,7 @@ while [ $# -gt 0 ]; do
         --max-seconds) max_seconds="$2"; shift 2 ;;
         --expect) expected+=("$2"); shift 2 ;;
         --pass) pass_ids="$2"; shift 2 ;;
+        --warn) warn_ids="$2"; shift 2 ;;
         --) shift; break ;;
         *) echo "run_doctor_test.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -56,13 +57,19 @@ for text in "${expected[@]}"; do
         failed=1
     fi
 done
-for id in ${pass_ids//,/ }; do
-    status=$(grep -o "\"$id\": {\"number\": [0-9]*, \"title\": \"[^\"]*\", \"status\": \"[A-Z]*\"" "$json" |
-             grep -o '[A-Z]*"$' | tr -d '"')
-    if [ "$status" != "PASS" ]; then
-        echo "FAILED: check $id is ${status:-missing}, expected PASS"
-        failed=1
-    fi
-done
+# expect_status STATUS IDS: every check in IDS (a comma list) ended in STATUS.
+expect_status() {
+    local id status
+    for id in ${2//,/ }; do
+        status=$(grep -o "\"$id\": {\"number\": [0-9]*, \"title\": \"[^\"]*\", \"status\": \"[A-Z]*\"" "$json" |
+                 grep -o '[A-Z]*"$' | tr -d '"')
+        if [ "$status" != "$1" ]; then
+            echo "FAILED: check $id is ${status:-missing}, expected $1"
+            failed=1
+        fi
+    done
+}
+expect_status PASS "$pass_ids"
+expect_status WARN "$warn_ids"
 [ $failed -eq 0 ] && echo "PASSED"
 exit $failed

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "mpi_checks.hpp"
 #include "nccl_allreduce.hpp"
 #include "nccl_log.hpp"
+#include "nccl_verdict.hpp"
 #include "p2p_pattern.hpp"
 #include "report.hpp"
 #include "run_env.hpp"
@@ -271,6 +273,102 @@ TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     CHECK(warning_lines(parsed) == std::vector<std::string>{"NCCL WARN Cuda failure 'out of memory'"});
 }
 
+TEST_CASE("NCCL's log: the settings NCCL says it read, from the environment or a config file") {
+    std::istringstream log(
+        "host:1:2 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n"
+        "host:1:2 [0] NCCL INFO NCCL_SHM_DISABLE set by environment to 1.\n"
+        "host:1:2 [0] NCCL INFO NCCL_P2P_LEVEL set by environment to NVL\n"
+        "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/Socket/0\n");
+    const NcclLog parsed = parse_nccl_log(log);
+    CHECK(parsed.settings == std::map<std::string, std::string>{
+                                 {"NCCL_P2P_DISABLE", "1"}, {"NCCL_P2P_LEVEL", "NVL"}, {"NCCL_SHM_DISABLE", "1"}});
+    CHECK(parsed.transports.at({0, 1}) == std::set<std::string>{"NET/Socket/0"});
+}
+
+TEST_CASE("check 5 times 1 MiB, 32 MiB and --nccl-mib, none above it; the summary reports 32 MiB") {
+    CHECK(nccl_check_sizes(256 * kMiB) == std::vector<size_t>{kMiB, 32 * kMiB, 256 * kMiB});
+    CHECK(nccl_check_sizes(32 * kMiB) == std::vector<size_t>{kMiB, 32 * kMiB});
+    CHECK(nccl_check_sizes(8 * kMiB) == std::vector<size_t>{kMiB, 8 * kMiB});
+    CHECK(nccl_check_sizes(kMiB) == std::vector<size_t>{kMiB});
+    const std::vector<SweepRow> rows{{kMiB, 2e-5, 0, ""}, {32 * kMiB, 2e-4, 0, ""}, {256 * kMiB, 1e-3, 0, ""}};
+    CHECK(nccl_summary_row(rows).bytes == 32 * kMiB);
+    CHECK(nccl_summary_row({rows[0]}).bytes == kMiB);
+}
+
+TEST_CASE("check 5's table says how it timed, and gives time, algbw and busbw per size") {
+    AllreduceSweepOptions timing;
+    const std::vector<SweepRow> rows{{kMiB, 25e-6, 0, ""}, {256 * kMiB, 1e-3, 0, ""}};
+    const auto lines = nccl_timing_lines(rows, 2, timing);
+    REQUIRE(lines.size() == 5);
+    CHECK(contains(lines[0], "up to 5 warm-up calls, the median of 5 batches of 20 back-to-back calls"));
+    CHECK(contains(lines[1], "between CUDA events on every GPU's stream, the slowest GPU's time per batch"));
+    CHECK(lines[2] == "      size  calls/batch   time(us)  algbw(GB/s)  busbw(GB/s)");
+    CHECK(lines[3] == "     1 MiB           20       25.0         41.9         41.9");
+    // 256 MiB: 4 calls keep a batch within 1 GiB; 2 GPUs: busbw = algbw
+    CHECK(lines[4] == "   256 MiB            4     1000.0        268.4        268.4");
+    CHECK(contains(nccl_timing_lines(rows, 4, timing)[4], "268.4        402.7"));  // 4 GPUs: busbw = 1.5 algbw
+}
+
+TEST_CASE("a bus bandwidth under a quarter of the P2P copies' is named; a healthy one, or none to compare, is not") {
+    const SweepRow healthy{256 * kMiB, 268435456 / 290e9, 0, ""};  // 290 GB/s: NVLink H200s, 76% of 381
+    const SweepRow slow{256 * kMiB, 268435456 / 22e9, 0, ""};      // 22 GB/s: through host memory
+    CHECK(low_bus_bandwidth(healthy, 2, 381.0).empty());
+    CHECK(low_bus_bandwidth(slow, 2, 381.0) ==
+          "busbw 22.0 GB/s at 256 MiB is 6% of the 381.0 GB/s one way that the P2P copies of check 4 reached");
+    CHECK(low_bus_bandwidth(SweepRow{256 * kMiB, 268435456 / 96e9, 0, ""}, 2, 381.0).empty());  // 25%: not below
+    CHECK(low_bus_bandwidth(slow, 2, std::nan("")).empty());                           // check 4 did not run
+    CHECK(low_bus_bandwidth(slow, 1, 381.0).empty());                                  // one GPU
+    CHECK(low_bus_bandwidth(SweepRow{kMiB, kMiB / 5e9, 0, ""}, 2, 381.0).empty());     // too small to tell
+}
+
+TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; without peer access it is not") {
+    std::istringstream text(
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"
+        "h:1:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[2] via SHM/direct/direct\n"
+        "h:1:2 [2] NCCL INFO Channel 00/0 : 2[2] -> 3[3] via P2P/CUMEM/read\n"
+        "h:1:2 [3] NCCL INFO Channel 00/0 : 3[3] -> 0[0] via NET/Socket/0\n");
+    const NcclLog log = parse_nccl_log(text);
+    const auto all_peers = [](int, int) { return true; };
+    const Variables p2p_disabled{{"NCCL_P2P_DISABLE", "1"}};
+
+    const auto problems = transports_around_peer_access(log, 4, all_peers, p2p_disabled);
+    REQUIRE(problems.size() == 2);
+    CHECK(problems[0] == "NCCL uses SHM between 2 pairs of GPUs that have peer access (GPU 0 and GPU 1, GPU 1 and "
+                         "GPU 2): NCCL_P2P_DISABLE=1 is set");
+    CHECK(problems[1] == "NCCL uses NET between GPU 0 and GPU 3, which have peer access: NCCL_P2P_DISABLE=1 is set");
+
+    // GPU 1 has peer access to nobody: only the pair 0-3 is left, over NET.
+    const auto without_gpu_1 = [](int i, int j) { return i != 1 && j != 1; };
+    CHECK(transports_around_peer_access(log, 4, without_gpu_1, {}).size() == 1);
+    // Peer access one way only is not peer access.
+    CHECK(transports_around_peer_access(log, 2, [](int i, int) { return i == 0; }, {}).empty());
+    // All P2P: nothing to say.
+    std::istringstream p2p_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n");
+    CHECK(transports_around_peer_access(parse_nccl_log(p2p_text), 2, all_peers, {}).empty());
+}
+
+TEST_CASE("the cause of SHM or NET: a setting from the environment or a config file, or what NCCL does itself") {
+    NcclLog log;
+    // From the environment: doctor sees it too.
+    CHECK(nccl_peer_link_cause("SHM", log, {{"NCCL_P2P_DISABLE", "1"}}) == "NCCL_P2P_DISABLE=1 is set");
+    // From /etc/nccl.conf: only NCCL's log has it.
+    log.settings["NCCL_P2P_DISABLE"] = "1";
+    CHECK(nccl_peer_link_cause("SHM", log, {}) ==
+          "NCCL_P2P_DISABLE=1 is set in an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
+    // NET needs shared memory off too, which SHM does not.
+    log.settings["NCCL_SHM_DISABLE"] = "1";
+    const Variables both{{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}};
+    CHECK(nccl_peer_link_cause("NET", log, both) == "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set");
+    CHECK(nccl_peer_link_cause("NET", log, {{"NCCL_SHM_DISABLE", "1"}}) ==
+          "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set, NCCL_P2P_DISABLE in an NCCL config file "
+          "(NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
+    CHECK(nccl_peer_link_cause("SHM", log, both) == "NCCL_P2P_DISABLE=1 is set");
+    // A value that turns nothing off is no cause; NCCL_P2P_LEVEL limits P2P whatever its value.
+    CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_DISABLE", "0"}}), "no NCCL setting explains it"));
+    CHECK(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", "NVL"}}) == "NCCL_P2P_LEVEL=NVL is set");
+    CHECK(contains(nccl_peer_link_cause("NET", NcclLog{}, {}), "NCCL_DEBUG=INFO"));
+}
+
 TEST_CASE("P2P data: correct, zeros, nothing arrived, partly wrong") {
     const size_t words = 64;
     std::vector<uint32_t> data(words);
@@ -325,7 +423,8 @@ TEST_CASE("the allreduce's inputs are small integers whose float sum is exact") 
     for (int ranks = 1; ranks <= 8; ++ranks)
         for (size_t i = 0; i < 14; ++i) {
             float sum = 0.0f;
-            for (int rank = 0; rank < ranks; ++rank) sum += allreduce_input(rank, i);
-            CHECK(sum == allreduce_expected(ranks, i));
+            // doctor's own inputs (nccl_allreduce.hpp), not the sweep's of the same names
+            for (int rank = 0; rank < ranks; ++rank) sum += doctor::allreduce_input(rank, i);
+            CHECK(sum == doctor::allreduce_expected(ranks, i));
         }
 }

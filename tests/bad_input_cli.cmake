@@ -68,10 +68,14 @@ add_cli_mpi_test(05_double_inf 2 05_nccl_mpi "--delay: 'inf' is not a finite num
 add_cli_mpi_test(05_repeated_test_fault 2 05_nccl_mpi "--test-fault given twice"
                  --test-fault exit-before-allreduce:1 --test-fault=stall-before-allreduce:0)
 add_cli_mpi_test(05_test_fault_value_is_flag 2 05_nccl_mpi "--test-fault: missing value" --test-fault --nz 64)
+add_cli_mpi_test(05_bad_transport 2 05_nccl_mpi "--transport: 'nvlink' is not one of auto|network" --transport nvlink)
+add_cli_mpi_test(05_bench_transport_missing 2 05_nccl_mpi "--transport: missing value" --bench-allreduce --transport)
 add_cli_mpi_test(06_value_is_help 2 06_fwi_shot_parallel "--json: missing value" --json --help)
 add_cli_mpi_test(06_help 0 06_fwi_shot_parallel "" --help)
 add_cli_mpi_test(06_repeated_problem 2 06_fwi_shot_parallel "--problem given twice" --problem small --problem small)
 add_cli_mpi_test(06_int_junk 2 06_fwi_shot_parallel "--nx: '0x40' is not an integer; allowed 16..16384" --nx 0x40)
+add_cli_mpi_test(06_bad_transport 2 06_fwi_shot_parallel "--transport: 'Network' is not one of auto|network"
+                 --transport Network)
 
 # The Google Benchmark programs: exit 3 with one line when no GPU is visible (an empty CUDA_VISIBLE_DEVICES
 # hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag or a filter that selects

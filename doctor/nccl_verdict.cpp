@@ -1,0 +1,143 @@
+#include "nccl_verdict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "bandwidth.hpp"
+
+namespace fwi::doctor {
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+    std::string text;
+    for (const auto& part : parts) text += (text.empty() ? "" : separator) + part;
+    return text;
+}
+
+bool uses_family(const NcclLog& log, int from, int to, const std::string& family) {
+    const auto found = log.transports.find({from, to});
+    if (found == log.transports.end()) return false;
+    return std::any_of(found->second.begin(), found->second.end(),
+                       [&](const std::string& transport) { return transport_family(transport) == family; });
+}
+
+}  // namespace
+
+std::vector<size_t> nccl_check_sizes(size_t largest) {
+    std::vector<size_t> sizes;
+    for (const size_t bytes : {kMiB, kNcclSummaryBytes, largest})
+        if (bytes <= largest) sizes.push_back(bytes);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+}
+
+const SweepRow& nccl_summary_row(const std::vector<SweepRow>& rows) {
+    const SweepRow* chosen = &rows.front();
+    for (const SweepRow& row : rows)
+        if (row.bytes <= kNcclSummaryBytes) chosen = &row;
+    return *chosen;
+}
+
+std::vector<std::string> nccl_timing_lines(const std::vector<SweepRow>& rows, int gpus,
+                                           const AllreduceSweepOptions& timing) {
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "timed as nccl-tests does: after one checked call and up to %d warm-up calls, the median of %d "
+                  "batches of %d back-to-back calls",
+                  timing.warmup, timing.repeats, timing.iters);
+    std::vector<std::string> lines{line, "(fewer where a batch would pass 1 GiB) between CUDA events on every GPU's "
+                                         "stream, the slowest GPU's time per batch:"};
+    std::snprintf(line, sizeof line, "%10s %12s %10s %12s %12s", "size", "calls/batch", "time(us)", "algbw(GB/s)",
+                  "busbw(GB/s)");
+    lines.push_back(line);
+    for (const SweepRow& row : rows) {
+        std::snprintf(line, sizeof line, "%6zu MiB %12d %10.1f %12.1f %12.1f", row.bytes / kMiB,
+                      batch_iterations(row.bytes, timing.iters), row.seconds * 1e6,
+                      algorithm_bandwidth(row.bytes, row.seconds) / 1e9,
+                      bus_bandwidth(row.bytes, row.seconds, gpus) / 1e9);
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_way_GBps) {
+    if (gpus < 2 || !(p2p_one_way_GBps > 0.0) || largest.bytes < kLinkComparisonMinBytes || !(largest.seconds > 0.0))
+        return "";
+    const double busbw = bus_bandwidth(largest.bytes, largest.seconds, gpus) / 1e9;
+    if (busbw >= kLowBusBandwidthShare * p2p_one_way_GBps) return "";
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way that the P2P copies of check 4 "
+                  "reached",
+                  busbw, largest.bytes / kMiB, 100.0 * busbw / p2p_one_way_GBps, p2p_one_way_GBps);
+    return text;
+}
+
+std::vector<std::string> transports_around_peer_access(const NcclLog& log, int gpus,
+                                                        const std::function<bool(int, int)>& peer_access,
+                                                        const Variables& variables) {
+    constexpr size_t kPairsNamed = 3;
+    std::vector<std::string> problems;
+    for (const std::string family : {"SHM", "NET"}) {
+        std::vector<std::string> pairs;
+        for (int i = 0; i < gpus; ++i)
+            for (int j = i + 1; j < gpus; ++j)
+                if (peer_access(i, j) && peer_access(j, i) &&
+                    (uses_family(log, i, j, family) || uses_family(log, j, i, family)))
+                    pairs.push_back("GPU " + std::to_string(i) + " and GPU " + std::to_string(j));
+        if (pairs.empty()) continue;
+        std::string where;
+        if (pairs.size() == 1) {
+            where = pairs.front() + ", which have peer access";
+        } else {
+            const size_t more = pairs.size() > kPairsNamed ? pairs.size() - kPairsNamed : 0;
+            pairs.resize(pairs.size() - more);
+            where = std::to_string(pairs.size() + more) + " pairs of GPUs that have peer access (" + join(pairs, ", ") +
+                    (more ? ", and " + std::to_string(more) + " more" : "") + ")";
+        }
+        problems.push_back("NCCL uses " + family + " between " + where + ": " +
+                           nccl_peer_link_cause(family, log, variables));
+    }
+    return problems;
+}
+
+std::string nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables) {
+    // The settings that take P2P away, and for the network transport also shared memory, with the value
+    // that does so ("" = any value: NCCL_P2P_LEVEL limits P2P whatever it is set to).
+    struct Blocking {
+        const char* name;
+        const char* value;
+    };
+    std::vector<Blocking> blocking{{"NCCL_P2P_DISABLE", "1"}, {"NCCL_P2P_LEVEL", ""}};
+    if (family == "NET") blocking.push_back({"NCCL_SHM_DISABLE", "1"});
+
+    std::vector<std::string> found, from_files;
+    for (const Blocking& setting : blocking) {
+        const auto logged = log.settings.find(setting.name);
+        const bool in_environment = is_set(variables, setting.name);
+        if (logged == log.settings.end() && !in_environment) continue;
+        const std::string value = logged != log.settings.end() ? logged->second : value_of(variables, setting.name);
+        if (*setting.value && value != setting.value) continue;
+        found.push_back(std::string(setting.name) + "=" + value);
+        if (!in_environment) from_files.push_back(setting.name);
+    }
+    if (found.empty())
+        return family == "SHM"
+                   ? "no NCCL setting explains it, so NCCL ruled P2P out itself (as it does by default where the PCIe "
+                     "path between two GPUs goes through a CPU); NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows "
+                     "its reasons"
+                   : "no NCCL setting explains it; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why NCCL chose "
+                     "its network transport";
+    const std::string files = "an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)";
+    std::string cause = join(found, " and ") + (found.size() == 1 ? " is set" : " are set");
+    if (from_files.size() == found.size())
+        cause += " in " + files;
+    else if (!from_files.empty())
+        cause += ", " + join(from_files, " and ") + " in " + files;
+    return cause;
+}
+
+}  // namespace fwi::doctor

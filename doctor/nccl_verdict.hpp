@@ -1,0 +1,64 @@
+// What check 5 makes of its measurements besides correctness: the sizes it times, the table of their
+// timings, and two signs that NCCL is not using the links between the GPUs: a transport that goes around
+// peer access (SHM or NET between GPUs that have it), and a bus bandwidth far below what check 4's P2P
+// copies reached. Neither depends on seeing NCCL_P2P_DISABLE in doctor's own environment (a site-wide
+// /etc/nccl.conf can set it too). No GPU or NCCL call here, so all of it is unit-tested.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "allreduce_sweep.hpp"
+#include "host.hpp"
+#include "nccl_log.hpp"
+
+namespace fwi::doctor {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+// The size the summary line reports, and the size of check 7's allreduce (--nccl-mib when smaller).
+constexpr size_t kNcclSummaryBytes = 32 * kMiB;
+
+// The sizes check 5 times: 1 MiB (bound by latency), 32 MiB and `largest` (--nccl-mib, default 256 MiB,
+// where the bus bandwidth nears what the links carry), without those above `largest`. Ascending, no
+// duplicates.
+std::vector<size_t> nccl_check_sizes(size_t largest);
+
+// The row the summary reports: the largest size up to kNcclSummaryBytes (rows ascending, not empty).
+const SweepRow& nccl_summary_row(const std::vector<SweepRow>& rows);
+
+// The timing table: how it was timed, then one line per size (MiB, allreduces per batch, time of one,
+// algbw and busbw as nccl-tests defines them, over `gpus` GPUs).
+std::vector<std::string> nccl_timing_lines(const std::vector<SweepRow>& rows, int gpus,
+                                           const AllreduceSweepOptions& timing);
+
+// A healthy NCCL allreduce at a large size carries most of what a copy engine moves over the same link:
+// on NVLink H200s NCCL's busbw at 256 MiB is about 290 GB/s against 381 GB/s for a one-way P2P copy
+// (check 4), a ratio of about 0.75. When NCCL goes through host memory (SHM) or the network instead, host
+// memory or the NIC bounds it: a copy staged through host memory moves 37 GB/s on the same H200s, under
+// 0.1 of the P2P figure. A quarter sits well between the two, so a WARN below it is not noise.
+constexpr double kLowBusBandwidthShare = 0.25;
+// Below this size an allreduce is too short for its bus bandwidth to say much about the links.
+constexpr size_t kLinkComparisonMinBytes = 32 * kMiB;
+
+// "busbw 22.1 GB/s at 256 MiB is 6% of the 381.0 GB/s one way that the P2P copies of check 4 reached";
+// "" when it is at least kLowBusBandwidthShare of it, or when there is nothing to compare (fewer than 2
+// GPUs, no P2P figure: NaN, a size under kLinkComparisonMinBytes).
+std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_way_GBps);
+
+// Connections of NCCL's log that go through host memory (SHM) or the network (NET) between GPUs that have
+// peer access both ways, one line per transport family: "NCCL uses SHM between GPU 0 and GPU 1, which
+// have peer access: <why>", the why from nccl_peer_link_cause. NCCL's ranks are the GPUs' numbers here.
+std::vector<std::string> transports_around_peer_access(const NcclLog& log, int gpus,
+                                                        const std::function<bool(int, int)>& peer_access,
+                                                        const Variables& variables);
+
+// Why NCCL would use `family` (SHM or NET) rather than P2P: the settings that take P2P away (and for NET,
+// shared memory too) as NCCL's log reports them, else as doctor's environment has them (when the log was
+// not captured): "NCCL_P2P_DISABLE=1 is set", naming a config file when the environment does not hold
+// it. Without such a setting, a sentence on what else makes NCCL leave P2P out.
+std::string nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables);
+
+}  // namespace fwi::doctor

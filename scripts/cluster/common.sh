@@ -1,0 +1,151 @@
+# Sourced by the launch recipes in this folder (the *.sbatch scripts and hostfile-run.sh): where the
+# built programs are, what every rank's environment holds, and the launch line, run or only printed (a
+# dry run). README.md, "Across nodes", explains the recipes.
+# shellcheck shell=bash
+
+FWI_REPO="${FWI_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+# NVLink multicast (NVLS) stays off in everything this suite starts.
+export NCCL_NVLS_ENABLE=0
+
+# The programs that run one MPI rank per GPU (doctor with --mpi); hostfile-run.sh starts any of them.
+# shellcheck disable=SC2034
+FWI_CLUSTER_PROGRAMS=(03_host_staged_mpi 05_nccl_mpi 06_fwi_shot_parallel doctor)
+
+# fwi_die CODE MESSAGE: the suite's exit codes: 2 bad input, 3 environment.
+fwi_die() {
+    local code=$1
+    shift
+    echo "${FWI_RECIPE:-scripts/cluster}: $*" >&2
+    exit "$code"
+}
+
+fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
+
+# fwi_recipe_options ARGS...: the recipe's own options, before the program's arguments: --dry-run (or
+# FWI_DRY_RUN=1: print the launch line instead of running it), --bin-dir DIR (or FWI_BIN_DIR), and `--`
+# to end them. What is left is in FWI_ARGS.
+fwi_recipe_options() {
+    FWI_ARGS=()
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --dry-run) FWI_DRY_RUN=1; shift ;;
+            --bin-dir)
+                [ $# -ge 2 ] || fwi_die 2 "--bin-dir: missing value (a build folder or an install's bin folder)"
+                FWI_BIN_DIR="$2"
+                shift 2
+                ;;
+            --bin-dir=*) FWI_BIN_DIR="${1#--bin-dir=}"; shift ;;
+            --) shift; break ;;
+            *) break ;;
+        esac
+    done
+    FWI_ARGS=("$@")
+}
+
+# fwi_program_path NAME: the absolute path of a built program: NAME/NAME in a build folder or NAME in an
+# install's bin folder (cmake --install), from FWI_BIN_DIR, else the repository's build folder (the
+# default preset's). Ranks on other nodes start the same path, so it has to hold the same program there.
+fwi_program_path() {
+    local name=$1 dir candidate
+    dir="${FWI_BIN_DIR:-$FWI_REPO/build}"
+    if [ -n "${FWI_BIN_DIR:-}" ] && [ ! -d "$FWI_BIN_DIR" ]; then
+        fwi_die 2 "--bin-dir (FWI_BIN_DIR): '$FWI_BIN_DIR' is not a folder"
+    fi
+    for candidate in "$dir/$name/$name" "$dir/$name"; do
+        if [ -f "$candidate" ] && [ -x "$candidate" ]; then
+            echo "$(cd "$(dirname "$candidate")" && pwd)/$name"
+            return
+        fi
+    done
+    fwi_die 3 "no built $name in $dir (looked for $dir/$name/$name and $dir/$name): build it (cmake --preset" \
+        "default && cmake --build --preset default), or name the build folder or install's bin with --bin-dir" \
+        "or FWI_BIN_DIR"
+}
+
+# fwi_mpirun_exports: the -x flags of mpirun into FWI_EXPORTS: the multicast setting, PATH and
+# LD_LIBRARY_PATH (where the remote ranks find the same CUDA, NCCL and MPI), and every NCCL_* variable set
+# here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, ...). mpirun hands its own environment only to the
+# ranks on its own node; srun hands it to all.
+fwi_mpirun_exports() {
+    local name
+    FWI_EXPORTS=(-x NCCL_NVLS_ENABLE=0 -x PATH)
+    [ -n "${LD_LIBRARY_PATH:-}" ] && FWI_EXPORTS+=(-x LD_LIBRARY_PATH)
+    while read -r name; do
+        [ "$name" = NCCL_NVLS_ENABLE ] || FWI_EXPORTS+=(-x "$name")
+    done < <(compgen -e | grep '^NCCL_' | LC_ALL=C sort)
+}
+
+# fwi_mpirun_line RANKS GPUS_PER_NODE [HOSTFILE]: into FWI_LINE, the mpirun line that starts RANKS ranks,
+# GPUS_PER_NODE on each node (one per GPU), before the program. FWI_MPIRUN names the mpirun (default:
+# the one on PATH); FWI_MPIRUN_FLAGS adds flags of your own (--prefix /opt/openmpi, --mca ...).
+fwi_mpirun_line() {
+    local ranks=$1 gpus=$2 hostfile=${3:-} extra=()
+    fwi_mpirun_exports
+    read -r -a extra <<<"${FWI_MPIRUN_FLAGS:-}"
+    FWI_LINE=("${FWI_MPIRUN:-mpirun}")
+    [ -n "$hostfile" ] && FWI_LINE+=(--hostfile "$hostfile")
+    FWI_LINE+=(-np "$ranks" --map-by "ppr:$gpus:node" --bind-to none "${FWI_EXPORTS[@]}" "${extra[@]}")
+}
+
+# fwi_launch COMMAND...: prints the command (shell-quoted, one line) and runs it in place of this shell;
+# with FWI_DRY_RUN=1 (or --dry-run) only prints it, on stdout, and exits 0.
+fwi_launch() {
+    local line
+    line="$(printf '%q ' "$@")"
+    line="${line% }"
+    if [ "${FWI_DRY_RUN:-0}" = 1 ]; then
+        echo "$line"
+        exit 0
+    fi
+    echo "${FWI_RECIPE:-scripts/cluster}: $line" >&2
+    exec "$@"
+}
+
+# fwi_sbatch_option FILE NAME: the value of `#SBATCH --NAME=VALUE` in FILE ("" when absent).
+fwi_sbatch_option() {
+    sed -n "s/^#SBATCH --$2=\\([^[:space:]]*\\).*/\\1/p" "$1" | head -n 1
+}
+
+# fwi_slurm_run SCRIPT PROGRAM ARGS...: the body of every *.sbatch recipe. Inside the allocation, one rank
+# per GPU: srun --mpi=pmix (FWI_SRUN_MPI names another PMI: pmi2), or with FWI_LAUNCHER=mpirun Open
+# MPI's mpirun, which reads the nodes from Slurm. Outside an allocation only a dry run works; it takes the
+# counts from SCRIPT's #SBATCH lines.
+fwi_slurm_run() {
+    local script=$1 program=$2 nodes tasks_per_node gpus_per_node ranks path
+    shift 2
+    FWI_RECIPE="${FWI_RECIPE:-$(basename "$script")}"
+    fwi_recipe_options "$@"
+    if [ -n "${SLURM_JOB_ID:-}" ]; then
+        nodes="${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-}}"
+        tasks_per_node="${SLURM_NTASKS_PER_NODE:-}"
+        gpus_per_node="${SLURM_GPUS_PER_NODE:-}"
+        ranks="${SLURM_NTASKS:-}"
+    elif [ "${FWI_DRY_RUN:-0}" = 1 ]; then
+        nodes="$(fwi_sbatch_option "$script" nodes)"
+        tasks_per_node="$(fwi_sbatch_option "$script" ntasks-per-node)"
+        gpus_per_node="$(fwi_sbatch_option "$script" gpus-per-node)"
+        ranks=""
+    else
+        fwi_die 2 "not inside a Slurm job (no SLURM_JOB_ID): submit it, sbatch $script [ARGS...]; print its" \
+            "launch line with --dry-run; without Slurm, use scripts/cluster/hostfile-run.sh"
+    fi
+    gpus_per_node="${gpus_per_node##*:}" # "h100:4" -> 4
+    fwi_positive_integer "$nodes" || fwi_die 2 "--nodes: '$nodes' is not a node count"
+    fwi_positive_integer "$tasks_per_node" ||
+        fwi_die 2 "--ntasks-per-node: '$tasks_per_node' is not a count; give it, equal to --gpus-per-node"
+    fwi_positive_integer "$gpus_per_node" ||
+        fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count; give it, equal to --ntasks-per-node"
+    [ "$tasks_per_node" = "$gpus_per_node" ] ||
+        fwi_die 2 "--ntasks-per-node=$tasks_per_node with --gpus-per-node=$gpus_per_node: these recipes run one" \
+            "task per GPU, so give both the same value"
+    ranks="${ranks:-$((nodes * tasks_per_node))}"
+    path="$(fwi_program_path "$program")" || exit
+    case "${FWI_LAUNCHER:-srun}" in
+        srun) FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1) ;;
+        mpirun) fwi_mpirun_line "$ranks" "$gpus_per_node" ;;
+        *) fwi_die 2 "FWI_LAUNCHER: '$FWI_LAUNCHER' is not one of srun|mpirun" ;;
+    esac
+    [ "${FWI_DRY_RUN:-0}" = 1 ] ||
+        echo "$FWI_RECIPE: $program on $nodes node(s) x $gpus_per_node GPUs, $ranks ranks, one per GPU" >&2
+    fwi_launch "${FWI_LINE[@]}" "$path" "${FWI_ARGS[@]}"
+}

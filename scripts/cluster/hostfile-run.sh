@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Starts one of the suite's MPI programs on the nodes of a hostfile with Open MPI's mpirun, one rank per
+# GPU, without a scheduler:
+#
+#   scripts/cluster/hostfile-run.sh [--dry-run] [--bin-dir DIR] --hostfile HOSTS --gpus-per-node G [--np N]
+#                                   PROGRAM [ARGS...]
+#
+#   PROGRAM   03_host_staged_mpi, 05_nccl_mpi, 06_fwi_shot_parallel or doctor (give doctor --mpi); ARGS go
+#             to it
+#   HOSTS     Open MPI's hostfile: one node a line ("node1 slots=4"); blank lines and # comments are skipped
+#   G         GPUs per node: G ranks on every node (--map-by ppr:G:node)
+#   N         ranks in all (default: the hostfile's nodes times G)
+#   --dry-run print the mpirun line instead of running it (or FWI_DRY_RUN=1)
+#   --bin-dir the build folder or an install's bin (or FWI_BIN_DIR; default: the repository's build/),
+#             at the same path on every node
+#
+# The line it runs, e.g. for two 4-GPU nodes with NCCL_SOCKET_IFNAME set:
+#
+#   mpirun --hostfile hosts -np 8 --map-by ppr:4:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH \
+#          -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME /home/me/fwi/build/05_nccl_mpi/05_nccl_mpi --bench-allreduce
+#
+# -x hands the ranks on the other nodes PATH, LD_LIBRARY_PATH (set only when it is) and every NCCL_*
+# variable set here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, ...); mpirun gives its environment only
+# to the ranks on its own node. FWI_MPIRUN names another mpirun, FWI_MPIRUN_FLAGS adds flags (--prefix
+# /opt/openmpi where Open MPI is not on the remote nodes' default PATH). README.md, "Across nodes", says
+# more.
+set -uo pipefail
+FWI_RECIPE="hostfile-run.sh"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
+
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+
+hostfile="" gpus_per_node="" ranks=""
+fwi_recipe_options "$@"
+set -- "${FWI_ARGS[@]}"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --hostfile | --gpus-per-node | --np)
+            [ $# -ge 2 ] || fwi_die 2 "$1: missing value"
+            case "$1" in
+                --hostfile) hostfile="$2" ;;
+                --gpus-per-node) gpus_per_node="$2" ;;
+                --np) ranks="$2" ;;
+            esac
+            shift 2
+            ;;
+        --dry-run | --bin-dir) fwi_recipe_options "$@"; set -- "${FWI_ARGS[@]}" ;;
+        -h | --help) usage; exit 0 ;;
+        -*) fwi_die 2 "unknown option '$1' (before PROGRAM: --hostfile, --gpus-per-node, --np, --dry-run, --bin-dir)" ;;
+        *) break ;;
+    esac
+done
+[ $# -ge 1 ] || fwi_die 2 "no PROGRAM; one of ${FWI_CLUSTER_PROGRAMS[*]} (--help shows the usage)"
+program=$1
+shift
+[[ " ${FWI_CLUSTER_PROGRAMS[*]} " == *" $program "* ]] ||
+    fwi_die 2 "PROGRAM: '$program' is not one of ${FWI_CLUSTER_PROGRAMS[*]}"
+[ -n "$hostfile" ] || fwi_die 2 "--hostfile: missing; a file with one node a line (node1 slots=4)"
+[ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
+fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a positive integer"
+nodes=$(grep -cvE '^[[:space:]]*(#|$)' "$hostfile")
+[ "$nodes" -gt 0 ] || fwi_die 2 "--hostfile: '$hostfile' names no node"
+ranks="${ranks:-$((nodes * gpus_per_node))}"
+fwi_positive_integer "$ranks" || fwi_die 2 "--np: '$ranks' is not a positive integer"
+
+path="$(fwi_program_path "$program")" || exit
+fwi_mpirun_line "$ranks" "$gpus_per_node" "$hostfile"
+fwi_launch "${FWI_LINE[@]}" "$path" "$@"

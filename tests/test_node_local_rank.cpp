@@ -1,0 +1,135 @@
+// The node-local rank and the GPU each rank takes from it (common/mpi_env.hpp), with the ranks on several
+// nodes, on one machine and without a GPU: under mpirun --oversubscribe, FWI_TEST_NODE_OF_RANK places the
+// ranks on fake nodes the way launchers place them on real ones (in blocks, --map-by ppr:k:node; dealt
+// round-robin, --map-by node; unevenly). Every rank must get the number of ranks before it on its node,
+// and the ranks of a node must take distinct GPUs 0, 1, ... whatever the placement.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "errors.hpp"
+#include "mpi_env.hpp"
+
+using namespace fwi;
+
+namespace {
+
+using Placement = std::function<int(int rank)>;  // rank -> node
+
+// Puts every rank on placement(rank)'s fake node for the life of the object.
+class FakeNodes {
+public:
+    explicit FakeNodes(const Placement& placement) {
+        std::string list;
+        for (int rank = 0; rank < world_size(); ++rank)
+            list += (rank ? "," : "") + std::to_string(placement(rank));
+        setenv("FWI_TEST_NODE_OF_RANK", list.c_str(), 1);
+    }
+    explicit FakeNodes(const std::string& list) { setenv("FWI_TEST_NODE_OF_RANK", list.c_str(), 1); }
+    ~FakeNodes() { unsetenv("FWI_TEST_NODE_OF_RANK"); }
+    FakeNodes(const FakeNodes&) = delete;
+    FakeNodes& operator=(const FakeNodes&) = delete;
+};
+
+// What node_local_rank should say for `rank`: the ranks before it on its node, and the ranks on it.
+NodeLocalRank expected(const Placement& placement, int rank) {
+    NodeLocalRank local{0, 0};
+    for (int other = 0; other < world_size(); ++other)
+        if (placement(other) == placement(rank)) {
+            local.rank += other < rank;
+            ++local.size;
+        }
+    return local;
+}
+
+// Checks this rank's node-local rank, then gathers every rank's (node, GPU) and checks that no two ranks
+// of a node share a GPU when the node has as many GPUs as ranks.
+void check_placement(const Placement& placement) {
+    const int rank = world_rank();
+    NodeLocalRank local;
+    {
+        const FakeNodes nodes(placement);
+        local = node_local_rank(MPI_COMM_WORLD);
+    }
+    const NodeLocalRank want = expected(placement, rank);
+    CHECK(local.rank == want.rank);
+    CHECK(local.size == want.size);
+
+    const int mine[2] = {placement(rank), gpu_for_local_rank(local.rank, local.size)};
+    std::vector<int> all(2 * size_t(world_size()));
+    REQUIRE(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+    std::set<std::pair<int, int>> taken;
+    for (int other = 0; other < world_size(); ++other) {
+        const int node = all[2 * size_t(other)], gpu = all[2 * size_t(other) + 1];
+        CHECK(gpu >= 0);
+        CHECK(gpu < expected(placement, other).size);
+        CHECK(taken.insert({node, gpu}).second);  // a GPU of a node is taken once
+    }
+}
+
+}  // namespace
+
+TEST_CASE("without fake nodes every rank of this machine is on one node, in rank order") {
+    const NodeLocalRank local = node_local_rank(MPI_COMM_WORLD);
+    CHECK(local.rank == world_rank());
+    CHECK(local.size == world_size());
+}
+
+TEST_CASE("ranks in blocks of k per node, as mpirun --map-by ppr:k:node or srun --ntasks-per-node=k place them") {
+    for (int k = 1; k <= world_size(); ++k) {
+        CAPTURE(k);
+        check_placement([k](int rank) { return rank / k; });
+    }
+}
+
+TEST_CASE("ranks dealt round-robin over m nodes, as mpirun --map-by node places them") {
+    for (int m = 1; m <= world_size(); ++m) {
+        CAPTURE(m);
+        check_placement([m](int rank) { return rank % m; });
+    }
+}
+
+TEST_CASE("nodes of different sizes, named by any numbers") {
+    // 6 ranks: node 7 holds ranks 0, 2, 5; node 3 holds 1 and 4; node 0 holds 3.
+    const std::vector<int> nodes{7, 3, 7, 0, 3, 7};
+    check_placement([&nodes](int rank) { return nodes[size_t(rank) % nodes.size()] + 10 * (rank / 6); });
+}
+
+TEST_CASE("fewer GPUs than ranks on a node: the GPUs are taken in turn, which select_gpu_for_rank refuses") {
+    CHECK(gpu_for_local_rank(0, 4) == 0);
+    CHECK(gpu_for_local_rank(3, 4) == 3);
+    CHECK(gpu_for_local_rank(4, 4) == 0);  // a fifth rank on a 4-GPU node would share GPU 0
+    CHECK(gpu_for_local_rank(5, 1) == 0);  // a launcher that gives each rank one GPU: every rank sees device 0
+}
+
+TEST_CASE("a fake-node list that does not fit is refused on every rank, naming the variable") {
+    {
+        const FakeNodes nodes(std::string("0"));
+        if (world_size() > 1)
+            CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD), doctest::Contains("FWI_TEST_NODE_OF_RANK: 1 entries"),
+                                 UsageError);
+    }
+    {
+        std::string list = "x";
+        for (int rank = 1; rank < world_size(); ++rank) list += ",0";
+        const FakeNodes nodes(list);
+        CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD),
+                             doctest::Contains("FWI_TEST_NODE_OF_RANK: 'x' is not a node number"), UsageError);
+    }
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // so MPI_CHECK sees the error codes
+    doctest::Context context(argc, argv);
+    const int result = context.run();
+    MPI_Finalize();
+    return result;
+}
