@@ -183,7 +183,9 @@ gradient_bytes=$(result_field gradient_bytes "$runs/01_single_gpu-1gpu.json")
 if [ -z "$shots" ] || [ -z "$gradient_bytes" ]; then
     echo "compare: 01_single_gpu left no RESULT, so the scaling model's inputs are not measured"
 else
-    sweep_flags=(-b $((gradient_bytes / 8)) -e $((gradient_bytes * 2)) -f 2)
+    # 2 warm-up calls and batches of 5 (the lessons' sweeps: 5 and 20): the model needs one time per size,
+    # and a 03 sweep of a 64 MiB gradient through host memory would otherwise take a minute per GPU count.
+    sweep_flags=(-b $((gradient_bytes / 8)) -e $((gradient_bytes * 2)) -f 2 -w 2 -n 5)
     measured_shares=" $shots "  # 01's own run measured all the shots
     for n in $gpu_counts; do
         share=$(( (shots + n - 1) / n ))
