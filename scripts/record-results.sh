@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Records one machine's measured results, the files the figures in the docs come from: the build's wall
+# time, each lesson's default run on the GPUs present, the comparison on the default and the comm problem
+# (scripts/compare.sh, with its scaling-model inputs), 05 and 06 with NCCL forced onto its network
+# transport beside NVLink/PCIe, doctor, and the measurements the lessons' exercises ask for (the answers
+# in docs/ANSWERS.md cite them). Every program writes its RESULT (--json) and its output (.log);
+# timings.tsv holds each run's wall time and exit status.
+#
+# usage: scripts/record-results.sh [--out DIR] [--steps build,lessons,compare-default,compare-comm,transport,exercises]
+#   --out    where to write (default: docs/results/<GPUs>x<model>-<UTC date>, e.g. 2xH200-2026-11-22);
+#            an existing folder is refused (exit 2): results are kept, not overwritten
+#   --steps  a comma list of the steps to run, in the order given (default: all six, in this order)
+# Without a GPU it says so in one line and exits 3. Exit 1 when any step failed (the others still run).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+
+bad_flag() { echo "record-results: $1" >&2; exit 2; }
+all_steps="build lessons compare-default compare-comm transport exercises"
+out="" steps="${all_steps// /,}"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) sed -n '8,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
+            [ "$1" = --out ] && out="$2" || steps="$2"; shift 2 ;;
+        *) bad_flag "unknown flag '$1' (--help lists the flags)" ;;
+    esac
+done
+for step in ${steps//,/ }; do
+    [[ " $all_steps " == *" $step "* ]] || bad_flag "--steps: '$step' is not one of ${all_steps// /, }"
+done
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "record-results: no CUDA GPU visible (nvidia-smi -L fails); results are measured on GPUs" >&2
+    exit 3
+fi
+gpus=$(nvidia-smi -L | wc -l)
+model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $NF}')
+out="$(realpath -m "${out:-$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)}")"
+[ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
+mkdir -p "$out"
+failed=0
+printf 'step\tseconds\texit\tcommand\n' >"$out/timings.tsv"
+
+# record NAME COMMAND...: runs it with its output in NAME.log, its wall time and exit status in timings.tsv.
+record() {
+    local name="$1"
+    shift
+    mkdir -p "$(dirname "$out/$name")"
+    echo "== $name: $*"
+    echo "\$ $*" >"$out/$name.log"
+    local start=$SECONDS
+    timeout --kill-after=30 1200 "$@" >>"$out/$name.log" 2>&1
+    local code=$?
+    printf '%s\t%d\t%d\t%s\n' "$name" $((SECONDS - start)) "$code" "$*" >>"$out/timings.tsv"
+    tail -n 2 "$out/$name.log"
+    return $code
+}
+# expect_refusal NAME COMMAND...: a run that must be refused (exit 2 or 3), recorded like record.
+expect_refusal() {
+    local name="$1"
+    shift
+    record "$name" "$@"
+    local code=$?
+    [ $code -eq 2 ] || [ $code -eq 3 ] || { echo "record-results: $name: exit $code, expected a refusal (2 or 3)"; failed=1; }
+}
+# observe NAME COMMAND...: a run whose exit status is part of what it shows (a fault, a hang doctor ends,
+# a wrong launch): recorded like record, whatever its exit.
+observe() { record "$@" || true; }
+run() { record "$@" || failed=1; }
+
+preset="$(choose_preset)"
+bin="$(build_dir "$preset")"
+mpi=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+
+for step in ${steps//,/ }; do
+    case "$step" in
+    build)
+        # The build as a newcomer's first one: a fresh build folder (timed, with the packages step).
+        rm -rf "$bin"
+        run build bash -c "source '$ROOT/scripts/common.sh' && configure_and_build $preset" ;;
+    lessons)
+        run lessons/01_single_gpu "$bin/01_single_gpu/01_single_gpu" --json "$out/lessons/01_single_gpu.json" \
+            --out "$out/lessons/01_single_gpu-files"
+        run lessons/01_single_gpu-verify "$bin/01_single_gpu/01_single_gpu" --verify --json "$out/lessons/01_single_gpu-verify.json"
+        run lessons/02_allreduce_primitives "$bin/02_allreduce_primitives/02_allreduce_primitives" \
+            --json "$out/lessons/02_allreduce_primitives.json"
+        run lessons/03_host_staged_mpi "${mpi[@]}" -np "$gpus" "$bin/03_host_staged_mpi/03_host_staged_mpi" \
+            --json "$out/lessons/03_host_staged_mpi.json"
+        run lessons/04_nccl_threads "$bin/04_nccl_threads/04_nccl_threads" --json "$out/lessons/04_nccl_threads.json"
+        run lessons/05_nccl_mpi "${mpi[@]}" -np "$gpus" "$bin/05_nccl_mpi/05_nccl_mpi" --json "$out/lessons/05_nccl_mpi.json"
+        run lessons/05_nccl_mpi-bench "${mpi[@]}" -np "$gpus" "$bin/05_nccl_mpi/05_nccl_mpi" --bench-allreduce \
+            --json "$out/lessons/05_nccl_mpi-bench.json"
+        run lessons/06_fwi_shot_parallel "${mpi[@]}" -np "$gpus" "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" \
+            --no-plots --json "$out/lessons/06_fwi_shot_parallel.json" --out "$out/lessons/06_fwi_shot_parallel-files"
+        run lessons/doctor "$bin/doctor/doctor" --json "$out/lessons/doctor.json"
+        # What a room with one GPU per student meets: two ranks on one GPU, which MPI allows (03 warns)
+        # and NCCL refuses (05).
+        if [ "$gpus" -eq 1 ]; then
+            run lessons/03_host_staged_mpi-2-ranks-1-gpu "${mpi[@]}" -np 2 "$bin/03_host_staged_mpi/03_host_staged_mpi" \
+                --json "$out/lessons/03_host_staged_mpi-2-ranks-1-gpu.json"
+            expect_refusal lessons/05_nccl_mpi-2-ranks-1-gpu "${mpi[@]}" -np 2 "$bin/05_nccl_mpi/05_nccl_mpi"
+        fi
+        # The programs' own output files (models, gathers: binary, megabytes) are not results.
+        rm -rf "$out"/lessons/*-files ;;
+    compare-default|compare-comm)
+        run "$step" "$ROOT/scripts/compare.sh" --problem "${step#compare-}" --out "$out/$step"
+        # The programs' own output folders (models, gathers: binary, megabytes) are not results.
+        find "$out/$step/runs" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} + ;;
+    transport)
+        # What crossing a node costs, on one host: NCCL's network transport (sockets) instead of NVLink/PCIe.
+        for transport in auto network; do
+            run transport/05_nccl_mpi-bench-$transport "${mpi[@]}" -np "$gpus" "$bin/05_nccl_mpi/05_nccl_mpi" \
+                --bench-allreduce --transport "$transport" --json "$out/transport/05_nccl_mpi-bench-$transport.json"
+            for problem in default comm; do
+                run transport/06_fwi_shot_parallel-$problem-$transport "${mpi[@]}" -np "$gpus" \
+                    "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" --problem "$problem" --transport "$transport" \
+                    --no-reference --no-plots --save-every 0 --json "$out/transport/06_fwi_shot_parallel-$problem-$transport.json" \
+                    --out "$out/transport/files"
+                rm -rf "$out/transport/files"
+            done
+        done ;;
+    exercises)
+        # The exercises' measurements that this machine can make (named lesson-exercise-what); the ones
+        # that need more GPUs than there are, or a change to the code, are answered in words.
+        e="$out/exercises"
+        for shots in 2 4 8; do
+            run exercises/01-3-nshots-$shots "$bin/01_single_gpu/01_single_gpu" --nshots $shots --iterations 3 --json "$e/01-3-nshots-$shots.json"
+        done
+        run exercises/01-3-nt-3000 "$bin/01_single_gpu/01_single_gpu" --nt 3000 --iterations 3 --json "$e/01-3-nt-3000.json"
+        if [ "$gpus" -ge 2 ]; then
+            for chunks in 1 2 4 16; do
+                run exercises/02-1-ring-chunks-$chunks "$bin/02_allreduce_primitives/02_allreduce_primitives" --variants ring \
+                    --ring-chunks $chunks -b 256M -e 256M --json "$e/02-1-ring-chunks-$chunks.json"
+            done
+            for limit in 0 1073741824; do
+                run exercises/02-2-one-shot-max-$limit "$bin/02_allreduce_primitives/02_allreduce_primitives" --variants p2p_kernel \
+                    --one-shot-max-bytes $limit -b 64K -e 64M -f 4 --json "$e/02-2-one-shot-max-$limit.json"
+            done
+        fi
+        run exercises/03-1-chunks "${mpi[@]}" -np "$gpus" "$bin/03_host_staged_mpi/03_host_staged_mpi" --bench-allreduce \
+            --combine pinned,pipelined --chunk-kb 64,256,1024,4096,16384 --in-flight 1,2,4 -b 64M -e 64M
+        run exercises/03-1-fwi-chunks "${mpi[@]}" -np "$gpus" "$bin/03_host_staged_mpi/03_host_staged_mpi" \
+            --combine pinned,pipelined --chunk-kb 64,256
+        for algorithm in 1 2 3 4 5 6; do
+            run exercises/03-3-mpi-algorithm-$algorithm "${mpi[@]}" --mca coll_tuned_use_dynamic_rules 1 \
+                --mca coll_tuned_allreduce_algorithm $algorithm -np "$gpus" "$bin/03_host_staged_mpi/03_host_staged_mpi" \
+                --bench-allreduce --combine pinned -b 32M -e 64M
+        done
+        for shots in 16 4; do
+            run exercises/04-1-nshots-$shots "$bin/04_nccl_threads/04_nccl_threads" --nshots $shots --json "$e/04-1-nshots-$shots.json"
+        done
+        for driver in threads group; do
+            run exercises/04-2-driver-$driver "$bin/04_nccl_threads/04_nccl_threads" --driver $driver --no-reference \
+                --iterations 20 --json "$e/04-2-driver-$driver.json"
+        done
+        run exercises/05-1-bench "${mpi[@]}" -np "$gpus" "$bin/05_nccl_mpi/05_nccl_mpi" --bench-allreduce -b 768K -e 256M -f 2
+        run exercises/05-1-bench-02 "$bin/02_allreduce_primitives/02_allreduce_primitives" --variants nccl -b 768K -e 256M -f 2
+        expect_refusal exercises/05-2-one-rank-more "${mpi[@]}" -np $((gpus + 1)) "$bin/05_nccl_mpi/05_nccl_mpi"
+        [ "$gpus" -ge 2 ] && observe exercises/05-3-stall "${mpi[@]}" -np 2 "$bin/05_nccl_mpi/05_nccl_mpi" \
+            --test-fault=stall-before-allreduce:1 --timeout 5
+        for every in 1 0; do
+            run exercises/06-3-save-every-$every bash -c "time ${mpi[*]} -np $gpus $bin/06_fwi_shot_parallel/06_fwi_shot_parallel \
+                --no-reference --no-plots --iterations 40 --save-every $every --out $e/06-files --overwrite"
+        done
+        rm -rf "$e/06-files"
+        NCCL_P2P_DISABLE=1 run exercises/doctor-1-p2p-disabled "$bin/doctor/doctor" --checks nccl
+        run exercises/doctor-1-default "$bin/doctor/doctor" --checks nccl
+        FWI_DOCTOR_INJECT=hang-peer-kernel observe exercises/doctor-2-hang "$bin/doctor/doctor" --checks p2p --timeout 5
+        observe exercises/doctor-3-twice-the-ranks "${mpi[@]}" -np $((2 * gpus)) "$bin/doctor/doctor" --mpi ;;
+    esac
+done
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
+# Paths in the results relative to the repository, as the docs quote them (this machine's are no one's).
+find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
+    -exec sed -i "s|$ROOT/||g" {} +
+echo "record-results: wrote $out ($(du -sh "$out" | cut -f1)); timings in $out/timings.tsv"
+exit $failed
