@@ -24,6 +24,7 @@ they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
 import csv
 import io
 import json
+import math
 import os
 import sys
 
@@ -254,9 +255,9 @@ def describe_inputs(inputs, rows):
         except ValueError as error:
             lines.append("    %s %s, %d GPU(s): %s" % (program, variant, gpus, error))
             continue
-        lines.append("    %-24s %-10s %d GPU(s): %.3f ms (alpha %8.1f us, beta %7.2f GB/s, through %d and %d B)" % (
-            program, variant, gpus, 1e3 * fit["predicted_s"], 1e6 * fit["alpha_s"], fit["beta_Bps"] / 1e9,
-            *fit["sizes"]))
+        beta = "%7.2f GB/s" % (fit["beta_Bps"] / 1e9) if math.isfinite(fit["beta_Bps"]) else "  - (flat)"
+        lines.append("    %-24s %-10s %d GPU(s): %.3f ms (alpha %8.1f us, beta %s, through %d and %d B)" % (
+            program, variant, gpus, 1e3 * fit["predicted_s"], 1e6 * fit["alpha_s"], beta, *fit["sizes"]))
     return lines
 
 

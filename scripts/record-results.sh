@@ -34,11 +34,16 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     exit 3
 fi
 gpus=$(nvidia-smi -L | wc -l)
-model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $NF}')
+model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')  # "NVIDIA H100 80GB HBM3": H100
 out="$(realpath -m "${out:-$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)}")"
 [ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
 mkdir -p "$out"
 failed=0
+# The commit of the code measured, which the figures made from these results are stamped with. Where the
+# checkout's git metadata is not that of its files (a copy), say it: FWI_SOURCE_COMMIT=<commit>.
+commit="${FWI_SOURCE_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+[ -z "${FWI_SOURCE_COMMIT:-}" ] && [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ] && commit+="-dirty"
+printf 'commit: %s\n' "$commit" >"$out/source.txt"
 printf 'step\tseconds\texit\tcommand\n' >"$out/timings.tsv"
 
 # record NAME COMMAND...: runs it with its output in NAME.log, its wall time and exit status in timings.tsv.
@@ -161,7 +166,7 @@ for step in ${steps//,/ }; do
             --test-fault=stall-before-allreduce:1 --timeout 5
         for every in 1 0; do
             run exercises/06-3-save-every-$every bash -c "time ${mpi[*]} -np $gpus $bin/06_fwi_shot_parallel/06_fwi_shot_parallel \
-                --no-reference --no-plots --iterations 40 --save-every $every --out $e/06-files --overwrite"
+                --no-reference --no-plots --iterations 20 --save-every $every --out $e/06-files --overwrite"
         done
         rm -rf "$e/06-files"
         NCCL_P2P_DISABLE=1 run exercises/doctor-1-p2p-disabled "$bin/doctor/doctor" --checks nccl
@@ -172,8 +177,9 @@ for step in ${steps//,/ }; do
 done
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
-# Paths in the results relative to the repository, as the docs quote them (this machine's are no one's).
+# Paths in the results relative to the repository or to the results folder, as the docs quote them (this
+# machine's are no one's).
 find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
-    -exec sed -i "s|$ROOT/||g" {} +
+    -exec sed -i -e "s|$out/||g" -e "s|$ROOT/||g" {} +
 echo "record-results: wrote $out ($(du -sh "$out" | cut -f1)); timings in $out/timings.tsv"
 exit $failed
