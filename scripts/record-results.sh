@@ -169,9 +169,9 @@ for step in ${steps//,/ }; do
                 --no-reference --no-plots --iterations 20 --save-every $every --out $e/06-files --overwrite"
         done
         rm -rf "$e/06-files"
-        NCCL_P2P_DISABLE=1 run exercises/doctor-1-p2p-disabled "$bin/doctor/doctor" --checks nccl
+        run exercises/doctor-1-p2p-disabled env NCCL_P2P_DISABLE=1 "$bin/doctor/doctor" --checks nccl
         run exercises/doctor-1-default "$bin/doctor/doctor" --checks nccl
-        FWI_DOCTOR_INJECT=hang-peer-kernel observe exercises/doctor-2-hang "$bin/doctor/doctor" --checks p2p --timeout 5
+        observe exercises/doctor-2-hang env FWI_DOCTOR_INJECT=hang-peer-kernel "$bin/doctor/doctor" --checks p2p --timeout 5
         observe exercises/doctor-3-twice-the-ranks "${mpi[@]}" -np $((2 * gpus)) "$bin/doctor/doctor" --mpi ;;
     esac
 done
