@@ -246,9 +246,12 @@ def results_folder(path):
 
 
 def env_of(file):
-    """The env of FILE.json, or else of the first machine.json or RESULT in FILE's results folder."""
+    """The env of FILE.json, or else (none there, or no env in it: doctor's --json holds its findings) of the
+    first machine.json or RESULT in FILE's results folder."""
     if os.path.exists(os.path.join(ROOT, file + ".json")):
-        return read_json(os.path.join(ROOT, file + ".json")).get("env", {})
+        env = read_json(os.path.join(ROOT, file + ".json")).get("env")
+        if env:
+            return env
     folder = results_folder(file)
     if folder:
         for where, subfolders, names in sorted(os.walk(folder)):
