@@ -44,7 +44,7 @@ COLUMNS = [  # key, heading, format
     ("speedup", "speedup vs 01", "{:.2f}"),
     ("predicted_speedup", "predicted", "{:.2f}"),
     ("prediction_error", "error", "{:+.0%}"),
-    ("biggest_loss", "biggest loss", "{}"),
+    ("biggest_loss", "biggest loss (model)", "{}"),
     ("combine_share", "combine share", "{:.1%}"),
     ("grad_rel_diff", "grad rel diff", "{:.1e}"),
     ("status", "status", "{}"),

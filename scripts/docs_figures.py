@@ -27,6 +27,8 @@ KINDS (paths relative to the repository's root):
     sweep FILE                  an allreduce sweep's RESULT (FILE.json) as a table
     sweeps FILE FILE...         the busbw of several sweeps side by side, one column per FILE (its name)
     timings DIR [STEP ...]      the wall times in DIR/timings.tsv (all steps, or those named)
+    details FILE...             the `details` of FWI RESULTs (FILE.json), one row each: where a combine's
+                                time went (03: to-host, MPI, to-device), in ms
 Every block starts with a stamp: the machine, the date, the commit and the command, from the RESULT's env
 and the log's first line. Absolute paths are made relative to the repository.
 
@@ -308,9 +310,30 @@ def figure_sweeps(*files):
     return stamp(results[0]["env"], commands, files[0]) + "\n".join(lines) + "\n"
 
 
+def figure_details(*files):
+    if not files:
+        raise FigureError("details needs at least one RESULT file")
+    results = [read_json(repo_path(f + ".json")) for f in files]
+    keys = []
+    for r in results:
+        keys += [k for k in r.get("details", {}) if k not in keys]
+    heading = ["%s (ms)" % k[:-2] if k.endswith("_s") else k for k in keys]
+    lines = ["| pattern | variant | GPUs | problem | combine (ms) | " + " | ".join(heading) + " |",
+             "| --- | --- | ---: | --- | ---: |" + " ---: |" * len(keys)]
+    for r in results:
+        cells = []
+        for k in keys:
+            value = r.get("details", {}).get(k)
+            cells.append("-" if value is None else "%.2f" % (1e3 * value) if k.endswith("_s") else str(value))
+        lines.append("| %s | %s | %d | %s | %.2f | %s |" % (r["pattern"], r["variant"] or "-", r["gpus"], r["problem"],
+                                                            1e3 * r["phases_s"]["combine"]["median"], " | ".join(cells)))
+    return stamp(results[0]["env"], "scripts/compare.sh --problem %s" % results[0]["problem"], files[0]) + \
+        "\n".join(lines) + "\n"
+
+
 KINDS = {"comparison": figure_comparison, "speedups": figure_speedups, "model": figure_model, "chart": figure_chart, "example": figure_example,
          "log": figure_log,
-         "sweep": figure_sweep, "sweeps": figure_sweeps, "timings": figure_timings}
+         "sweep": figure_sweep, "sweeps": figure_sweeps, "timings": figure_timings, "details": figure_details}
 
 
 def generate(spec):

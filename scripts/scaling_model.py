@@ -60,12 +60,16 @@ def largest_share(shots, gpus):
 
 def line_through(first, second):
     """alpha (s) and beta (bytes/s) of time = alpha + bytes / beta through two (bytes, seconds) points.
-    alpha comes out negative where the time grows faster than linearly between them."""
+    alpha comes out negative where the time grows faster than linearly between them. Where it does not
+    grow at all (a latency-bound size, or noise), the line is flat at the first point's time: alpha is that
+    time and beta infinite."""
     (n1, t1), (n2, t2) = first, second
     if n1 == n2:
         raise ValueError("an alpha-beta line needs two different sizes, got %d twice" % n1)
     slope = (t2 - t1) / (n2 - n1)
-    return t1 - slope * n1, (1.0 / slope if slope > 0 else math.inf)
+    if slope <= 0:
+        return t1, math.inf
+    return t1 - slope * n1, 1.0 / slope
 
 
 def combine_time(alpha, beta, nbytes):

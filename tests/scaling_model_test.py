@@ -131,8 +131,12 @@ def main():
     check_combine_from_sweep(model)
     check_predict(model)
     check_recorded(model, sys.argv[2])
-    if not math.isinf(model.line_through((1, 1.0), (2, 1.0))[1]):
-        fail("a flat line has an infinite bandwidth")
+    if model.line_through((1, 1.0), (2, 1.0)) != (1.0, math.inf):
+        fail("a flat line starts at the first point's time and has an infinite bandwidth")
+    # A time that falls from G to 2G (noise in a latency-bound sweep) gives the sweep's time at G, not more.
+    falling = model.combine_from_sweep(sweep([(4000, 1.2e-4), (8000, 0.9e-4)]), 4000)
+    if falling["predicted_s"] != 1.2e-4 or not math.isinf(falling["beta_Bps"]):
+        fail("a falling sweep: %s, expected 1.2e-4 s at G with an infinite beta" % falling)
     print("PASSED")
     return 0
 
