@@ -38,15 +38,6 @@ COMBINE_SWEEP = {
     ("06_fwi_shot_parallel", ""): ("05_nccl_mpi", "nccl"),
 }
 
-# The sweep's sizes around the gradient's G bytes: G/8 .. 2G, doubling (compare.sh runs them; the sizes
-# below G show where the library changes its algorithm, G and 2G give the model's line).
-SWEEP_BELOW, SWEEP_ABOVE = 8, 2
-
-
-def sweep_range(gradient_bytes):
-    """(smallest, largest) bytes of the sweep compare.sh runs for a G-byte gradient."""
-    return gradient_bytes // SWEEP_BELOW, gradient_bytes * SWEEP_ABOVE
-
 
 def sweep_key(sweep_result):
     """(program, variant) of an allreduce_sweep RESULT, as COMBINE_SWEEP names it ("pipelined 1024KiB x1" is

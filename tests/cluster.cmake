@@ -6,7 +6,7 @@ add_test(NAME cluster_launch_recipes
          COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/cluster_scripts_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(cluster_launch_recipes PROPERTIES LABELS cpu TIMEOUT 60)
 
-add_executable(test_node_local_rank test_node_local_rank.cpp)
+add_executable(test_node_local_rank mpi_test_main.cpp test_node_local_rank.cpp)
 target_link_libraries(test_node_local_rank PRIVATE fwi_mpi doctest::doctest)
 foreach(ranks 1 4 6)
   add_test(NAME node_local_rank_${ranks}_ranks COMMAND ${MPIRUN_TEST} ${ranks} $<TARGET_FILE:test_node_local_rank>)

@@ -1,7 +1,6 @@
 // The host-side combine across MPI ranks, run under mpirun with 1 to 4 ranks (CTest label mpi, on the
 // CPU): rank r contributes r + 0.001 i, so the sum is W (W-1)/2 + 0.001 i W and the average
 // (W-1)/2 + 0.001 i, for chunk sizes that do and do not divide the buffer.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -72,13 +71,4 @@ TEST_CASE("the sum is W (W-1)/2 + 0.001 i W, identical on every rank") {
     std::vector<float> rank0 = values;
     MPI_Bcast(rank0.data(), int(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
     CHECK(std::memcmp(rank0.data(), values.data(), values.size() * sizeof(float)) == 0);
-}
-
-int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // so MPI_CHECK sees the error codes
-    doctest::Context context(argc, argv);
-    const int result = context.run();
-    MPI_Finalize();
-    return result;
 }

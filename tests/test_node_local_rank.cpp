@@ -3,7 +3,6 @@
 // ranks on fake nodes the way launchers place them on real ones (in blocks, --map-by ppr:k:node; dealt
 // round-robin, --map-by node; unevenly). Every rank must get the number of ranks before it on its node,
 // and the ranks of a node must take distinct GPUs 0, 1, ... whatever the placement.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -123,13 +122,4 @@ TEST_CASE("a fake-node list that does not fit is refused on every rank, naming t
         CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD),
                              doctest::Contains("FWI_TEST_NODE_OF_RANK: 'x' is not a node number"), UsageError);
     }
-}
-
-int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // so MPI_CHECK sees the error codes
-    doctest::Context context(argc, argv);
-    const int result = context.run();
-    MPI_Finalize();
-    return result;
 }

@@ -1,0 +1,14 @@
+// main() of the doctest programs that run under mpirun (one process per rank): MPI around the tests,
+// with MPI errors returned to the caller so that MPI_CHECK sees their codes.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    doctest::Context context(argc, argv);
+    const int result = context.run();
+    MPI_Finalize();
+    return result;
+}
