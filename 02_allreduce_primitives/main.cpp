@@ -105,10 +105,13 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
             hand_rolled.push_back(&result);
     }
     if (ran.empty()) return;
+    // On one GPU busbw is 0 by definition (the factor 2(n-1)/n): there is no fraction to give.
+    const bool fractions = nccl && ranks > 1;
     std::printf("\n# Summary: fastest variant per size%s\n",
-                nccl ? "; hand-rolled busbw as a fraction of NCCL's" : " (nccl not run: no fractions)");
+                fractions ? "; hand-rolled busbw as a fraction of NCCL's"
+                          : (nccl ? " (one GPU: busbw is 0, so no fractions)" : " (nccl not run: no fractions)"));
     std::printf("#%14s %-11s", "size(B)", "fastest");
-    if (nccl)
+    if (fractions)
         for (const auto* result : hand_rolled) std::printf(" %11s", result->variant.c_str());
     std::printf("\n");
     for (size_t row = 0; row < ran.front()->rows.size(); ++row) {
@@ -117,7 +120,7 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
         for (const auto* result : ran)
             if (result->rows[row].seconds < fastest->rows[row].seconds) fastest = result;
         std::printf("%15zu %-11s", bytes, fastest->variant.c_str());
-        if (nccl) {
+        if (fractions) {
             const double nccl_busbw = bus_bandwidth(bytes, nccl->rows[row].seconds, ranks);
             for (const auto* result : hand_rolled)
                 std::printf(" %11.2f", bus_bandwidth(bytes, result->rows[row].seconds, ranks) / nccl_busbw);

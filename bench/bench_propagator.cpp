@@ -2,8 +2,8 @@
 //   CopyBandwidth    device-to-device copy, bytes read + written: the memory ceiling;
 //   ForwardStep      one shot on a large grid: cells per second and the fraction of the roofline
 //                    (copy bandwidth / 16 B per cell: read two wavefields and the model, write one);
-//   Gradient         the default problem's full gradient (8 shots, forward + adjoint, nt 2000), and its
-//                    peak device memory;
+//   Gradient         the default problem's full gradient (8 shots, forward + adjoint, nt 2000), its
+//                    peak device memory, and the forward pass alone without the history;
 //   GradientBatches  the same gradient for 1, 2, 4 and 8 shots in one run, each time and the ratios
 //                    T(2)/T(8) and T(4)/T(8): on 4 and 2 GPUs each GPU computes 2 and 4 of the 8 shots,
 //                    so 1 / ratio is the most those GPU counts can gain on the default problem.
@@ -85,6 +85,11 @@ void Gradient(benchmark::State& state) {
     }
     state.counters["forward_ms"] = 1e3 * last.forward_seconds;
     state.counters["adjoint_ms"] = 1e3 * last.adjoint_seconds;
+    // The same forward pass without keeping the imaging terms: the difference is what writing the history
+    // costs (docs/PERFORMANCE.md, "the history's floor").
+    gpu.forward(shots);  // warm-up: a workspace and graph of its own
+    gpu.forward(shots);
+    state.counters["forward_no_history_ms"] = 1e3 * gpu.last_forward_loop_seconds();
     state.counters["batch"] = gpu.gradient_batch_size();
     state.counters["adjoint_batch"] = gpu.adjoint_batch_size();
     state.counters["peak_GiB"] = gib(gpu.peak_allocated_bytes());

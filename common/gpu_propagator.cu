@@ -608,12 +608,15 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
     w->adjoint_capacity = adjoint_batch;
     w->u = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
     w->x = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
-    w->px = DeviceBuffer<float>(2 * size_t(batch) * l.x_band_cells());
-    w->pz = DeviceBuffer<float>(2 * size_t(batch) * l.z_band_cells());
+    // The border kernels read the layer's fields before they know whether their cell is in the layer (at
+    // index 0 off it), so these buffers hold at least one float even without a layer (--absorb-width 0).
+    const auto layer_floats = [](size_t floats) { return std::max<size_t>(floats, 1); };
+    w->px = DeviceBuffer<float>(layer_floats(2 * size_t(batch) * l.x_band_cells()));
+    w->pz = DeviceBuffer<float>(layer_floats(2 * size_t(batch) * l.z_band_cells()));
     w->traces = DeviceBuffer<float>(size_t(batch) * trace_samples);
     if (mode == Mode::gradient) {
         w->h = DeviceBuffer<float>(size_t(problem_.nt - 1) * batch * l.cells);
-        w->gx = DeviceBuffer<float>(size_t(problem_.nt - 1) * batch * l.frame_cells());
+        w->gx = DeviceBuffer<float>(layer_floats(size_t(problem_.nt - 1) * batch * l.frame_cells()));
         w->zeta = DeviceBuffer<float>(kWaveSlots * size_t(adjoint_batch) * l.cells);
         w->delta = DeviceBuffer<float>(kWaveSlots * size_t(adjoint_batch) * l.cells);
         w->rho_x = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);

@@ -17,6 +17,7 @@ struct Problem {
     double dt = 0.0008;              // time step, s
     int nt = 2000;                   // time steps
     int absorb_width = 20;           // absorbing cells added on every side of the model
+    static constexpr int kMinAbsorbWidth = 3;  // thinner layers are unstable (problem.cpp)
     // Ricker wavelet.
     double freq = 14.0;              // peak frequency, Hz
     double delay = 0.08;             // time of the peak, s
