@@ -609,7 +609,8 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
     w->u = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
     w->x = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
     // The border kernels read the layer's fields before they know whether their cell is in the layer (at
-    // index 0 off it), so these buffers hold at least one float even without a layer (--absorb-width 0).
+    // index 0 off it), so these buffers hold at least one float even without a layer (width 0: validate()
+    // refuses it, but a Problem built in code can have it).
     const auto layer_floats = [](size_t floats) { return std::max<size_t>(floats, 1); };
     w->px = DeviceBuffer<float>(layer_floats(2 * size_t(batch) * l.x_band_cells()));
     w->pz = DeviceBuffer<float>(layer_floats(2 * size_t(batch) * l.z_band_cells()));
