@@ -23,25 +23,34 @@ Problem small_problem() {
     return p;
 }
 const std::vector<int> kAllShots = {0, 1, 2, 3};
+
+// The GPU against the CPU reference on `shots` of p: traces in the true model (which `gpu` holds when
+// called), then misfit and gradient from the initial model. Returns the GPU's gradient; `gpu` is left
+// holding the initial model and the observed traces.
+std::vector<float> check_against_cpu(const Problem& p, const std::vector<int>& shots, GpuPropagator& gpu) {
+    const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots();
+    const Difference traces = compare(gpu.forward(shots), observed);
+    std::vector<float> cpu_gradient;
+    const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(shots, observed, cpu_gradient);
+    gpu.set_velocity(initial_model(p));
+    gpu.set_observed(observed);
+    const GradientResult g = gpu.gradient(shots);
+    std::vector<float> gpu_gradient = gpu.download_gradient();
+    const Difference gradient = compare(gpu_gradient, cpu_gradient);
+    MESSAGE("traces: " << describe(traces) << "; misfit GPU " << g.misfit << " CPU " << cpu_misfit
+                       << "; gradient: " << describe(gradient));
+    REQUIRE(gradient.ref_max_abs > 0.0);  // not a problem whose gradient is zero
+    CHECK(traces.relative_l2 < 1e-4);     // float32 on both sides, FMA and summation order differ
+    CHECK(g.misfit == doctest::Approx(cpu_misfit).epsilon(1e-4));
+    CHECK(gradient.relative_l2 < 1e-3);
+    return gpu_gradient;
+}
 }  // namespace
 
 TEST_CASE("GPU forward traces and gradient match the CPU reference on a small problem") {
     const Problem p = small_problem();
-    const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots();
     GpuPropagator gpu(p, true_model(p));
-    const Difference traces = compare(gpu.forward(kAllShots), observed);
-    MESSAGE("traces: " << describe(traces));
-    CHECK(traces.relative_l2 < 1e-4);  // float32 on both sides, FMA and summation order differ
-
-    std::vector<float> cpu_gradient;
-    const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(kAllShots, observed, cpu_gradient);
-    gpu.set_velocity(initial_model(p));
-    gpu.set_observed(observed);
-    const GradientResult g = gpu.gradient(kAllShots);
-    const Difference gradient = compare(gpu.download_gradient(), cpu_gradient);
-    MESSAGE("misfit GPU " << g.misfit << " CPU " << cpu_misfit << "; gradient: " << describe(gradient));
-    CHECK(g.misfit == doctest::Approx(cpu_misfit).epsilon(1e-4));
-    CHECK(gradient.relative_l2 < 1e-3);
+    check_against_cpu(p, kAllShots, gpu);
 }
 
 // Grids the small problem does not cover: padded widths that are not a multiple of the inner kernel's 4
@@ -69,22 +78,8 @@ TEST_CASE("the GPU matches the CPU on grids with ragged edges and thin layers") 
         p.rec_depth = 25;
         validate(p);
         const std::vector<int> shots = {0, 1};
-        const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots();
         GpuPropagator gpu(p, true_model(p));
-        const Difference traces = compare(gpu.forward(shots), observed);
-        std::vector<float> cpu_gradient;
-        const double cpu_misfit =
-            CpuPropagator<float>(p, initial_model(p)).misfit_gradient(shots, observed, cpu_gradient);
-        gpu.set_velocity(initial_model(p));
-        gpu.set_observed(observed);
-        const GradientResult g_gpu = gpu.gradient(shots);
-        const std::vector<float> first = gpu.download_gradient();
-        const Difference gradient = compare(first, cpu_gradient);
-        MESSAGE("traces: " << describe(traces) << "; gradient: " << describe(gradient));
-        REQUIRE(gradient.ref_max_abs > 0.0);  // not a problem whose gradient is zero
-        CHECK(traces.relative_l2 < 1e-4);
-        CHECK(g_gpu.misfit == doctest::Approx(cpu_misfit).epsilon(1e-4));
-        CHECK(gradient.relative_l2 < 1e-3);
+        const std::vector<float> first = check_against_cpu(p, shots, gpu);
         gpu.gradient(shots);
         CHECK(compare(gpu.download_gradient(), first).max_abs == 0.0);  // the same bits every time
     }
