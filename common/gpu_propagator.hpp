@@ -2,7 +2,7 @@
 // batch advance in the same kernel launches, one grid z-slice per shot). Each time step is two kernels
 // run side by side, one for the interior and one for the absorbing border, with source injection,
 // receiver sampling and the imaging condition fused into them; each time loop is replayed as a CUDA
-// graph.
+// graph, its shots split into two independent chains of launches where that is faster.
 //
 // Memory: the gradient keeps, for every forward step, the Laplacian terms the imaging condition needs
 // (one stored field per step and shot, plus the absorbing layer's frame), so the adjoint pass neither
@@ -96,6 +96,13 @@ public:
 private:
     enum class Mode { forward_only, gradient };
     struct Workspace;  // wavefields and traces for up to `capacity` shots in one mode
+    // A time loop splits its shots into up to kMaxChains chains of launches (see begin_chains). One chain:
+    // the inner kernels on `main`, the border kernels on `side`.
+    static constexpr int kMaxChains = 2;
+    struct Chain {
+        cudaStream_t main = nullptr, side = nullptr;
+        cudaEvent_t fork = nullptr, join = nullptr, done = nullptr;
+    };
 
     void ensure_workspace(Mode mode, int batch, int adjoint_batch);
     cudaGraphExec_t time_loop_graph(Mode mode, int batch, int adjoint_first = 0, int adjoint_count = 0);
@@ -103,9 +110,12 @@ private:
     void capture_adjoint(int batch, int first, int count);
     InnerRegion step_region(bool adjoint) const;
     template <typename Step>
-    void launch_step(const InnerRegion& inner, int batch, void (*inner_kernel)(StepConstants, Step, InnerRegion),
+    void launch_step(const Chain& chain, const InnerRegion& inner, int batch,
+                     void (*inner_kernel)(StepConstants, Step, InnerRegion),
                      void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
                      const Step& a);
+    int begin_chains(int shots, bool adjoint);
+    void end_chains(int chains);
     void start_batch(const std::vector<int>& shots, size_t first, int batch);
     void start_adjoint();
     size_t fixed_bytes() const;  // model, geometry and observed traces
@@ -114,8 +124,9 @@ private:
     Problem problem_;
     FieldLayout layout_;
     Acquisition acquisition_;
-    cudaStream_t stream_ = nullptr, side_stream_ = nullptr;  // the side stream runs the border kernels
-    cudaEvent_t fork_ = nullptr, join_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    Chain chains_[kMaxChains];
+    cudaEvent_t loop_start_ = nullptr;
     int gradient_batch_ = 0, adjoint_batch_ = 0;
     double last_forward_loop_seconds_ = 0.0;
     size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
