@@ -663,8 +663,12 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
         const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
             return b.data() + size_t((n + 2) % kWaveSlots) * field_set + first * l.cells;
         };
-        const auto px_slot = [&](int n) { return w.px.data() + size_t((n + 1) % 2) * x_set + first * l.x_band_cells(); };
-        const auto pz_slot = [&](int n) { return w.pz.data() + size_t((n + 1) % 2) * z_set + first * l.z_band_cells(); };
+        const auto px_slot = [&](int n) {
+            return w.px.data() + size_t((n + 1) % 2) * x_set + first * l.x_band_cells();
+        };
+        const auto pz_slot = [&](int n) {
+            return w.pz.data() + size_t((n + 1) % 2) * z_set + first * l.z_band_cells();
+        };
         for (int n = 0; n + 1 < problem_.nt; ++n) {
             const ForwardStep a{wave_slot(w.u, n - 1),
                                 wave_slot(w.u, n),
