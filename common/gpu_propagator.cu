@@ -258,7 +258,10 @@ __global__ void __launch_bounds__(kBorderThreads)
 
 // ---- Adjoint ----
 
-__global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
+// kMinBlocks: the blocks per SM its registers must allow (0: no bound). See capture_adjoint for when the
+// bound of 3 is used.
+template <int kMinBlocks>
+__global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY, kMinBlocks)
     adjoint_inner_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner) {
     const FieldLayout& l = k.layout;
     int zp0, xp0;
@@ -736,7 +739,13 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
                                 pair ? history(w.gx, history_frame_set, l.frame_cells(), m + 1) : nullptr,
                                 image ? w.image.data() + chain_first * l.cells : nullptr,
                                 m};
-            launch_step(chains_[c], inner, chain_count, adjoint_inner_kernel, adjoint_border_kernel, k, a);
+            // A chain of 2 shots or more runs the inner kernel held to 3 blocks per SM (80 registers instead
+            // of 90, a few bytes spilled): a step of 2 shots is 192 blocks, which then fit in one wave beside
+            // the other chain's. Measured on an H200 (docs/PERFORMANCE.md, "Two chains of launches"): the
+            // adjoint of 8 shots 32.9 -> 30.7 ms; but a chain of one shot is faster without the bound.
+            launch_step(chains_[c], inner, chain_count,
+                        chain_count >= 2 ? adjoint_inner_kernel<3> : adjoint_inner_kernel<0>, adjoint_border_kernel,
+                        k, a);
         }
     }
     end_chains(chains);
