@@ -742,7 +742,7 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
             // A chain of 2 shots or more runs the inner kernel held to 3 blocks per SM (80 registers instead
             // of 90, a few bytes spilled): a step of 2 shots is 192 blocks, which then fit in one wave beside
             // the other chain's. Measured on an H200 (docs/PERFORMANCE.md, "Two chains of launches"): the
-            // adjoint of 8 shots 32.9 -> 30.7 ms; but a chain of one shot is faster without the bound.
+            // adjoint of 8 shots 32.9 -> 31.0 ms; but a chain of one shot is faster without the bound.
             launch_step(chains_[c], inner, chain_count,
                         chain_count >= 2 ? adjoint_inner_kernel<3> : adjoint_inner_kernel<0>, adjoint_border_kernel,
                         k, a);
