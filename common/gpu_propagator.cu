@@ -24,6 +24,8 @@ namespace fwi {
 //    thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by load
 //    instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
 //  - the border kernel covers the rest, one thread per cell, with the PML and its coupling terms.
+// On GPUs of compute capability 9.0 and later, the steps of a time loop are joined by programmatic edges
+// (see wait_for_previous_step): a step's kernels are launched while the previous step's are still running.
 constexpr int kCellColumns = 4, kCellRows = 2;
 // Each time level of a wave field needs two slots, not three: a step reads level n-1 only at the cell it
 // writes level n+1 to, so the new level overwrites the old one in place (forward: u, X; adjoint: zeta,
@@ -125,6 +127,20 @@ __device__ __forceinline__ void set_lane(float4& q, int v, float value) {
 }
 constexpr float4 kZero4 = {0.0f, 0.0f, 0.0f, 0.0f};
 
+// Programmatic dependent launch. In a time loop's graph, each step's kernels depend on the previous step's
+// through programmatic edges (make_steps_programmatic), so the GPU launches them while the previous step
+// still runs. Each kernel first does what needs nothing from the previous step (finds its cells, reads
+// their Courant numbers and PML coefficients), then waits here until every kernel it depends on has
+// finished and its writes are visible. It must neither read a wave field nor write anything before this
+// call. Past it, the kernel lets the next step's kernels be launched. Without programmatic edges (a GPU
+// before compute capability 9.0, or a launch outside the graphs) the wait returns at once.
+__device__ __forceinline__ void wait_for_previous_step() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // A thread's view of one field around its cells, in registers: the 4 columns from kStencilRadius rows
 // above the first row to kStencilRadius rows below the last.
 template <int kRows>
@@ -181,6 +197,10 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     const int shot = blockIdx.z;
     const size_t field = shot * l.cells;
     const float* __restrict__ u = a.u + field;
+    float4 courant[kCellRows];
+#pragma unroll
+    for (int r = 0; r < kCellRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
+    wait_for_previous_step();
     Window<kCellRows> window;
     window.load(u, base, l.stride);
 #pragma unroll
@@ -190,12 +210,12 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
         const size_t row_base = base + r * size_t(l.stride);
         float row[kCellColumns + 2 * kStencilRadius];
         window.row_values(u, row_base, r, row);
-        const float4 u_prev = load4(a.u_prev + field + row_base), courant = load4(k.courant + row_base);
+        const float4 u_prev = load4(a.u_prev + field + row_base);
         float4 u_next, h;
 #pragma unroll
         for (int v = 0; v < kCellColumns; ++v) {
             const float lap = window.laplacian(row, r, v);
-            float next = interior_update(row[kStencilRadius + v], lap, lane(u_prev, v), lane(courant, v));
+            float next = interior_update(row[kStencilRadius + v], lap, lane(u_prev, v), lane(courant[r], v));
             if (row_base + v == static_cast<size_t>(a.source_cell[shot])) next += a.source_amplitude;
             set_lane(u_next, v, next);
             set_lane(h, v, lap);
@@ -228,9 +248,11 @@ __global__ void __launch_bounds__(kBorderThreads)
     const float* __restrict__ u = a.u + field;
     const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
     const size_t x_band = shot * l.x_band_cells(), z_band = shot * l.z_band_cells();
-    const float c = k.courant[i], u_prev = a.u_prev[field + i], x = a.x[field + i], x_prev = a.x_prev[field + i];
-    const float px_prev = a.px_prev[x_band + max(xb, 0)], pz_prev = a.pz_prev[z_band + max(zb, 0)];
+    const float c = k.courant[i];
     const PmlAxis<float> ax = k.columns[xp], az = k.rows[zp];
+    wait_for_previous_step();
+    const float u_prev = a.u_prev[field + i], x = a.x[field + i], x_prev = a.x_prev[field + i];
+    const float px_prev = a.px_prev[x_band + max(xb, 0)], pz_prev = a.pz_prev[z_band + max(zb, 0)];
     const float lap_x = second_difference(u, i, 1), lap_z = second_difference(u, i, l.stride);
     float u_next, h;
     if (!l.in_layer(zp, xp)) {
@@ -258,10 +280,11 @@ __global__ void __launch_bounds__(kBorderThreads)
 
 // ---- Adjoint ----
 
-// kMinBlocks: the blocks per SM its registers must allow (0: no bound). See capture_adjoint for when the
-// bound of 3 is used.
-template <int kMinBlocks>
-__global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY, kMinBlocks)
+// kImage: whether the step adds imaging terms (every other step). The steps without them run a version
+// that neither reads the history nor holds the imaging sum: 78 registers instead of 92, so 3 blocks fit on
+// an SM instead of 2.
+template <bool kImage>
+__global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     adjoint_inner_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner) {
     const FieldLayout& l = k.layout;
     int zp0, xp0;
@@ -270,6 +293,10 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY, kMinBlocks)
     const int shot = blockIdx.z;
     const size_t field = shot * l.cells;
     const float* __restrict__ zeta_next = a.zeta1 + field;
+    float4 courant[kCellRows];
+#pragma unroll
+    for (int r = 0; r < kCellRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
+    wait_for_previous_step();
     Window<kCellRows> window;
     window.load(zeta_next, base, l.stride);
 #pragma unroll
@@ -279,11 +306,12 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY, kMinBlocks)
         const size_t row_base = base + r * size_t(l.stride);
         float row[kCellColumns + 2 * kStencilRadius];
         window.row_values(zeta_next, row_base, r, row);
-        const float4 zeta2 = load4(a.zeta2 + field + row_base), courant = load4(k.courant + row_base);
-        float4 image = a.image ? load4(a.image + field + row_base) : kZero4;
-        const float4 h = a.image ? __ldcs(reinterpret_cast<const float4*>(a.h + field + row_base)) : kZero4;
-        const float4 h_later =
-            a.h_later ? __ldcs(reinterpret_cast<const float4*>(a.h_later + field + row_base)) : kZero4;
+        const float4 zeta2 = load4(a.zeta2 + field + row_base);
+        float4 image = kImage ? load4(a.image + field + row_base) : kZero4;
+        const float4 h = kImage ? __ldcs(reinterpret_cast<const float4*>(a.h + field + row_base)) : kZero4;
+        const float4 h_later = kImage && a.h_later
+                                   ? __ldcs(reinterpret_cast<const float4*>(a.h_later + field + row_base))
+                                   : kZero4;
         float4 zeta;
 #pragma unroll
         for (int v = 0; v < kCellColumns; ++v) {
@@ -294,11 +322,11 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY, kMinBlocks)
                 if (receiver >= 0)
                     coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + receiver];
             }
-            set_lane(zeta, v, lane(courant, v) * coupling + 2.0f * zeta1 - lane(zeta2, v));
-            set_lane(image, v, lane(image, v) + zeta1 * lane(h, v) + lane(zeta2, v) * lane(h_later, v));
+            set_lane(zeta, v, lane(courant[r], v) * coupling + 2.0f * zeta1 - lane(zeta2, v));
+            if (kImage) set_lane(image, v, lane(image, v) + zeta1 * lane(h, v) + lane(zeta2, v) * lane(h_later, v));
         }
         store4(a.zeta + field + row_base, zeta);
-        if (a.image) store4(a.image + field + row_base, image);
+        if (kImage) store4(a.image + field + row_base, image);
     }
 }
 
@@ -317,9 +345,10 @@ __global__ void __launch_bounds__(kBorderThreads)
     const float* __restrict__ delta_next = a.delta1 + field;
     const float* __restrict__ rho_x = a.rho_x + field;
     const float* __restrict__ rho_z = a.rho_z + field;
-    const float zeta1 = zeta_next[i], zeta2 = a.zeta2[field + i], delta1 = delta_next[i], delta2 = a.delta2[field + i];
     const float c = k.courant[i];
     const PmlAxis<float> ax = k.columns[xp], az = k.rows[zp];
+    wait_for_previous_step();
+    const float zeta1 = zeta_next[i], zeta2 = a.zeta2[field + i], delta1 = delta_next[i], delta2 = a.delta2[field + i];
     float image = 0.0f, h = 0.0f, gx = 0.0f, h_later = 0.0f, gx_later = 0.0f;
     if (a.image) {
         const size_t frame = shot * l.frame_cells() + max(l.frame_index(zp, xp), 0);  // gx is used in the layer only
@@ -478,6 +507,10 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     allocated_bytes_ = fixed_bytes();
     peak_allocated_bytes_ = allocated_bytes_;
     set_velocity(velocity);
+    int device = 0, major = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    programmatic_steps_ = major >= 9;
 
     choose_batches();
 }
@@ -739,13 +772,9 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
                                 pair ? history(w.gx, history_frame_set, l.frame_cells(), m + 1) : nullptr,
                                 image ? w.image.data() + chain_first * l.cells : nullptr,
                                 m};
-            // A chain of 2 shots or more runs the inner kernel held to 3 blocks per SM (80 registers instead
-            // of 90, a few bytes spilled): a step of 2 shots is 192 blocks, which then fit in one wave beside
-            // the other chain's. Measured on an H200 (docs/PERFORMANCE.md, "Two chains of launches"): the
-            // adjoint of 8 shots 32.9 -> 31.0 ms; but a chain of one shot is faster without the bound.
             launch_step(chains_[c], inner, chain_count,
-                        chain_count >= 2 ? adjoint_inner_kernel<3> : adjoint_inner_kernel<0>, adjoint_border_kernel,
-                        k, a);
+                        image ? adjoint_inner_kernel<true> : adjoint_inner_kernel<false>, adjoint_border_kernel, k,
+                        a);
         }
     }
     end_chains(chains);
@@ -780,12 +809,14 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
 
 // A time loop's shots split evenly over independent chains of launches (parallel branches of the graph),
 // each starting after what stream_ holds; returns the number of chains. A step of a few shots leaves
-// the GPU idle while its launch and its last blocks wait, and the other chain's kernels fill those gaps.
-// Measured on an H200 (docs/PERFORMANCE.md, "Two chains of launches"): two chains make the default
-// gradient 5% faster (55.2 -> 52.3 ms, the same bits), three or four gain less; the forward pass of 2
-// shots as two chains of one is slower (8.0 -> 10.6 ms), so the forward pass splits from 4 shots on.
+// the GPU idle while its last blocks run, and the other chains' kernels fill those gaps. The forward pass
+// runs as two chains from 4 shots on, the adjoint as one chain per shot (up to kMaxChains). Measured on
+// an H200, default gradient, with programmatic edges (docs/PERFORMANCE.md, "Programmatic dependent
+// launch"): one chain 56.0 ms; two 44.4; the forward pass as four chains of 2 shots 0.9 ms slower; the
+// adjoint groups of 4 as four chains of one shot 0.7 ms faster than as two of 2.
 int GpuPropagator::begin_chains(int shots, bool adjoint) {
-    const int chains = adjoint || shots >= 4 ? std::min(kMaxChains, shots) : 1;
+    const int most = adjoint ? kMaxChains : 2;
+    const int chains = adjoint || shots >= 4 ? std::min(most, shots) : 1;
     CUDA_CHECK(cudaEventRecord(loop_start_, stream_));
     for (int c = 0; c < chains; ++c) CUDA_CHECK(cudaStreamWaitEvent(chains_[c].main, loop_start_));
     return chains;
@@ -798,6 +829,49 @@ void GpuPropagator::end_chains(int chains) {
     }
 }
 
+namespace {
+// The graph calls that take edge data are named *_v2 in CUDA 12 and plain from CUDA 13 on.
+#if CUDART_VERSION >= 13000
+constexpr auto graph_get_edges = cudaGraphGetEdges;
+constexpr auto graph_remove_edges = cudaGraphRemoveDependencies;
+constexpr auto graph_add_edges = cudaGraphAddDependencies;
+#else
+constexpr auto graph_get_edges = cudaGraphGetEdges_v2;
+constexpr auto graph_remove_edges = cudaGraphRemoveDependencies_v2;
+constexpr auto graph_add_edges = cudaGraphAddDependencies_v2;
+#endif
+
+// Turns the edges of a captured time loop, each from a kernel of one step to a kernel of the next, into
+// programmatic edges: the later kernel may be launched before the earlier one ends, and waits for it in
+// wait_for_previous_step. (Edges to or from any other kind of node would stay as they are.)
+void make_steps_programmatic(cudaGraph_t graph) {
+    size_t count = 0;
+    CUDA_CHECK(graph_get_edges(graph, nullptr, nullptr, nullptr, &count));
+    std::vector<cudaGraphNode_t> from(count), to(count);
+    std::vector<cudaGraphEdgeData> edges(count);
+    CUDA_CHECK(graph_get_edges(graph, from.data(), to.data(), edges.data(), &count));
+    const auto is_kernel = [](cudaGraphNode_t node) {
+        cudaGraphNodeType type;
+        CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+        return type == cudaGraphNodeTypeKernel;
+    };
+    size_t kept = 0;
+    for (size_t e = 0; e < count; ++e) {
+        if (!is_kernel(from[e]) || !is_kernel(to[e])) continue;
+        from[kept] = from[e];
+        to[kept] = to[e];
+        edges[kept] = edges[e];
+        ++kept;
+    }
+    CUDA_CHECK(graph_remove_edges(graph, from.data(), to.data(), edges.data(), kept));
+    for (size_t e = 0; e < kept; ++e) {
+        edges[e].from_port = cudaGraphKernelNodePortProgrammatic;
+        edges[e].type = cudaGraphDependencyTypeProgrammatic;
+    }
+    CUDA_CHECK(graph_add_edges(graph, from.data(), to.data(), edges.data(), kept));
+}
+}  // namespace
+
 // The time loop of the forward pass over `batch` shots (adjoint_count 0), or of the adjoint pass over
 // shots [adjoint_first, adjoint_first + adjoint_count) of that batch; captured once and kept.
 cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint_first, int adjoint_count) {
@@ -809,6 +883,7 @@ cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint
     else capture_forward(mode, batch);
     CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     CUDA_CHECK_LAUNCH();
+    if (programmatic_steps_) make_steps_programmatic(graph);
     cudaGraphExec_t exec = nullptr;
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));

@@ -98,7 +98,7 @@ private:
     struct Workspace;  // wavefields and traces for up to `capacity` shots in one mode
     // A time loop splits its shots into up to kMaxChains chains of launches (see begin_chains). One chain:
     // the inner kernels on `main`, the border kernels on `side`.
-    static constexpr int kMaxChains = 2;
+    static constexpr int kMaxChains = 4;
     struct Chain {
         cudaStream_t main = nullptr, side = nullptr;
         cudaEvent_t fork = nullptr, join = nullptr, done = nullptr;
@@ -128,6 +128,7 @@ private:
     Chain chains_[kMaxChains];
     cudaEvent_t loop_start_ = nullptr;
     int gradient_batch_ = 0, adjoint_batch_ = 0;
+    bool programmatic_steps_ = false;  // join the steps by programmatic edges (compute capability >= 9.0)
     double last_forward_loop_seconds_ = 0.0;
     size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
 
