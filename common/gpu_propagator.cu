@@ -815,8 +815,7 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
 // launch"): one chain 56.0 ms; two 44.4; the forward pass as four chains of 2 shots 0.9 ms slower; the
 // adjoint groups of 4 as four chains of one shot 0.7 ms faster than as two of 2.
 int GpuPropagator::begin_chains(int shots, bool adjoint) {
-    const int most = adjoint ? kMaxChains : 2;
-    const int chains = adjoint || shots >= 4 ? std::min(most, shots) : 1;
+    const int chains = adjoint ? std::min(kMaxChains, shots) : (shots >= 4 ? 2 : 1);
     CUDA_CHECK(cudaEventRecord(loop_start_, stream_));
     for (int c = 0; c < chains; ++c) CUDA_CHECK(cudaStreamWaitEvent(chains_[c].main, loop_start_));
     return chains;
