@@ -2,7 +2,9 @@
 // batch advance in the same kernel launches, one grid z-slice per shot). Each time step is two kernels
 // run side by side, one for the interior and one for the absorbing border, with source injection,
 // receiver sampling and the imaging condition fused into them; each time loop is replayed as a CUDA
-// graph, its shots split into two independent chains of launches where that is faster.
+// graph, its shots split into independent chains of launches (see begin_chains), and on GPUs of compute
+// capability 9.0 and later its steps are joined by programmatic edges, so that a step's kernels are
+// launched while the previous step's still run.
 //
 // Memory: the gradient keeps, for every forward step, the Laplacian terms the imaging condition needs
 // (one stored field per step and shot, plus the absorbing layer's frame), so the adjoint pass neither
