@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 
 #include "cuda_timing.hpp"
 #include "errors.hpp"
@@ -19,14 +20,19 @@ namespace fwi {
 // shot of the batch in both:
 //  - the inner kernel covers the rectangle of the padded grid where the update is the plain interior
 //    one (forward: outside the absorbing layer; adjoint: also beyond the layer's stencil reach). A
-//    thread updates 4 columns x kCellRows rows with 16-byte loads, a window of column vectors from 4
-//    rows above to 4 below plus one vector on each side of each row: 14 loads for 8 cells, where one
-//    thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by load
-//    instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
+//    thread updates 4 columns x kForwardRows (kAdjointRows) rows with 16-byte loads, a window of column
+//    vectors from 4 rows above to 4 below plus one vector on each side of each row: 14 loads for 8
+//    cells, where one thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by
+//    load instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
 //  - the border kernel covers the rest, one thread per cell, with the PML and its coupling terms.
 // On GPUs of compute capability 9.0 and later, the steps of a time loop are joined by programmatic edges
 // (see wait_for_previous_step): a step's kernels are launched while the previous step's are still running.
-constexpr int kCellColumns = 4, kCellRows = 2;
+//
+// Rows per thread: the adjoint's inner kernels hold 2 blocks per SM (90-108 registers at 3 rows), and
+// with 3 rows a step of an adjoint group of 4 on the default problem is 256 blocks, one wave on 132 SMs
+// (with 2 rows it was 384). Measured on an H200, default gradient: adjoint 2 / 3 / 4 rows 26.5 / 25.8 /
+// 26.1 ms; the forward pass gained nothing from 3 or 4 rows (docs/PERFORMANCE.md).
+constexpr int kCellColumns = 4, kForwardRows = 2, kAdjointRows = 3;
 // Each time level of a wave field needs two slots, not three: a step reads level n-1 only at the cell it
 // writes level n+1 to, so the new level overwrites the old one in place (forward: u, X; adjoint: zeta,
 // delta). The fields a stencil reads at its neighbours (u[n], zeta[m+1], P, rho) are never written in
@@ -173,6 +179,7 @@ struct Window {
 };
 
 // The first of the thread's kCellColumns x kCellRows cells in the inner rectangle; false past it.
+template <int kCellRows>
 __device__ bool locate_inner_cells(const InnerRegion& inner, const FieldLayout& l, int& zp0, int& xp0, size_t& base) {
     xp0 = inner.x0 + kCellColumns * int(blockIdx.x * blockDim.x + threadIdx.x);
     zp0 = inner.z0 + kCellRows * int(blockIdx.y * blockDim.y + threadIdx.y);
@@ -180,8 +187,8 @@ __device__ bool locate_inner_cells(const InnerRegion& inner, const FieldLayout& 
     return xp0 < inner.x1 && zp0 < inner.z1;
 }
 
-dim3 inner_grid(const InnerRegion& r, int batch) {
-    const int groups = (r.x1 - r.x0) / kCellColumns, row_blocks = (r.z1 - r.z0 + kCellRows - 1) / kCellRows;
+dim3 inner_grid(const InnerRegion& r, int batch, int cell_rows) {
+    const int groups = (r.x1 - r.x0) / kCellColumns, row_blocks = (r.z1 - r.z0 + cell_rows - 1) / cell_rows;
     return dim3((groups + kInnerThreadsX - 1) / kInnerThreadsX, (row_blocks + kInnerThreadsY - 1) / kInnerThreadsY,
                 batch);
 }
@@ -193,18 +200,18 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     const FieldLayout& l = k.layout;
     int zp0, xp0;
     size_t base;
-    if (!locate_inner_cells(inner, l, zp0, xp0, base)) return;
+    if (!locate_inner_cells<kForwardRows>(inner, l, zp0, xp0, base)) return;
     const int shot = blockIdx.z;
     const size_t field = shot * l.cells;
     const float* __restrict__ u = a.u + field;
-    float4 courant[kCellRows];
+    float4 courant[kForwardRows];
 #pragma unroll
-    for (int r = 0; r < kCellRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
+    for (int r = 0; r < kForwardRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
     wait_for_previous_step();
-    Window<kCellRows> window;
+    Window<kForwardRows> window;
     window.load(u, base, l.stride);
 #pragma unroll
-    for (int r = 0; r < kCellRows; ++r) {
+    for (int r = 0; r < kForwardRows; ++r) {
         const int zp = zp0 + r;
         if (zp >= inner.z1) continue;
         const size_t row_base = base + r * size_t(l.stride);
@@ -281,26 +288,27 @@ __global__ void __launch_bounds__(kBorderThreads)
 // ---- Adjoint ----
 
 // kImage: whether the step adds imaging terms (every other step). The steps without them run a version
-// that neither reads the history nor holds the imaging sum: 78 registers instead of 92, so 3 blocks fit on
-// an SM instead of 2.
+// that neither reads the history nor holds the imaging sum: 90 registers instead of 108. (At 2 rows per
+// thread that was 78 instead of 92, 3 blocks per SM instead of 2, and gained 0.9 ms; at 3 rows both hold
+// 2 blocks per SM.)
 template <bool kImage>
 __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     adjoint_inner_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner) {
     const FieldLayout& l = k.layout;
     int zp0, xp0;
     size_t base;
-    if (!locate_inner_cells(inner, l, zp0, xp0, base)) return;
+    if (!locate_inner_cells<kAdjointRows>(inner, l, zp0, xp0, base)) return;
     const int shot = blockIdx.z;
     const size_t field = shot * l.cells;
     const float* __restrict__ zeta_next = a.zeta1 + field;
-    float4 courant[kCellRows];
+    float4 courant[kAdjointRows];
 #pragma unroll
-    for (int r = 0; r < kCellRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
+    for (int r = 0; r < kAdjointRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
     wait_for_previous_step();
-    Window<kCellRows> window;
+    Window<kAdjointRows> window;
     window.load(zeta_next, base, l.stride);
 #pragma unroll
-    for (int r = 0; r < kCellRows; ++r) {
+    for (int r = 0; r < kAdjointRows; ++r) {
         const int zp = zp0 + r;
         if (zp >= inner.z1) continue;
         const size_t row_base = base + r * size_t(l.stride);
@@ -696,7 +704,8 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
         // The chain's shots are [first, first + count) of the batch: each of its fields starts `first` shots
         // into the batch's. u[n] and X[n] live in slot (n+2) mod 2 (u[-1] in slot 1); P[n] in slot (n+1)
         // mod 2, so P[-1] = 0 starts in slot 0.
-        const auto [first, count] = split_shots(batch, chains, c);
+        const ShotRange shots = split_shots(batch, chains, c);
+        const int first = shots.first, count = shots.count;
         const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
             return b.data() + size_t((n + 2) % kWaveSlots) * field_set + first * l.cells;
         };
@@ -745,7 +754,8 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
     for (int c = 0; c < chains; ++c) {
         // The chain's shots are [first + chain_first, ... + chain_count) of the batch; its adjoint fields start
         // chain_first shots into the group's.
-        const auto [chain_first, chain_count] = split_shots(count, chains, c);
+        const ShotRange shots = split_shots(count, chains, c);
+        const int chain_first = shots.first, chain_count = shots.count;
         const auto rotate = [&](const DeviceBuffer<float>& b, int m) {
             return b.data() + size_t(m % 2) * field_set + chain_first * l.cells;
         };
@@ -797,7 +807,7 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
                                 const StepConstants& k, const Step& a) {
     CUDA_CHECK(cudaEventRecord(chain.fork, chain.main));
     CUDA_CHECK(cudaStreamWaitEvent(chain.side, chain.fork));
-    const dim3 grid = inner_grid(inner, batch);
+    const dim3 grid = inner_grid(inner, batch, std::is_same<Step, AdjointStep>::value ? kAdjointRows : kForwardRows);
     if (grid.x > 0 && grid.y > 0)
         inner_kernel<<<grid, dim3(kInnerThreadsX, kInnerThreadsY), 0, chain.main>>>(k, a, inner);
     const int cells = static_cast<int>(inner.border_cells(layout_));
