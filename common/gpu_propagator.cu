@@ -526,11 +526,12 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
 // Two batch sizes: the forward pass keeps the history of `gradient_batch_` shots, and the adjoint pass
 // works through them in groups of `adjoint_batch_`. Each is as many shots as keep one step's working set
 // (the fields a step reads and writes again in the next one) within 45% of the L2 cache, because the step
-// kernels are fastest when those fields stay in L2, and only about half of it holds them: data that SMs
-// all over the chip read is kept twice, once near each half of the SMs (measured on an H200,
-// docs/PERFORMANCE.md). The forward's working set is about two thirds of the adjoint's. The shots are then spread evenly over the batches (8 shots at most 5 at a time: 4 + 4, not
-// 5 + 3). Measured on an H100 (50 MiB L2), default problem: forward 8 and adjoint 4 at a time 64 ms per
-// gradient, both 4 at a time 69 ms, both 8 at a time 71 ms (docs/PERFORMANCE.md).
+// kernels are fastest when those fields stay in L2, and only about half of it holds them: data that SMs all
+// over the chip read is kept twice, once near each half of the SMs (measured on an H200,
+// docs/PERFORMANCE.md). The forward's working set is about two thirds of the adjoint's. The shots are then
+// spread evenly over the batches (8 shots at most 5 at a time: 4 + 4, not 5 + 3). Measured on an H100
+// (50 MiB L2), default problem: forward 8 and adjoint 4 at a time 64 ms per gradient, both 4 at a time 69 ms,
+// both 8 at a time 71 ms (docs/PERFORMANCE.md).
 namespace {
 int even_batch(int shots, int most) {
     const int batches = (shots + most - 1) / most;
