@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <type_traits>
 
 #include "cuda_timing.hpp"
 #include "errors.hpp"
@@ -20,7 +19,7 @@ namespace fwi {
 // shot of the batch in both:
 //  - the inner kernel covers the rectangle of the padded grid where the update is the plain interior
 //    one (forward: outside the absorbing layer; adjoint: also beyond the layer's stencil reach). A
-//    thread updates 4 columns x kForwardRows (kAdjointRows) rows with 16-byte loads, a window of column
+//    thread updates 4 columns x a few rows (see kForwardRows) with 16-byte loads, a window of column
 //    vectors from 4 rows above to 4 below plus one vector on each side of each row: 14 loads for 8
 //    cells, where one thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by
 //    load instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
@@ -30,9 +29,12 @@ namespace fwi {
 //
 // Rows per thread: the adjoint's inner kernels hold 2 blocks per SM (90-108 registers at 3 rows), and
 // with 3 rows a step of an adjoint group of 4 on the default problem is 256 blocks, one wave on 132 SMs
-// (with 2 rows it was 384). Measured on an H200, default gradient: adjoint 2 / 3 / 4 rows 26.5 / 25.8 /
-// 26.1 ms; the forward pass gained nothing from 3 or 4 rows (docs/PERFORMANCE.md).
-constexpr int kCellColumns = 4, kForwardRows = 2, kAdjointRows = 3;
+// (with 2 rows it was 384). The forward pass's chains of 4 shots keep 2 rows; its chains of 1 or 2 shots
+// take 4. Measured on an H200, default problem: adjoint 2 / 3 / 4 rows 26.5 / 25.8 / 26.1 ms; 4 rows in
+// the forward's chains of 1-2 shots took T(1) from 15.1-15.2 to 14.3 ms and T(2) from 19.0-19.2 to 18.4,
+// and in its chains of 4 made the 8-shot gradient slower (docs/PERFORMANCE.md).
+constexpr int kCellColumns = 4, kAdjointRows = 3, kForwardRows = 2;
+constexpr int kSmallChainShots = 2, kSmallChainForwardRows = 4;
 // Each time level of a wave field needs two slots, not three: a step reads level n-1 only at the cell it
 // writes level n+1 to, so the new level overwrites the old one in place (forward: u, X; adjoint: zeta,
 // delta). The fields a stencil reads at its neighbours (u[n], zeta[m+1], P, rho) are never written in
@@ -195,23 +197,24 @@ dim3 inner_grid(const InnerRegion& r, int batch, int cell_rows) {
 
 // ---- Forward ----
 
+template <int kRows>
 __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
     forward_inner_kernel(const StepConstants k, const ForwardStep a, const InnerRegion inner) {
     const FieldLayout& l = k.layout;
     int zp0, xp0;
     size_t base;
-    if (!locate_inner_cells<kForwardRows>(inner, l, zp0, xp0, base)) return;
+    if (!locate_inner_cells<kRows>(inner, l, zp0, xp0, base)) return;
     const int shot = blockIdx.z;
     const size_t field = shot * l.cells;
     const float* __restrict__ u = a.u + field;
-    float4 courant[kForwardRows];
+    float4 courant[kRows];
 #pragma unroll
-    for (int r = 0; r < kForwardRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
+    for (int r = 0; r < kRows; ++r) courant[r] = load4(k.courant + base + r * size_t(l.stride));
     wait_for_previous_step();
-    Window<kForwardRows> window;
+    Window<kRows> window;
     window.load(u, base, l.stride);
 #pragma unroll
-    for (int r = 0; r < kForwardRows; ++r) {
+    for (int r = 0; r < kRows; ++r) {
         const int zp = zp0 + r;
         if (zp >= inner.z1) continue;
         const size_t row_base = base + r * size_t(l.stride);
@@ -733,7 +736,12 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
                                 keep_history ? w.h.data() + n * field_set + first * l.cells : nullptr,
                                 keep_history ? w.gx.data() + n * frame_set + first * l.frame_cells() : nullptr,
                                 n};
-            launch_step(chains_[c], inner, count, forward_inner_kernel, forward_border_kernel, k, a);
+            if (count <= kSmallChainShots)
+                launch_step(chains_[c], inner, count, kSmallChainForwardRows,
+                            forward_inner_kernel<kSmallChainForwardRows>, forward_border_kernel, k, a);
+            else
+                launch_step(chains_[c], inner, count, kForwardRows, forward_inner_kernel<kForwardRows>,
+                            forward_border_kernel, k, a);
         }
     }
     end_chains(chains);
@@ -784,7 +792,7 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
                                 pair ? history(w.gx, history_frame_set, l.frame_cells(), m + 1) : nullptr,
                                 image ? w.image.data() + chain_first * l.cells : nullptr,
                                 m};
-            launch_step(chains_[c], inner, chain_count,
+            launch_step(chains_[c], inner, chain_count, kAdjointRows,
                         image ? adjoint_inner_kernel<true> : adjoint_inner_kernel<false>, adjoint_border_kernel, k,
                         a);
         }
@@ -802,13 +810,13 @@ InnerRegion GpuPropagator::step_region(bool adjoint) const {
 // One time step: the inner kernel on the chain's main stream and the border kernel on its side stream,
 // joined before the next step. Captured into a graph, they become two parallel nodes per step.
 template <typename Step>
-void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, int batch,
+void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, int batch, int cell_rows,
                                 void (*inner_kernel)(StepConstants, Step, InnerRegion),
                                 void (*border_kernel)(StepConstants, Step, InnerRegion, int),
                                 const StepConstants& k, const Step& a) {
     CUDA_CHECK(cudaEventRecord(chain.fork, chain.main));
     CUDA_CHECK(cudaStreamWaitEvent(chain.side, chain.fork));
-    const dim3 grid = inner_grid(inner, batch, std::is_same<Step, AdjointStep>::value ? kAdjointRows : kForwardRows);
+    const dim3 grid = inner_grid(inner, batch, cell_rows);
     if (grid.x > 0 && grid.y > 0)
         inner_kernel<<<grid, dim3(kInnerThreadsX, kInnerThreadsY), 0, chain.main>>>(k, a, inner);
     const int cells = static_cast<int>(inner.border_cells(layout_));

@@ -111,8 +111,10 @@ private:
     void capture_forward(Mode mode, int batch);
     void capture_adjoint(int batch, int first, int count);
     InnerRegion step_region(bool adjoint) const;
+    // One step of a chain of `batch` shots: the inner kernel (whose threads update `cell_rows` rows of cells
+    // each) beside the border kernel.
     template <typename Step>
-    void launch_step(const Chain& chain, const InnerRegion& inner, int batch,
+    void launch_step(const Chain& chain, const InnerRegion& inner, int batch, int cell_rows,
                      void (*inner_kernel)(StepConstants, Step, InnerRegion),
                      void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
                      const Step& a);
