@@ -29,12 +29,13 @@ namespace fwi {
 //
 // Rows per thread: the adjoint's inner kernels hold 2 blocks per SM (90-108 registers at 3 rows), and
 // with 3 rows a step of an adjoint group of 4 on the default problem is 256 blocks, one wave on 132 SMs
-// (with 2 rows it was 384). The forward pass's chains of 4 shots keep 2 rows; its chains of 1 or 2 shots
-// take 4. Measured on an H200, default problem: adjoint 2 / 3 / 4 rows 26.5 / 25.8 / 26.1 ms; 4 rows in
+// (with 2 rows it was 384). The forward pass takes 2 rows, and 4 in a chain whose step is small: at most
+// half as many blocks at 2 rows as fit on the GPU at once (on the default problem, chains of 1 or 2
+// shots). Measured on an H200: default problem, adjoint 2 / 3 / 4 rows 26.5 / 25.8 / 26.1 ms; 4 rows in
 // the forward's chains of 1-2 shots took T(1) from 15.1-15.2 to 14.3 ms and T(2) from 19.0-19.2 to 18.4,
-// and in its chains of 4 made the 8-shot gradient slower (docs/PERFORMANCE.md).
-constexpr int kCellColumns = 4, kAdjointRows = 3, kForwardRows = 2;
-constexpr int kSmallChainShots = 2, kSmallChainForwardRows = 4;
+// in its chains of 4 made the 8-shot gradient slower, and in one shot of 8192 x 8192 cells (a step of
+// many waves) gave 81% of the memory roofline against 93% (docs/PERFORMANCE.md).
+constexpr int kCellColumns = 4, kAdjointRows = 3, kForwardRows = 2, kSmallStepForwardRows = 4;
 // Each time level of a wave field needs two slots, not three: a step reads level n-1 only at the cell it
 // writes level n+1 to, so the new level overwrites the old one in place (forward: u, X; adjoint: zeta,
 // delta). The fields a stencil reads at its neighbours (u[n], zeta[m+1], P, rho) are never written in
@@ -522,6 +523,11 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     programmatic_steps_ = major >= 9;
+    int sms = 0, blocks_per_sm = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, forward_inner_kernel<kForwardRows>,
+                                                             kInnerThreadsX * kInnerThreadsY, 0));
+    forward_inner_places_ = sms * blocks_per_sm;
 
     choose_batches();
 }
@@ -710,6 +716,8 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
         // mod 2, so P[-1] = 0 starts in slot 0.
         const ShotRange shots = split_shots(batch, chains, c);
         const int first = shots.first, count = shots.count;
+        const dim3 grid = inner_grid(inner, count, kForwardRows);
+        const bool small_step = 2 * size_t(grid.x) * grid.y * grid.z <= size_t(forward_inner_places_);
         const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
             return b.data() + size_t((n + 2) % kWaveSlots) * field_set + first * l.cells;
         };
@@ -736,9 +744,9 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
                                 keep_history ? w.h.data() + n * field_set + first * l.cells : nullptr,
                                 keep_history ? w.gx.data() + n * frame_set + first * l.frame_cells() : nullptr,
                                 n};
-            if (count <= kSmallChainShots)
-                launch_step(chains_[c], inner, count, kSmallChainForwardRows,
-                            forward_inner_kernel<kSmallChainForwardRows>, forward_border_kernel, k, a);
+            if (small_step)
+                launch_step(chains_[c], inner, count, kSmallStepForwardRows,
+                            forward_inner_kernel<kSmallStepForwardRows>, forward_border_kernel, k, a);
             else
                 launch_step(chains_[c], inner, count, kForwardRows, forward_inner_kernel<kForwardRows>,
                             forward_border_kernel, k, a);

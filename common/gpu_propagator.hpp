@@ -133,6 +133,7 @@ private:
     cudaEvent_t loop_start_ = nullptr;
     int gradient_batch_ = 0, adjoint_batch_ = 0;
     bool programmatic_steps_ = false;  // join the steps by programmatic edges (compute capability >= 9.0)
+    int forward_inner_places_ = 0;     // blocks of the 2-row forward inner kernel resident at once
     double last_forward_loop_seconds_ = 0.0;
     size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
 
