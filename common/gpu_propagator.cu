@@ -716,6 +716,7 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
         // mod 2, so P[-1] = 0 starts in slot 0.
         const ShotRange shots = split_shots(batch, chains, c);
         const int first = shots.first, count = shots.count;
+        // A chain whose step is small takes 4 rows per thread (see kForwardRows).
         const dim3 grid = inner_grid(inner, count, kForwardRows);
         const bool small_step = 2 * size_t(grid.x) * grid.y * grid.z <= size_t(forward_inner_places_);
         const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
