@@ -20,8 +20,8 @@ namespace fwi {
 //  - the inner kernel covers the rectangle of the padded grid where the update is the plain interior
 //    one (forward: outside the absorbing layer; adjoint: also beyond the layer's stencil reach). A
 //    thread updates 4 columns x a few rows (see kForwardRows) with 16-byte loads, a window of column
-//    vectors from 4 rows above to 4 below plus one vector on each side of each row: at 2 rows, 14 loads
-//    for 8 cells, where one thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by
+//    vectors from 4 rows above to 4 below plus one vector on each side of each row: 14 loads for 8
+//    cells, where one thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by
 //    load instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
 //  - the border kernel covers the rest, one thread per cell, with the PML and its coupling terms.
 // On GPUs of compute capability 9.0 and later, the steps of a time loop are joined by programmatic edges
@@ -719,9 +719,6 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
         // A chain whose step is small takes 4 rows per thread (see kForwardRows).
         const dim3 grid = inner_grid(inner, count, kForwardRows);
         const bool small_step = 2 * size_t(grid.x) * grid.y * grid.z <= size_t(forward_inner_places_);
-        const int rows = small_step ? kSmallStepForwardRows : kForwardRows;
-        const auto inner_kernel =
-            small_step ? forward_inner_kernel<kSmallStepForwardRows> : forward_inner_kernel<kForwardRows>;
         const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
             return b.data() + size_t((n + 2) % kWaveSlots) * field_set + first * l.cells;
         };
@@ -748,7 +745,12 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
                                 keep_history ? w.h.data() + n * field_set + first * l.cells : nullptr,
                                 keep_history ? w.gx.data() + n * frame_set + first * l.frame_cells() : nullptr,
                                 n};
-            launch_step(chains_[c], inner, count, rows, inner_kernel, forward_border_kernel, k, a);
+            if (small_step)
+                launch_step(chains_[c], inner, count, kSmallStepForwardRows,
+                            forward_inner_kernel<kSmallStepForwardRows>, forward_border_kernel, k, a);
+            else
+                launch_step(chains_[c], inner, count, kForwardRows, forward_inner_kernel<kForwardRows>,
+                            forward_border_kernel, k, a);
         }
     }
     end_chains(chains);
