@@ -20,8 +20,8 @@ namespace fwi {
 //  - the inner kernel covers the rectangle of the padded grid where the update is the plain interior
 //    one (forward: outside the absorbing layer; adjoint: also beyond the layer's stencil reach). A
 //    thread updates 4 columns x a few rows (see kForwardRows) with 16-byte loads, a window of column
-//    vectors from 4 rows above to 4 below plus one vector on each side of each row: 14 loads for 8
-//    cells, where one thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by
+//    vectors from 4 rows above to 4 below plus one vector on each side of each row: at 2 rows, 14 loads
+//    for 8 cells, where one thread per cell issues 17 per cell. On grids that fit in L2 the step is bound by
 //    load instructions and L2 traffic, not DRAM bytes (docs/PERFORMANCE.md);
 //  - the border kernel covers the rest, one thread per cell, with the PML and its coupling terms.
 // On GPUs of compute capability 9.0 and later, the steps of a time loop are joined by programmatic edges
