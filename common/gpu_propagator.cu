@@ -43,8 +43,10 @@ constexpr int kCellColumns = 4, kAdjointRows = 3, kForwardRows = 2, kSmallStepFo
 constexpr int kWaveSlots = 2;
 constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 128;
 
-// The inner rectangle of the padded grid, [z0, z1) x [x0, x1), with x0 and x1 multiples of 4 (so the
-// 16-byte loads are aligned: stored column = xp + kHalo), and the border around it.
+// The inner rectangle of the padded grid, [z0, z1) x [x0, x1), and the border around it. x0 and x1 are
+// multiples of 8, so that the inner kernels' 16-byte loads are aligned and each row of threads starts on
+// a 32-byte sector (stored column = xp + FieldLayout::kLeadColumns); on the default problem a warp's 128
+// columns then start on a 128-byte cache line in both passes (docs/PERFORMANCE.md).
 struct InnerRegion {
     int z0 = 0, z1 = 0, x0 = 0, x1 = 0;
     // The border cells (zp, xp), on the device: border thread k updates cell k (see border_table).
@@ -55,8 +57,8 @@ struct InnerRegion {
         InnerRegion r;
         r.z0 = margin;
         r.z1 = std::max(margin, l.nz_padded - margin);
-        r.x0 = (margin + 3) / 4 * 4;
-        r.x1 = std::max(r.x0, (l.nx_padded - margin) / 4 * 4);
+        r.x0 = (margin + 7) / 8 * 8;
+        r.x1 = std::max(r.x0, (l.nx_padded - margin) / 8 * 8);
         return r;
     }
     size_t border_cells(const FieldLayout& l) const {

@@ -147,14 +147,18 @@ struct LayerFields {
 // Layout of one stored field: the model (nz x nx) plus `width` absorbing cells on every side (the
 // "padded" grid) plus the zero halo. Rows are padded to a multiple of 32 floats for aligned access, with
 // a few slack rows and columns (zero, never used) so the GPU's 16-byte loads of 4 x 4 cell blocks
-// never leave the field.
+// never leave the field. The first kLeadColumns columns of a row are zero (the halo and more), so that
+// every row of the padded grid starts on a 32-byte boundary: the GPU moves memory in 32-byte sectors,
+// and a row that began 16 bytes into one cost the default gradient 1.8 ms on an H200
+// (docs/PERFORMANCE.md).
 struct FieldLayout {
     static constexpr int kSlackRows = 4, kSlackColumns = 4;
+    static constexpr int kLeadColumns = 8;  // >= kHalo; 8 floats are 32 bytes
     int nz = 0, nx = 0;          // physical model
     int width = 0;               // absorbing cells on each side
     int nz_padded = 0, nx_padded = 0;
     int rows = 0;                // nz_padded + 2 kHalo + kSlackRows
-    int stride = 0;              // floats per stored row, >= nx_padded + 2 kHalo + kSlackColumns
+    int stride = 0;              // floats per stored row, >= kLeadColumns + nx_padded + kHalo + kSlackColumns
     size_t cells = 0;            // rows * stride: floats per stored field
 
     static FieldLayout make(int nz, int nx, int width) {
@@ -165,13 +169,13 @@ struct FieldLayout {
         l.nz_padded = nz + 2 * width;
         l.nx_padded = nx + 2 * width;
         l.rows = l.nz_padded + 2 * kHalo + kSlackRows;
-        l.stride = (l.nx_padded + 2 * kHalo + kSlackColumns + 31) / 32 * 32;
+        l.stride = (kLeadColumns + l.nx_padded + kHalo + kSlackColumns + 31) / 32 * 32;
         l.cells = static_cast<size_t>(l.rows) * l.stride;
         return l;
     }
     // Flat index of padded-grid cell (zp, xp), 0 <= zp < nz_padded, 0 <= xp < nx_padded.
     FWI_HD size_t index(int zp, int xp) const {
-        return static_cast<size_t>(zp + kHalo) * stride + (xp + kHalo);
+        return static_cast<size_t>(zp + kHalo) * stride + (xp + kLeadColumns);
     }
     // Flat index of physical cell (z, x).
     FWI_HD size_t physical_index(int z, int x) const { return index(z + width, x + width); }
