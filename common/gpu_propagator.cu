@@ -721,6 +721,9 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
         // A chain whose step is small takes 4 rows per thread (see kForwardRows).
         const dim3 grid = inner_grid(inner, count, kForwardRows);
         const bool small_step = 2 * size_t(grid.x) * grid.y * grid.z <= size_t(forward_inner_places_);
+        const int rows = small_step ? kSmallStepForwardRows : kForwardRows;
+        const auto inner_kernel =
+            small_step ? forward_inner_kernel<kSmallStepForwardRows> : forward_inner_kernel<kForwardRows>;
         const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
             return b.data() + size_t((n + 2) % kWaveSlots) * field_set + first * l.cells;
         };
@@ -747,12 +750,7 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
                                 keep_history ? w.h.data() + n * field_set + first * l.cells : nullptr,
                                 keep_history ? w.gx.data() + n * frame_set + first * l.frame_cells() : nullptr,
                                 n};
-            if (small_step)
-                launch_step(chains_[c], inner, count, kSmallStepForwardRows,
-                            forward_inner_kernel<kSmallStepForwardRows>, forward_border_kernel, k, a);
-            else
-                launch_step(chains_[c], inner, count, kForwardRows, forward_inner_kernel<kForwardRows>,
-                            forward_border_kernel, k, a);
+            launch_step(chains_[c], inner, count, rows, inner_kernel, forward_border_kernel, k, a);
         }
     }
     end_chains(chains);
