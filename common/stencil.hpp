@@ -149,7 +149,7 @@ struct LayerFields {
 // a few slack rows and columns (zero, never used) so the GPU's 16-byte loads of 4 x 4 cell blocks
 // never leave the field. The first kLeadColumns columns of a row are zero (the halo and more), so that
 // every row of the padded grid starts on a 32-byte boundary: the GPU moves memory in 32-byte sectors,
-// and a row that began 16 bytes into one cost the default gradient 1.8 ms on an H200
+// and a row that began 16 bytes into one cost the default gradient about 2 ms on an H200
 // (docs/PERFORMANCE.md).
 struct FieldLayout {
     static constexpr int kSlackRows = 4, kSlackColumns = 4;
