@@ -34,7 +34,8 @@ namespace fwi {
 // shots). Measured on an H200: default problem, adjoint 2 / 3 / 4 rows 26.5 / 25.8 / 26.1 ms; 4 rows in
 // the forward's chains of 1-2 shots took T(1) from 15.1-15.2 to 14.3 ms and T(2) from 19.0-19.2 to 18.4,
 // in its chains of 4 made the 8-shot gradient slower, and in one shot of 8192 x 8192 cells (a step of
-// many waves) gave 81% of the memory roofline against 93-94% (docs/PERFORMANCE.md).
+// many waves) gave 81% of the memory roofline against 93-94% (docs/PERFORMANCE.md). Measured again with
+// the rows on 32-byte sectors (see InnerRegion): 3 or 4 forward rows in chains of 4, or 4 adjoint rows, no faster.
 constexpr int kCellColumns = 4, kAdjointRows = 3, kForwardRows = 2, kSmallStepForwardRows = 4;
 // Each time level of a wave field needs two slots, not three: a step reads level n-1 only at the cell it
 // writes level n+1 to, so the new level overwrites the old one in place (forward: u, X; adjoint: zeta,
