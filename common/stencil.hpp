@@ -153,7 +153,8 @@ struct LayerFields {
 // (docs/PERFORMANCE.md).
 struct FieldLayout {
     static constexpr int kSlackRows = 4, kSlackColumns = 4;
-    static constexpr int kLeadColumns = 8;  // >= kHalo; 8 floats are 32 bytes
+    static constexpr int kLeadColumns = 8;  // 8 floats are 32 bytes
+    static_assert(kLeadColumns >= kHalo && kLeadColumns % 4 == 0, "the halo, and 16-byte loads aligned");
     int nz = 0, nx = 0;          // physical model
     int width = 0;               // absorbing cells on each side
     int nz_padded = 0, nx_padded = 0;
