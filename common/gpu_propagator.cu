@@ -44,22 +44,35 @@ constexpr int kCellColumns = 4, kAdjointRows = 3, kForwardRows = 2, kSmallStepFo
 constexpr int kWaveSlots = 2;
 constexpr int kInnerThreadsX = 32, kInnerThreadsY = 8, kBorderThreads = 128;
 
+// The forward pass's own fields (u and X) and the Courant numbers it reads are stored kForwardShift floats
+// further on than FieldLayout::index says; the history it writes, and every field of the adjoint, are
+// not. The two passes want their inner rectangles to start at different columns (the forward's right
+// after its absorbing layer, the adjoint's 4 columns further in, past the layer's stencil reach), and
+// each is fastest when its warps start on a 128-byte cache line; the history must still start each row
+// on a 32-byte sector, where the adjoint reads it on a line. Measured on an H200, default gradient: the
+// forward pass 0.3 ms faster than with one layout for both passes (docs/PERFORMANCE.md).
+constexpr int kForwardShift = 4;
+
 // The inner rectangle of the padded grid, [z0, z1) x [x0, x1), and the border around it. x0 and x1 are
-// multiples of 8, so that the inner kernels' 16-byte loads are aligned and each row of threads starts on
-// a 32-byte sector (stored column = xp + FieldLayout::kLeadColumns); on the default problem a warp's 128
-// columns then start on a 128-byte cache line in both passes (docs/PERFORMANCE.md).
+// chosen so that a row of the inner kernel's threads starts and ends on a 32-byte sector of its fields
+// (stored column xp + FieldLayout::kLeadColumns + the pass's shift, a multiple of 8): the 16-byte loads
+// are aligned, and on the default problem each warp's 128 columns start on a cache line, in both passes
+// (docs/PERFORMANCE.md).
 struct InnerRegion {
     int z0 = 0, z1 = 0, x0 = 0, x1 = 0;
     // The border cells (zp, xp), on the device: border thread k updates cell k (see border_table).
     const int2* border = nullptr;
 
-    // `margin`: cells from the edge of the padded grid that need the border kernel.
-    static InnerRegion make(const FieldLayout& l, int margin) {
+    // `margin`: cells from the edge of the padded grid that need the border kernel; `shift`: floats by
+    // which the pass's fields are stored further on (kForwardShift or 0).
+    static InnerRegion make(const FieldLayout& l, int margin, int shift) {
+        static_assert(FieldLayout::kLeadColumns % 8 == 0, "x0 and x1 below assume rows that start on a sector");
+        const auto round_down = [](int column) { return column / 8 * 8; };
         InnerRegion r;
         r.z0 = margin;
         r.z1 = std::max(margin, l.nz_padded - margin);
-        r.x0 = (margin + 7) / 8 * 8;
-        r.x1 = std::max(r.x0, (l.nx_padded - margin) / 8 * 8);
+        r.x0 = round_down(margin + shift + 7) - shift;
+        r.x1 = std::max(r.x0, round_down(l.nx_padded - margin + shift) - shift);
         return r;
     }
     size_t border_cells(const FieldLayout& l) const {
@@ -79,7 +92,8 @@ struct StepConstants {
     int nrec;
 };
 
-// Batched fields: shot s of a batch starts at s * (cells of one field), s * (band cells) for P.
+// Batched fields: shot s of a batch starts at s * (cells of one field), s * (band cells) for P. u and X (and
+// the Courant numbers in StepConstants) point kForwardShift floats past their buffers' starts; h does not.
 struct ForwardStep {
     const float* u_prev;
     const float* u;
@@ -347,6 +361,9 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
 
 // Every load before the first branch, as in forward_border_kernel. The layer coupling is summed without
 // branches: its fields are zero off the layer, so the terms layer_coupling skips add exactly zero here.
+// kImage as in adjoint_inner_kernel: without the imaging terms this kernel needs 40 registers instead of 48,
+// so more of its blocks fit on an SM beside the inner kernel's (0.2 ms on an H200, docs/PERFORMANCE.md).
+template <bool kImage>
 __global__ void __launch_bounds__(kBorderThreads)
     adjoint_border_kernel(const StepConstants k, const AdjointStep a, const InnerRegion inner, int cells) {
     const int cell = blockIdx.x * blockDim.x + threadIdx.x;
@@ -365,7 +382,7 @@ __global__ void __launch_bounds__(kBorderThreads)
     wait_for_previous_step();
     const float zeta1 = zeta_next[i], zeta2 = a.zeta2[field + i], delta1 = delta_next[i], delta2 = a.delta2[field + i];
     float image = 0.0f, h = 0.0f, gx = 0.0f, h_later = 0.0f, gx_later = 0.0f;
-    if (a.image) {
+    if (kImage) {
         const size_t frame = shot * l.frame_cells() + max(l.frame_index(zp, xp), 0);  // gx is used in the layer only
         image = a.image[field + i];
         h = __ldcs(a.h + field + i);
@@ -385,7 +402,7 @@ __global__ void __launch_bounds__(kBorderThreads)
     const float coupled = c * coupling;
     if (!l.in_layer(zp, xp)) {
         a.zeta[field + i] = coupled + 2.0f * zeta1 - zeta2;
-        if (a.image) a.image[field + i] = image + zeta1 * h + zeta2 * h_later;
+        if (kImage) a.image[field + i] = image + zeta1 * h + zeta2 * h_later;
         return;
     }
     const LayerAdjoint<float> r = layer_adjoint(coupled, zeta1, zeta2, delta1, delta2, rho_x[i], rho_z[i], ax, az);
@@ -393,7 +410,7 @@ __global__ void __launch_bounds__(kBorderThreads)
     a.delta[field + i] = r.delta;
     a.rho_x_next[field + i] = r.rho_x;
     a.rho_z_next[field + i] = r.rho_z;
-    if (a.image) a.image[field + i] = image + (zeta1 * h + delta1 * gx) + (zeta2 * h_later + delta2 * gx_later);
+    if (kImage) a.image[field + i] = image + (zeta1 * h + delta1 * gx) + (zeta2 * h_later + delta2 * gx_later);
 }
 
 // residual = synthetic - observed for each shot of the batch.
@@ -463,6 +480,11 @@ int border_margin(const FieldLayout& l, bool adjoint) {
     return adjoint && l.width > 0 ? l.width + kStencilRadius : l.width;
 }
 
+// The inner rectangle of a forward or an adjoint step.
+InnerRegion pass_region(const FieldLayout& l, bool adjoint) {
+    return InnerRegion::make(l, border_margin(l, adjoint), adjoint ? 0 : kForwardShift);
+}
+
 // The border cells of `r` in the order the border kernels take them: the rows above the inner rectangle,
 // the rows below it, then the two sides of each row in between, so that neighbouring threads update
 // neighbouring cells. A border thread reads its cell from this table (shared by the shots, and small)
@@ -505,7 +527,9 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     velocity_ = DeviceBuffer<float>(problem.model_cells());
     gradient_ = DeviceBuffer<float>(problem.model_cells());
     courant_ = DeviceBuffer<float>(layout_.cells);
-    CUDA_CHECK(cudaMemsetAsync(courant_.data(), 0, courant_.bytes(), stream_));  // the halo stays zero
+    forward_courant_ = DeviceBuffer<float>(layout_.cells + kForwardShift);
+    for (const DeviceBuffer<float>* b : {&courant_, &forward_courant_})
+        CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream_));  // the halo stays zero
     rows_ = DeviceBuffer<PmlAxis<float>>(layout_.nz_padded);
     columns_ = DeviceBuffer<PmlAxis<float>>(layout_.nx_padded);
     rows_.upload(pml_profile_as<float>(problem, layout_.nz_padded), stream_);
@@ -513,7 +537,7 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     receiver_of_col_ = DeviceBuffer<int>(layout_.nx_padded);
     receiver_of_col_.upload(acquisition_.receiver_of_col, stream_);
     for (const bool adjoint : {false, true}) {
-        const InnerRegion region = InnerRegion::make(layout_, border_margin(layout_, adjoint));
+        const InnerRegion region = pass_region(layout_, adjoint);
         const std::vector<int2> table = border_table(layout_, region);
         DeviceBuffer<int2>& border = adjoint ? adjoint_border_ : forward_border_;
         border = DeviceBuffer<int2>(table.size());
@@ -591,8 +615,9 @@ GpuPropagator::~GpuPropagator() {
 }
 
 size_t GpuPropagator::fixed_bytes() const {
-    return velocity_.bytes() + gradient_.bytes() + courant_.bytes() + rows_.bytes() + columns_.bytes() +
-           receiver_of_col_.bytes() + forward_border_.bytes() + adjoint_border_.bytes() + observed_.bytes();
+    return velocity_.bytes() + gradient_.bytes() + courant_.bytes() + forward_courant_.bytes() + rows_.bytes() +
+           columns_.bytes() + receiver_of_col_.bytes() + forward_border_.bytes() + adjoint_border_.bytes() +
+           observed_.bytes();
 }
 
 size_t GpuPropagator::gradient_bytes_per_shot() const {
@@ -639,9 +664,11 @@ std::vector<float> GpuPropagator::download_gradient() const {
 
 void GpuPropagator::velocity_changed() {
     const dim3 block(32, 8);
-    courant_kernel<<<padded_grid(layout_, block), block, 0, stream_>>>(courant_.data(), velocity_.data(), layout_,
-                                                                   float(problem_.dt / problem_.dh));
-    CUDA_CHECK_LAUNCH();
+    for (float* courant : {courant_.data(), forward_courant_.data() + kForwardShift}) {
+        courant_kernel<<<padded_grid(layout_, block), block, 0, stream_>>>(courant, velocity_.data(), layout_,
+                                                                       float(problem_.dt / problem_.dh));
+        CUDA_CHECK_LAUNCH();
+    }
     CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -672,8 +699,8 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
     w->mode = mode;
     w->capacity = batch;
     w->adjoint_capacity = adjoint_batch;
-    w->u = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
-    w->x = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells);
+    w->u = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells + kForwardShift);
+    w->x = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells + kForwardShift);
     // The border kernels read the layer's fields before they know whether their cell is in the layer (at
     // index 0 off it), so these buffers hold at least one float even without a layer (width 0: validate()
     // refuses it, but a Problem built in code can have it).
@@ -708,8 +735,9 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
     const size_t field_set = size_t(batch) * l.cells;  // one slot: all shots of the batch
     const size_t x_set = size_t(batch) * l.x_band_cells(), z_set = size_t(batch) * l.z_band_cells();
     const size_t frame_set = size_t(batch) * l.frame_cells();
-    const StepConstants k{l, courant_.data(), rows_.data(), columns_.data(), acquisition_.receiver_row,
-                          receiver_of_col_.data(), size_t(problem_.nt) * problem_.nrec, problem_.nrec};
+    const StepConstants k{l, forward_courant_.data() + kForwardShift, rows_.data(), columns_.data(),
+                          acquisition_.receiver_row, receiver_of_col_.data(), size_t(problem_.nt) * problem_.nrec,
+                          problem_.nrec};
     const bool keep_history = mode == Mode::gradient;
     const InnerRegion inner = step_region(false);
     const int chains = begin_chains(batch, false);
@@ -726,7 +754,7 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
         const auto inner_kernel =
             small_step ? forward_inner_kernel<kSmallStepForwardRows> : forward_inner_kernel<kForwardRows>;
         const auto wave_slot = [&](const DeviceBuffer<float>& b, int n) {
-            return b.data() + size_t((n + 2) % kWaveSlots) * field_set + first * l.cells;
+            return b.data() + kForwardShift + size_t((n + 2) % kWaveSlots) * field_set + first * l.cells;
         };
         const auto px_slot = [&](int n) {
             return w.px.data() + size_t((n + 1) % 2) * x_set + first * l.x_band_cells();
@@ -803,8 +831,8 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
                                 image ? w.image.data() + chain_first * l.cells : nullptr,
                                 m};
             launch_step(chains_[c], inner, chain_count, kAdjointRows,
-                        image ? adjoint_inner_kernel<true> : adjoint_inner_kernel<false>, adjoint_border_kernel, k,
-                        a);
+                        image ? adjoint_inner_kernel<true> : adjoint_inner_kernel<false>,
+                        image ? adjoint_border_kernel<true> : adjoint_border_kernel<false>, k, a);
         }
     }
     end_chains(chains);
@@ -812,7 +840,7 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
 
 // The inner rectangle and border table of a forward or an adjoint step.
 InnerRegion GpuPropagator::step_region(bool adjoint) const {
-    InnerRegion region = InnerRegion::make(layout_, border_margin(layout_, adjoint));
+    InnerRegion region = pass_region(layout_, adjoint);
     region.border = (adjoint ? adjoint_border_ : forward_border_).data();
     return region;
 }

@@ -137,7 +137,10 @@ private:
     double last_forward_loop_seconds_ = 0.0;
     size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
 
-    DeviceBuffer<float> velocity_, gradient_, courant_, observed_;
+    DeviceBuffer<float> velocity_, gradient_, observed_;
+    // (v dt / dh)^2 on the padded grid, for the adjoint; the forward pass's copy is stored kForwardShift
+    // floats further on, as its fields are (see kForwardShift).
+    DeviceBuffer<float> courant_, forward_courant_;
     DeviceBuffer<PmlAxis<float>> rows_, columns_;
     DeviceBuffer<int> receiver_of_col_;
     DeviceBuffer<int2> forward_border_, adjoint_border_;  // the border cells of each kind of step
