@@ -1,8 +1,6 @@
 #include "gpu_propagator.hpp"
 
-#include <thrust/execution_policy.h>
-#include <thrust/functional.h>
-#include <thrust/transform_reduce.h>
+#include <cub/device/device_reduce.cuh>
 
 #include <algorithm>
 #include <cstdio>
@@ -471,6 +469,10 @@ struct GpuPropagator::Workspace {
     DeviceBuffer<float> zeta, delta, rho_x, rho_z, image;  // adjoint, gradient mode only
     DeviceBuffer<float> traces;                             // synthetic traces, then residuals
     DeviceBuffer<int> source_cell, shot_ids;
+    // Gradient mode: the misfit of each batch, summed on the device (so that the host never waits between
+    // the passes), and the scratch space of that sum.
+    DeviceBuffer<double> misfits;
+    DeviceBuffer<unsigned char> misfit_scratch;
 };
 
 namespace {
@@ -716,6 +718,10 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
         w->rho_x = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);
         w->rho_z = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);
         w->image = DeviceBuffer<float>(size_t(adjoint_batch) * l.cells);
+        size_t scratch_bytes = 0;
+        CUDA_CHECK(cub::DeviceReduce::TransformReduce(nullptr, scratch_bytes, w->traces.data(), w->misfits.data(),
+                                                      w->traces.size(), cuda::std::plus<double>(), Square(), 0.0));
+        w->misfit_scratch = DeviceBuffer<unsigned char>(std::max<size_t>(scratch_bytes, 1));  // null would query
     }
     w->source_cell = DeviceBuffer<int>(batch);
     w->shot_ids = DeviceBuffer<int>(batch);
@@ -1014,31 +1020,36 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     // (No shots: no batch runs, and the gradient and misfit are zero.)
     const int batch_size = shots.empty() ? 1 : even_batch(int(shots.size()), gradient_batch_);
     const int group_size = even_batch(batch_size, adjoint_batch_);
+    const size_t batches = (shots.size() + batch_size - 1) / batch_size;
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;
     ensure_workspace(Mode::gradient, batch_size, group_size);
+    Workspace& w = *workspace_;
+    if (w.misfits.size() < batches) w.misfits = DeviceBuffer<double>(batches);
     CUDA_CHECK(cudaMemsetAsync(gradient_.data(), 0, gradient_.bytes(), stream_));
 
-    CudaEventTimer timer, forward_timer, adjoint_timer;
+    // Everything below is queued on the stream without waiting: the timers and misfits are read at the end.
+    CudaEventTimer timer;
+    std::vector<CudaEventTimer> forward_timers(batches), adjoint_timers(batches);
     timer.start(stream_);
-    double misfit = 0.0, forward_seconds = 0.0, adjoint_seconds = 0.0;
-    for (size_t first = 0; first < shots.size(); first += batch_size) {
+    for (size_t b = 0; b < batches; ++b) {
+        const size_t first = b * batch_size;
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
-        Workspace& w = *workspace_;
         start_batch(shots, first, batch);
         const cudaGraphExec_t forward_loop = time_loop_graph(Mode::gradient, batch);
-        forward_timer.start(stream_);
+        forward_timers[b].start(stream_);
         CUDA_CHECK(cudaGraphLaunch(forward_loop, stream_));
-        forward_timer.stop(stream_);
+        forward_timers[b].stop(stream_);
         const size_t samples = batch * trace_samples;
         residual_kernel<<<unsigned((samples + 255) / 256), 256, 0, stream_>>>(w.traces.data(), observed_.data(),
                                                                              w.shot_ids.data(), trace_samples, batch);
         CUDA_CHECK_LAUNCH();
-        misfit += 0.5 * thrust::transform_reduce(thrust::cuda::par.on(stream_), w.traces.data(),
-                                                 w.traces.data() + samples, Square(), 0.0, thrust::plus<double>());
-        forward_seconds += forward_timer.seconds();
+        size_t scratch_bytes = w.misfit_scratch.size();
+        CUDA_CHECK(cub::DeviceReduce::TransformReduce(w.misfit_scratch.data(), scratch_bytes, w.traces.data(),
+                                                      w.misfits.data() + b, samples, cuda::std::plus<double>(),
+                                                      Square(), 0.0, stream_));
         // The adjoint pass, a group of the batch's shots at a time; each group's imaging sum is folded into
-        // the gradient. (One timer around the groups: reading one per group would stall the launches.)
-        adjoint_timer.start(stream_);
+        // the gradient.
+        adjoint_timers[b].start(stream_);
         for (int group_first = 0; group_first < batch; group_first += group_size) {
             const int group = std::min(group_size, batch - group_first);
             start_adjoint();
@@ -1048,16 +1059,18 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
                                                               layout_, group);
             CUDA_CHECK_LAUNCH();
         }
-        adjoint_timer.stop(stream_);
-        adjoint_seconds += adjoint_timer.seconds();
+        adjoint_timers[b].stop(stream_);
     }
     timer.stop(stream_);
-    GradientResult result;
-    result.misfit = misfit;
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // the gradient is complete on the device
+    const std::vector<double> misfits = batches ? w.misfits.download(batches, stream_) : std::vector<double>();
+    GradientResult result;
+    for (size_t b = 0; b < batches; ++b) {
+        result.misfit += 0.5 * misfits[b];
+        result.forward_seconds += forward_timers[b].seconds();
+        result.adjoint_seconds += adjoint_timers[b].seconds();
+    }
     result.device_seconds = timer.seconds();
-    result.forward_seconds = forward_seconds;
-    result.adjoint_seconds = adjoint_seconds;
     return result;
 }
 
