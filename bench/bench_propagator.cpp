@@ -1,16 +1,19 @@
 // Google Benchmark cases for the propagator (the method: docs/PERFORMANCE.md, its introduction), in the
 // order they run:
-//   Gradient         the default problem's full gradient (8 shots, forward + adjoint, nt 2000), its
-//                    peak device memory, and the forward pass alone without the history;
-//   GradientBatches  the same gradient for 1, 2, 4 and 8 shots in one run, each time and the ratios
-//                    T(2)/T(8) and T(4)/T(8): on 4 and 2 GPUs each GPU computes 2 and 4 of the 8 shots,
-//                    so 1 / ratio is the most those GPU counts can gain on the default problem;
-//   CopyBandwidth    device-to-device copy, bytes read + written: the memory ceiling;
-//   ForwardStep      one shot on a large grid: cells per second and the fraction of the roofline
-//                    (copy bandwidth / 16 B per cell: read two wavefields and the model, write one).
-// Every case reports the median of its repetitions with manual (CUDA event) timing.
+//   Gradient          the default problem's full gradient (8 shots, forward + adjoint, nt 2000), one per
+//                     repetition: median and mean of single gradients, peak device memory, and the forward
+//                     pass alone without the history;
+//   GradientBatches   the same gradient for 1, 2, 4 and 8 shots in one run, each time and the ratios
+//                     T(2)/T(8) and T(4)/T(8): on 4 and 2 GPUs each GPU computes 2 and 4 of the 8 shots,
+//                     so 1 / ratio is the most those GPU counts can gain on the default problem;
+//   GradientSustained the default gradient back to back for several seconds: the mean a long run sees;
+//   CopyBandwidth     device-to-device copy, bytes read + written: the memory ceiling;
+//   ForwardStep       one shot on a large grid: cells per second and the fraction of the roofline
+//                     (copy bandwidth / 16 B per cell: read two wavefields and the model, write one).
+// Every case but the sustained one reports the median of its repetitions, with manual (CUDA event) timing.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -73,9 +76,8 @@ void ForwardStep(benchmark::State& state) {
 }
 
 // The gradient cases share one propagator, built by the first of them to run and kept to the end of the
-// process, as every program of the suite builds one and keeps it. The same gradient runs up to 2% slower
-// on a propagator built after another one was freed in the process, or beside it (docs/PERFORMANCE.md):
-// so no case builds its own, and these cases run before the others allocate and free their buffers.
+// process, as a program builds one and keeps it: building it (17 GiB of history on the default problem,
+// the graphs of its time loops) takes longer than the gradients measured on it.
 struct GradientSetup {
     Problem problem = problem_preset("default");
     std::vector<int> shots = all_shots(problem.nshots);
@@ -105,6 +107,7 @@ GradientSetup& gradient_setup() {
     return *setup;
 }
 
+// One gradient per repetition: the repetitions give the median and the mean of single gradients.
 void Gradient(benchmark::State& state) {
     if (skip_without_gpu(state)) return;
     GradientSetup& setup = gradient_setup();
@@ -119,6 +122,21 @@ void Gradient(benchmark::State& state) {
     state.counters["batch"] = setup.gpu.gradient_batch_size();
     state.counters["adjoint_batch"] = setup.gpu.adjoint_batch_size();
     state.counters["peak_GiB"] = gib(setup.gpu.peak_allocated_bytes());
+}
+
+// The same gradient back to back for several seconds, as a long inversion runs it. On an H200 this load
+// reaches the GPU's power limit after a second or two, and the GPU then lowers its clock now and then
+// (docs/PERFORMANCE.md): the time reported is the mean over the run, with its median and slowest gradient.
+void GradientSustained(benchmark::State& state) {
+    if (skip_without_gpu(state)) return;
+    GradientSetup& setup = gradient_setup();
+    std::vector<double> seconds;
+    for (auto _ : state) {
+        seconds.push_back(setup.gpu.gradient(setup.shots).device_seconds);
+        state.SetIterationTime(seconds.back());
+    }
+    state.counters["median_ms"] = 1e3 * median(seconds);
+    state.counters["slowest_ms"] = 1e3 * *std::max_element(seconds.begin(), seconds.end());
 }
 
 void GradientBatches(benchmark::State& state) {
@@ -145,17 +163,19 @@ void GradientBatches(benchmark::State& state) {
 
 }  // namespace
 
-// The gradient cases first: see GradientSetup.
-BENCHMARK(Gradient)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly();
+// The gradient cases first, the sustained one last of them (it leaves the GPU at its power limit).
+BENCHMARK(Gradient)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(30)
+    ->ReportAggregatesOnly();
 // One repetition of 5 iterations: the medians over them are computed inside, per batch size.
 BENCHMARK(GradientBatches)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(GradientSustained)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(150);
 BENCHMARK(CopyBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
 BENCHMARK(ForwardStep)->Arg(8192)->Arg(2048)->Arg(512)->UseManualTime()->Unit(benchmark::kMillisecond)
     ->Repetitions(5)->ReportAggregatesOnly();
 
 int main(int argc, char** argv) {
-    const int status = run_benchmarks("bench_propagator", "Gradient, GradientBatches, CopyBandwidth or ForwardStep/<n>",
-                                      argc, argv);
+    const char* cases = "Gradient, GradientBatches, GradientSustained, CopyBandwidth or ForwardStep/<n>";
+    const int status = run_benchmarks("bench_propagator", cases, argc, argv);
     gradient_setup_storage().reset();  // before the CUDA runtime shuts down
     return status;
 }
