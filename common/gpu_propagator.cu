@@ -873,13 +873,16 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
 
 // A time loop's shots split evenly over independent chains of launches (parallel branches of the graph),
 // each starting after what stream_ holds; returns the number of chains. A step of a few shots leaves
-// the GPU idle while its last blocks run, and the other chains' kernels fill those gaps. The forward pass
-// runs as two chains from 4 shots on, the adjoint as one chain per shot (up to kMaxChains). Measured on
-// an H200, default gradient, with programmatic edges (docs/PERFORMANCE.md, "Programmatic dependent
-// launch"): one chain 56.0 ms; two 44.4; the forward pass as four chains of 2 shots 0.9 ms slower; the
-// adjoint groups of 4 as four chains of one shot 0.7 ms faster than as two of 2.
+// the GPU idle while its last blocks run, and the other chains' kernels fill those gaps. But every chain
+// launches two kernels a step, and a step of one or two shots is short enough for the launches to count:
+// the forward pass runs as two chains from 4 shots on, the adjoint as one chain per shot (up to
+// kMaxChains) from 3 shots on, and both as one chain below that. Measured on an H200, default gradient,
+// with programmatic edges (docs/PERFORMANCE.md, "Programmatic dependent launch" and "The host never
+// waits"): one chain 56.0 ms; two 44.4; the forward pass as four chains of 2 shots 0.9 ms slower; the
+// adjoint groups of 4 as four chains of one shot 0.7 ms faster than as two of 2; the gradient of 2 shots
+// 16.0-16.1 ms with the adjoint as one chain, 16.3 as two.
 int GpuPropagator::begin_chains(int shots, bool adjoint) {
-    const int chains = adjoint ? std::min(kMaxChains, shots) : (shots >= 4 ? 2 : 1);
+    const int chains = adjoint ? (shots <= 2 ? 1 : std::min(kMaxChains, shots)) : (shots >= 4 ? 2 : 1);
     CUDA_CHECK(cudaEventRecord(loop_start_, stream_));
     for (int c = 0; c < chains; ++c) CUDA_CHECK(cudaStreamWaitEvent(chains_[c].main, loop_start_));
     return chains;
