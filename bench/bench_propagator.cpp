@@ -79,7 +79,7 @@ void ForwardStep(benchmark::State& state) {
 
 // The gradient cases share one propagator, built by the first of them to run and kept to the end of the
 // process, as a program builds one and keeps it: building it (17 GiB of history on the default problem,
-// the graphs of its time loops) takes longer than the gradients measured on it.
+// the graphs of its time loops) takes about a second.
 struct GradientSetup {
     Problem problem = problem_preset("default");
     std::vector<int> shots = all_shots(problem.nshots);
