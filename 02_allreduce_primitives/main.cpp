@@ -134,6 +134,7 @@ int run(int argc, char** argv) {
     Options options;
     if (!parse_options(argc, argv, options)) return kExitOk;
     const std::vector<std::string> names = split_variant_list(options.variants);
+    check_writable(options.json_path, "--json");  // written at the end: refused now, not after the sweep
 
     GpuGroup group(options.gpus, options.timeout_seconds);
     print_setup(group);

@@ -99,6 +99,12 @@ TEST_CASE("writing is atomic: temporary file renamed over the old checkpoint, no
     CHECK(read_file(path) == encode_checkpoint(sample_checkpoint(p, 5)));
 }
 
+TEST_CASE("a folder where the checkpoint should be is refused, not read") {
+    const TemporaryFolder folder;
+    std::filesystem::create_directory(checkpoint_path(folder.str()));
+    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("not a regular file") != std::string::npos);
+}
+
 TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
     const TemporaryFolder folder;
     CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("--resume") != std::string::npos);

@@ -1,12 +1,15 @@
 // BENCHMARK_MAIN with the suite's exit codes (docs/ARCHITECTURE.md), for the Google Benchmark programs
-// (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag or a --benchmark_filter that
-// selects nothing, 3 when no GPU is visible (the flags are checked first). Header-only: only programs
+// (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag, a value Google Benchmark would
+// abort on or ignore (see benchmark_flag_problem), or a --benchmark_filter that selects nothing, 3 when no
+// GPU is visible (the flags are checked first). Header-only: only programs
 // that link Google Benchmark include it.
 #pragma once
 
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,38 @@
 #include "errors.hpp"
 
 namespace fwi {
+
+// What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
+// count below 1, and prints its usage and exits 0 on an unknown format or time unit.
+inline std::string benchmark_flag_problem(const std::string& arg) {
+    const auto value_of = [&](const char* flag) -> const char* {
+        const size_t n = std::strlen(flag);
+        return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
+    };
+    const auto one_of = [](const std::string& value, std::vector<std::string> allowed) {
+        for (const std::string& a : allowed)
+            if (value == a) return true;
+        return false;
+    };
+    if (const char* v = value_of("--benchmark_repetitions")) {
+        char* end = nullptr;
+        const long n = std::strtol(v, &end, 10);
+        if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000) return "a whole number from 1 to 1000000";
+    }
+    for (const char* flag : {"--benchmark_format", "--benchmark_out_format"})
+        if (const char* v = value_of(flag))
+            if (!one_of(v, {"console", "json", "csv"})) return "one of console|json|csv";
+    if (const char* v = value_of("--benchmark_time_unit"))
+        if (!one_of(v, {"ns", "us", "ms", "s"})) return "one of ns|us|ms|s";
+    if (const char* v = value_of("--benchmark_min_time")) {
+        char* end = nullptr;
+        const double t = std::strtod(v, &end);
+        const bool suffix_ok = *end == '\0' || ((*end == 's' || *end == 'x') && end[1] == '\0');
+        if (end == v || !suffix_ok || !(t > 0.0) || t > 1e6)
+            return "a positive number of seconds";
+    }
+    return "";
+}
 
 // Runs the registered benchmarks; `program` and `cases` (what the filter may match, for the message)
 // name them in the refusals.
@@ -29,6 +64,12 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
                      benchmark::GetBenchmarkFilter().c_str(), cases);
         return kExitBadInput;
     };
+    for (int i = 1; i < argc; ++i) {
+        const std::string problem = benchmark_flag_problem(argv[i]);
+        if (problem.empty()) continue;
+        std::fprintf(stderr, "%s: '%s': the value must be %s\n", program, argv[i], problem.c_str());
+        return kExitBadInput;
+    }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
     if (visible_gpu_count() == 0) {

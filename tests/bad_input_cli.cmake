@@ -78,8 +78,8 @@ add_cli_mpi_test(06_bad_transport 2 06_fwi_shot_parallel "--transport: 'Network'
                  --transport Network)
 
 # The Google Benchmark programs: exit 3 with one line when no GPU is visible (an empty CUDA_VISIBLE_DEVICES
-# hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag or a filter that selects
-# nothing (checked first), and their own --benchmark_* flags still accepted.
+# hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag, a bad value of one of
+# their --benchmark_* flags or a filter that selects nothing (checked first), and good values accepted.
 foreach(bench bench_propagator bench_allreduce)
   add_exit_test(cli_${bench}_no_gpu CODE 3 TEXT "no CUDA GPU visible" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=1)
@@ -87,4 +87,9 @@ foreach(bench bench_propagator bench_allreduce)
                 COMMAND $<TARGET_FILE:${bench}> --frobnicate)
   add_exit_test(cli_${bench}_filter_selects_nothing CODE 2 TEXT "--benchmark_filter 'NoSuchCase'"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=NoSuchCase)
+  # Values Google Benchmark itself would abort on (a repetition count below 1) or ignore with exit 0.
+  add_exit_test(cli_${bench}_negative_repetitions CODE 2 TEXT "--benchmark_repetitions=-1"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=-1)
+  add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
 endforeach()

@@ -55,6 +55,8 @@ add_exit_test(data_safety_json_missing_folder_01 CODE 2 TEXT "--json" ENVIRONMEN
 add_exit_test(data_safety_json_unwritable_01 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_01
                       --json /proc/fwi_result.json)
+add_exit_test(data_safety_json_unwritable_02 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+              COMMAND $<TARGET_FILE:02_allreduce_primitives> --json /proc/fwi_result.json)
 add_exit_test(data_safety_json_missing_folder_06 CODE 2 TEXT "--json" LABELS cpu mpi TIMEOUT 90
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
               COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_06
