@@ -1,15 +1,17 @@
 // BENCHMARK_MAIN with the suite's exit codes (docs/ARCHITECTURE.md), for the Google Benchmark programs
 // (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag, a value Google Benchmark would
 // abort on or ignore (see benchmark_flag_problem), or a --benchmark_filter that selects nothing, 3 when no
-// GPU is visible (the flags are checked first). Header-only: only programs
-// that link Google Benchmark include it.
+// GPU is visible (the flags are checked first). Header-only: only programs that link Google Benchmark
+// include it.
 #pragma once
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,8 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
         const size_t n = std::strlen(flag);
         return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
     };
-    const auto one_of = [](const std::string& value, std::vector<std::string> allowed) {
-        for (const std::string& a : allowed)
-            if (value == a) return true;
-        return false;
+    const auto one_of = [](const std::string& value, std::initializer_list<const char*> allowed) {
+        return std::find(allowed.begin(), allowed.end(), value) != allowed.end();
     };
     if (const char* v = value_of("--benchmark_repetitions")) {
         char* end = nullptr;

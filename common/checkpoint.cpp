@@ -164,7 +164,8 @@ Checkpoint read_checkpoint(const std::string& dir) {
     const std::string path = checkpoint_path(dir);
     std::error_code ignored;
     if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
-        throw UsageError("--resume: '" + path + "' is not a regular file (a folder, a pipe or a device is no checkpoint)");
+        throw UsageError("--resume: '" + path + "' is not a regular file (a folder, a pipe or a device is no "
+                         "checkpoint)");
     std::ifstream file(path, std::ios::binary);
     if (!file) throw UsageError("--resume: no checkpoint '" + path + "' (write one with --checkpoint-every)");
     const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
