@@ -20,7 +20,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 #include "allreduce_sweep.hpp"
 #include "allreduce_variant.hpp"
@@ -44,17 +43,13 @@ struct Options {
 };
 
 std::vector<std::string> split_variant_list(const std::string& list) {
-    std::vector<std::string> names;
-    std::stringstream stream(list);
-    for (std::string name; std::getline(stream, name, ',');) {
+    const std::string allowed = "a comma list of via_gpu0, ring, p2p_kernel, nccl";
+    const std::vector<std::string> names = split_comma_list("--variants", list, allowed);
+    for (const std::string& name : names) {
         bool known = false;
         for (const auto& candidate : variant_names()) known = known || candidate == name;
-        if (!known)
-            throw UsageError("--variants: unknown variant '" + name + "'; allowed a comma list of via_gpu0, ring, "
-                             "p2p_kernel, nccl");
-        names.push_back(name);
+        if (!known) throw UsageError("--variants: unknown variant '" + name + "'; allowed " + allowed);
     }
-    if (names.empty()) throw UsageError("--variants: needs at least one variant");
     return names;
 }
 

@@ -1,21 +1,11 @@
 #include "variants.hpp"
 
-#include <sstream>
+#include <string>
 
+#include "cli.hpp"
 #include "errors.hpp"
 
 namespace fwi {
-
-namespace {
-
-std::vector<std::string> split_list(const std::string& text) {
-    std::vector<std::string> items;
-    std::stringstream stream(text);
-    for (std::string item; std::getline(stream, item, ',');) items.push_back(item);
-    return items;
-}
-
-}  // namespace
 
 const std::vector<std::string>& combine_variant_names() {
     static const std::vector<std::string> names{"pageable", "pinned", "pipelined", "cuda_aware"};
@@ -48,19 +38,14 @@ std::string VariantSpec::description() const {
 std::vector<int> parse_int_list(const std::string& flag, const std::string& text, int min, int max) {
     const std::string range = "a comma list of whole numbers in " + std::to_string(min) + ".." + std::to_string(max);
     std::vector<int> values;
-    for (const std::string& item : split_list(text)) {
-        size_t used = 0;
-        long long value = 0;
-        try {
-            value = std::stoll(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (item.empty() || used != item.size() || value < min || value > max)
+    for (const std::string& item : split_comma_list(flag, text, range)) {
+        // Digits only: stoll would also take leading blanks and a sign.
+        const bool digits = item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos;
+        const long long value = digits ? std::stoll(item) : -1;
+        if (!digits || value < min || value > max)
             throw UsageError(flag + ": '" + item + "' is not allowed; give " + range);
         values.push_back(int(value));
     }
-    if (values.empty()) throw UsageError(flag + ": empty; give " + range);
     return values;
 }
 
@@ -68,16 +53,14 @@ std::vector<VariantSpec> variant_specs(const std::string& combine, const std::st
                                        const std::string& in_flight) {
     const std::vector<int> chunks = parse_int_list("--chunk-kb", chunk_kb, kMinChunkKb, kMaxChunkKb);
     const std::vector<int> depths = parse_int_list("--in-flight", in_flight, 1, kMaxInFlight);
-    const std::vector<std::string> names = combine == "all" ? combine_variant_names() : split_list(combine);
-    if (names.empty())
-        throw UsageError("--combine: empty; give all or a comma list of pageable, pinned, pipelined, cuda_aware");
+    const std::string allowed = "all or a comma list of pageable, pinned, pipelined, cuda_aware";
+    const std::vector<std::string> names =
+        combine == "all" ? combine_variant_names() : split_comma_list("--combine", combine, allowed);
     std::vector<VariantSpec> specs;
     for (const std::string& name : names) {
         bool known = false;
         for (const std::string& candidate : combine_variant_names()) known = known || candidate == name;
-        if (!known)
-            throw UsageError("--combine: unknown variant '" + name +
-                             "'; give all or a comma list of pageable, pinned, pipelined, cuda_aware");
+        if (!known) throw UsageError("--combine: unknown variant '" + name + "'; give " + allowed);
         if (name != "pipelined") {
             specs.push_back({name, 0, {}});
             continue;

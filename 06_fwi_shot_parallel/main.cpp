@@ -175,8 +175,6 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) {
         make_directories(o.out);
         check_writable(o.json, "--json");  // written at the end: refused now, not after the run
-        write_model_npy(p, o.out, "true_model.npy", true_model(p));
-        write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }
 
     // 2. One GPU per rank; NCCL bootstrapped over MPI.
@@ -189,7 +187,12 @@ int run_fwi(const Problem& p, const Options& o) {
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const bool with_reference = rank == 0 && !o.no_reference;
     GpuShare share(p, mine, state.velocity, with_reference ? Observed::all_shots : Observed::own_shots);
-    if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
+    if (rank == 0) {
+        std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
+        // Written once the run has its GPU: a run refused before that writes no file into --out.
+        write_model_npy(p, o.out, "true_model.npy", true_model(p));
+        write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
+    }
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
 
     // 3. The FWI loop from where the checkpoint left it; the combine is one NCCL allreduce.

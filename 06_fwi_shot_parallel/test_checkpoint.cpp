@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -122,6 +123,26 @@ TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
     write_file(path, "not a checkpoint at all");
     CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("magic") != std::string::npos);
     CHECK_THROWS_AS(decode_checkpoint("", "empty"), UsageError);
+}
+
+TEST_CASE("a whole checkpoint with values no run writes is refused, naming --resume") {
+    // encode_checkpoint writes what it is given, with a valid checksum: the file another tool could make.
+    const auto refusal = [](const std::function<void(Checkpoint&)>& change) {
+        Checkpoint c = sample_checkpoint(small_problem(), 3);
+        change(c);
+        return usage_error_text([&] { decode_checkpoint(encode_checkpoint(c), "made.fwi"); });
+    };
+    CHECK(refusal([](Checkpoint&) {}) == "(no UsageError)");
+    for (const int ranks : {0, -4}) {
+        const std::string text = refusal([ranks](Checkpoint& c) { c.ranks = ranks; });
+        CHECK(text.find("--resume") != std::string::npos);
+        CHECK(text.find("rank count") != std::string::npos);
+    }
+    for (const double bad : {std::nan(""), -1.0, HUGE_VAL}) {
+        CHECK(refusal([bad](Checkpoint& c) { c.state.misfits[1] = bad; }).find("loss history") != std::string::npos);
+        CHECK(refusal([bad](Checkpoint& c) { c.state.iteration_seconds[2] = bad; }).find("loss history") !=
+              std::string::npos);
+    }
 }
 
 TEST_CASE("resume: same problem continues, another problem or too few iterations are refused") {

@@ -127,7 +127,8 @@ def check_failures_shown(script, work_dir):
         fail("a timed-out run must have no figures: %s" % timed_out)
 
 
-FAKE_COMMON = """ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Appended to a copy of scripts/common.sh: its helpers stay, the build is replaced.
+FAKE_COMMON = """
 choose_preset() { echo fake; }
 configure_and_build() { echo "(build skipped by the test)"; }
 build_dir() { echo "$ROOT/build-fake"; }
@@ -217,8 +218,10 @@ def fake_machine(scripts_dir, work_dir):
     os.makedirs(os.path.join(root, "path"))
     for name in ("compare.sh", "compare.py", "plotting.py", "result_schema.py", "scaling_model.py"):
         shutil.copy(os.path.join(scripts_dir, name), os.path.join(root, "repo", "scripts", name))
+    with open(os.path.join(scripts_dir, "common.sh")) as f:
+        common = f.read()
     with open(os.path.join(root, "repo", "scripts", "common.sh"), "w") as f:
-        f.write(FAKE_COMMON)
+        f.write(common + FAKE_COMMON)
     write_executable(os.path.join(root, "path", "nvidia-smi"), FAKE_NVIDIA_SMI)
     write_executable(os.path.join(root, "path", "mpirun"), FAKE_MPIRUN)
     for pattern in PATTERNS:

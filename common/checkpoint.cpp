@@ -1,6 +1,7 @@
 #include "checkpoint.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -153,6 +154,12 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& source
     if (checkpoint.state.iterations_done < 0 || checkpoint.state.misfits.size() != done ||
         checkpoint.state.iteration_seconds.size() != done)
         in.fail("its loss history does not match its iteration count");
+    // A whole file can still hold values no run writes (another tool's, or a diverged run's loss).
+    if (checkpoint.ranks < 1) in.fail("its rank count " + std::to_string(checkpoint.ranks) + " is not positive");
+    const auto finite_and_not_negative = [](double value) { return std::isfinite(value) && value >= 0.0; };
+    for (const std::vector<double>* history : {&checkpoint.state.misfits, &checkpoint.state.iteration_seconds})
+        if (!std::all_of(history->begin(), history->end(), finite_and_not_negative))
+            in.fail("its loss history holds a value that is negative or not a finite number");
     return checkpoint;
 }
 

@@ -3,7 +3,6 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -52,9 +51,10 @@ double parse_real(const std::string& flag, const std::string& text, const std::s
     errno = 0;
     char* end = nullptr;
     const double value = std::strtod(text.c_str(), &end);
-    // strtod reads "nan" and "inf"; no flag has a use for them, and a NaN passes every range check.
-    if (text.empty() || starts_with_space(text) || *end != '\0' || std::isnan(value) ||
-        (std::isinf(value) && errno != ERANGE))
+    // strtod also reads "nan", "inf" and hexadecimal ("0x1p3"): no flag has a use for them, and a NaN
+    // passes every range check. A decimal number has no other characters than these.
+    const bool decimal = text.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    if (text.empty() || !decimal || *end != '\0')
         throw UsageError(flag + ": '" + text + "' is not a finite number; allowed " + range);
     if (errno == ERANGE) throw UsageError(flag + ": " + text + " is out of range; allowed " + range);
     return value;
@@ -274,6 +274,21 @@ std::string ArgParser::find_value(int argc, const char* const* argv, const std::
             found = argv[++i];
     }
     return found;
+}
+
+std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text,
+                                          const std::string& allowed) {
+    std::vector<std::string> items;
+    size_t start = 0;
+    while (true) {
+        const size_t comma = text.find(',', start);
+        items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (items.back().empty())
+            throw UsageError(flag + ": '" + text + "' " + (text.empty() ? "is empty" : "has an empty item") +
+                             "; give " + allowed);
+        if (comma == std::string::npos) return items;
+        start = comma + 1;
+    }
 }
 
 }  // namespace fwi

@@ -71,4 +71,9 @@ private:
     std::vector<std::pair<std::string, std::string>> aliases_;  // (alias, flag)
 };
 
+// The items of a comma list given to `flag` ("a,b" -> {"a", "b"}). An empty list or an empty item (",a",
+// "a,", "a,,b") throws UsageError naming the flag and `allowed`: a stray comma usually means that a name
+// was left out, and is not quietly dropped.
+std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text, const std::string& allowed);
+
 }  // namespace fwi

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -271,11 +270,10 @@ namespace {
 // FWI_TEST_NODE_OF_RANK's entry for `rank` of `size` ranks (see node_local_communicator).
 int fake_node_of(const std::string& list, int rank, int size) {
     std::vector<int> nodes;
-    std::stringstream entries(list);
-    for (std::string entry; std::getline(entries, entry, ',');) {
+    for (const std::string& entry : split_comma_list("FWI_TEST_NODE_OF_RANK", list, "one node number per rank")) {
         char* end = nullptr;
         const long node = std::strtol(entry.c_str(), &end, 10);
-        if (entry.empty() || *end != '\0' || node < 0 || node > 1000000)
+        if (*end != '\0' || node < 0 || node > 1000000)
             throw UsageError("FWI_TEST_NODE_OF_RANK: '" + entry + "' is not a node number (0..1000000)");
         nodes.push_back(static_cast<int>(node));
     }

@@ -212,6 +212,20 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     remove_stale_temporaries(path);
 }
 
+namespace {
+// "" when a file can be created in the folder of `path` where write_file_atomically would create its
+// temporary, else why not. Creating and removing one is the one test that covers permissions, read-only
+// file systems and ACLs alike.
+std::string cannot_create_beside(const std::string& path) {
+    const std::string probe = temporary_name(path);
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) return std::string("cannot create a file in '") + folder_of(path) + "': " + std::strerror(errno);
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return "";
+}
+}  // namespace
+
 void check_writable(const std::string& path, const std::string& flag) {
     if (path.empty()) return;
     const auto refuse = [&](const std::string& why) {
@@ -221,19 +235,15 @@ void check_writable(const std::string& path, const std::string& flag) {
     if (std::filesystem::is_directory(path, ignored)) refuse("it is a folder; give a file name");
     const std::string folder = folder_of(path);
     if (!std::filesystem::is_directory(folder, ignored)) refuse("the folder '" + folder + "' does not exist");
-    // Create and remove a temporary file where write_file_atomically will: the one test that covers
-    // permissions, read-only file systems and ACLs alike.
-    const std::string probe = temporary_name(path);
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) refuse(std::string("cannot create a file in '") + folder + "': " + std::strerror(errno));
-    ::close(fd);
-    ::unlink(probe.c_str());
+    if (const std::string why = cannot_create_beside(path); !why.empty()) refuse(why);
 }
 
 void make_directories(const std::string& path) {
     std::error_code error;
     std::filesystem::create_directories(path, error);
     if (error) throw UsageError("--out: cannot create directory '" + path + "': " + error.message());
+    if (const std::string why = cannot_create_beside(path + "/file"); !why.empty())
+        throw UsageError("--out: cannot write in '" + path + "': " + why);
 }
 
 }  // namespace fwi

@@ -101,7 +101,8 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // needs) and PATH is not a folder. An empty PATH (the flag not given) passes.
 void check_writable(const std::string& path, const std::string& flag);
 
-// Creates a directory and its parents if missing. Throws UsageError if it cannot.
+// Creates the --out folder and its parents if missing. Throws UsageError if it cannot, or if no file can
+// be created in it (permissions, a read-only file system): refused before the run, not after it.
 void make_directories(const std::string& path);
 
 }  // namespace fwi

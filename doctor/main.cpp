@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <sstream>
 
 #include "cli.hpp"
 #include "errors.hpp"
@@ -56,16 +55,13 @@ std::vector<std::string> optional_checks() { return {"p2p", "bandwidth", "nccl",
 
 std::vector<std::string> selected_checks(const std::string& list) {
     if (list == "all") return optional_checks();
-    std::vector<std::string> selected;
-    std::stringstream stream(list);
-    for (std::string id; std::getline(stream, id, ',');) {
-        const auto known = optional_checks();
+    const std::string allowed =
+        "all or a comma list of p2p, bandwidth, nccl, host, mpi (devices and topology always run)";
+    const std::vector<std::string> selected = split_comma_list("--checks", list, allowed);
+    const auto known = optional_checks();
+    for (const std::string& id : selected)
         if (std::find(known.begin(), known.end(), id) == known.end())
-            throw UsageError("--checks: unknown check '" + id +
-                             "'; allowed all or a comma list of p2p, bandwidth, nccl, host, mpi (devices and "
-                             "topology always run)");
-        selected.push_back(id);
-    }
+            throw UsageError("--checks: unknown check '" + id + "'; allowed " + allowed);
     return selected;
 }
 

@@ -210,6 +210,16 @@ install_missing_packages() {
     check_cmake_version
 }
 
+# Why no file can be written in the folder DIR (made if missing), or nothing when one can: how the scripts
+# check their --out before they build or run anything (a permission, a read-only file system, a file where
+# a folder should be).
+unwritable_folder_reason() {
+    local dir="$1" probe
+    mkdir -p -- "$dir" 2>/dev/null || { echo "cannot create the folder '$dir'"; return 0; }
+    probe="$(mktemp -p "$dir" .write-test.XXXXXX 2>/dev/null)" || { echo "cannot create a file in '$dir'"; return 0; }
+    rm -f -- "$probe"  # ours, just made
+}
+
 require_nvcc() {
     if ! command -v nvcc >/dev/null 2>&1; then
         echo "error: the CUDA toolkit (nvcc) is not installed; install CUDA 12.4 or newer and run again" >&2

@@ -22,7 +22,8 @@
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
 #   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
 # Without a GPU it says so in one line and exits 3. Exit 1 when any run failed or was not verified.
-# DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2).
+# DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2), as is a
+# DIR that cannot be written.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -63,6 +64,8 @@ marker="$runs/.made-by-compare"
 if [ -e "$runs" ] && [ ! -f "$marker" ]; then
     bad_flag "--out: '$runs' exists and was not made by compare.sh (no $(basename "$marker") in it); the comparison empties DIR/runs, so choose another --out or move that folder away"
 fi
+why="$(unwritable_folder_reason "$out")"
+[ -z "$why" ] || bad_flag "--out: $why"
 
 preset="$(choose_preset)"
 configure_and_build "$preset" || exit $?

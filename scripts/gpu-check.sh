@@ -6,15 +6,26 @@
 # usage: scripts/gpu-check.sh [STEP...]   STEP: build tests faults sanitizers benchmarks main (default: all)
 #
 # Logs go to out/gpu-check/; when $OUT is set (the device tool), the summary, the comparison table and
-# chart, and one archive of all logs are copied there. Exit 0 only when every step passed.
+# chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
+# unknown step (before any runs).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+all_steps=(build tests faults sanitizers benchmarks main)
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
+for s in "${steps[@]}"; do
+    case "$s" in
+        -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    esac
+    if [[ " ${all_steps[*]} " != *" $s "* ]]; then
+        echo "gpu-check: unknown step '$s' (steps: ${all_steps[*]}; --help for more)" >&2
+        exit 2
+    fi
+done
 logs="$ROOT/out/gpu-check"
 mkdir -p "$logs"
 cd "$ROOT"
-steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build tests faults sanitizers benchmarks main)
 summary=()
 failed=0
 
@@ -54,7 +65,6 @@ for s in "${steps[@]}"; do
                 --benchmark_out="$logs/bench_propagator.json" --benchmark_out_format=json
             step bench_allreduce bench.log "$bin/02_allreduce_primitives/bench_allreduce" --benchmark_min_time=0.05s ;;
         main) step main_job main.log "$ROOT/scripts/compare.sh" --out "$logs/compare" ;;
-        *) echo "gpu-check: unknown step '$s' (steps: build tests faults sanitizers benchmarks main)" >&2; exit 2 ;;
     esac
 done
 

@@ -26,6 +26,8 @@ while [ $# -gt 0 ]; do
         *) bad_flag "unknown flag '$1' (--help lists the flags)" ;;
     esac
 done
+[[ "$steps" =~ ^[a-z-]+(,[a-z-]+)*$ ]] ||
+    bad_flag "--steps: '$steps' is not a comma list of steps (${all_steps// /, }) without empty items"
 for step in ${steps//,/ }; do
     [[ " $all_steps " == *" $step "* ]] || bad_flag "--steps: '$step' is not one of ${all_steps// /, }"
 done
@@ -37,7 +39,8 @@ gpus=$(nvidia-smi -L | wc -l)
 model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')  # "NVIDIA H100 80GB HBM3": H100
 out="$(realpath -m "${out:-$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)}")"
 [ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
-mkdir -p "$out"
+why="$(unwritable_folder_reason "$out")"
+[ -z "$why" ] || bad_flag "--out: $why"
 failed=0
 # The commit of the code measured, which the figures made from these results are stamped with. Where the
 # checkout's git metadata is not that of its files (a copy), say it: FWI_SOURCE_COMMIT=<commit>.

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Builds the suite and runs every test. Tests that need a GPU (or more GPUs than are visible) exit 77
 # and show as skipped, never as passed. Extra arguments go to ctest (e.g. -L cpu).
+#
+# usage: scripts/run-tests.sh [CTEST ARGUMENTS...]   e.g. -L cpu (the tests that need no GPU), -R fault
 set -euo pipefail
+case "${1:-}" in
+    -h|--help) sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 preset="$(choose_preset)"
 configure_and_build "$preset"

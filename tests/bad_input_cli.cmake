@@ -34,6 +34,7 @@ add_cli_test(01_double_nan 01_single_gpu "--dh: 'nan' is not a finite number; al
 add_cli_test(01_double_inf 01_single_gpu "--dh: 'inf' is not a finite number; allowed 0.1..1000" --dh inf)
 add_cli_test(01_double_overflow 01_single_gpu "--freq: 1e999 is out of range; allowed 0.1..1000" --freq 1e999)
 add_cli_test(01_double_junk 01_single_gpu "--dt: '0.001s' is not a finite number" --dt 0.001s)
+add_cli_test(01_double_hex 01_single_gpu "--freq: '0x1p3' is not a finite number" --freq 0x1p3)
 
 # 04 (threads) and 02 (one process): the same parser behind other flags.
 add_cli_test(04_repeated_flag 04_nccl_threads "--gpus given twice" --gpus 1 --gpus 2)
@@ -45,12 +46,17 @@ add_cli_test(02_int_overflow 02_allreduce_primitives "--gpus: 99999999999 is out
 add_cli_test(02_bytes_overflow 02_allreduce_primitives "--max-bytes: 99999999999999999999 is out of range; allowed 4..64G"
              --max-bytes 99999999999999999999)
 add_cli_test(02_double_inf 02_allreduce_primitives "--step-factor: '-inf' is not a finite number" --step-factor -inf)
+# Comma lists: a stray comma is refused, not dropped (it usually means a name was left out).
+add_cli_test(02_list_trailing_comma 02_allreduce_primitives "--variants: 'ring,' has an empty item" --variants ring,)
+add_cli_test(02_list_double_comma 02_allreduce_primitives "--variants: 'ring,,nccl' has an empty item"
+             --variants ring,,nccl)
 
 # doctor, alone and with --mpi on 2 ranks.
 add_cli_test(doctor_repeated_flag doctor "--nccl-mib given twice" --nccl-mib 8 --nccl-mib 16)
 add_cli_test(doctor_double_nan doctor "--timeout: 'nan' is not a finite number; allowed 1..3600" --timeout nan)
 add_cli_mpi_test(doctor_mpi_value_is_help 2 doctor "--json: missing value" --mpi --json --help)
 add_cli_mpi_test(doctor_mpi_int_junk 2 doctor "--bandwidth-mib: '8M' is not an integer" --mpi --bandwidth-mib 8M)
+add_cli_test(doctor_list_leading_comma doctor "--checks: ',p2p' has an empty item" --checks ,p2p)
 
 # The MPI lessons on 2 ranks. "--json --help" once hung 03: rank 1 took --help anywhere as a request for
 # help and left, rank 0 took it as the file name of --json and waited on rank 1 until its timeout. The
@@ -61,6 +67,10 @@ add_cli_mpi_test(03_help 0 03_host_staged_mpi "" --combine pinned --help)
 add_cli_mpi_test(03_repeated_flag 2 03_host_staged_mpi "--combine given twice" --combine pinned --combine all)
 add_cli_mpi_test(03_int_overflow 2 03_host_staged_mpi "--iterations: 3000000000 is out of range; allowed 1..100000"
                  --iterations 3000000000)
+add_cli_mpi_test(03_list_trailing_comma 2 03_host_staged_mpi "--combine: 'pinned,' has an empty item"
+                 --combine pinned,)
+add_cli_mpi_test(03_list_blank_number 2 03_host_staged_mpi "--chunk-kb: ' 64' is not allowed" --chunk-kb " 64")
+add_cli_mpi_test(03_list_empty_item 2 03_host_staged_mpi "--in-flight: '1,,2' has an empty item" --in-flight 1,,2)
 add_cli_mpi_test(05_value_is_help 2 05_nccl_mpi "--json: missing value" --json --help)
 add_cli_mpi_test(05_help 0 05_nccl_mpi "" --help)
 add_cli_mpi_test(05_help_before_bad_fault 0 05_nccl_mpi "" --help --test-fault bogus)
@@ -76,6 +86,10 @@ add_cli_mpi_test(06_repeated_problem 2 06_fwi_shot_parallel "--problem given twi
 add_cli_mpi_test(06_int_junk 2 06_fwi_shot_parallel "--nx: '0x40' is not an integer; allowed 16..16384" --nx 0x40)
 add_cli_mpi_test(06_bad_transport 2 06_fwi_shot_parallel "--transport: 'Network' is not one of auto|network"
                  --transport Network)
+
+# visible_gpus, which the scripts and the GPU tests ask how many GPUs there are.
+add_exit_test(cli_visible_gpus_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:visible_gpus> --help)
+add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "usage: visible_gpus" COMMAND $<TARGET_FILE:visible_gpus> -v)
 
 # The Google Benchmark programs: exit 3 with one line when no GPU is visible (an empty CUDA_VISIBLE_DEVICES
 # hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag, a bad value of one of
@@ -93,3 +107,15 @@ foreach(bench bench_propagator bench_allreduce)
   add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
 endforeach()
+
+# The scripts: --help prints the usage and an unknown step, a stray comma or an --out that cannot be
+# written is refused (exit 2), each before anything is installed, built or run (hence the short timeouts).
+set(scripts ${PROJECT_SOURCE_DIR}/scripts)
+add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
+add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)
+add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
+add_exit_test(cli_record_results_stray_comma CODE 2 TEXT "--steps: 'build,' is not a comma list" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,)
+add_exit_test(cli_compare_unwritable_out CODE 2 TEXT "--out: cannot create a file in '/proc'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out /proc)

@@ -170,6 +170,18 @@ expect_refusal "a --bin-dir that is not a folder" 2 "--bin-dir (FWI_BIN_DIR): '$
     "${allocation[@]}" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run --bin-dir "$tmp/nowhere"
 expect_refusal "--bin-dir without a value" 2 "--bin-dir: missing value" \
     "${allocation[@]}" -- bash "$cluster/05_nccl_mpi.sbatch" --bin-dir
+expect_refusal "a node count that would overflow" 2 "--nodes: '99999999999999999999' is not a node count" \
+    SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=99999999999999999999 SLURM_NTASKS_PER_NODE=4 SLURM_GPUS_PER_NODE=4 \
+    FWI_BIN_DIR="$build" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+# Outside an allocation, --help is the recipe's own (inside one it is the program's).
+for recipe in "${recipes[@]}"; do
+    run -- bash "$recipe" --help
+    if [ "$code" -eq 0 ] && [[ "$out" == *"--dry-run"* ]] && [[ "$out" != *"#SBATCH"* ]]; then
+        pass "$(basename "$recipe") --help outside an allocation"
+    else
+        fail "$(basename "$recipe") --help outside an allocation: exit $code, stdout: $out, stderr: $err"
+    fi
+done
 
 # ---- the hostfile recipe ----
 hostfile_run="$cluster/hostfile-run.sh"
@@ -193,10 +205,13 @@ expect_refusal "hostfile: a program that is not the suite's" 2 "PROGRAM: 'hostna
 expect_refusal "hostfile: no hostfile" 2 "--hostfile: missing" -- bash "$hostfile_run" --gpus-per-node 4 05_nccl_mpi
 expect_refusal "hostfile: a hostfile that does not exist" 2 "--hostfile: '$tmp/none' is not a file" \
     -- bash "$hostfile_run" --hostfile "$tmp/none" --gpus-per-node 4 05_nccl_mpi
-expect_refusal "hostfile: GPUs per node not a count" 2 "--gpus-per-node: 'four' is not a positive integer" \
+expect_refusal "hostfile: GPUs per node not a count" 2 "--gpus-per-node: 'four' is not a count (1..999999)" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node four 05_nccl_mpi
-expect_refusal "hostfile: --np 0" 2 "--np: '0' is not a positive integer" \
+expect_refusal "hostfile: --np 0" 2 "--np: '0' is not a count (1..999999)" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np 0 05_nccl_mpi
+# Counts that would overflow the shell's arithmetic (nodes x GPUs) are refused, not wrapped around.
+expect_refusal "hostfile: GPUs per node too large" 2 "--gpus-per-node: '9223372036854775807' is not a count" \
+    -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 9223372036854775807 05_nccl_mpi
 expect_refusal "hostfile: an unknown option" 2 "unknown option '--nodes'" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --nodes 2 05_nccl_mpi
 printf '# nothing\n\n' >"$tmp/empty-hosts"

@@ -91,3 +91,13 @@ add_exit_test(data_safety_out_uncreatable_01 CODE 2 TEXT "--out: cannot create d
               COMMAND $<TARGET_FILE:01_single_gpu> --out /proc/no-such-folder/out)
 add_exit_test(data_safety_out_uncreatable_06 CODE 2 TEXT "--out: cannot create directory" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --out /proc/no-such-folder/out)
+# An --out folder that exists but takes no files (here /proc, where not even root can create one).
+add_exit_test(data_safety_out_unwritable_01 CODE 2 TEXT "--out: cannot write in '/proc'"
+              COMMAND $<TARGET_FILE:01_single_gpu> --out /proc)
+add_exit_test(data_safety_out_unwritable_06 CODE 2 TEXT "--out: cannot write in '/proc'"
+              ENVIRONMENT "${MPI_TEST_ENVIRONMENT}" COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --out /proc)
+# A run refused at the GPU check (exit 3: none is visible) writes no file into --out.
+add_test(NAME data_safety_fwi06_refused_writes_nothing
+         COMMAND ${data_safety_check} empty-out 3 "sees no CUDA GPU" ${fwi06_in_mpirun} --out @DIR@)
+set_tests_properties(data_safety_fwi06_refused_writes_nothing PROPERTIES LABELS "cpu;mpi" TIMEOUT 90
+                     ENVIRONMENT "${MPI_TEST_ENVIRONMENT};CUDA_VISIBLE_DEVICES=")

@@ -8,6 +8,8 @@
 #            @DIR@ in COMMAND: a fresh folder whose runs/ holds a file of the user's
 #        tests/data_safety_checks.sh runs-file CODE TEXT COMMAND...
 #            @DIR@ in COMMAND: a fresh folder where runs is a file of the user's, not a folder
+#        tests/data_safety_checks.sh empty-out CODE TEXT COMMAND...
+#            @DIR@ in COMMAND: a fresh, empty folder, which must still hold no file afterwards
 # TEXT: a |-list of texts stderr must each contain.
 set -uo pipefail
 kind="$1"
@@ -20,11 +22,12 @@ case "$kind" in
     checkpoint) "$1" once "$dir" >/dev/null || exit 1; kept="$dir/checkpoint.fwi"; shift ;;
     user-runs) mkdir "$dir/runs"; kept="$dir/runs/notes.txt"; echo "the user's notes $RANDOM" >"$kept" ;;
     runs-file) kept="$dir/runs"; echo "the user's file $RANDOM" >"$kept" ;;
+    empty-out) kept="" ;;
     *) echo "data_safety_checks: unknown kind '$kind'" >&2; exit 2 ;;
 esac
 code="$1" texts="$2"
 shift 2
-cp "$kept" "$work/original"
+[ -z "$kept" ] || cp "$kept" "$work/original"
 command=()
 for word in "$@"; do command+=("${word//@DIR@/$dir}"); done
 
@@ -37,6 +40,12 @@ IFS='|' read -r -a wanted <<<"$texts"
 for text in "${wanted[@]}"; do
     grep -qF -e "$text" "$work/stderr" || { echo "FAIL: stderr does not mention '$text'" >&2; failed=1; }
 done
-cmp "$work/original" "$kept" || { echo "FAIL: $kept changed" >&2; failed=1; }
+if [ -n "$kept" ]; then
+    cmp "$work/original" "$kept" || { echo "FAIL: $kept changed" >&2; failed=1; }
+else
+    written="$(find "$dir" -mindepth 1)"
+    [ -z "$written" ] || { echo "FAIL: the refused run wrote into @DIR@: $written" >&2; failed=1; }
+    kept="@DIR@ (empty)"
+fi
 [ $failed -eq 0 ] && echo "PASS: exit $status, $kept unchanged"
 exit $failed

@@ -19,7 +19,9 @@ fwi_die() {
     exit "$code"
 }
 
-fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
+# A node, GPU or rank count: 1..999999 (a longer number is no real count, and would overflow the shell's
+# arithmetic when multiplied).
+fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }
 
 # fwi_recipe_options ARGS...: the recipe's own options, before the program's arguments: --dry-run (or
 # FWI_DRY_RUN=1: print the launch line instead of running it), --bin-dir DIR (or FWI_BIN_DIR), and `--`
@@ -125,16 +127,20 @@ fwi_slurm_run() {
         tasks_per_node="$(fwi_sbatch_option "$script" ntasks-per-node)"
         gpus_per_node="$(fwi_sbatch_option "$script" gpus-per-node)"
         ranks=""
+    elif [ "${FWI_ARGS[0]:-}" = --help ] || [ "${FWI_ARGS[0]:-}" = -h ]; then
+        # Outside a job, --help is the recipe's (inside one it goes to the program): its header comment.
+        awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#SBATCH/ { sub(/^# ?/, ""); print }' "$script"
+        exit 0
     else
         fwi_die 2 "not inside a Slurm job (no SLURM_JOB_ID): submit it, sbatch $script [ARGS...]; print its" \
             "launch line with --dry-run; without Slurm, use scripts/cluster/hostfile-run.sh"
     fi
     gpus_per_node="${gpus_per_node##*:}" # "h100:4" -> 4
-    fwi_positive_integer "$nodes" || fwi_die 2 "--nodes: '$nodes' is not a node count"
+    fwi_positive_integer "$nodes" || fwi_die 2 "--nodes: '$nodes' is not a node count (1..999999)"
     fwi_positive_integer "$tasks_per_node" ||
-        fwi_die 2 "--ntasks-per-node: '$tasks_per_node' is not a count; give it, equal to --gpus-per-node"
+        fwi_die 2 "--ntasks-per-node: '$tasks_per_node' is not a count (1..999999); give it, equal to --gpus-per-node"
     fwi_positive_integer "$gpus_per_node" ||
-        fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count; give it, equal to --ntasks-per-node"
+        fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999); give it, equal to --ntasks-per-node"
     [ "$tasks_per_node" = "$gpus_per_node" ] ||
         fwi_die 2 "--ntasks-per-node=$tasks_per_node with --gpus-per-node=$gpus_per_node: these recipes run one" \
             "task per GPU, so give both the same value"

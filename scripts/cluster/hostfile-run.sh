@@ -58,11 +58,11 @@ shift
     fwi_die 2 "PROGRAM: '$program' is not one of ${FWI_CLUSTER_PROGRAMS[*]}"
 [ -n "$hostfile" ] || fwi_die 2 "--hostfile: missing; a file with one node a line (node1 slots=4)"
 [ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
-fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a positive integer"
+fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999)"
 nodes=$(grep -cvE '^[[:space:]]*(#|$)' "$hostfile")
 [ "$nodes" -gt 0 ] || fwi_die 2 "--hostfile: '$hostfile' names no node"
 ranks="${ranks:-$((nodes * gpus_per_node))}"
-fwi_positive_integer "$ranks" || fwi_die 2 "--np: '$ranks' is not a positive integer"
+fwi_positive_integer "$ranks" || fwi_die 2 "--np: '$ranks' is not a count (1..999999)"
 
 path="$(fwi_program_path "$program")" || exit
 fwi_mpirun_line "$ranks" "$gpus_per_node" "$hostfile"
