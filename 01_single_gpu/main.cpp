@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem);
         if (options.verify) {
+            check_writable(options.json, "--json");  // written at the end: refused now, not after the run
             require_gpus(1);
             return verify_against_cpu(problem, options.json);
         }

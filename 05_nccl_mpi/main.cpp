@@ -131,6 +131,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
 
 int run_bench(const Options& o) {
     const int rank = world_rank(), ranks = world_size();
+    if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse);
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
     print_layout(rank, ranks, device, "");

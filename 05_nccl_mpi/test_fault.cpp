@@ -43,11 +43,13 @@ TestFault parse_test_fault(const std::string& spec) {
 }
 
 std::string take_flag_value(std::vector<std::string>& args, const std::string& flag) {
-    // The rules of the ArgParser that gets the rest: a flag given twice is refused, and the next argument
-    // is no value when it is itself a flag ("--test-fault --nz 64" forgot the value).
+    // The rules of the ArgParser that gets the rest: nothing after --help counts, a flag given twice is
+    // refused, the next argument is no value when it is itself a flag ("--test-fault --nz 64" forgot the
+    // value), and an empty value is refused.
     std::string value;
     bool taken = false;
     for (size_t i = 0; i < args.size();) {
+        if (args[i] == "--help" || args[i] == "-h") break;
         const bool joined = args[i].rfind(flag + "=", 0) == 0;
         if (!joined && args[i] != flag) {
             ++i;
@@ -65,6 +67,7 @@ std::string take_flag_value(std::vector<std::string>& args, const std::string& f
         value = args[i + 1];
         args.erase(args.begin() + i, args.begin() + i + 2);
     }
+    if (taken && value.empty()) throw UsageError(flag + ": needs a non-empty value");
     return value;
 }
 

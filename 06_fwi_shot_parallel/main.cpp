@@ -95,11 +95,14 @@ void check_checkpoint_kept(const Options& o) {
 FwiState starting_state(const Problem& p, const Options& o, int ranks) {
     if (o.resume.empty()) return FwiState{0, initial_model(p), {}, {}};
     std::string bytes;
-    if (world_rank() == 0) bytes = encode_checkpoint(read_checkpoint(o.resume));
+    // read_checkpoint refuses a file larger than this problem's checkpoint can be: at most 16384^2 floats
+    // and a few MiB, so the count fits MPI's int.
+    if (world_rank() == 0)
+        bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p, o.iterations)));
     uint64_t size = bytes.size();
     MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     bytes.resize(size);
-    MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD));  // < 2 GiB: models up to 16384^2
+    MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD));
     const Checkpoint checkpoint = decode_checkpoint(bytes, checkpoint_path(o.resume));
     const std::string warning = check_resume(checkpoint, checkpoint_path(o.resume), p, o.iterations, ranks);
     if (world_rank() == 0) {

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -50,6 +51,9 @@ Checkpoint sample_checkpoint(const Problem& p, int iterations_done) {
     return c;
 }
 
+// read_checkpoint as 06 calls it for the small problem and 10 iterations.
+Checkpoint read_small(const std::string& dir) { return read_checkpoint(dir, largest_checkpoint_bytes(small_problem(), 10)); }
+
 std::string read_file(const std::string& path) {
     std::ifstream file(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
@@ -76,7 +80,7 @@ TEST_CASE("a checkpoint survives the round trip through its file unchanged") {
     const Problem p = small_problem();
     const Checkpoint written = sample_checkpoint(p, 4);
     write_checkpoint(folder.str(), written);
-    const Checkpoint read = read_checkpoint(folder.str());
+    const Checkpoint read = read_small(folder.str());
     CHECK(read.state.iterations_done == 4);
     CHECK(read.ranks == 3);
     CHECK(read.problem_text == written.problem_text);
@@ -89,40 +93,67 @@ TEST_CASE("writing is atomic: temporary file renamed over the old checkpoint, no
     const TemporaryFolder folder;
     const Problem p = small_problem();
     const std::string path = checkpoint_path(folder.str());
-    // A crash while writing leaves a partial temporary file; it must not be read, and the next write
-    // replaces it.
-    write_file(path + ".tmp", "partial");
+    // A crash while writing leaves a partial temporary file (named after a process that is gone); it must
+    // not be read, and the next write removes it. A file of the user's named like it, but not in the
+    // suite's form, stays.
+    const std::string stale = path + ".tmp.999999999.0", users = path + ".tmp";
+    write_file(stale, "partial");
+    write_file(users, "the user's");
     write_checkpoint(folder.str(), sample_checkpoint(p, 2));
-    CHECK_FALSE(fs::exists(path + ".tmp"));
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(read_file(users) == "the user's");
     write_checkpoint(folder.str(), sample_checkpoint(p, 5));
-    CHECK_FALSE(fs::exists(path + ".tmp"));
-    CHECK(read_checkpoint(folder.str()).state.iterations_done == 5);
+    CHECK(read_small(folder.str()).state.iterations_done == 5);
     CHECK(read_file(path) == encode_checkpoint(sample_checkpoint(p, 5)));
 }
 
 TEST_CASE("a folder where the checkpoint should be is refused, not read") {
     const TemporaryFolder folder;
     std::filesystem::create_directory(checkpoint_path(folder.str()));
-    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("not a regular file") != std::string::npos);
+    CHECK(usage_error_text([&] { read_small(folder.str()); }).find("not a regular file") != std::string::npos);
 }
 
 TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
     const TemporaryFolder folder;
-    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("--resume") != std::string::npos);
+    CHECK(usage_error_text([&] { read_small(folder.str()); }).find("--resume") != std::string::npos);
 
     const std::string bytes = encode_checkpoint(sample_checkpoint(small_problem(), 3));
     const std::string path = checkpoint_path(folder.str());
     write_file(path, bytes.substr(0, bytes.size() / 2));  // torn
-    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("--resume") != std::string::npos);
+    CHECK(usage_error_text([&] { read_small(folder.str()); }).find("--resume") != std::string::npos);
 
     std::string damaged = bytes;
     damaged[bytes.size() / 2] ^= 0x01;  // one bit of the model
     write_file(path, damaged);
-    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("checksum") != std::string::npos);
+    CHECK(usage_error_text([&] { read_small(folder.str()); }).find("checksum") != std::string::npos);
 
     write_file(path, "not a checkpoint at all");
-    CHECK(usage_error_text([&] { read_checkpoint(folder.str()); }).find("magic") != std::string::npos);
+    CHECK(usage_error_text([&] { read_small(folder.str()); }).find("magic") != std::string::npos);
     CHECK_THROWS_AS(decode_checkpoint("", "empty"), UsageError);
+}
+
+TEST_CASE("a file larger than the problem's checkpoint can be is refused before it is read") {
+    const TemporaryFolder folder;
+    const std::string path = checkpoint_path(folder.str());
+    const size_t largest = largest_checkpoint_bytes(small_problem(), 10);
+    CHECK(encode_checkpoint(sample_checkpoint(small_problem(), 9)).size() <= largest);
+    write_file(path, std::string(largest + 1, 'x'));
+    const std::string text = usage_error_text([&] { read_small(folder.str()); });
+    CHECK(text.find("--resume") != std::string::npos);
+    CHECK(text.find("bytes, more than a checkpoint") != std::string::npos);
+}
+
+TEST_CASE("another problem's differences are listed printable and at most 8 of them") {
+    const Problem p = small_problem();
+    Checkpoint c = sample_checkpoint(p, 2);
+    c.problem_text = "problem \x1b[31mred\n";
+    for (int i = 0; i < 40; ++i) c.problem_text += "line " + std::to_string(i) + "\n";
+    const std::string text = usage_error_text([&] { check_resume(c, "run/checkpoint.fwi", p, 10, 3); });
+    CHECK(text.find("another problem") != std::string::npos);
+    CHECK(text.find('\x1b') == std::string::npos);
+    CHECK(text.find("problem ?[31mred") != std::string::npos);
+    CHECK(text.find("more)") != std::string::npos);
+    CHECK(std::count(text.begin(), text.end(), '\n') == 9);  // 8 differences and the count of the rest
 }
 
 TEST_CASE("a whole checkpoint with values no run writes is refused, naming --resume") {

@@ -1,8 +1,10 @@
 // BENCHMARK_MAIN with the suite's exit codes (docs/ARCHITECTURE.md), for the Google Benchmark programs
 // (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag, a value Google Benchmark would
-// abort on or ignore (see benchmark_flag_problem), or a --benchmark_filter that selects nothing, 3 when no
-// GPU is visible (the flags are checked first). Header-only: only programs that link Google Benchmark
-// include it.
+// abort on or ignore (see benchmark_flag_problem), a --benchmark_out that cannot be written, or a
+// --benchmark_filter that selects nothing, 3 when no GPU is visible (the flags are checked first). -h is
+// --help. --benchmark_out=FILE is written as every file of the suite is: under a temporary name, renamed
+// over FILE only when the benchmarks ran, so a refused run leaves an earlier FILE as it was.
+// Header-only: only programs that link Google Benchmark include it.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -17,6 +19,7 @@
 
 #include "device.hpp"
 #include "errors.hpp"
+#include "output.hpp"
 
 namespace fwi {
 
@@ -53,6 +56,36 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
 // Runs the registered benchmarks; `program` and `cases` (what the filter may match, for the message)
 // name them in the refusals.
 inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
+    // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file.
+    const std::string out_flag = "--benchmark_out=";
+    std::string out_path, out_temporary;
+    std::vector<std::string> args(argv, argv + argc);
+    for (std::string& arg : args) {
+        if (arg == "-h") arg = "--help";
+        if (arg.compare(0, out_flag.size(), out_flag) != 0) continue;
+        out_path = arg.substr(out_flag.size());
+        try {
+            if (out_path.empty()) throw UsageError("--benchmark_out: needs a file name");
+            check_writable(out_path, "--benchmark_out");
+        } catch (const UsageError& e) {
+            std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+            return kExitBadInput;
+        }
+        out_temporary = temporary_name(out_path);
+        arg = out_flag + out_temporary;
+    }
+    std::vector<char*> pointers;
+    for (std::string& arg : args) pointers.push_back(arg.data());
+    pointers.push_back(nullptr);
+    argv = pointers.data();
+    // Called on every way out once Google Benchmark may have opened the temporary file.
+    const auto finish_out = [&](int status) {
+        if (!out_temporary.empty()) {
+            if (status == kExitOk) std::rename(out_temporary.c_str(), out_path.c_str());
+            else std::remove(out_temporary.c_str());
+        }
+        return status;
+    };
     // Reports nothing: without a GPU the selected cases are run only to count them (each skips at once).
     class SilentReporter : public benchmark::BenchmarkReporter {
     public:
@@ -74,14 +107,14 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
     if (visible_gpu_count() == 0) {
         SilentReporter silent;
-        if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return selects_nothing();
+        if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return finish_out(selects_nothing());
         std::fprintf(stderr, "%s: environment: no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)\n",
                      program);
-        return kExitEnvironment;
+        return finish_out(kExitEnvironment);
     }
     const size_t ran = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
-    return ran == 0 ? selects_nothing() : kExitOk;
+    return finish_out(ran == 0 ? selects_nothing() : kExitOk);
 }
 
 }  // namespace fwi

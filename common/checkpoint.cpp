@@ -1,6 +1,7 @@
 #include "checkpoint.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -167,7 +168,15 @@ void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
     write_file_atomically(checkpoint_path(dir), encode_checkpoint(checkpoint));
 }
 
-Checkpoint read_checkpoint(const std::string& dir) {
+size_t largest_checkpoint_bytes(const Problem& problem, int iterations) {
+    constexpr size_t kTextSpare = 4096;
+    const size_t text = problem_fingerprint(problem).size() + kTextSpare;
+    const size_t history = sizeof(uint64_t) + sizeof(double) * size_t(std::max(iterations, 0));
+    return sizeof kMagic + 2 * sizeof(int32_t) + sizeof(uint64_t) + text + sizeof(uint64_t) +
+           sizeof(float) * problem.model_cells() + 2 * history + sizeof(uint64_t);
+}
+
+Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     const std::string path = checkpoint_path(dir);
     std::error_code ignored;
     if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
@@ -175,6 +184,11 @@ Checkpoint read_checkpoint(const std::string& dir) {
                          "checkpoint)");
     std::ifstream file(path, std::ios::binary);
     if (!file) throw UsageError("--resume: no checkpoint '" + path + "' (write one with --checkpoint-every)");
+    const uintmax_t size = std::filesystem::file_size(path, ignored);
+    if (size != static_cast<uintmax_t>(-1) && size > max_bytes)
+        throw UsageError("--resume: '" + path + "' is " + std::to_string(size) + " bytes, more than a checkpoint "
+                         "this run can continue from (at most " + std::to_string(max_bytes) + " bytes: the "
+                         "model, the loss history and the problem's values)");
     const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     return decode_checkpoint(bytes, path);
 }
@@ -184,11 +198,20 @@ std::string check_resume(const Checkpoint& checkpoint, const std::string& path, 
     const std::string expected = problem_fingerprint(problem);
     if (checkpoint.problem_text != expected) {
         const std::vector<std::string> theirs = lines_of(checkpoint.problem_text), ours = lines_of(expected);
+        // The file's text is shown printable and at most kShown lines of it: it may be another tool's.
+        constexpr int kShown = 8;
+        const auto printable = [](std::string line) {
+            for (char& c : line)
+                if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+            return line.size() > 100 ? line.substr(0, 100) + "..." : line;
+        };
         std::string differences;
+        int found = 0;
         for (size_t i = 0; i < std::max(theirs.size(), ours.size()); ++i) {
             const std::string a = i < theirs.size() ? theirs[i] : "(none)", b = i < ours.size() ? ours[i] : "(none)";
-            if (a != b) differences += "\n  checkpoint: " + a + "  |  this run: " + b;
+            if (a != b && ++found <= kShown) differences += "\n  checkpoint: " + printable(a) + "  |  this run: " + b;
         }
+        if (found > kShown) differences += "\n  (and " + std::to_string(found - kShown) + " more)";
         throw UsageError("--resume: the checkpoint '" + path + "' belongs to another problem; give the same problem flags as the "
                          "run that wrote it. Differences:" + differences);
     }

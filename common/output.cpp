@@ -142,34 +142,30 @@ std::string folder_of(const std::string& path) {
     return parent.empty() ? "." : parent;
 }
 
-// PATH.tmp.PID.N: unique among processes (PID) and among the threads and calls of one (N), so two
-// writers never share a temporary file, and a stray one left by a killed run names the run.
-std::string temporary_name(const std::string& path) {
-    static std::atomic<unsigned long> counter{0};
-    return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-}
-
 // A run killed while writing leaves its temporary file behind; the next write of the same file removes
-// it: PATH.tmp.PID.N of a process that no longer exists, and PATH.tmp, the one fixed name the suite's
-// checkpoints used before. Never another name, nor a live writer's file.
+// it: PATH.tmp.PID.N of a process that no longer exists. Never another name (a user's PATH.tmp stays),
+// nor a live writer's file.
 void remove_stale_temporaries(const std::string& path) {
     const std::filesystem::path target(path);
-    const std::string prefix = target.filename().string() + ".tmp";
+    const std::string prefix = target.filename().string() + ".tmp.";
     std::error_code error;
     for (const auto& entry : std::filesystem::directory_iterator(folder_of(path), error)) {
         const std::string name = entry.path().filename().string();
         if (name.compare(0, prefix.size(), prefix) != 0) continue;
-        const std::string rest = name.substr(prefix.size());  // "" or ".PID.N"
-        bool stale = rest.empty();
         unsigned long pid = 0, n = 0;
         char end = 0;
-        if (std::sscanf(rest.c_str(), ".%lu.%lu%c", &pid, &n, &end) == 2 && pid > 0)
-            stale = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-        if (stale) std::filesystem::remove(entry.path(), error);
+        const bool ours = std::sscanf(name.c_str() + prefix.size(), "%lu.%lu%c", &pid, &n, &end) == 2 && pid > 0;
+        if (ours && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            std::filesystem::remove(entry.path(), error);
     }
 }
 
 }  // namespace
+
+std::string temporary_name(const std::string& path) {
+    static std::atomic<unsigned long> counter{0};
+    return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
     const std::string temporary = temporary_name(path);
@@ -242,8 +238,8 @@ void make_directories(const std::string& path) {
     std::error_code error;
     std::filesystem::create_directories(path, error);
     if (error) throw UsageError("--out: cannot create directory '" + path + "': " + error.message());
-    if (const std::string why = cannot_create_beside(path + "/file"); !why.empty())
-        throw UsageError("--out: cannot write in '" + path + "': " + why);
+    if (const std::string why = cannot_create_beside(path + "/write-test"); !why.empty())
+        throw UsageError("--out: " + why);
 }
 
 }  // namespace fwi

@@ -95,6 +95,10 @@ void write_npy(const std::string& path, const float* data, const std::vector<siz
 // torn (at worst a stray PATH.tmp.* file, which the next write of PATH removes). Throws EnvironmentError
 // naming PATH.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+// PATH.tmp.PID.N: unique among processes (PID) and among the threads and calls of one (N), so two
+// writers never share a temporary file, and a stray one left by a killed run names the run. For a
+// writer that is not write_file_atomically (Google Benchmark's --benchmark_out).
+std::string temporary_name(const std::string& path);
 
 // Refuses, before a run spends any time, an output file it could not write at its end: throws UsageError
 // naming `flag` unless PATH's folder exists and a file can be created in it (what write_file_atomically

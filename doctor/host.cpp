@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli.hpp"
 #include "errors.hpp"
 #include "run_env.hpp"
 
@@ -50,17 +51,17 @@ std::string limit_text(rlim_t limit) {
 Injection parse_injection(const std::string& text) {
     Injection injection;
     injection.text = text;
-    std::stringstream stream(text);
-    for (std::string name; std::getline(stream, name, ',');) {
+    if (text.empty()) return injection;  // unset or empty: no fault
+    const std::string allowed = "a comma list of corrupt-peer, hang-peer-kernel, hang-nccl";
+    for (const std::string& name : split_comma_list("FWI_DOCTOR_INJECT", text, allowed)) {
         if (name == "corrupt-peer")
             injection.corrupt_peer = true;
         else if (name == "hang-peer-kernel")
             injection.hang_peer_kernel = true;
         else if (name == "hang-nccl")
             injection.hang_nccl = true;
-        else if (!name.empty())
-            throw UsageError("FWI_DOCTOR_INJECT: unknown fault '" + name +
-                             "'; allowed a comma list of corrupt-peer, hang-peer-kernel, hang-nccl");
+        else
+            throw UsageError("FWI_DOCTOR_INJECT: unknown fault '" + name + "'; allowed " + allowed);
     }
     return injection;
 }

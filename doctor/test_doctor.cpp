@@ -170,6 +170,9 @@ TEST_CASE("fault injection: known names switch faults on, anything else is a usa
         CHECK(contains(error.what(), "FWI_DOCTOR_INJECT"));
         CHECK(contains(error.what(), "melt-gpu"));
     }
+    // A stray comma is refused, as in every comma list: "hang-nccl," usually means a name was left out.
+    for (const char* text : {",", "hang-nccl,", "corrupt-peer,,hang-nccl"})
+        CHECK_THROWS_AS(parse_injection(text), UsageError);
 }
 
 TEST_CASE("the environment: CUDA_*, NCCL_* and OMPI_* variables, sorted; mpirun's own OMPI_* only counted") {

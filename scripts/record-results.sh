@@ -31,16 +31,22 @@ done
 for step in ${steps//,/ }; do
     [[ " $all_steps " == *" $step "* ]] || bad_flag "--steps: '$step' is not one of ${all_steps// /, }"
 done
+# A given --out is checked before the GPU (and made again once there is one); the default one names the
+# GPUs, so it is checked after.
+check_out() {
+    [ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
+    why="$(unwritable_folder_reason "$out")"
+    [ -z "$why" ] || bad_flag "--out: $why"
+}
+[ -z "$out" ] || { out="$(realpath -m "$out")"; check_out; rmdir "$out"; }  # ours, just made and empty
 if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails); results are measured on GPUs" >&2
     exit 3
 fi
 gpus=$(nvidia-smi -L | wc -l)
 model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')  # "NVIDIA H100 80GB HBM3": H100
-out="$(realpath -m "${out:-$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)}")"
-[ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
-why="$(unwritable_folder_reason "$out")"
-[ -z "$why" ] || bad_flag "--out: $why"
+[ -n "$out" ] || out="$(realpath -m "$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)")"
+check_out
 failed=0
 # The commit of the code measured, which the figures made from these results are stamped with. Where the
 # checkout's git metadata is not that of its files (a copy), say it: FWI_SOURCE_COMMIT=<commit>.

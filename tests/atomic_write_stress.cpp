@@ -7,6 +7,7 @@
 //        atomic_write_stress once DIR    write one round and exit (a checkpoint for the data-safety tests)
 //        atomic_write_stress check DIR   exit 0 when the checkpoint reads back and the .npy is whole and
 //                                        consistent (the JSON the script checks with python3)
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -69,7 +70,7 @@ int check_npy(const std::string& path) {
 }
 
 int check(const std::string& dir) {
-    const Checkpoint checkpoint = read_checkpoint(dir);  // throws when torn or damaged
+    const Checkpoint checkpoint = read_checkpoint(dir, SIZE_MAX);  // throws when torn or damaged
     const int round = checkpoint.state.iterations_done;
     for (float value : checkpoint.state.velocity) {
         if (value != float(round)) {

@@ -74,6 +74,8 @@ add_cli_mpi_test(03_list_empty_item 2 03_host_staged_mpi "--in-flight: '1,,2' ha
 add_cli_mpi_test(05_value_is_help 2 05_nccl_mpi "--json: missing value" --json --help)
 add_cli_mpi_test(05_help 0 05_nccl_mpi "" --help)
 add_cli_mpi_test(05_help_before_bad_fault 0 05_nccl_mpi "" --help --test-fault bogus)
+add_cli_mpi_test(05_help_before_fault_without_value 0 05_nccl_mpi "" --help --test-fault)
+add_cli_mpi_test(05_empty_test_fault 2 05_nccl_mpi "--test-fault: needs a non-empty value" --test-fault=)
 add_cli_mpi_test(05_double_inf 2 05_nccl_mpi "--delay: 'inf' is not a finite number" --delay inf)
 add_cli_mpi_test(05_repeated_test_fault 2 05_nccl_mpi "--test-fault given twice"
                  --test-fault exit-before-allreduce:1 --test-fault=stall-before-allreduce:0)
@@ -106,6 +108,7 @@ foreach(bench bench_propagator bench_allreduce)
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=-1)
   add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
+  add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:${bench}> -h)
 endforeach()
 
 # The scripts: --help prints the usage and an unknown step, a stray comma or an --out that cannot be
@@ -115,6 +118,8 @@ add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUT
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
+add_exit_test(cli_record_results_unwritable_out CODE 2 TEXT "--out: cannot create the folder '/proc/x'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /proc/x)
 add_exit_test(cli_record_results_stray_comma CODE 2 TEXT "--steps: 'build,' is not a comma list" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,)
 add_exit_test(cli_compare_unwritable_out CODE 2 TEXT "--out: cannot create a file in '/proc'" TIMEOUT 20

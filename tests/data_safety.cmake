@@ -55,6 +55,10 @@ add_exit_test(data_safety_json_missing_folder_01 CODE 2 TEXT "--json" ENVIRONMEN
 add_exit_test(data_safety_json_unwritable_01 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_01
                       --json /proc/fwi_result.json)
+add_exit_test(data_safety_json_unwritable_01_verify CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+              COMMAND $<TARGET_FILE:01_single_gpu> --verify --json /proc/fwi_result.json)
+add_exit_test(data_safety_json_unwritable_05_bench CODE 2 TEXT "--json: cannot write" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce --json /proc/fwi_result.json)
 add_exit_test(data_safety_json_unwritable_02 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
               COMMAND $<TARGET_FILE:02_allreduce_primitives> --json /proc/fwi_result.json)
 add_exit_test(data_safety_json_missing_folder_06 CODE 2 TEXT "--json" LABELS cpu mpi TIMEOUT 90
@@ -92,10 +96,25 @@ add_exit_test(data_safety_out_uncreatable_01 CODE 2 TEXT "--out: cannot create d
 add_exit_test(data_safety_out_uncreatable_06 CODE 2 TEXT "--out: cannot create directory" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --out /proc/no-such-folder/out)
 # An --out folder that exists but takes no files (here /proc, where not even root can create one).
-add_exit_test(data_safety_out_unwritable_01 CODE 2 TEXT "--out: cannot write in '/proc'"
+add_exit_test(data_safety_out_unwritable_01 CODE 2 TEXT "--out: cannot create a file in '/proc'"
               COMMAND $<TARGET_FILE:01_single_gpu> --out /proc)
-add_exit_test(data_safety_out_unwritable_06 CODE 2 TEXT "--out: cannot write in '/proc'"
+add_exit_test(data_safety_out_unwritable_06 CODE 2 TEXT "--out: cannot create a file in '/proc'"
               ENVIRONMENT "${MPI_TEST_ENVIRONMENT}" COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --out /proc)
+# --benchmark_out of a refused benchmark run (a filter that selects nothing, no GPU) leaves the file it
+# names as it was: the results go to a temporary file, renamed over it only after a run.
+foreach(bench bench_propagator bench_allreduce)
+  add_test(NAME data_safety_${bench}_out_kept_when_refused
+           COMMAND ${data_safety_check} user-file 2 "selects no benchmark"
+                   $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json --benchmark_filter=NoSuchCase)
+  add_test(NAME data_safety_${bench}_out_kept_without_gpu
+           COMMAND ${data_safety_check} user-file 3 "no CUDA GPU visible"
+                   $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json)
+  set_tests_properties(data_safety_${bench}_out_kept_when_refused data_safety_${bench}_out_kept_without_gpu
+                       PROPERTIES LABELS cpu TIMEOUT 60 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+endforeach()
+add_exit_test(data_safety_bench_out_unwritable CODE 2 TEXT "--benchmark_out: cannot write" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+              COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=/proc/results.json)
+
 # A run refused at the GPU check (exit 3: none is visible) writes no file into --out.
 add_test(NAME data_safety_fwi06_refused_writes_nothing
          COMMAND ${data_safety_check} empty-out 3 "sees no CUDA GPU" ${fwi06_in_mpirun} --out @DIR@)

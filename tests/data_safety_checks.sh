@@ -8,6 +8,8 @@
 #            @DIR@ in COMMAND: a fresh folder whose runs/ holds a file of the user's
 #        tests/data_safety_checks.sh runs-file CODE TEXT COMMAND...
 #            @DIR@ in COMMAND: a fresh folder where runs is a file of the user's, not a folder
+#        tests/data_safety_checks.sh user-file CODE TEXT COMMAND...
+#            @DIR@ in COMMAND: a fresh folder holding kept.json, a file of the user's
 #        tests/data_safety_checks.sh empty-out CODE TEXT COMMAND...
 #            @DIR@ in COMMAND: a fresh, empty folder, which must still hold no file afterwards
 # TEXT: a |-list of texts stderr must each contain.
@@ -22,6 +24,7 @@ case "$kind" in
     checkpoint) "$1" once "$dir" >/dev/null || exit 1; kept="$dir/checkpoint.fwi"; shift ;;
     user-runs) mkdir "$dir/runs"; kept="$dir/runs/notes.txt"; echo "the user's notes $RANDOM" >"$kept" ;;
     runs-file) kept="$dir/runs"; echo "the user's file $RANDOM" >"$kept" ;;
+    user-file) kept="$dir/kept.json"; echo "the user's results $RANDOM" >"$kept" ;;
     empty-out) kept="" ;;
     *) echo "data_safety_checks: unknown kind '$kind'" >&2; exit 2 ;;
 esac
