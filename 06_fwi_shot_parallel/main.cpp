@@ -79,7 +79,8 @@ void check_option_combinations(const Options& o) {
 
 // A checkpoint in --out is the only way to continue a long run: a fresh run (or one resumed from another
 // folder) would replace it at its first checkpoint, and its loss history and models at once. Rank 0 (the
-// one that writes --out) refuses that unless the user says so.
+// one that writes --out) refuses that unless the user says so (--overwrite: the old checkpoint is removed
+// when the run writes its first files, so that it never stands beside another run's).
 void check_checkpoint_kept(const Options& o) {
     const std::string existing = checkpoint_path(o.out);
     std::error_code ignored;
@@ -193,6 +194,7 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) {
         std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
         // Written once the run has its GPU: a run refused before that writes no file into --out.
+        if (o.overwrite) std::filesystem::remove(checkpoint_path(o.out));  // see check_checkpoint_kept
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }
@@ -233,7 +235,7 @@ int main(int argc, char** argv) {
                        "write a checkpoint to --out every N iterations and at the end (0: never)");
         parser.add_string("--resume", &options.resume, "continue from the checkpoint in this folder");
         parser.add_switch("--overwrite", &options.overwrite,
-                          "start afresh even though --out holds a checkpoint (which this run replaces)");
+                          "start afresh even though --out holds a checkpoint (removed when the run starts)");
         parser.add_switch("--no-plots", &options.no_plots, "do not draw the PNG pictures");
         add_nccl_transport_flag(parser, options.transport);
         parser.add_int("--kill-after-checkpoint", &options.kill_after_checkpoint, 0, 100000,

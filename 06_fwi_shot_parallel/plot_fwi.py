@@ -16,7 +16,9 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+# plotting.py: in the source tree in scripts/, in an install (cmake --install) beside this file.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "scripts")]
 from plotting import MISSING_HINT, import_matplotlib  # noqa: E402
 
 

@@ -129,7 +129,6 @@ def check_failures_shown(script, work_dir):
 
 # Appended to a copy of scripts/common.sh: its helpers stay, the build is replaced.
 FAKE_COMMON = """
-choose_preset() { echo fake; }
 configure_and_build() { echo "(build skipped by the test)"; }
 build_dir() { echo "$ROOT/build-fake"; }
 """

@@ -15,14 +15,13 @@
 
 namespace fwi {
 
-void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options) {
+void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options, const std::string& json_note) {
     parser.add_int("--iterations", &options.iterations, 1, 100000, "FWI iterations (all timed, after a warm-up)");
     parser.add_switch("--no-reference", &options.no_reference,
                       "skip the single-GPU reference run (no speedup, no comparison)");
     parser.add_double("--timeout", &options.timeout_s, 1.0, 86400.0,
                       "seconds any wait on another GPU or rank may take before the run gives up (exit 3)");
-    parser.add_string("--json", &options.json,
-                      "also write the RESULT object to this file (03 with several variants: the last one's)");
+    parser.add_string("--json", &options.json, "also write the RESULT object to this file" + json_note);
 }
 
 std::vector<ShotRange> split_all_shots(int nshots, int parts) {

@@ -40,8 +40,8 @@ struct ShotParallelOptions {
     std::string json;
 };
 
-// --iterations, --no-reference, --timeout, --json
-void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options);
+// --iterations, --no-reference, --timeout, --json (`json_note`: what the program adds to --json's help)
+void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options, const std::string& json_note = "");
 
 // Every part's shots, in order (split_shots for parts 0..parts-1): throws UsageError when a part would
 // get no shot, before any GPU is touched.

@@ -69,7 +69,7 @@ bool parse_options(int argc, char** argv, Options& options) {
     ArgParser parser("doctor",
                      "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, "
                      "latency), NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a "
-                     "time limit; exit 0 nothing failed, 1 something failed, 3 no GPU visible.");
+                     "time limit; exit 0 nothing failed, 1 something failed, 2 bad command line, 3 no GPU visible.");
     parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
                       "seconds each check may take before it is reported as FAIL (hung)");
     parser.add_int("--bandwidth-mib", &options.bandwidth_mib, 1, 4096, "MiB per copy in the bandwidth matrices");

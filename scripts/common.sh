@@ -227,11 +227,9 @@ require_nvcc() {
     fi
 }
 
-# The default preset builds for the GPUs present; with none visible, the ci preset (sm_90 + PTX).
-choose_preset() {
-    if nvidia-smi -L >/dev/null 2>&1; then echo default; else echo ci; fi
-}
-
+# configure_and_build PRESET: installs what is missing, then configures and builds PRESET (CMakePresets.json).
+# The scripts build the default preset on every machine, into build/: for the GPUs present, or without one
+# for A100 and H100/H200 + PTX; the ci preset (sm_90 + PTX, into build-ci/) is a quicker build by hand.
 configure_and_build() {
     local preset="$1"
     install_missing_packages

@@ -67,9 +67,8 @@ fi
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
 
-preset="$(choose_preset)"
-configure_and_build "$preset" || exit $?
-bin="$(build_dir "$preset")"
+configure_and_build default || exit $?
+bin="$(build_dir default)"
 cd "$ROOT"
 
 # The GPUs the programs will see, counted the way they count them (common/visible_gpus).

@@ -82,8 +82,7 @@ expect_refusal() {
 observe() { record "$@" || true; }
 run() { record "$@" || failed=1; }
 
-preset="$(choose_preset)"
-bin="$(build_dir "$preset")"
+bin="$(build_dir default)"
 mpi=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 
@@ -92,7 +91,7 @@ for step in ${steps//,/ }; do
     build)
         # The build as a newcomer's first one: a fresh build folder (timed, with the packages step).
         rm -rf "$bin"
-        run build bash -c "source '$ROOT/scripts/common.sh' && configure_and_build $preset" ;;
+        run build bash -c "source '$ROOT/scripts/common.sh' && configure_and_build default" ;;
     lessons)
         run lessons/01_single_gpu "$bin/01_single_gpu/01_single_gpu" --json "$out/lessons/01_single_gpu.json" \
             --out "$out/lessons/01_single_gpu-files"

@@ -8,7 +8,6 @@ case "${1:-}" in
     -h|--help) sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-preset="$(choose_preset)"
-configure_and_build "$preset"
+configure_and_build default
 cd "$ROOT"
-ctest --preset "$preset" "$@"
+ctest --preset default "$@"

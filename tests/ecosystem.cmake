@@ -1,7 +1,7 @@
 # Fresh machine and ecosystem tests: the launch-mismatch check and nccl-tests flags (see tests/README.md)
 
 # CMake as people expect it: CUDAARCHS is honoured (the ci preset used to override it), and an installed
-# program runs from its prefix.
+# program runs from its prefix, as does the installed plotting script (with the module it imports).
 add_test(NAME ecosystem_cudaarchs_honoured
          COMMAND ${BASH_EXECUTABLE} -c
                  "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS='80;90' \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null && grep -x 'CMAKE_CUDA_ARCHITECTURES:STRING=80;90' \"$dir/CMakeCache.txt\"; status=$?; rm -rf \"$dir\"; exit $status"
@@ -9,7 +9,7 @@ add_test(NAME ecosystem_cudaarchs_honoured
 set_tests_properties(ecosystem_cudaarchs_honoured PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME ecosystem_install_runs_from_prefix
          COMMAND ${BASH_EXECUTABLE} -c
-                 "dir=$(mktemp -d) && \"$0\" --install \"$1\" --prefix \"$dir\" >/dev/null && \"$dir/bin/01_single_gpu\" --help >/dev/null && test -f \"$dir/share/multi_gpu_fwi/plot_fwi.py\"; status=$?; rm -rf \"$dir\"; exit $status"
+                 "dir=$(mktemp -d) && \"$0\" --install \"$1\" --prefix \"$dir\" >/dev/null && \"$dir/bin/01_single_gpu\" --help >/dev/null && python3 \"$dir/share/multi_gpu_fwi/plot_fwi.py\" \"$dir\" >/dev/null; status=$?; rm -rf \"$dir\"; exit $status"
                  ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR})
 set_tests_properties(ecosystem_install_runs_from_prefix PROPERTIES LABELS cpu TIMEOUT 120)
 
