@@ -20,7 +20,7 @@ all_steps="build lessons compare-default compare-comm transport exercises"
 out="" steps="${all_steps// /,}"
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) sed -n '8,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '9,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
             [ "$1" = --out ] && out="$2" || steps="$2"; shift 2 ;;
         *) bad_flag "unknown flag '$1' (--help lists the flags)" ;;

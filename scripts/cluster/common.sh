@@ -129,7 +129,8 @@ fwi_slurm_run() {
         ranks=""
     elif [ "${FWI_ARGS[0]:-}" = --help ] || [ "${FWI_ARGS[0]:-}" = -h ]; then
         # Outside a job, --help is the recipe's (inside one it goes to the program): its header comment.
-        awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#SBATCH/ { sub(/^# ?/, ""); print }' "$script"
+        awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#SBATCH/ { sub(/^# ?/, ""); if (shown || $0 != "") { shown = 1; print } }' \
+            "$script"
         exit 0
     else
         fwi_die 2 "not inside a Slurm job (no SLURM_JOB_ID): submit it, sbatch $script [ARGS...]; print its" \
