@@ -18,9 +18,43 @@
 
 namespace fwi {
 
+namespace {
+// The length of the well-formed UTF-8 sequence that starts at text[i] (1 to 4 bytes), 0 if none does:
+// a stray continuation byte, a truncated sequence, an overlong form, a surrogate or a code point past
+// U+10FFFF.
+size_t utf8_sequence_length(const std::string& text, size_t i) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char lead = byte(i);
+    if (lead < 0x80) return 1;
+    const size_t length = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
+                          : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return 0;
+    for (size_t k = 1; k < length; ++k)
+        if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    const unsigned char second = byte(i + 1);
+    if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) || (lead == 0xF0 && second < 0x90) ||
+        (lead == 0xF4 && second > 0x8F))
+        return 0;
+    return length;
+}
+}  // namespace
+
+// JSON text must be UTF-8 (RFC 8259): a byte that is not part of a well-formed sequence (an environment
+// variable can hold anything) becomes U+FFFD, so the file always loads.
 std::string json_quote(const std::string& text) {
     std::string out = "\"";
-    for (char ch : text) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char ch = text[i];
+        if (static_cast<unsigned char>(ch) >= 0x80) {
+            const size_t length = utf8_sequence_length(text, i);
+            if (length == 0) {
+                out += "\\ufffd";
+            } else {
+                out.append(text, i, length);
+                i += length - 1;
+            }
+            continue;
+        }
         switch (ch) {
             case '"': out += "\\\""; break;
             case '\\': out += "\\\\"; break;

@@ -181,6 +181,16 @@ TEST_CASE("RESULT objects are valid JSON") {
     CHECK(o.str() == R"({"name": "a \"quoted\"\nline", "count": 3, "value": 0.5, "missing": null, "inner": {"ok": true}})");
 }
 
+TEST_CASE("JSON strings stay UTF-8: well-formed sequences are kept, any other byte becomes U+FFFD") {
+    CHECK(json_quote("H\xc3\xa9l\xe2\x82\xac \xf0\x9f\x98\x80") == "\"H\xc3\xa9l\xe2\x82\xac \xf0\x9f\x98\x80\"");  // é € 😀
+    CHECK(json_quote("a\xff") == "\"a\\ufffd\"");                  // not a lead byte
+    CHECK(json_quote("\x80x") == "\"\\ufffdx\"");                  // a stray continuation byte
+    CHECK(json_quote("\xc3") == "\"\\ufffd\"");                    // truncated
+    CHECK(json_quote("\xc0\xaf") == "\"\\ufffd\\ufffd\"");         // overlong '/'
+    CHECK(json_quote("\xed\xa0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate
+    CHECK(json_quote("\x01") == "\"\\u0001\"");
+}
+
 TEST_CASE("the model update is scaled, masked, clipped and deterministic") {
     Problem p = problem_preset("small");
     p.nz = 4;
