@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
         Options options;
         ArgParser parser("01_single_gpu", "Full-waveform inversion on one GPU: the baseline of the suite.");
         add_problem_flags(parser, problem);
-        parser.add_int("--iterations", &options.iterations, 1, 100000, "FWI iterations");
+        parser.add_int("--iterations", &options.iterations, 1, kMaxIterations, "FWI iterations");
         parser.add_string("--out", &options.out, "folder for the .npy models, gradient and gathers");
         parser.add_string("--json", &options.json, "also write the RESULT object to this file");
         parser.add_switch("--verify", &options.verify,

@@ -188,6 +188,10 @@ TEST_CASE("resume: same problem continues, another problem or too few iterations
     const std::string done = usage_error_text([&] { check_resume(c, "run/checkpoint.fwi", p, 4, 3); });
     CHECK(done.find("--iterations") != std::string::npos);
     CHECK(done.find("5 or more") != std::string::npos);
+    // At the most iterations a run can have, there is nothing to continue: no advice past the flag's range.
+    const std::string complete = usage_error_text(
+        [&] { check_resume(sample_checkpoint(p, kMaxIterations), "run/checkpoint.fwi", p, kMaxIterations, 3); });
+    CHECK(complete.find("is complete") != std::string::npos);
 
     Problem other = p;
     other.step_size = 55.0;  // the small problem's is 40

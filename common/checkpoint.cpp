@@ -218,6 +218,10 @@ std::string check_resume(const Checkpoint& checkpoint, const std::string& path, 
     // The checksum proves the bytes are the ones written, not that the model in them is one a run can
     // continue from (a diverged run, a file made by another tool).
     check_model(problem, checkpoint.state.velocity, "--resume: the model in '" + path + "'");
+    if (checkpoint.state.iterations_done >= kMaxIterations)
+        throw UsageError("--resume: the checkpoint '" + path + "' already holds " +
+                         std::to_string(checkpoint.state.iterations_done) + " iterations, the most --iterations "
+                         "allows: the run it belongs to is complete");
     if (checkpoint.state.iterations_done >= iterations)
         throw UsageError("--iterations: the checkpoint already holds " +
                          std::to_string(checkpoint.state.iterations_done) + " iterations; allowed " +

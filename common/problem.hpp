@@ -9,6 +9,9 @@
 
 namespace fwi {
 
+// The most FWI iterations a run may ask for (--iterations of every FWI program).
+constexpr int kMaxIterations = 100000;
+
 struct Problem {
     std::string name = "default";
     // Grid and time stepping.

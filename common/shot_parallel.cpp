@@ -16,7 +16,7 @@
 namespace fwi {
 
 void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options, const std::string& json_note) {
-    parser.add_int("--iterations", &options.iterations, 1, 100000, "FWI iterations (all timed, after a warm-up)");
+    parser.add_int("--iterations", &options.iterations, 1, kMaxIterations, "FWI iterations (all timed, after a warm-up)");
     parser.add_switch("--no-reference", &options.no_reference,
                       "skip the single-GPU reference run (no speedup, no comparison)");
     parser.add_double("--timeout", &options.timeout_s, 1.0, 86400.0,
