@@ -23,13 +23,16 @@
 
 namespace fwi {
 
+// The value of `arg` when it is "FLAG=VALUE" (Google Benchmark's only form), else null.
+inline const char* benchmark_flag_value(const std::string& arg, const char* flag) {
+    const size_t n = std::strlen(flag);
+    return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
+}
+
 // What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
 // count below 1, and prints its usage and exits 0 on an unknown format or time unit.
 inline std::string benchmark_flag_problem(const std::string& arg) {
-    const auto value_of = [&](const char* flag) -> const char* {
-        const size_t n = std::strlen(flag);
-        return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
-    };
+    const auto value_of = [&](const char* flag) { return benchmark_flag_value(arg, flag); };
     const auto one_of = [](const std::string& value, std::initializer_list<const char*> allowed) {
         return std::find(allowed.begin(), allowed.end(), value) != allowed.end();
     };
@@ -57,13 +60,13 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
 // name them in the refusals.
 inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
     // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file.
-    const std::string out_flag = "--benchmark_out=";
     std::string out_path, out_temporary;
     std::vector<std::string> args(argv, argv + argc);
     for (std::string& arg : args) {
         if (arg == "-h") arg = "--help";
-        if (arg.compare(0, out_flag.size(), out_flag) != 0) continue;
-        out_path = arg.substr(out_flag.size());
+        const char* out = benchmark_flag_value(arg, "--benchmark_out");
+        if (!out) continue;
+        out_path = out;
         try {
             if (out_path.empty()) throw UsageError("--benchmark_out: needs a file name");
             check_writable(out_path, "--benchmark_out");
@@ -72,7 +75,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
             return kExitBadInput;
         }
         out_temporary = temporary_name(out_path);
-        arg = out_flag + out_temporary;
+        arg = "--benchmark_out=" + out_temporary;
     }
     std::vector<char*> pointers;
     for (std::string& arg : args) pointers.push_back(arg.data());

@@ -169,11 +169,13 @@ void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
 }
 
 size_t largest_checkpoint_bytes(const Problem& problem, int iterations) {
+    // An empty checkpoint's encoding (with room for a longer problem text), plus the model and the two
+    // histories: the format is written down once, in encode_checkpoint.
     constexpr size_t kTextSpare = 4096;
-    const size_t text = problem_fingerprint(problem).size() + kTextSpare;
-    const size_t history = sizeof(uint64_t) + sizeof(double) * size_t(std::max(iterations, 0));
-    return sizeof kMagic + 2 * sizeof(int32_t) + sizeof(uint64_t) + text + sizeof(uint64_t) +
-           sizeof(float) * problem.model_cells() + 2 * history + sizeof(uint64_t);
+    Checkpoint empty;
+    empty.problem_text = problem_fingerprint(problem) + std::string(kTextSpare, ' ');
+    return encode_checkpoint(empty).size() + sizeof(float) * problem.model_cells() +
+           2 * sizeof(double) * size_t(std::max(iterations, 0));
 }
 
 Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
