@@ -18,6 +18,7 @@
 // size.
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -44,7 +45,7 @@ struct Options {
 
 std::vector<std::string> split_variant_list(const std::string& list) {
     const std::string allowed = "a comma list of via_gpu0, ring, p2p_kernel, nccl";
-    const std::vector<std::string> names = split_comma_list("--variants", list, allowed);
+    const std::vector<std::string> names = split_choice_list("--variants", list, allowed);
     for (const std::string& name : names) {
         bool known = false;
         for (const auto& candidate : variant_names()) known = known || candidate == name;
@@ -66,6 +67,14 @@ bool parse_options(int argc, char** argv, Options& options) {
                    "p2p_kernel: one-shot up to this size in bytes, two-shot above");
     parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
                       "seconds any wait on a GPU may take before the program gives up (exit 3)");
+    const auto variants_include = [&options](const std::string& name) {
+        const std::vector<std::string> names = split_variant_list(options.variants);
+        return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    parser.add_used_only({"--ring-chunks"}, [variants_include] { return variants_include("ring"); },
+                         "when --variants includes ring");
+    parser.add_used_only({"--one-shot-max-bytes"}, [variants_include] { return variants_include("p2p_kernel"); },
+                         "when --variants includes p2p_kernel");
     parser.add_string("--json", &options.json_path, "also write the RESULT object to this file (the last variant's)");
     if (!parser.parse(argc, argv)) return false;
     validate_allreduce_sweep_options(options.sweep);

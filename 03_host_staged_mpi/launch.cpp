@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -32,7 +33,13 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
     parser.add_switch("--skip-without-gpus", &o.skip_without_gpus,
                       "exit 77 (a skipped test) instead of running when a node has more ranks than GPUs");
     parser.add_switch("--bench-allreduce", &o.bench, "time the combine alone over a sweep of sizes instead of FWI");
-    add_allreduce_sweep_flags(parser, o.sweep);
+    add_allreduce_sweep_flags(parser, o.sweep, &o.bench);
+    parser.add_used_only({"--chunk-kb", "--in-flight"},
+                         [&o] {
+                             const std::vector<std::string> names = combine_variants(o.combine);
+                             return std::find(names.begin(), names.end(), "pipelined") != names.end();
+                         },
+                         "when --combine runs pipelined (all, or a list that names it)");
     if (!parser.parse(argc, argv)) return false;
     validate(problem);
     validate_allreduce_sweep_options(o.sweep);

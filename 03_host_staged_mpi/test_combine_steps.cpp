@@ -189,6 +189,10 @@ TEST_CASE("variant lists: all, pipelined once per chunk size and depth, bad inpu
     CHECK(message_of([] { variant_specs("all", "12x", "1"); }).find("--chunk-kb") == 0);
     CHECK(message_of([] { variant_specs("all", "1024", "1,,2"); }).find("--in-flight") == 0);
     CHECK(message_of([] { variant_specs("all", "1024", "65"); }).find("--in-flight") == 0);
+    // The same variant twice would run twice under one name.
+    CHECK(message_of([] { variant_specs("pinned,pinned", "1024", "1"); }) == "--combine: 'pinned' is listed twice");
+    CHECK(message_of([] { variant_specs("all", "64,064", "1"); }) == "--chunk-kb: 64 is listed twice");
+    CHECK(message_of([] { variant_specs("all", "1024", "2,1,2"); }) == "--in-flight: 2 is listed twice");
 }
 
 int main(int argc, char** argv) {

@@ -1,5 +1,6 @@
 #include "variants.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "cli.hpp"
@@ -44,23 +45,30 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
         const long long value = digits ? std::stoll(item) : -1;
         if (!digits || value < min || value > max)
             throw UsageError(flag + ": '" + item + "' is not allowed; give " + range);
+        if (std::find(values.begin(), values.end(), int(value)) != values.end())
+            throw UsageError(flag + ": " + std::to_string(value) + " is listed twice");
         values.push_back(int(value));
     }
     return values;
+}
+
+std::vector<std::string> combine_variants(const std::string& combine) {
+    if (combine == "all") return combine_variant_names();
+    const std::string allowed = "all or a comma list of pageable, pinned, pipelined, cuda_aware";
+    const std::vector<std::string> names = split_choice_list("--combine", combine, allowed);
+    const auto& known = combine_variant_names();
+    for (const std::string& name : names)
+        if (std::find(known.begin(), known.end(), name) == known.end())
+            throw UsageError("--combine: unknown variant '" + name + "'; give " + allowed);
+    return names;
 }
 
 std::vector<VariantSpec> variant_specs(const std::string& combine, const std::string& chunk_kb,
                                        const std::string& in_flight) {
     const std::vector<int> chunks = parse_int_list("--chunk-kb", chunk_kb, kMinChunkKb, kMaxChunkKb);
     const std::vector<int> depths = parse_int_list("--in-flight", in_flight, 1, kMaxInFlight);
-    const std::string allowed = "all or a comma list of pageable, pinned, pipelined, cuda_aware";
-    const std::vector<std::string> names =
-        combine == "all" ? combine_variant_names() : split_comma_list("--combine", combine, allowed);
     std::vector<VariantSpec> specs;
-    for (const std::string& name : names) {
-        bool known = false;
-        for (const std::string& candidate : combine_variant_names()) known = known || candidate == name;
-        if (!known) throw UsageError("--combine: unknown variant '" + name + "'; give " + allowed);
+    for (const std::string& name : combine_variants(combine)) {
         if (name != "pipelined") {
             specs.push_back({name, 0, {}});
             continue;

@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
         parser.add_switch("--bench-allreduce", &options.bench_allreduce,
                           "instead of FWI: ncclAllReduce over a sweep of sizes (02's table)");
         add_nccl_transport_flag(parser, options.transport);
-        add_allreduce_sweep_flags(parser, options.sweep);
+        add_allreduce_sweep_flags(parser, options.sweep, &options.bench_allreduce);
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
         validate(problem);
         validate_allreduce_sweep_options(options.sweep);

@@ -51,7 +51,7 @@ SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, co
     return {bytes, median(samples), static_cast<long long>(wrong[0]), note};
 }
 
-void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options) {
+void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options, const bool* requested) {
     parser.add_bytes("--min-bytes", &options.min_bytes, 4, kMaxSweepBytes,
                      "sweep: smallest buffer size in bytes (K, M, G: powers of 1024)");
     parser.add_bytes("--max-bytes", &options.max_bytes, 4, kMaxSweepBytes,
@@ -69,6 +69,9 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
     parser.add_alias("-n", "--iters");
     parser.add_alias("-w", "--warmup");
     if (parser.has_flag("--gpus")) parser.add_alias("-g", "--gpus");
+    if (requested)
+        parser.add_used_only({"--min-bytes", "--max-bytes", "--step-factor", "--warmup", "--iters", "--repeats"},
+                             [requested] { return *requested; }, "with --bench-allreduce");
 }
 
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options) {

@@ -34,8 +34,10 @@ constexpr long long kMaxSweepBytes = 64LL << 30;
 
 // --min-bytes, --max-bytes (sizes with K, M, G: powers of 1024), --step-factor, --iters, --warmup,
 // --repeats, with nccl-tests' short names: -b, -e, -f, -n, -w; and -g for --gpus where the program
-// registered --gpus before this call (02; 03 and 05 run one GPU per rank and have no --gpus).
-void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options);
+// registered --gpus before this call (02; 03 and 05 run one GPU per rank and have no --gpus). Where the
+// sweep runs only on request (03 and 05: --bench-allreduce), `requested` is that switch's target and the
+// sweep's flags are refused without it.
+void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options, const bool* requested = nullptr);
 // What the flags' own ranges cannot check (--min-bytes at most --max-bytes): UsageError naming the flags.
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options);
 

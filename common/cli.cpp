@@ -178,6 +178,14 @@ void ArgParser::add_alias(const std::string& alias, const std::string& flag) {
 
 bool ArgParser::has_flag(const std::string& flag) const { return find(flag) != nullptr; }
 
+void ArgParser::add_used_only(const std::vector<std::string>& flags, std::function<bool()> applies,
+                              const std::string& when) {
+    for (const std::string& flag : flags)
+        if (!find(flag) || find(flag)->flag != flag)
+            throw std::logic_error("ArgParser::add_used_only: no flag '" + flag + "'");
+    used_only_.push_back({flags, std::move(applies), when});
+}
+
 const ArgParser::Option* ArgParser::find(const std::string& flag) const {
     std::string name = flag;
     for (const auto& [alias, target] : aliases_)
@@ -238,6 +246,12 @@ bool ArgParser::parse(int argc, const char* const* argv) {
             throw UsageError(name + message.substr(option->flag.size()));
         }
     }
+    for (const UsedOnly& rule : used_only_) {
+        if (rule.applies()) continue;
+        for (const std::string& flag : rule.flags)
+            if (const auto found = given.find(flag); found != given.end())
+                throw UsageError(given_name(found->second, flag) + ": used only " + rule.when);
+    }
     return true;
 }
 
@@ -289,6 +303,15 @@ std::vector<std::string> split_comma_list(const std::string& flag, const std::st
         if (comma == std::string::npos) return items;
         start = comma + 1;
     }
+}
+
+std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text,
+                                           const std::string& allowed) {
+    const std::vector<std::string> items = split_comma_list(flag, text, allowed);
+    for (size_t i = 0; i < items.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (items[i] == items[j]) throw UsageError(flag + ": '" + items[i] + "' is listed twice");
+    return items;
 }
 
 }  // namespace fwi

@@ -31,12 +31,18 @@ public:
     void add_alias(const std::string& alias, const std::string& flag);
     // Whether `flag` is registered (as a flag or an alias).
     bool has_flag(const std::string& flag) const;
+    // A rule parse() checks last, once every value is set: each of `flags` given on the command line
+    // must be one this run uses, as `applies` says; if not, UsageError "<flag>: used only <when>". A
+    // flag the run would ignore usually means that something else was meant (--interface-depth with
+    // --model anomaly), so it is refused rather than dropped. Throws std::logic_error for an unknown flag.
+    void add_used_only(const std::vector<std::string>& flags, std::function<bool()> applies, const std::string& when);
 
     // Parses argv[1..] from left to right. Returns false when --help (or -h) comes before any error (the
     // help text is printed, unless set_prints_help(false)). Refused with UsageError: an unknown flag, a
     // flag given twice, a missing value (the next argument is itself a flag: "--nz --nx 100"), a value
-    // that is not of the flag's type or outside its range (NaN and infinities never are). The result
-    // depends on argv alone, so every MPI rank parsing the same argv gets the same answer.
+    // that is not of the flag's type or outside its range (NaN and infinities never are), a flag this
+    // run does not use (add_used_only). The result depends on argv alone, so every MPI rank parsing the
+    // same argv gets the same answer.
     bool parse(int argc, const char* const* argv);
     std::string help_text() const;
 
@@ -51,6 +57,11 @@ public:
     static void set_prints_help(bool prints);
 
 private:
+    struct UsedOnly {
+        std::vector<std::string> flags;
+        std::function<bool()> applies;
+        std::string when;
+    };
     struct Option {
         std::string flag;
         std::string help;
@@ -69,11 +80,15 @@ private:
     std::string description_;
     std::vector<Option> options_;
     std::vector<std::pair<std::string, std::string>> aliases_;  // (alias, flag)
+    std::vector<UsedOnly> used_only_;
 };
 
 // The items of a comma list given to `flag` ("a,b" -> {"a", "b"}). An empty list or an empty item (",a",
 // "a,", "a,,b") throws UsageError naming the flag and `allowed`: a stray comma usually means that a name
 // was left out, and is not quietly dropped.
 std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text, const std::string& allowed);
+// The same for a list of choices, where an item given twice ("ring,ring") is refused too: it would run
+// the same thing twice under one name.
+std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text, const std::string& allowed);
 
 }  // namespace fwi

@@ -110,6 +110,10 @@ void add_problem_flags(ArgParser& parser, Problem& p) {
     parser.add_double("--anomaly-dv", &p.anomaly_dv, -5000.0, 5000.0, "anomaly: peak velocity change (m/s)");
     parser.add_double("--anomaly-radius", &p.anomaly_radius, 0.01, 1.0,
                       "anomaly: standard deviation as a fraction of nz");
+    parser.add_used_only({"--v-bottom", "--interface-depth"}, [&p] { return p.model == "two-layer"; },
+                         "with --model two-layer");
+    parser.add_used_only({"--anomaly-dv", "--anomaly-radius"}, [&p] { return p.model == "anomaly"; },
+                         "with --model anomaly");
     parser.add_double("--v-initial", &p.v_initial, 100.0, 10000.0, "starting model velocity (m/s)");
     parser.add_double("--v-min", &p.v_min, 100.0, 10000.0, "lowest velocity the update may produce (m/s)");
     parser.add_double("--v-max", &p.v_max, 100.0, 10000.0, "highest velocity the update may produce (m/s)");

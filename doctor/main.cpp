@@ -57,7 +57,7 @@ std::vector<std::string> selected_checks(const std::string& list) {
     if (list == "all") return optional_checks();
     const std::string allowed =
         "all or a comma list of p2p, bandwidth, nccl, host, mpi (devices and topology always run)";
-    const std::vector<std::string> selected = split_comma_list("--checks", list, allowed);
+    const std::vector<std::string> selected = split_choice_list("--checks", list, allowed);
     const auto known = optional_checks();
     for (const std::string& id : selected)
         if (std::find(known.begin(), known.end(), id) == known.end())
@@ -82,6 +82,14 @@ bool parse_options(int argc, char** argv, Options& options) {
                       "all, or a comma list of p2p, bandwidth, nccl, host, mpi (devices and topology always run)");
     parser.add_switch("--mpi", &options.mpi, "run under mpirun: the MPI checks (7) on every rank");
     parser.add_string("--json", &options.json_path, "also write the findings as JSON to this file");
+    const auto checks_include = [&options](std::vector<std::string> ids) {
+        const std::vector<std::string> selected = selected_checks(options.checks);
+        return std::find_first_of(selected.begin(), selected.end(), ids.begin(), ids.end()) != selected.end();
+    };
+    parser.add_used_only({"--bandwidth-mib", "--cross-check-bandwidth"},
+                         [checks_include] { return checks_include({"bandwidth"}); }, "when --checks includes bandwidth");
+    parser.add_used_only({"--nccl-mib"}, [checks_include] { return checks_include({"nccl", "mpi"}); },
+                         "when --checks includes nccl or mpi");
     if (!parser.parse(argc, argv)) return false;
     selected_checks(options.checks);
     check_writable(options.json_path, "--json");  // refused now, not after every check has run

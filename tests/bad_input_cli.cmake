@@ -35,6 +35,9 @@ add_cli_test(01_double_inf 01_single_gpu "--dh: 'inf' is not a finite number; al
 add_cli_test(01_double_overflow 01_single_gpu "--freq: 1e999 is out of range; allowed 0.1..1000" --freq 1e999)
 add_cli_test(01_double_junk 01_single_gpu "--dt: '0.001s' is not a finite number" --dt 0.001s)
 add_cli_test(01_double_hex 01_single_gpu "--freq: '0x1p3' is not a finite number" --freq 0x1p3)
+# A flag the run would ignore: refused, since something else was probably meant.
+add_cli_test(01_flag_of_other_model 01_single_gpu "--interface-depth: used only with --model two-layer"
+             --model anomaly --interface-depth 100)
 
 # 04 (threads) and 02 (one process): the same parser behind other flags.
 add_cli_test(04_repeated_flag 04_nccl_threads "--gpus given twice" --gpus 1 --gpus 2)
@@ -50,6 +53,9 @@ add_cli_test(02_double_inf 02_allreduce_primitives "--step-factor: '-inf' is not
 add_cli_test(02_list_trailing_comma 02_allreduce_primitives "--variants: 'ring,' has an empty item" --variants ring,)
 add_cli_test(02_list_double_comma 02_allreduce_primitives "--variants: 'ring,,nccl' has an empty item"
              --variants ring,,nccl)
+add_cli_test(02_list_repeated_item 02_allreduce_primitives "--variants: 'ring' is listed twice" --variants ring,nccl,ring)
+add_cli_test(02_flag_of_other_variant 02_allreduce_primitives "--ring-chunks: used only when --variants includes ring"
+             --variants nccl --ring-chunks 2)
 
 # doctor, alone and with --mpi on 2 ranks.
 add_cli_test(doctor_repeated_flag doctor "--nccl-mib given twice" --nccl-mib 8 --nccl-mib 16)
@@ -57,6 +63,8 @@ add_cli_test(doctor_double_nan doctor "--timeout: 'nan' is not a finite number; 
 add_cli_mpi_test(doctor_mpi_value_is_help 2 doctor "--json: missing value" --mpi --json --help)
 add_cli_mpi_test(doctor_mpi_int_junk 2 doctor "--bandwidth-mib: '8M' is not an integer" --mpi --bandwidth-mib 8M)
 add_cli_test(doctor_list_leading_comma doctor "--checks: ',p2p' has an empty item" --checks ,p2p)
+add_cli_test(doctor_flag_of_other_check doctor "--bandwidth-mib: used only when --checks includes bandwidth"
+             --checks nccl --bandwidth-mib 8)
 
 # The MPI lessons on 2 ranks. "--json --help" once hung 03: rank 1 took --help anywhere as a request for
 # help and left, rank 0 took it as the file name of --json and waited on rank 1 until its timeout. The
@@ -71,6 +79,13 @@ add_cli_mpi_test(03_list_trailing_comma 2 03_host_staged_mpi "--combine: 'pinned
                  --combine pinned,)
 add_cli_mpi_test(03_list_blank_number 2 03_host_staged_mpi "--chunk-kb: ' 64' is not allowed" --chunk-kb " 64")
 add_cli_mpi_test(03_list_empty_item 2 03_host_staged_mpi "--in-flight: '1,,2' has an empty item" --in-flight 1,,2)
+add_cli_mpi_test(03_list_repeated_number 2 03_host_staged_mpi "--chunk-kb: 64 is listed twice" --chunk-kb 64,256,64)
+add_cli_mpi_test(03_flag_without_pipelined 2 03_host_staged_mpi "--chunk-kb: used only when --combine runs pipelined"
+                 --combine pinned --chunk-kb 64)
+add_cli_mpi_test(03_sweep_flag_without_bench 2 03_host_staged_mpi "-b (--min-bytes): used only with --bench-allreduce"
+                 -b 1M)
+add_cli_mpi_test(05_sweep_flag_without_bench 2 05_nccl_mpi "--max-bytes: used only with --bench-allreduce"
+                 --max-bytes 1M)
 add_cli_mpi_test(05_value_is_help 2 05_nccl_mpi "--json: missing value" --json --help)
 add_cli_mpi_test(05_help 0 05_nccl_mpi "" --help)
 add_cli_mpi_test(05_help_before_bad_fault 0 05_nccl_mpi "" --help --test-fault bogus)

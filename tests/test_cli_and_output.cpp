@@ -126,6 +126,48 @@ TEST_CASE("--help stops the parse; set_prints_help(false) keeps it quiet") {
     ArgParser::set_prints_help(true);
 }
 
+TEST_CASE("a flag the run does not use is refused, by the name it was given") {
+    std::string mode = "plain";
+    int level = 1, size = 8;
+    ArgParser parser("test", "");
+    parser.add_string("--mode", &mode, "");
+    parser.add_int("--level", &level, 0, 9, "");
+    parser.add_int("--size", &size, 1, 64, "");
+    parser.add_alias("-s", "--size");
+    parser.add_used_only({"--level", "--size"}, [&mode] { return mode == "fancy"; }, "with --mode fancy");
+    const auto parse = [&parser](std::vector<const char*> args) {
+        args.insert(args.begin(), "test");
+        return parser.parse(int(args.size()), args.data());
+    };
+    CHECK(parse({"--mode", "fancy", "--level", "3"}));
+    CHECK(parse({"--level", "3", "--mode", "fancy"}));  // the rule sees the final values, whatever the order
+    CHECK(parse({"--mode", "plain"}));                  // a default is not given: nothing to refuse
+    CHECK_THROWS_WITH_AS(parse({"--mode", "plain", "--level", "3"}), "--level: used only with --mode fancy",
+                         UsageError);
+    CHECK_THROWS_WITH_AS(parse({"--mode", "plain", "-s", "4"}), "-s (--size): used only with --mode fancy",
+                         UsageError);
+    CHECK_THROWS_AS(parser.add_used_only({"--bogus"}, [] { return true; }, ""), std::logic_error);
+    CHECK_THROWS_AS(parser.add_used_only({"-s"}, [] { return true; }, ""), std::logic_error);  // the flag, not an alias
+}
+
+TEST_CASE("the problem's model flags are refused with the other model") {
+    CHECK(parse_error({"--model", "two-layer", "--v-bottom", "2000", "--interface-depth", "100"}) == "");
+    CHECK(parse_error({"--model", "anomaly", "--anomaly-dv", "100", "--anomaly-radius", "0.2"}) == "");
+    CHECK(parse_error({"--model", "anomaly", "--interface-depth", "100"}) ==
+          "--interface-depth: used only with --model two-layer");
+    CHECK(parse_error({"--v-bottom", "2000", "--model=anomaly"}) == "--v-bottom: used only with --model two-layer");
+    CHECK(parse_error({"--anomaly-radius", "0.2"}) == "--anomaly-radius: used only with --model anomaly");
+}
+
+TEST_CASE("a list of choices refuses an item given twice") {
+    CHECK(split_choice_list("--checks", "p2p,nccl", "") == std::vector<std::string>{"p2p", "nccl"});
+    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,nccl,p2p", ""), "--checks: 'p2p' is listed twice",
+                         UsageError);
+    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,", "x"), "--checks: 'p2p,' has an empty item; give x",
+                         UsageError);
+    CHECK(split_comma_list("FWI_TEST_NODE_OF_RANK", "0,0,1", "") == std::vector<std::string>{"0", "0", "1"});
+}
+
 TEST_CASE("find_value reads argv as parse does") {
     const auto value = [](std::vector<const char*> args) {
         args.insert(args.begin(), "test");
