@@ -38,6 +38,7 @@ add_cli_test(01_double_hex 01_single_gpu "--freq: '0x1p3' is not a finite number
 # A flag the run would ignore: refused, since something else was probably meant.
 add_cli_test(01_flag_of_other_model 01_single_gpu "--interface-depth: used only with --model two-layer"
              --model anomaly --interface-depth 100)
+add_cli_test(01_out_with_verify 01_single_gpu "--out: used only without --verify" --verify --out results)
 
 # 04 (threads) and 02 (one process): the same parser behind other flags.
 add_cli_test(04_repeated_flag 04_nccl_threads "--gpus given twice" --gpus 1 --gpus 2)
