@@ -1,15 +1,17 @@
 // BENCHMARK_MAIN with the suite's exit codes (docs/ARCHITECTURE.md), for the Google Benchmark programs
 // (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag, a value Google Benchmark would
 // abort on or ignore (see benchmark_flag_problem), a --benchmark_out that cannot be written, or a
-// --benchmark_filter that selects nothing, 3 when no GPU is visible (the flags are checked first). -h is
-// --help. --benchmark_out=FILE is written as every file of the suite is: under a temporary name, renamed
-// over FILE only when the benchmarks ran, so a refused run leaves an earlier FILE as it was.
+// --benchmark_filter that selects nothing, 3 when no GPU is visible (the flags are checked first; listing
+// the benchmarks with --benchmark_list_tests needs none). -h is --help. --benchmark_out=FILE is written as
+// every file of the suite is: under a temporary name, renamed over FILE only when the benchmarks ran, so
+// a refused run, or one that only lists them, leaves an earlier FILE as it was.
 // Header-only: only programs that link Google Benchmark include it.
 #pragma once
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +29,19 @@ namespace fwi {
 inline const char* benchmark_flag_value(const std::string& arg, const char* flag) {
     const size_t n = std::strlen(flag);
     return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
+}
+
+// Whether `arg` asks Google Benchmark to list the benchmarks instead of running them: the flag alone, or
+// with a value it reads as true (anything but 0, f, n, false, no, off in any case, as it parses flags).
+inline bool asks_for_list(const std::string& arg) {
+    if (arg == "--benchmark_list_tests") return true;
+    const char* v = benchmark_flag_value(arg, "--benchmark_list_tests");
+    if (!v) return false;
+    std::string value = v;
+    for (char& c : value) c = char(std::tolower(static_cast<unsigned char>(c)));
+    for (const char* no : {"", "0", "f", "n", "false", "no", "off"})
+        if (value == no) return false;
+    return true;
 }
 
 // What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
@@ -59,9 +74,15 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
 // Runs the registered benchmarks; `program` and `cases` (what the filter may match, for the message)
 // name them in the refusals.
 inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
-    // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file.
+    // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file (left
+    // out when the benchmarks are only listed: Google Benchmark would write an empty file).
     std::string out_path, out_temporary;
     std::vector<std::string> args(argv, argv + argc);
+    const bool only_listing = std::any_of(args.begin(), args.end(), asks_for_list);
+    if (only_listing)
+        args.erase(std::remove_if(args.begin(), args.end(),
+                                  [](const std::string& arg) { return benchmark_flag_value(arg, "--benchmark_out"); }),
+                   args.end());
     for (std::string& arg : args) {
         if (arg == "-h") arg = "--help";
         const char* out = benchmark_flag_value(arg, "--benchmark_out");
@@ -79,6 +100,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     }
     std::vector<char*> pointers;
     for (std::string& arg : args) pointers.push_back(arg.data());
+    argc = int(pointers.size());
     pointers.push_back(nullptr);
     argv = pointers.data();
     // Called on every way out once Google Benchmark may have opened the temporary file.
@@ -89,7 +111,8 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         }
         return status;
     };
-    // Reports nothing: without a GPU the selected cases are run only to count them (each skips at once).
+    // Reports nothing: without a GPU the selected cases are run only to count them (each skips at once), or
+    // listed.
     class SilentReporter : public benchmark::BenchmarkReporter {
     public:
         bool ReportContext(const Context&) override { return true; }
@@ -111,6 +134,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     if (visible_gpu_count() == 0) {
         SilentReporter silent;
         if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return finish_out(selects_nothing());
+        if (only_listing) return kExitOk;
         std::fprintf(stderr, "%s: environment: no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)\n",
                      program);
         return finish_out(kExitEnvironment);

@@ -125,6 +125,9 @@ foreach(bench bench_propagator bench_allreduce)
   add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
   add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:${bench}> -h)
+  # Listing the benchmarks runs none, so it needs no GPU.
+  add_exit_test(cli_${bench}_list_without_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+                COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests)
 endforeach()
 
 # The scripts: --help prints the usage and an unknown step, a stray comma or an --out that cannot be

@@ -100,8 +100,9 @@ add_exit_test(data_safety_out_unwritable_01 CODE 2 TEXT "--out: cannot create a 
               COMMAND $<TARGET_FILE:01_single_gpu> --out /proc)
 add_exit_test(data_safety_out_unwritable_06 CODE 2 TEXT "--out: cannot create a file in '/proc'"
               ENVIRONMENT "${MPI_TEST_ENVIRONMENT}" COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --out /proc)
-# --benchmark_out of a refused benchmark run (a filter that selects nothing, no GPU) leaves the file it
-# names as it was: the results go to a temporary file, renamed over it only after a run.
+# --benchmark_out of a refused benchmark run (a filter that selects nothing, no GPU), or of one that only
+# lists the benchmarks, leaves the file it names as it was: the results go to a temporary file, renamed
+# over it only after a run.
 foreach(bench bench_propagator bench_allreduce)
   add_test(NAME data_safety_${bench}_out_kept_when_refused
            COMMAND ${data_safety_check} user-file 2 "selects no benchmark"
@@ -109,8 +110,11 @@ foreach(bench bench_propagator bench_allreduce)
   add_test(NAME data_safety_${bench}_out_kept_without_gpu
            COMMAND ${data_safety_check} user-file 3 "no CUDA GPU visible"
                    $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json)
+  add_test(NAME data_safety_${bench}_out_kept_when_listing
+           COMMAND ${data_safety_check} user-file 0 ""
+                   $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json --benchmark_list_tests)
   set_tests_properties(data_safety_${bench}_out_kept_when_refused data_safety_${bench}_out_kept_without_gpu
-                       PROPERTIES LABELS cpu TIMEOUT 60 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+                       data_safety_${bench}_out_kept_when_listing PROPERTIES LABELS cpu TIMEOUT 60 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 endforeach()
 add_exit_test(data_safety_bench_out_unwritable CODE 2 TEXT "--benchmark_out: cannot write" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=/proc/results.json)
