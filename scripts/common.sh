@@ -5,6 +5,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # NVLink multicast (NVLS) stays off in everything this suite starts.
 export NCCL_NVLS_ENABLE=0
 
+# first_time FLAG: false when this script was already given FLAG (it keeps the flags seen in FLAGS_SEEN).
+# The scripts refuse a flag given twice, as the programs do: which of the two values was meant is a guess.
+FLAGS_SEEN=" "
+first_time() {
+    [[ "$FLAGS_SEEN" == *" $1 "* ]] && return 1
+    FLAGS_SEEN+="$1 "
+}
+
 # The CUDA toolkit is a prerequisite; put its nvcc on PATH if it is installed in the usual place.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     export PATH=/usr/local/cuda/bin:$PATH

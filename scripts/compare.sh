@@ -36,6 +36,7 @@ while [ $# -gt 0 ]; do
         -h|--help) usage; exit 0 ;;
         --problem|--gpus|--iterations|--reference|--run-timeout|--out)
             [ $# -ge 2 ] || bad_flag "$1: missing value"
+            first_time "$1" || bad_flag "$1 given twice"
             case "$1" in
                 --problem) problem="$2" ;;
                 --gpus) gpu_list="$2" ;;

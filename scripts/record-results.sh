@@ -22,6 +22,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) sed -n '9,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
+            first_time "$1" || bad_flag "$1 given twice"
             [ "$1" = --out ] && out="$2" || steps="$2"; shift 2 ;;
         *) bad_flag "unknown flag '$1' (--help lists the flags)" ;;
     esac

@@ -28,15 +28,22 @@ fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }
 # to end them. What is left is in FWI_ARGS.
 fwi_recipe_options() {
     FWI_ARGS=()
+    local bin_dir_given=""  # given twice is refused, as the programs refuse a repeated flag
     while [ $# -gt 0 ]; do
         case "$1" in
             --dry-run) FWI_DRY_RUN=1; shift ;;
-            --bin-dir)
-                [ $# -ge 2 ] || fwi_die 2 "--bin-dir: missing value (a build folder or an install's bin folder)"
-                FWI_BIN_DIR="$2"
-                shift 2
+            --bin-dir | --bin-dir=*)
+                [ -z "$bin_dir_given" ] || fwi_die 2 "--bin-dir given twice"
+                bin_dir_given=yes
+                if [ "$1" = --bin-dir ]; then
+                    [ $# -ge 2 ] || fwi_die 2 "--bin-dir: missing value (a build folder or an install's bin folder)"
+                    FWI_BIN_DIR="$2"
+                    shift 2
+                else
+                    FWI_BIN_DIR="${1#--bin-dir=}"
+                    shift
+                fi
                 ;;
-            --bin-dir=*) FWI_BIN_DIR="${1#--bin-dir=}"; shift ;;
             --) shift; break ;;
             *) break ;;
         esac
