@@ -20,7 +20,7 @@ namespace fwi {
 bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
     ArgParser parser("03_host_staged_mpi",
                      "One MPI rank per GPU (mpirun -np N); the gradients are summed through host memory.");
-    add_problem_flags(parser, problem);
+    const std::vector<std::string> problem_flags = add_problem_flags(parser, problem);
     add_shot_parallel_flags(parser, o, " (with several variants: the last one's)");
     parser.add_string("--combine", &o.combine, "all, or a comma list of pageable, pinned, pipelined, cuda_aware");
     parser.add_string("--chunk-kb", &o.chunk_kb,
@@ -34,6 +34,7 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
                       "exit 77 (a skipped test) instead of running when a node has more ranks than GPUs");
     parser.add_switch("--bench-allreduce", &o.bench, "time the combine alone over a sweep of sizes instead of FWI");
     add_allreduce_sweep_flags(parser, o.sweep, &o.bench);
+    refuse_fwi_flags_with_bench(parser, problem_flags, &o.bench);
     parser.add_used_only({"--chunk-kb", "--in-flight"},
                          [&o] {
                              const std::vector<std::string> names = combine_variants(o.combine);

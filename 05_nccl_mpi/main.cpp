@@ -158,13 +158,14 @@ int main(int argc, char** argv) {
         ArgParser parser("05_nccl_mpi",
                          "Shot-parallel FWI with one MPI rank per GPU; NCCL communicators bootstrapped over MPI, "
                          "gradients combined with ncclAllReduce. Start with mpirun -np N.");
-        add_problem_flags(parser, problem);
+        const std::vector<std::string> problem_flags = add_problem_flags(parser, problem);
         add_shot_parallel_flags(parser, options);
         parser.add_switch("--verbose", &options.verbose, "print how to see which transport NCCL uses");
         parser.add_switch("--bench-allreduce", &options.bench_allreduce,
                           "instead of FWI: ncclAllReduce over a sweep of sizes (02's table)");
         add_nccl_transport_flag(parser, options.transport);
         add_allreduce_sweep_flags(parser, options.sweep, &options.bench_allreduce);
+        refuse_fwi_flags_with_bench(parser, problem_flags, &options.bench_allreduce);
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
         validate(problem);
         validate_allreduce_sweep_options(options.sweep);

@@ -74,6 +74,13 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
                              [requested] { return *requested; }, "with --bench-allreduce");
 }
 
+void refuse_fwi_flags_with_bench(ArgParser& parser, std::vector<std::string> problem_flags, const bool* bench) {
+    problem_flags.insert(problem_flags.end(), {"--iterations", "--no-reference"});
+    parser.add_used_only(problem_flags, [bench] { return !*bench; },
+                         "without --bench-allreduce (its sweep times the combine alone, at the default problem's "
+                         "gradient size)");
+}
+
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options) {
     if (options.min_bytes > options.max_bytes)
         throw UsageError("--min-bytes (" + std::to_string(options.min_bytes) + ") must not exceed --max-bytes (" +

@@ -38,6 +38,11 @@ constexpr long long kMaxSweepBytes = 64LL << 30;
 // sweep runs only on request (03 and 05: --bench-allreduce), `requested` is that switch's target and the
 // sweep's flags are refused without it.
 void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options, const bool* requested = nullptr);
+
+// Where --bench-allreduce (`bench`) runs the sweep instead of the FWI (03, 05): the FWI's flags, the
+// problem's (`problem_flags`, from add_problem_flags) with --iterations and --no-reference, are refused
+// with it, since the sweep times the combine alone at the default problem's gradient size.
+void refuse_fwi_flags_with_bench(ArgParser& parser, std::vector<std::string> problem_flags, const bool* bench);
 // What the flags' own ranges cannot check (--min-bytes at most --max-bytes): UsageError naming the flags.
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options);
 

@@ -11,7 +11,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,19 +28,6 @@ namespace fwi {
 inline const char* benchmark_flag_value(const std::string& arg, const char* flag) {
     const size_t n = std::strlen(flag);
     return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
-}
-
-// Whether `arg` asks Google Benchmark to list the benchmarks instead of running them: the flag alone, or
-// with a value it reads as true (anything but 0, f, n, false, no, off in any case, as it parses flags).
-inline bool asks_for_list(const std::string& arg) {
-    if (arg == "--benchmark_list_tests") return true;
-    const char* v = benchmark_flag_value(arg, "--benchmark_list_tests");
-    if (!v) return false;
-    std::string value = v;
-    for (char& c : value) c = char(std::tolower(static_cast<unsigned char>(c)));
-    for (const char* no : {"", "0", "f", "n", "false", "no", "off"})
-        if (value == no) return false;
-    return true;
 }
 
 // What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
@@ -74,15 +60,9 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
 // Runs the registered benchmarks; `program` and `cases` (what the filter may match, for the message)
 // name them in the refusals.
 inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
-    // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file (left
-    // out when the benchmarks are only listed: Google Benchmark would write an empty file).
+    // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file.
     std::string out_path, out_temporary;
     std::vector<std::string> args(argv, argv + argc);
-    const bool only_listing = std::any_of(args.begin(), args.end(), asks_for_list);
-    if (only_listing)
-        args.erase(std::remove_if(args.begin(), args.end(),
-                                  [](const std::string& arg) { return benchmark_flag_value(arg, "--benchmark_out"); }),
-                   args.end());
     for (std::string& arg : args) {
         if (arg == "-h") arg = "--help";
         const char* out = benchmark_flag_value(arg, "--benchmark_out");
@@ -100,23 +80,28 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     }
     std::vector<char*> pointers;
     for (std::string& arg : args) pointers.push_back(arg.data());
-    argc = int(pointers.size());
     pointers.push_back(nullptr);
     argv = pointers.data();
-    // Called on every way out once Google Benchmark may have opened the temporary file.
+    // Called on every way out once Google Benchmark may have opened the temporary file. It holds results
+    // only when benchmarks ran: when they were only listed (--benchmark_list_tests, however Google
+    // Benchmark read it) the file is empty, and FILE stays as it was.
     const auto finish_out = [&](int status) {
         if (!out_temporary.empty()) {
-            if (status == kExitOk) std::rename(out_temporary.c_str(), out_path.c_str());
+            std::FILE* file = std::fopen(out_temporary.c_str(), "rb");
+            const bool has_results = file && std::fgetc(file) != EOF;
+            if (file) std::fclose(file);
+            if (status == kExitOk && has_results) std::rename(out_temporary.c_str(), out_path.c_str());
             else std::remove(out_temporary.c_str());
         }
         return status;
     };
-    // Reports nothing: without a GPU the selected cases are run only to count them (each skips at once), or
-    // listed.
+    // Reports nothing: without a GPU the selected cases are run only to count them (each skips at once).
+    // When they are only listed, Google Benchmark prints their names and reports no context.
     class SilentReporter : public benchmark::BenchmarkReporter {
     public:
-        bool ReportContext(const Context&) override { return true; }
+        bool ReportContext(const Context&) override { return reported = true; }
         void ReportRuns(const std::vector<Run>&) override {}
+        bool reported = false;
     };
     const auto selects_nothing = [&] {
         std::fprintf(stderr, "%s: --benchmark_filter '%s' selects no benchmark; allowed a regex matching %s\n", program,
@@ -134,7 +119,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     if (visible_gpu_count() == 0) {
         SilentReporter silent;
         if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return finish_out(selects_nothing());
-        if (only_listing) return kExitOk;
+        if (!silent.reported) return finish_out(kExitOk);  // listed, not run: no GPU needed
         std::fprintf(stderr, "%s: environment: no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)\n",
                      program);
         return finish_out(kExitEnvironment);

@@ -178,6 +178,12 @@ void ArgParser::add_alias(const std::string& alias, const std::string& flag) {
 
 bool ArgParser::has_flag(const std::string& flag) const { return find(flag) != nullptr; }
 
+std::vector<std::string> ArgParser::flags() const {
+    std::vector<std::string> names;
+    for (const auto& option : options_) names.push_back(option.flag);
+    return names;
+}
+
 void ArgParser::add_used_only(const std::vector<std::string>& flags, std::function<bool()> applies,
                               const std::string& when) {
     for (const std::string& flag : flags)

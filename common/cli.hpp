@@ -31,6 +31,8 @@ public:
     void add_alias(const std::string& alias, const std::string& flag);
     // Whether `flag` is registered (as a flag or an alias).
     bool has_flag(const std::string& flag) const;
+    // The registered flags, in the order they were added (no aliases).
+    std::vector<std::string> flags() const;
     // A rule parse() checks last, once every value is set: each of `flags` given on the command line
     // must be one this run uses, as `applies` says; if not, UsageError "<flag>: used only <when>". A
     // flag the run would ignore usually means that something else was meant (--interface-depth with

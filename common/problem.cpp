@@ -81,7 +81,8 @@ Problem preset_from_args(int argc, const char* const* argv) {
     return problem_preset(name.empty() ? "default" : name);
 }
 
-void add_problem_flags(ArgParser& parser, Problem& p) {
+std::vector<std::string> add_problem_flags(ArgParser& parser, Problem& p) {
+    const size_t before = parser.flags().size();
     parser.add_choice("--problem", &p.name, problem_preset_names(),
                       "named problem; the flags below override its values");
     parser.add_int("--nz", &p.nz, 16, 16384, "grid cells in depth");
@@ -122,6 +123,8 @@ void add_problem_flags(ArgParser& parser, Problem& p) {
                    "rows below the surface the update leaves unchanged (source/receiver footprint)");
     parser.add_double("--gradient-depth-power", &p.gradient_depth_power, 0.0, 4.0,
                       "the update scales the gradient by (depth / nz) to this power (0: no scaling)");
+    const std::vector<std::string> all = parser.flags();
+    return {all.begin() + long(before), all.end()};
 }
 
 namespace {
@@ -150,7 +153,9 @@ std::string true_model_flags(const Problem& p) {
 void validate(const Problem& p) {
     require_in("--absorb-width", p.absorb_width, Problem::kMinAbsorbWidth, 200, "cells; a thinner absorbing layer is unstable");
     require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");
-    if (p.interface_depth != 0) require_in("--interface-depth", p.interface_depth, 1, p.nz - 1, "rows of --nz; 0 for nz/2");
+    // Only the two-layer model has an interface (and only with it may --interface-depth be given).
+    if (p.model == "two-layer" && p.interface_depth != 0)
+        require_in("--interface-depth", p.interface_depth, 1, p.nz - 1, "rows of --nz; 0 for nz/2");
     require_in("--rec-depth", p.rec_depth, 0, p.nz - 1, "rows of --nz");
     // At nz or more the update changes no cell, and the run fails verification (the misfit never falls).
     require_in("--mask-rows", p.mask_rows, 0, p.nz - 1, "rows of --nz; the update changes the rows below the mask");

@@ -52,8 +52,9 @@ Problem problem_preset(const std::string& name);
 const std::vector<std::string>& problem_preset_names();
 
 // Registers --problem and every problem flag on `parser`, with `problem` as the target (so the
-// defaults shown by --help are the chosen preset's). Call after problem_preset.
-void add_problem_flags(ArgParser& parser, Problem& problem);
+// defaults shown by --help are the chosen preset's). Call after problem_preset. Returns the flags it
+// registered, for a program's rules on when they are used (ArgParser::add_used_only).
+std::vector<std::string> add_problem_flags(ArgParser& parser, Problem& problem);
 
 // The preset named by --problem in argv ("default" when absent). Register the flags on it with
 // add_problem_flags, then parse, then validate.

@@ -82,14 +82,17 @@ bool parse_options(int argc, char** argv, Options& options) {
                       "all, or a comma list of p2p, bandwidth, nccl, host, mpi (devices and topology always run)");
     parser.add_switch("--mpi", &options.mpi, "run under mpirun: the MPI checks (7) on every rank");
     parser.add_string("--json", &options.json_path, "also write the findings as JSON to this file");
-    const auto checks_include = [&options](std::vector<std::string> ids) {
+    // Which checks run: those selected, the single-process ones (p2p, bandwidth, nccl) without --mpi and
+    // check 7 with it.
+    const auto runs = [&options](const std::string& id) {
         const std::vector<std::string> selected = selected_checks(options.checks);
-        return std::find_first_of(selected.begin(), selected.end(), ids.begin(), ids.end()) != selected.end();
+        const bool single_process = id != "mpi";
+        return std::find(selected.begin(), selected.end(), id) != selected.end() && single_process != options.mpi;
     };
-    parser.add_used_only({"--bandwidth-mib", "--cross-check-bandwidth"},
-                         [checks_include] { return checks_include({"bandwidth"}); }, "when --checks includes bandwidth");
-    parser.add_used_only({"--nccl-mib"}, [checks_include] { return checks_include({"nccl", "mpi"}); },
-                         "when --checks includes nccl or mpi");
+    parser.add_used_only({"--bandwidth-mib", "--cross-check-bandwidth"}, [runs] { return runs("bandwidth"); },
+                         "when check 4 (bandwidth) runs: selected, without --mpi");
+    parser.add_used_only({"--nccl-mib"}, [runs] { return runs("nccl") || runs("mpi"); },
+                         "when check 5 (nccl, without --mpi) or check 7 (mpi, with --mpi) runs");
     if (!parser.parse(argc, argv)) return false;
     selected_checks(options.checks);
     check_writable(options.json_path, "--json");  // refused now, not after every check has run

@@ -38,6 +38,10 @@ add_cli_test(01_double_hex 01_single_gpu "--freq: '0x1p3' is not a finite number
 # A flag the run would ignore: refused, since something else was probably meant.
 add_cli_test(01_flag_of_other_model 01_single_gpu "--interface-depth: used only with --model two-layer"
              --model anomaly --interface-depth 100)
+# The large problem's interface row is outside a smaller grid, but an anomaly model has no interface.
+add_exit_test(cli_01_anomaly_in_a_smaller_large_grid CODE 3 TEXT "needs 1 CUDA GPU and 0 are visible" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+              COMMAND $<TARGET_FILE:01_single_gpu> --problem large --model anomaly --nz 128 --nx 256 --src-x-last 200
+                      --rec-x-last 255 --nrec 100)
 add_cli_test(01_out_with_verify 01_single_gpu "--out: used only without --verify" --verify --out results)
 
 # 04 (threads) and 02 (one process): the same parser behind other flags.
@@ -64,8 +68,10 @@ add_cli_test(doctor_double_nan doctor "--timeout: 'nan' is not a finite number; 
 add_cli_mpi_test(doctor_mpi_value_is_help 2 doctor "--json: missing value" --mpi --json --help)
 add_cli_mpi_test(doctor_mpi_int_junk 2 doctor "--bandwidth-mib: '8M' is not an integer" --mpi --bandwidth-mib 8M)
 add_cli_test(doctor_list_leading_comma doctor "--checks: ',p2p' has an empty item" --checks ,p2p)
-add_cli_test(doctor_flag_of_other_check doctor "--bandwidth-mib: used only when --checks includes bandwidth"
+add_cli_test(doctor_flag_of_other_check doctor "--bandwidth-mib: used only when check 4 (bandwidth) runs"
              --checks nccl --bandwidth-mib 8)
+add_cli_mpi_test(doctor_mpi_flag_of_single_process_check 2 doctor "--nccl-mib: used only when check 5"
+                 --mpi --checks nccl --nccl-mib 8)
 
 # The MPI lessons on 2 ranks. "--json --help" once hung 03: rank 1 took --help anywhere as a request for
 # help and left, rank 0 took it as the file name of --json and waited on rank 1 until its timeout. The
@@ -87,6 +93,10 @@ add_cli_mpi_test(03_sweep_flag_without_bench 2 03_host_staged_mpi "-b (--min-byt
                  -b 1M)
 add_cli_mpi_test(05_sweep_flag_without_bench 2 05_nccl_mpi "--max-bytes: used only with --bench-allreduce"
                  --max-bytes 1M)
+add_cli_mpi_test(03_fwi_flag_with_bench 2 03_host_staged_mpi "--nz: used only without --bench-allreduce"
+                 --bench-allreduce --nz 256)
+add_cli_mpi_test(05_fwi_flag_with_bench 2 05_nccl_mpi "--iterations: used only without --bench-allreduce"
+                 --iterations 3 --bench-allreduce)
 add_cli_mpi_test(05_value_is_help 2 05_nccl_mpi "--json: missing value" --json --help)
 add_cli_mpi_test(05_help 0 05_nccl_mpi "" --help)
 add_cli_mpi_test(05_help_before_bad_fault 0 05_nccl_mpi "" --help --test-fault bogus)

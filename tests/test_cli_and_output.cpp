@@ -1,6 +1,7 @@
 // Command-line parsing and validation, output formats and the model update: all host-side.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -148,6 +149,18 @@ TEST_CASE("a flag the run does not use is refused, by the name it was given") {
                          UsageError);
     CHECK_THROWS_AS(parser.add_used_only({"--bogus"}, [] { return true; }, ""), std::logic_error);
     CHECK_THROWS_AS(parser.add_used_only({"-s"}, [] { return true; }, ""), std::logic_error);  // the flag, not an alias
+}
+
+TEST_CASE("add_problem_flags names the flags it registers") {
+    Problem p;
+    ArgParser parser("test", "");
+    int other = 0;
+    parser.add_int("--other", &other, 0, 1, "");
+    const std::vector<std::string> flags = add_problem_flags(parser, p);
+    CHECK(flags.front() == "--problem");
+    CHECK(std::find(flags.begin(), flags.end(), "--nz") != flags.end());
+    CHECK(std::find(flags.begin(), flags.end(), "--other") == flags.end());
+    CHECK(flags.size() + 1 == parser.flags().size());
 }
 
 TEST_CASE("the problem's model flags are refused with the other model") {
