@@ -43,6 +43,7 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
 // problem's (`problem_flags`, from add_problem_flags) with --iterations and --no-reference, are refused
 // with it, since the sweep times the combine alone at the default problem's gradient size.
 void refuse_fwi_flags_with_bench(ArgParser& parser, std::vector<std::string> problem_flags, const bool* bench);
+
 // What the flags' own ranges cannot check (--min-bytes at most --max-bytes): UsageError naming the flags.
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options);
 

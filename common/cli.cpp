@@ -252,12 +252,10 @@ bool ArgParser::parse(int argc, const char* const* argv) {
             throw UsageError(name + message.substr(option->flag.size()));
         }
     }
-    for (const UsedOnly& rule : used_only_) {
-        if (rule.applies()) continue;
+    for (const UsedOnly& rule : used_only_)
         for (const std::string& flag : rule.flags)
-            if (const auto found = given.find(flag); found != given.end())
+            if (const auto found = given.find(flag); found != given.end() && !rule.applies())
                 throw UsageError(given_name(found->second, flag) + ": used only " + rule.when);
-    }
     return true;
 }
 
