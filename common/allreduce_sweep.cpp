@@ -52,6 +52,7 @@ SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, co
 }
 
 void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options, const bool* requested) {
+    const size_t before = parser.flags().size();
     parser.add_bytes("--min-bytes", &options.min_bytes, 4, kMaxSweepBytes,
                      "sweep: smallest buffer size in bytes (K, M, G: powers of 1024)");
     parser.add_bytes("--max-bytes", &options.max_bytes, 4, kMaxSweepBytes,
@@ -69,9 +70,11 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
     parser.add_alias("-n", "--iters");
     parser.add_alias("-w", "--warmup");
     if (parser.has_flag("--gpus")) parser.add_alias("-g", "--gpus");
-    if (requested)
-        parser.add_used_only({"--min-bytes", "--max-bytes", "--step-factor", "--warmup", "--iters", "--repeats"},
-                             [requested] { return *requested; }, "with --bench-allreduce");
+    if (requested) {
+        const std::vector<std::string> all = parser.flags();
+        parser.add_used_only({all.begin() + long(before), all.end()}, [requested] { return *requested; },
+                             "with --bench-allreduce");
+    }
 }
 
 void refuse_fwi_flags_with_bench(ArgParser& parser, std::vector<std::string> problem_flags, const bool* bench) {
