@@ -130,7 +130,7 @@ def check_failures_shown(script, work_dir):
 # Appended to a copy of scripts/common.sh: its helpers stay, the build is replaced.
 FAKE_COMMON = """
 configure_and_build() { echo "(build skipped by the test)"; }
-build_dir() { echo "$ROOT/build-fake"; }
+BUILD_DIR="$ROOT/build-fake"
 """
 FAKE_NVIDIA_SMI = """#!/bin/bash
 if [ "$1" = -L ]; then

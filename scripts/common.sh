@@ -245,6 +245,5 @@ configure_and_build() {
     (cd "$ROOT" && cmake --preset "$preset" >/dev/null && cmake --build --preset "$preset" -j "$(nproc)")
 }
 
-build_dir() {
-    if [ "$1" = default ]; then echo "$ROOT/build"; else echo "$ROOT/build-$1"; fi
-}
+# Where the default preset builds (its binaryDir in CMakePresets.json).
+BUILD_DIR="$ROOT/build"

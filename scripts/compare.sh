@@ -69,7 +69,7 @@ why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
 
 configure_and_build default || exit $?
-bin="$(build_dir default)"
+bin="$BUILD_DIR"
 cd "$ROOT"
 
 # The GPUs the programs will see, counted the way they count them (common/visible_gpus).

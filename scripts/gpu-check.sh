@@ -46,7 +46,7 @@ step() {
 gpus="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" ||
     gpus="no GPU visible (nvidia-smi fails): every GPU test will show as skipped"
 machine="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -), $(nvcc --version 2>/dev/null | tail -n 1)"
-bin="$ROOT/build"
+bin="$BUILD_DIR"
 # The small problem (64 x 96, 4 shots, nt 500): short enough for the sanitizers, long enough that the
 # reflections reach the receivers and the gradient is not trivially zero.
 verify=("$bin/01_single_gpu/01_single_gpu" --verify)

@@ -83,7 +83,7 @@ expect_refusal() {
 observe() { record "$@" || true; }
 run() { record "$@" || failed=1; }
 
-bin="$(build_dir default)"
+bin="$BUILD_DIR"
 mpi=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 
