@@ -2,21 +2,21 @@
 # Records one machine's measured results, the files the figures in the docs come from: the build's wall
 # time, each lesson's default run on the GPUs present, the comparison on the default and the comm problem
 # (scripts/compare.sh, with its scaling-model inputs), 05 and 06 with NCCL forced onto its network
-# transport beside NVLink/PCIe, doctor, and the measurements the lessons' exercises ask for (the answers
-# in docs/ANSWERS.md cite them). Every program writes its RESULT (--json) and its output (.log);
+# transport beside NVLink/PCIe, doctor, the measurements the lessons' exercises ask for (the answers
+# in docs/ANSWERS.md cite them), and the scaling problem (--problem large) on every GPU. Every program writes its RESULT (--json) and its output (.log);
 # timings.tsv holds each run's wall time and exit status.
 #
-# usage: scripts/record-results.sh [--out DIR] [--steps build,lessons,compare-default,compare-comm,transport,exercises]
+# usage: scripts/record-results.sh [--out DIR] [--steps build,lessons,compare-default,compare-comm,transport,exercises,large]
 #   --out    where to write (default: docs/results/<GPUs>x<model>-<UTC date>, e.g. 2xH200-2026-11-22);
 #            an existing folder is refused (exit 2): results are kept, not overwritten
-#   --steps  a comma list of the steps to run, in the order given (default: all six, in this order)
+#   --steps  a comma list of the steps to run, in the order given (default: all seven, in this order)
 # Without a GPU it says so in one line and exits 3. Exit 1 when any step failed (the others still run).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 
 bad_flag() { echo "record-results: $1" >&2; exit 2; }
-all_steps="build lessons compare-default compare-comm transport exercises"
+all_steps="build lessons compare-default compare-comm transport exercises large"
 out="" steps="${all_steps// /,}"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -182,6 +182,16 @@ for step in ${steps//,/ }; do
         run exercises/doctor-1-default "$bin/doctor/doctor" --checks nccl
         observe exercises/doctor-2-hang env FWI_DOCTOR_INJECT=hang-peer-kernel "$bin/doctor/doctor" --checks p2p --timeout 5
         observe exercises/doctor-3-twice-the-ranks "${mpi[@]}" -np $((2 * gpus)) "$bin/doctor/doctor" --mpi ;;
+    large)
+        # The scaling problem (1024 x 2048, 32 shots): each NCCL pattern on every GPU against the
+        # single-GPU reference it runs itself, 2 iterations (a gradient takes seconds here).
+        l=(--problem large --iterations 2)
+        run large/04_nccl_threads "$bin/04_nccl_threads/04_nccl_threads" "${l[@]}" --json "$out/large/04_nccl_threads.json"
+        run large/05_nccl_mpi "${mpi[@]}" -np "$gpus" "$bin/05_nccl_mpi/05_nccl_mpi" "${l[@]}" \
+            --json "$out/large/05_nccl_mpi.json"
+        run large/06_fwi_shot_parallel "${mpi[@]}" -np "$gpus" "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" \
+            "${l[@]}" --no-plots --json "$out/large/06_fwi_shot_parallel.json" --out "$out/large/06_fwi_shot_parallel-files"
+        rm -rf "$out/large/06_fwi_shot_parallel-files" ;;
     esac
 done
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1
