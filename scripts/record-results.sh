@@ -3,8 +3,8 @@
 # time, each lesson's default run on the GPUs present, the comparison on the default and the comm problem
 # (scripts/compare.sh, with its scaling-model inputs), 05 and 06 with NCCL forced onto its network
 # transport beside NVLink/PCIe, doctor, the measurements the lessons' exercises ask for (the answers
-# in docs/ANSWERS.md cite them), and the scaling problem (--problem large) on every GPU. Every program writes its RESULT (--json) and its output (.log);
-# timings.tsv holds each run's wall time and exit status.
+# in docs/ANSWERS.md cite them), and the scaling problem (--problem large) on every GPU. Every program
+# writes its RESULT (--json) and its output (.log); timings.tsv holds each run's wall time and exit status.
 #
 # usage: scripts/record-results.sh [--out DIR] [--steps build,lessons,compare-default,compare-comm,transport,exercises,large]
 #   --out    where to write (default: docs/results/<GPUs>x<model>-<UTC date>, e.g. 2xH200-2026-11-22);
@@ -185,12 +185,13 @@ for step in ${steps//,/ }; do
     large)
         # The scaling problem (1024 x 2048, 32 shots): each NCCL pattern on every GPU against the
         # single-GPU reference it runs itself, 2 iterations (a gradient takes seconds here).
-        l=(--problem large --iterations 2)
-        run large/04_nccl_threads "$bin/04_nccl_threads/04_nccl_threads" "${l[@]}" --json "$out/large/04_nccl_threads.json"
-        run large/05_nccl_mpi "${mpi[@]}" -np "$gpus" "$bin/05_nccl_mpi/05_nccl_mpi" "${l[@]}" \
+        large_args=(--problem large --iterations 2)
+        run large/04_nccl_threads "$bin/04_nccl_threads/04_nccl_threads" "${large_args[@]}" \
+            --json "$out/large/04_nccl_threads.json"
+        run large/05_nccl_mpi "${mpi[@]}" -np "$gpus" "$bin/05_nccl_mpi/05_nccl_mpi" "${large_args[@]}" \
             --json "$out/large/05_nccl_mpi.json"
         run large/06_fwi_shot_parallel "${mpi[@]}" -np "$gpus" "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" \
-            "${l[@]}" --no-plots --json "$out/large/06_fwi_shot_parallel.json" --out "$out/large/06_fwi_shot_parallel-files"
+            "${large_args[@]}" --no-plots --json "$out/large/06_fwi_shot_parallel.json" --out "$out/large/06_fwi_shot_parallel-files"
         rm -rf "$out/large/06_fwi_shot_parallel-files" ;;
     esac
 done
