@@ -165,5 +165,6 @@ TEST_CASE("the shots split over GPUs evenly and unevenly, every shot once, in or
 }
 
 TEST_CASE("more GPUs than shots is refused before any GPU is touched") {
-    CHECK_THROWS_WITH_AS(split_all_shots(3, 4), doctest::Contains("--nshots"), UsageError);
+    CHECK_THROWS_WITH_AS(split_all_shots(3, 4), doctest::Contains("--nshots: 3 shots cannot keep 4 GPUs busy"),
+                         UsageError);
 }

@@ -67,25 +67,30 @@ void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
 
 // ---- a long run: resume, progress files, checkpoints ---------------------------------------------
 
-// Flags that are fine alone but not together; checked before any GPU is touched.
+// Flags that are fine alone but not together; checked before any GPU is touched. (The parser refused
+// --kill-after-checkpoint without --checkpoint-every, so checkpoint_every is positive here.)
 void check_option_combinations(const Options& o) {
     if (o.kill_after_checkpoint == 0) return;
-    if (o.checkpoint_every == 0 || o.kill_after_checkpoint % o.checkpoint_every != 0 ||
-        o.kill_after_checkpoint >= o.iterations)
+    if (o.kill_after_checkpoint % o.checkpoint_every != 0 || o.kill_after_checkpoint >= o.iterations)
         throw UsageError("--kill-after-checkpoint: " + std::to_string(o.kill_after_checkpoint) +
                          " must be a multiple of --checkpoint-every (" + std::to_string(o.checkpoint_every) +
-                         ", not 0) below --iterations (" + std::to_string(o.iterations) + ")");
+                         ") below --iterations (" + std::to_string(o.iterations) + ")");
 }
 
 // A checkpoint in --out is the only way to continue a long run: a fresh run (or one resumed from another
 // folder) would replace it at its first checkpoint, and its loss history and models at once. Rank 0 (the
 // one that writes --out) refuses that unless the user says so (--overwrite: the old checkpoint is removed
-// when the run writes its first files, so that it never stands beside another run's).
+// when the run writes its first files, so that it never stands beside another run's), and refuses
+// --overwrite of the checkpoint that --resume continues from.
 void check_checkpoint_kept(const Options& o) {
     const std::string existing = checkpoint_path(o.out);
     std::error_code ignored;
-    if (o.overwrite || !std::filesystem::exists(existing, ignored)) return;
-    if (!o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored)) return;
+    const bool resumes_out = !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
+    if (o.overwrite && resumes_out)
+        throw UsageError("--overwrite: it would delete the checkpoint that --resume " + o.resume +
+                         " continues from (--out " + o.out + " is the same folder); leave out --overwrite to "
+                         "continue that run, or --resume to start afresh");
+    if (o.overwrite || resumes_out || !std::filesystem::exists(existing, ignored)) return;
     throw UsageError("--out: '" + o.out + "' holds a checkpoint (" + existing + ") that this run would overwrite; "
                      "continue it with --resume " + o.out + ", choose another --out, or give --overwrite to start "
                      "afresh over it");
@@ -98,8 +103,7 @@ FwiState starting_state(const Problem& p, const Options& o, int ranks) {
     std::string bytes;
     // read_checkpoint refuses a file larger than this problem's checkpoint can be: at most 16384^2 floats
     // and a few MiB, so the count fits MPI's int.
-    if (world_rank() == 0)
-        bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p, o.iterations)));
+    if (world_rank() == 0) bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p)));
     uint64_t size = bytes.size();
     MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     bytes.resize(size);
@@ -240,6 +244,8 @@ int main(int argc, char** argv) {
         add_nccl_transport_flag(parser, options.transport);
         parser.add_int("--kill-after-checkpoint", &options.kill_after_checkpoint, 0, 100000,
                        "testing: rank 0 SIGKILLs itself right after writing this iteration's checkpoint");
+        parser.add_used_only({"--kill-after-checkpoint"}, [&options] { return options.checkpoint_every > 0; },
+                             "with --checkpoint-every above 0");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem);
         const int status = run_fwi(problem, options);

@@ -51,8 +51,10 @@ Checkpoint sample_checkpoint(const Problem& p, int iterations_done) {
     return c;
 }
 
-// read_checkpoint as 06 calls it for the small problem and 10 iterations.
-Checkpoint read_small(const std::string& dir) { return read_checkpoint(dir, largest_checkpoint_bytes(small_problem(), 10)); }
+// read_checkpoint as 06 calls it for the small problem.
+Checkpoint read_small(const std::string& dir) {
+    return read_checkpoint(dir, largest_checkpoint_bytes(small_problem()));
+}
 
 std::string read_file(const std::string& path) {
     std::ifstream file(path, std::ios::binary);
@@ -135,12 +137,22 @@ TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
 TEST_CASE("a file larger than the problem's checkpoint can be is refused before it is read") {
     const TemporaryFolder folder;
     const std::string path = checkpoint_path(folder.str());
-    const size_t largest = largest_checkpoint_bytes(small_problem(), 10);
-    CHECK(encode_checkpoint(sample_checkpoint(small_problem(), 9)).size() <= largest);
+    const size_t largest = largest_checkpoint_bytes(small_problem());
+    CHECK(encode_checkpoint(sample_checkpoint(small_problem(), kMaxIterations)).size() <= largest);
     write_file(path, std::string(largest + 1, 'x'));
     const std::string text = usage_error_text([&] { read_small(folder.str()); });
     CHECK(text.find("--resume") != std::string::npos);
     CHECK(text.find("bytes, more than a checkpoint") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint of more iterations than the run asks for is refused for --iterations, not for its size") {
+    // 06 --resume DIR --iterations 5 of a run that wrote 1000: the file is whole, the run is too short.
+    const TemporaryFolder folder;
+    const Problem p = small_problem();
+    write_checkpoint(folder.str(), sample_checkpoint(p, 1000));
+    const Checkpoint read = read_small(folder.str());
+    const std::string text = usage_error_text([&] { check_resume(read, checkpoint_path(folder.str()), p, 5, 3); });
+    CHECK(text == "--iterations: the checkpoint already holds 1000 iterations; allowed 1001 or more to continue");
 }
 
 TEST_CASE("another problem's differences are listed printable and at most 8 of them") {

@@ -168,14 +168,14 @@ void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
     write_file_atomically(checkpoint_path(dir), encode_checkpoint(checkpoint));
 }
 
-size_t largest_checkpoint_bytes(const Problem& problem, int iterations) {
+size_t largest_checkpoint_bytes(const Problem& problem) {
     // An empty checkpoint's encoding (with room for a longer problem text), plus the model and the two
     // histories: the format is written down once, in encode_checkpoint.
     constexpr size_t kTextSpare = 4096;
     Checkpoint empty;
     empty.problem_text = problem_fingerprint(problem) + std::string(kTextSpare, ' ');
     return encode_checkpoint(empty).size() + sizeof(float) * problem.model_cells() +
-           2 * sizeof(double) * size_t(std::max(iterations, 0));
+           2 * sizeof(double) * size_t(kMaxIterations);
 }
 
 Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {

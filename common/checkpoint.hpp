@@ -41,10 +41,11 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& source
 
 // Writes DIR/checkpoint.fwi atomically (DIR must exist). Throws EnvironmentError naming the path.
 void write_checkpoint(const std::string& dir, const Checkpoint& checkpoint);
-// The most bytes a checkpoint that a run of `problem` for `iterations` iterations can continue from may
-// have: its model, a loss history of fewer than `iterations` entries and the problem's text (with room to
-// spare for another problem's, whose differences check_resume lists).
-size_t largest_checkpoint_bytes(const Problem& problem, int iterations);
+// The most bytes a checkpoint of `problem` may have: its model, a loss history of at most kMaxIterations
+// entries and the problem's text (with room to spare for another problem's, whose differences check_resume
+// lists). Not sized by the run's --iterations: a checkpoint that holds more iterations than the run asks
+// for is whole, and check_resume says so.
+size_t largest_checkpoint_bytes(const Problem& problem);
 // Reads DIR/checkpoint.fwi. Throws UsageError naming --resume when it is missing or damaged, or larger
 // than `max_bytes` (checked before it is read: a file of any size could be given).
 Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes);

@@ -1,10 +1,12 @@
 #include "mpi_env.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -67,21 +69,29 @@ constexpr LaunchVariable kOtherLauncherVariables[] = {
      "Start it with `mpirun -np N` (or `srun --mpi=pmix -n N` under Slurm)"},
 };
 
-// The variable's value in `environment` as a rank count; 0 when unset or not a positive integer.
-long long ranks_named_by(const LaunchEnvironment& environment, const char* variable) {
-    const auto found = environment.find(variable);
+// The variable's value in `environment` as a rank count; 0 when unset or not a positive integer. Throws
+// EnvironmentError when it is a number larger than MPI can count ranks (an int): no launcher sets that.
+int ranks_named_by(const LaunchEnvironment& environment, const LaunchVariable& variable) {
+    const auto found = environment.find(variable.name);
     if (found == environment.end() || found->second.empty()) return 0;
     char* end = nullptr;
+    errno = 0;
     const long long value = std::strtoll(found->second.c_str(), &end, 10);
-    return *end == '\0' && value > 0 ? value : 0;
+    if (*end != '\0' || value <= 0) return 0;
+    if (errno == ERANGE || value > std::numeric_limits<int>::max())
+        throw EnvironmentError(std::string(variable.name) + "=" + found->second + " (set by " + variable.set_by +
+                               ") is more ranks than MPI can start (at most " +
+                               std::to_string(std::numeric_limits<int>::max()) + "), which no launcher sets: unset "
+                               "it, or start the program again with its launcher");
+    return static_cast<int>(value);
 }
 
-std::string with_ranks(std::string text, long long ranks) {
+std::string with_ranks(std::string text, int ranks) {
     for (size_t at; (at = text.find(" N")) != std::string::npos;) text.replace(at, 2, " " + std::to_string(ranks));
     return text;
 }
 
-std::string mismatch_message(const LaunchVariable& variable, long long ranks) {
+std::string mismatch_message(const LaunchVariable& variable, int ranks) {
     return "the environment says " + std::to_string(ranks) + " ranks (" + variable.name + "=" +
            std::to_string(ranks) + ", set by " + variable.set_by +
            ") but MPI started this process alone (MPI_Comm_size(MPI_COMM_WORLD) = 1): each process would run "
@@ -105,13 +115,13 @@ std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environ
     if (mpi_world_size != 1) return "";
     bool launched_as_one = false;
     for (const LaunchVariable& variable : kMpiLauncherVariables) {
-        const long long ranks = ranks_named_by(environment, variable.name);
+        const int ranks = ranks_named_by(environment, variable);
         if (ranks > 1) return mismatch_message(variable, ranks);
         launched_as_one = launched_as_one || ranks == 1;
     }
     if (launched_as_one) return "";
     for (const LaunchVariable& variable : kOtherLauncherVariables)
-        if (const long long ranks = ranks_named_by(environment, variable.name); ranks > 1)
+        if (const int ranks = ranks_named_by(environment, variable); ranks > 1)
             return mismatch_message(variable, ranks);
     return "";
 }

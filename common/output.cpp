@@ -131,9 +131,12 @@ void emit_result(const JsonObject& result, const std::string& json_path) {
     const std::string text = versioned.str();
     std::printf("RESULT %s\n", text.c_str());
     std::fflush(stdout);
-    if (json_path.empty()) return;
+    if (!json_path.empty()) write_json_file(json_path, text);
+}
+
+void write_json_file(const std::string& path, const std::string& json) {
     try {
-        write_file_atomically(json_path, text + "\n");
+        write_file_atomically(path, json + "\n");
     } catch (const EnvironmentError& error) {
         throw UsageError(std::string("--json: ") + error.what());
     }
@@ -261,10 +264,19 @@ void check_writable(const std::string& path, const std::string& flag) {
     const auto refuse = [&](const std::string& why) {
         throw UsageError(flag + ": cannot write '" + path + "': " + why);
     };
+    namespace fs = std::filesystem;
     std::error_code ignored;
-    if (std::filesystem::is_directory(path, ignored)) refuse("it is a folder; give a file name");
+    // The file is renamed over PATH, which replaces whatever PATH is: a device (/dev/null), a FIFO or a
+    // socket would become a plain file, and a symbolic link would be replaced instead of its target written.
+    // So PATH must be missing or a regular file; a link is refused, not followed.
+    const fs::file_type type = fs::symlink_status(path, ignored).type();
+    if (type == fs::file_type::directory) refuse("it is a folder; give a file name");
+    if (type == fs::file_type::symlink) refuse("it is a symbolic link; give the file it points to");
+    if (type == fs::file_type::character || type == fs::file_type::block || type == fs::file_type::fifo ||
+        type == fs::file_type::socket)
+        refuse("it is not a regular file (a device, a FIFO or a socket), and the file written would replace it");
     const std::string folder = folder_of(path);
-    if (!std::filesystem::is_directory(folder, ignored)) refuse("the folder '" + folder + "' does not exist");
+    if (!fs::is_directory(folder, ignored)) refuse("the folder '" + folder + "' does not exist");
     if (const std::string why = cannot_create_beside(path); !why.empty()) refuse(why);
 }
 

@@ -85,6 +85,9 @@ std::string json_quote(const std::string& text);
 // {"schema_version": kResultSchemaVersion, <the fields of result>, "env": run_env_json()} (run_env.hpp):
 // callers add neither of the two.
 void emit_result(const JsonObject& result, const std::string& json_path);
+// Writes `json` and a newline to the --json file PATH, atomically (write_file_atomically); a failure is a
+// UsageError naming --json. Check PATH with check_writable before the run.
+void write_json_file(const std::string& path, const std::string& json);
 
 // Writes a C-order float32 array as a NumPy .npy file (format version 1.0), atomically. Throws on I/O failure.
 void write_npy(const std::string& path, const float* data, const std::vector<size_t>& shape);
@@ -102,7 +105,8 @@ std::string temporary_name(const std::string& path);
 
 // Refuses, before a run spends any time, an output file it could not write at its end: throws UsageError
 // naming `flag` unless PATH's folder exists and a file can be created in it (what write_file_atomically
-// needs) and PATH is not a folder. An empty PATH (the flag not given) passes.
+// needs) and PATH is missing or a regular file (not a folder, a symbolic link, a device, a FIFO or a
+// socket, which the rename would replace). An empty PATH (the flag not given) passes.
 void check_writable(const std::string& path, const std::string& flag);
 
 // Creates the --out folder and its parents if missing. Throws UsageError if it cannot, or if no file can

@@ -118,7 +118,9 @@ std::vector<std::string> add_problem_flags(ArgParser& parser, Problem& p) {
     parser.add_double("--v-initial", &p.v_initial, 100.0, 10000.0, "starting model velocity (m/s)");
     parser.add_double("--v-min", &p.v_min, 100.0, 10000.0, "lowest velocity the update may produce (m/s)");
     parser.add_double("--v-max", &p.v_max, 100.0, 10000.0, "highest velocity the update may produce (m/s)");
-    parser.add_double("--step-size", &p.step_size, 0.0, 1000.0, "largest velocity change per iteration (m/s)");
+    // At 0 the model never changes and the run can only end in "misfit did not decrease"; 0.1 m/s is far
+    // above float32's spacing at the fastest velocity allowed (0.001 m/s at 10000 m/s).
+    parser.add_double("--step-size", &p.step_size, 0.1, 1000.0, "largest velocity change per iteration (m/s)");
     parser.add_int("--mask-rows", &p.mask_rows, 0, 16384,
                    "rows below the surface the update leaves unchanged (source/receiver footprint)");
     parser.add_double("--gradient-depth-power", &p.gradient_depth_power, 0.0, 4.0,
@@ -184,10 +186,17 @@ void validate(const Problem& p) {
 
     // The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity
     // the update may produce.
-    const std::vector<float> truth = true_model(p);
+    const std::vector<float> truth = true_model(p), initial = initial_model(p);
+    const std::string initial_flags = "--v-initial " + number(p.v_initial);
     check_model(p, truth, "the true model (" + true_model_flags(p) + ")");
-    check_model(p, initial_model(p), "the initial model (--v-initial " + number(p.v_initial) + ")");
+    check_model(p, initial, "the initial model (" + initial_flags + ")");
     check_stable(p, p.v_max, "--v-max (the fastest velocity the update may produce)");
+    // The initial model is v-initial everywhere: a true model that is too (v-top = v-bottom = v-initial, or
+    // an anomaly of 0 m/s in v-top = v-initial) gives data the initial model already fits.
+    if (truth == initial)
+        throw UsageError("nothing to invert: the true model (" + true_model_flags(p) + ") is the initial model (" +
+                         initial_flags + ") in every cell, so the misfit is zero from the start; give a true "
+                         "model that differs from --v-initial");
 
     // Dispersion: below 2 cells per wavelength the grid cannot represent the wave at all; below 5 the
     // 8th-order stencil's phase error shows.

@@ -61,8 +61,9 @@ std::vector<std::string> add_problem_flags(ArgParser& parser, Problem& problem);
 Problem preset_from_args(int argc, const char* const* argv);
 
 // Cross-flag checks (geometry inside the grid, shots and receivers on distinct cells, the true and initial
-// models possible and stable: check_model in model_checks.hpp, fewer than 2 cells per shortest wavelength);
-// throws UsageError naming the flag. Prints a warning to stderr below 5 cells per shortest wavelength.
+// models possible and stable: check_model in model_checks.hpp, a true model that differs from the initial
+// one, fewer than 2 cells per shortest wavelength); throws UsageError naming the flag. Prints a warning to
+// stderr below 5 cells per shortest wavelength.
 void validate(const Problem& problem);
 
 // Model arrays, row-major [z][x], m/s.

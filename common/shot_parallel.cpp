@@ -24,9 +24,9 @@ void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options, co
     parser.add_string("--json", &options.json, "also write the RESULT object to this file" + json_note);
 }
 
-std::vector<ShotRange> split_all_shots(int nshots, int parts) {
+std::vector<ShotRange> split_all_shots(int nshots, int gpus) {
     std::vector<ShotRange> ranges;
-    for (int part = 0; part < parts; ++part) ranges.push_back(split_shots(nshots, parts, part));
+    for (int gpu = 0; gpu < gpus; ++gpu) ranges.push_back(split_shots(nshots, gpus, gpu, "GPUs"));
     return ranges;
 }
 

@@ -43,9 +43,9 @@ struct ShotParallelOptions {
 // --iterations, --no-reference, --timeout, --json (`json_note`: what the program adds to --json's help)
 void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options, const std::string& json_note = "");
 
-// Every part's shots, in order (split_shots for parts 0..parts-1): throws UsageError when a part would
-// get no shot, before any GPU is touched.
-std::vector<ShotRange> split_all_shots(int nshots, int parts);
+// Every GPU's shots, in order, for one process that drives `gpus` GPUs (split_shots for parts
+// 0..gpus-1): throws UsageError when a GPU would get no shot, before any GPU is touched.
+std::vector<ShotRange> split_all_shots(int nshots, int gpus);
 
 // Which observed traces a GpuShare models and holds: its own shots', or every shot's, when the single-GPU
 // reference also runs on it (member 0 of a run that checks itself).

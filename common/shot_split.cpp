@@ -12,12 +12,12 @@ std::vector<int> ShotRange::shots() const {
     return list;
 }
 
-ShotRange split_shots(int nshots, int parts, int part) {
+ShotRange split_shots(int nshots, int parts, int part, const std::string& what) {
     if (parts < 1 || part < 0 || part >= parts)
         throw UsageError("shot split: part " + std::to_string(part) + " of " + std::to_string(parts) + " does not exist");
     if (parts > nshots)
-        throw UsageError("--nshots: " + std::to_string(nshots) + " shots cannot keep " + std::to_string(parts) +
-                         " ranks busy; use at least as many shots as ranks (or fewer ranks)");
+        throw UsageError("--nshots: " + std::to_string(nshots) + " shots cannot keep " + std::to_string(parts) + " " +
+                         what + " busy; use at least as many shots as " + what + " (or fewer " + what + ")");
     const int base = nshots / parts, remainder = nshots % parts;
     ShotRange range;
     range.count = base + (part < remainder ? 1 : 0);

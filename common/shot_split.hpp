@@ -2,6 +2,7 @@
 // (8 shots on 3 ranks: 3, 3, 2). Every shot is in exactly one range, in order.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace fwi {
@@ -16,7 +17,8 @@ struct ShotRange {
 inline std::vector<int> all_shots(int nshots) { return ShotRange{0, nshots}.shots(); }
 
 // The range of part `part` (0-based) of `parts`. Throws UsageError when there are more parts than
-// shots (a rank with no shot has nothing to compute) or the arguments are out of range.
-ShotRange split_shots(int nshots, int parts, int part);
+// shots (a rank with no shot has nothing to compute), calling the parts `what` ("ranks", "GPUs"), or
+// when the arguments are out of range.
+ShotRange split_shots(int nshots, int parts, int part, const std::string& what = "ranks");
 
 }  // namespace fwi

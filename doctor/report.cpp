@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 
 #include "errors.hpp"
@@ -188,10 +187,7 @@ int Report::finish_locked() {
         .add("facts", facts_)
         .add("checks", verdicts);
     emit_result(result, "");
-    if (json_path_.empty()) return code;
-    std::ofstream file(json_path_);
-    file << full.str() << "\n";
-    if (!file) throw UsageError("--json: cannot write '" + json_path_ + "'");
+    if (!json_path_.empty()) write_json_file(json_path_, full.str());
     return code;
 }
 

@@ -111,6 +111,29 @@ TEST_CASE("the JSON holds every check with its verdict, explanation and facts, a
     CHECK(contains(json, R"("next": "retry with NCCL_P2P_DISABLE=1", "details": "a\nb\n")"));
 }
 
+TEST_CASE("the JSON file is replaced whole, as every file the suite writes, never written into in place") {
+    // A second name (a hard link) for the old file keeps the old bytes only when the new file is renamed over
+    // the path; a writer that truncates and writes in place would change both names at once.
+    const std::string path = "doctor_test_replaced.json", second_name = "doctor_test_second_name.json";
+    std::ofstream(path) << "an earlier run's findings\n";
+    std::remove(second_name.c_str());
+    REQUIRE(::link(path.c_str(), second_name.c_str()) == 0);
+    Report report(false, path, "single-process");
+    report.add(finding_with("devices", Status::pass));
+    CHECK(report.finish() == kExitOk);
+    const auto read = [](const std::string& name) {
+        std::ifstream file(name);
+        std::stringstream text;
+        text << file.rdbuf();
+        return text.str();
+    };
+    const std::string written = read(path), kept = read(second_name);
+    std::remove(path.c_str());
+    std::remove(second_name.c_str());
+    CHECK(contains(written, R"("program": "doctor")"));
+    CHECK(kept == "an earlier run's findings\n");
+}
+
 TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its time, the JSON written") {
     const std::string path = "doctor_test_watchdog.json";
     const HostTimer timer;

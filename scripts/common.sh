@@ -13,6 +13,16 @@ first_time() {
     FLAGS_SEEN+="$1 "
 }
 
+# repeated_item LIST: the first item of the comma list LIST that is listed again, or nothing. The scripts
+# refuse such a list, as the programs do (`--gpus 1,1`: the second item was probably meant to be another).
+repeated_item() {
+    local item seen=" "
+    for item in ${1//,/ }; do
+        [[ "$seen" == *" $item "* ]] && { echo "$item"; return 0; }
+        seen+="$item "
+    done
+}
+
 # The CUDA toolkit is a prerequisite; put its nvcc on PATH if it is installed in the usual place.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     export PATH=/usr/local/cuda/bin:$PATH

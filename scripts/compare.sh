@@ -37,6 +37,7 @@ while [ $# -gt 0 ]; do
         --problem|--gpus|--iterations|--reference|--run-timeout|--out)
             [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"
+            [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
             case "$1" in
                 --problem) problem="$2" ;;
                 --gpus) gpu_list="$2" ;;
@@ -57,6 +58,8 @@ case "$reference" in yes|no) ;; *) bad_flag "--reference: '$reference' is not on
 [[ "$run_timeout" =~ ^[1-9][0-9]{0,5}$ ]] || bad_flag "--run-timeout: '$run_timeout' is not an integer in 1..999999"
 [[ -z "$gpu_list" || "$gpu_list" =~ ^[1-9][0-9]?(,[1-9][0-9]?)*$ ]] ||
     bad_flag "--gpus: '$gpu_list' is not a comma list of GPU counts like 1,2,4"
+repeated="$(repeated_item "$gpu_list")"
+[ -z "$repeated" ] || bad_flag "--gpus: $repeated is listed twice"
 out="$(realpath -m "${out:-$ROOT/out/compare-$problem}")"
 # DIR/runs is emptied before the runs: only when an earlier comparison made it (its marker is there),
 # never a folder of the user's. Checked before the build, so a mistake costs nothing.

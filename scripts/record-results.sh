@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
         -h|--help) sed -n '9,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"
+            [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
             [ "$1" = --out ] && out="$2" || steps="$2"; shift 2 ;;
         *) bad_flag "unknown flag '$1' (--help lists the flags)" ;;
     esac
@@ -32,6 +33,8 @@ done
 for step in ${steps//,/ }; do
     [[ " $all_steps " == *" $step "* ]] || bad_flag "--steps: '$step' is not one of ${all_steps// /, }"
 done
+repeated="$(repeated_item "$steps")"
+[ -z "$repeated" ] || bad_flag "--steps: '$repeated' is listed twice"
 # A given --out is checked before the GPU (and made again once there is one); the default one names the
 # GPUs, so it is checked after.
 check_out() {

@@ -35,6 +35,8 @@ add_cli_test(01_double_inf 01_single_gpu "--dh: 'inf' is not a finite number; al
 add_cli_test(01_double_overflow 01_single_gpu "--freq: 1e999 is out of range; allowed 0.1..1000" --freq 1e999)
 add_cli_test(01_double_junk 01_single_gpu "--dt: '0.001s' is not a finite number" --dt 0.001s)
 add_cli_test(01_double_hex 01_single_gpu "--freq: '0x1p3' is not a finite number" --freq 0x1p3)
+# A step of 0 m/s never changes the model: the run could only end in "misfit did not decrease".
+add_cli_test(01_zero_step_size 01_single_gpu "--step-size: 0 is out of range; allowed 0.1..1000" --step-size 0)
 # A flag the run would ignore: refused, since something else was probably meant.
 add_cli_test(01_flag_of_other_model 01_single_gpu "--interface-depth: used only with --model two-layer"
              --model anomaly --interface-depth 100)
@@ -157,3 +159,20 @@ add_exit_test(cli_compare_repeated_flag CODE 2 TEXT "--iterations given twice" T
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --iterations 2 --gpus 1 --iterations 3)
 add_exit_test(cli_record_results_repeated_flag CODE 2 TEXT "--out given twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /tmp/a --out /tmp/b)
+add_exit_test(cli_compare_repeated_gpu_count CODE 2 TEXT "--gpus: 1 is listed twice" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,2,1)
+add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,lessons,build)
+# An empty value is refused, not taken as "the default" (an empty --gpus once started a build). CMake drops
+# an empty argument from a command, so bash adds it: <script> <flag> ''.
+function(add_empty_value_test name script flag)
+  add_exit_test(cli_${name} CODE 2 TEXT "${flag}: needs a non-empty value" TIMEOUT 20
+                COMMAND ${BASH_EXECUTABLE} -c "exec \"${BASH_EXECUTABLE}\" \"$0\" \"$1\" ''"
+                        ${scripts}/${script} ${flag})
+endfunction()
+add_empty_value_test(compare_empty_gpus compare.sh --gpus)
+add_empty_value_test(compare_empty_reference compare.sh --reference)
+add_empty_value_test(compare_empty_run_timeout compare.sh --run-timeout)
+add_empty_value_test(compare_empty_out compare.sh --out)
+add_empty_value_test(run_main_empty_gpus run-main.sh --gpus)
+add_empty_value_test(record_results_empty_out record-results.sh --out)

@@ -41,6 +41,14 @@ add_physics_test(05_nccl_mpi unstable_anomaly "--dt: 0.0008 s is unstable for th
                  --problem small --model anomaly --anomaly-dv 3000 --v-max 5000)
 add_physics_test(01_single_gpu unstable_v_max "--dt: 0.0008 s is unstable for --v-max" --problem small --v-max 5000)
 
+# A true model that is the initial model (v-initial everywhere) leaves nothing to invert: the run would end
+# in "misfit is zero" (exit 1) and 01 --verify would divide a zero misfit by zero.
+add_physics_test(01_single_gpu true_is_initial "nothing to invert" --problem small --v-bottom 1500)
+add_physics_test(01_single_gpu verify_true_is_initial "nothing to invert" --verify --v-bottom 1500)
+add_physics_test(06_fwi_shot_parallel zero_anomaly "nothing to invert" --problem small --model anomaly --anomaly-dv 0)
+add_physics_test(04_nccl_threads constant_true_is_initial "nothing to invert"
+                 --problem small --v-top 2000 --v-bottom 2000 --v-initial 2000)
+
 # Fewer than 2 cells per shortest wavelength.
 add_physics_test(01_single_gpu high_freq "cells per shortest wavelength" --problem small --freq 60)
 add_physics_test(06_fwi_shot_parallel coarse_grid "--dh" --problem small --dh 30)

@@ -45,6 +45,22 @@ add_checkpoint_kept_test(fwi06_keeps_checkpoint_resuming_another 2 "--out|holds 
 add_checkpoint_kept_test(fwi06_overwrite_allowed 3 "sees no CUDA GPU" --out @DIR@ --overwrite)
 add_checkpoint_kept_test(fwi06_resume_same_folder_allowed 2 "--resume"
                          --out @DIR@ --resume @DIR@)
+# --overwrite would delete the checkpoint that --resume of the same folder continues from: refused.
+add_checkpoint_kept_test(fwi06_overwrite_of_resumed_checkpoint 2 "--overwrite: it would delete the checkpoint that --resume"
+                         --out @DIR@ --resume @DIR@ --overwrite)
+
+# A whole checkpoint of 1000 iterations resumed by a run of 5 is refused for --iterations, before any GPU
+# (it was once refused for its size, as a file too large for the run could be).
+set(checkpoint_1000 ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_1000_iterations)
+add_test(NAME data_safety_make_checkpoint_1000_iterations
+         COMMAND make_bad_checkpoint ${checkpoint_1000} 1000-iterations --problem small)
+set_tests_properties(data_safety_make_checkpoint_1000_iterations PROPERTIES LABELS cpu TIMEOUT 60
+                     FIXTURES_SETUP checkpoint_1000_iterations)
+add_exit_test(data_safety_fwi06_resume_fewer_iterations CODE 2
+              TEXT "--iterations: the checkpoint already holds 1000 iterations; allowed 1001 or more" LABELS cpu mpi
+              TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
+              COMMAND ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out ${checkpoint_1000} --iterations 5)
+set_tests_properties(data_safety_fwi06_resume_fewer_iterations PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
 
 # --json that cannot be written is refused at the start (exit 2 naming --json), not after the run: no GPU
 # is visible, so a later check would exit 3.
@@ -78,6 +94,22 @@ add_exit_test(data_safety_json_in_new_out_06 CODE 3 TEXT "sees no CUDA GPU" LABE
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
               COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06
                       --json ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06/result.json)
+
+# An output path that exists but is not a regular file is refused before the run: the file written is
+# renamed over the path, which would replace a device, a FIFO or a symbolic link with it (doctor once
+# hung at its end, opening a FIFO to write). The FIFO and the link survive.
+add_exit_test(data_safety_json_device_01 CODE 2 TEXT "--json: cannot write '/dev/null': it is not a regular file"
+              ENVIRONMENT ${no_gpu} COMMAND $<TARGET_FILE:01_single_gpu> --verify --json /dev/null)
+add_exit_test(data_safety_bench_out_device CODE 2 TEXT "--benchmark_out: cannot write '/dev/null': it is not a regular"
+              ENVIRONMENT ${no_gpu} COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=/dev/null)
+add_test(NAME data_safety_doctor_json_fifo
+         COMMAND ${data_safety_check} fifo 2 "--json: cannot write|it is not a regular file" $<TARGET_FILE:doctor>
+                 --json @DIR@/fifo)
+add_test(NAME data_safety_json_symlink_01
+         COMMAND ${data_safety_check} user-link 2 "--json: cannot write|it is a symbolic link"
+                 $<TARGET_FILE:01_single_gpu> --verify --json @DIR@/link.json)
+set_tests_properties(data_safety_doctor_json_fifo data_safety_json_symlink_01 PROPERTIES LABELS cpu TIMEOUT 90
+                     ENVIRONMENT ${no_gpu})
 
 # doctor's --json is checked before any check runs (it used to fail only at the end, replacing the
 # diagnosis' exit code).

@@ -1,6 +1,7 @@
 // Writes DIR/checkpoint.fwi for the problem of the given flags, after one iteration, whose model is
 // impossible in one cell (KIND: nan, negative, unstable or above-v-max) but whose checksum is valid: what a
-// diverged run or another tool could leave. The bad_input_physics tests resume 06 from it.
+// diverged run or another tool could leave. The bad_input_physics tests resume 06 from it. KIND
+// 1000-iterations: a sound checkpoint after 1000 iterations, which a shorter run cannot continue.
 // Usage: make_bad_checkpoint DIR KIND [problem flags]
 #include <cmath>
 #include <cstdio>
@@ -19,7 +20,8 @@ using namespace fwi;
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: make_bad_checkpoint DIR nan|negative|unstable|above-v-max [problem flags]\n");
+        std::fprintf(stderr,
+                     "usage: make_bad_checkpoint DIR nan|negative|unstable|above-v-max|1000-iterations [problem flags]\n");
         return kExitBadInput;
     }
     const std::string dir = argv[1], kind = argv[2];
@@ -35,7 +37,10 @@ int main(int argc, char** argv) {
 
         std::vector<float> model = initial_model(problem);
         float& cell = model[problem.model_cells() / 2];
-        if (kind == "nan")
+        int iterations_done = 1;
+        if (kind == "1000-iterations")
+            iterations_done = 1000;
+        else if (kind == "nan")
             cell = std::numeric_limits<float>::quiet_NaN();
         else if (kind == "negative")
             cell = -1500.0f;
@@ -44,11 +49,13 @@ int main(int argc, char** argv) {
         else if (kind == "above-v-max")  // stable, but beyond what the update would ever produce
             cell = static_cast<float>(problem.v_max + 100.0);
         else
-            throw UsageError("KIND: '" + kind + "' is not one of nan|negative|unstable|above-v-max");
+            throw UsageError("KIND: '" + kind + "' is not one of nan|negative|unstable|above-v-max|1000-iterations");
 
         std::filesystem::create_directories(dir);
-        write_checkpoint(dir, Checkpoint{FwiState{1, model, {1.0}, {0.1}}, problem_fingerprint(problem), 1});
-        std::printf("wrote %s with a %s model\n", checkpoint_path(dir).c_str(), kind.c_str());
+        const FwiState state{iterations_done, model, std::vector<double>(iterations_done, 1.0),
+                             std::vector<double>(iterations_done, 0.1)};
+        write_checkpoint(dir, Checkpoint{state, problem_fingerprint(problem), 1});
+        std::printf("wrote %s (%s)\n", checkpoint_path(dir).c_str(), kind.c_str());
         return kExitOk;
     });
 }

@@ -1,9 +1,13 @@
 // Command-line parsing and validation, output formats and the model update: all host-side.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -38,6 +42,9 @@ TEST_CASE("the default and named problems are valid") {
     CHECK(parse_error({"--problem", "small"}) == "");
     CHECK(parse_error({"--problem", "large"}) == "");
     CHECK(parse_error({"--model", "anomaly", "--nx=300", "--src-x-last", "290", "--rec-x-last", "299"}) == "");
+    // A true model that differs from the initial one is fine, even a constant one.
+    CHECK(parse_error({"--v-top", "2000", "--v-bottom", "2000"}) == "");
+    CHECK(parse_error({"--model", "anomaly", "--v-top", "1600", "--anomaly-dv", "0"}) == "");
 }
 
 TEST_CASE("bad input is rejected with a message naming the flag and the allowed range") {
@@ -62,6 +69,11 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--delay", "5"}, "--delay"},
         {{"--interface-depth", "400"}, "--interface-depth: 400 is outside the grid; allowed 1..383"},
         {{"--verify=1"}, "unknown flag '--verify'"},
+        {{"--step-size", "0"}, "--step-size: 0 is out of range; allowed 0.1..1000"},
+        {{"--v-bottom", "1500"}, "nothing to invert: the true model (--model two-layer: --v-top 1500, --v-bottom 1500) "
+                                 "is the initial model (--v-initial 1500)"},
+        {{"--model", "anomaly", "--anomaly-dv", "0"}, "nothing to invert"},
+        {{"--v-top", "2000", "--v-bottom", "2000", "--v-initial", "2000"}, "nothing to invert"},
     };
     for (const Case& c : cases) {
         const std::string message = parse_error(c.args);
@@ -226,6 +238,31 @@ TEST_CASE(".npy files carry a valid header and the data") {
     float last = 0.0f;
     std::memcpy(&last, bytes.data() + bytes.size() - sizeof(float), sizeof(float));
     CHECK(last == 6.0f);
+}
+
+TEST_CASE("an output path must be missing or a regular file: the rename would replace anything else") {
+    const auto refusal = [](const std::string& path) {
+        try {
+            check_writable(path, "--json");
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    const std::string folder = "test_check_writable." + std::to_string(::getpid());
+    std::filesystem::create_directory(folder);
+    std::ofstream(folder + "/existing.json") << "{}\n";
+    REQUIRE(::mkfifo((folder + "/fifo").c_str(), 0600) == 0);
+    std::filesystem::create_symlink("existing.json", folder + "/link.json");
+
+    CHECK(refusal(folder + "/new.json") == "(accepted)");
+    CHECK(refusal(folder + "/existing.json") == "(accepted)");
+    CHECK(refusal("/dev/null") == "--json: cannot write '/dev/null': it is not a regular file (a device, a FIFO or "
+                                  "a socket), and the file written would replace it");
+    CHECK(refusal(folder + "/fifo").find("is not a regular file") != std::string::npos);
+    CHECK(refusal(folder + "/link.json").find("is a symbolic link") != std::string::npos);
+    CHECK(refusal(folder).find("is a folder") != std::string::npos);
+    std::filesystem::remove_all(folder);
 }
 
 TEST_CASE("RESULT objects are valid JSON") {
