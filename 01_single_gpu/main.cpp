@@ -16,6 +16,7 @@
 
 #include "device.hpp"
 #include "errors.hpp"
+#include "host_memory.hpp"
 #include "output.hpp"
 #include "problem.hpp"
 #include "shot_parallel.hpp"
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
                              "without --verify (it computes one gradient: no model update, no model files)");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem);
+        require_host_memory(problem, options.verify);
         if (options.verify) {
             check_writable(options.json, "--json");  // written at the end: refused now, not after the run
             require_gpus(1);

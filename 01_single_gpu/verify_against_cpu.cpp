@@ -54,8 +54,8 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
         .add("verified", ok);
     emit_result(result, json_path);
     if (!ok)
-        throw VerificationError("GPU differs from the CPU reference beyond rel L2 " + std::to_string(kCpuTraces) +
-                                " (traces, misfit) / " + std::to_string(kCpuGradient) + " (gradient)");
+        throw VerificationError("GPU differs from the CPU reference beyond rel L2 " + format_number(kCpuTraces) +
+                                " (traces, misfit) / " + format_number(kCpuGradient) + " (gradient)");
     std::printf("verify: PASSED (tolerances: traces and misfit %.0e, gradient %.0e)\n", kCpuTraces,
                 kCpuGradient);
     return kExitOk;

@@ -55,7 +55,7 @@ void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string
         if (status != cudaErrorNotReady) CUDA_CHECK(status);
         if (timer.seconds() > timeout_seconds) {
             g_devices_unresponsive = true;
-            throw EnvironmentError(what + " did not finish within " + std::to_string(timeout_seconds) +
+            throw EnvironmentError(what + " did not finish within " + format_number(timeout_seconds) +
                                    " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and "
                                    "the peer access report above");
         }
@@ -218,7 +218,7 @@ void GpuGroup::synchronize(const std::string& what) {
     if (const int report = *timeout_report_) {
         const int waiting = (report - 1) / kMaxRanks, awaited = (report - 1) % kMaxRanks;
         throw EnvironmentError(what + ": GPU " + std::to_string(waiting) + " gave up waiting for a signal from GPU " +
-                               std::to_string(awaited) + " after " + std::to_string(timeout_seconds_ / 2) +
+                               std::to_string(awaited) + " after " + format_number(timeout_seconds_ / 2) +
                                " s (device-side wait); the peer link or that GPU may be hung");
     }
 }

@@ -11,6 +11,7 @@
 #include "device.hpp"
 #include "device_combine.hpp"
 #include "errors.hpp"
+#include "host_memory.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
 #include "rank_collectives.hpp"
@@ -43,6 +44,7 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
                          "when --combine runs pipelined (all, or a list that names it)");
     if (!parser.parse(argc, argv)) return false;
     validate(problem);
+    require_host_memory(problem);
     validate_allreduce_sweep_options(o.sweep);
     return true;
 }

@@ -19,7 +19,7 @@ struct Options : ShotParallelOptions {
     AllreduceSweepOptions sweep;
 };
 
-// Parses the flags (false after --help) and validates the problem.
+// Parses the flags (false after --help) and validates the problem, and that it fits in host memory.
 bool parse_options(int argc, char** argv, Problem& problem, Options& o);
 
 // True when parse_options would stop at --help (it prints the help only where ArgParser::set_prints_help

@@ -24,6 +24,7 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "host_memory.hpp"
 #include "output.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
@@ -148,6 +149,7 @@ int main(int argc, char** argv) {
                           "who issues the NCCL calls: one thread per GPU, or one thread with ncclGroupStart/End");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem);
+        require_host_memory(problem);
         return run(problem, options);
     });
 }

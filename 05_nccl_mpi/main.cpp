@@ -25,6 +25,7 @@
 #include "allreduce_bench.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "host_memory.hpp"
 #include "output.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
@@ -168,8 +169,12 @@ int main(int argc, char** argv) {
         refuse_fwi_flags_with_bench(parser, problem_flags, &options.bench_allreduce);
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
         validate(problem);
+        require_host_memory(problem);
         validate_allreduce_sweep_options(options.sweep);
         const TestFault fault = parse_test_fault(fault_spec);  // after parse: --help wins over a bad spec
+        if (fault.kind != FaultKind::none && options.bench_allreduce)
+            throw UsageError("--test-fault: used only without --bench-allreduce (the fault fires before the FWI's "
+                             "first timed combine)");
         if (fault.rank >= world_size())
             throw UsageError("--test-fault: rank " + std::to_string(fault.rank) + " does not exist; allowed 0.." +
                              std::to_string(world_size() - 1));

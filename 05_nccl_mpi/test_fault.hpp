@@ -1,6 +1,7 @@
 // Fault injection for the fault tests (flag --test-fault, left out of --help on purpose): one rank fails
 // just before the first timed allreduce, and the tests check that every other rank still ends, non-zero,
-// within --timeout, with a message naming the operation it waited for.
+// within --timeout, with a message naming the operation it waited for. FWI runs only: main refuses it with
+// --bench-allreduce.
 //   --test-fault=exit-before-allreduce:R     rank R exits at once (status 1) without a word to the others
 //   --test-fault=sigkill-before-allreduce:R  rank R kills itself with SIGKILL (what the OOM killer does)
 //   --test-fault=stall-before-allreduce:R    rank R stops answering (sleeps) and never calls the allreduce

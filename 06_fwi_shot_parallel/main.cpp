@@ -23,6 +23,7 @@
 #include "checkpoint.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "host_memory.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
 #include "model_checks.hpp"
@@ -248,6 +249,7 @@ int main(int argc, char** argv) {
                              "with --checkpoint-every above 0");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem);
+        require_host_memory(problem);
         const int status = run_fwi(problem, options);
         if (world_rank() == 0 && !options.no_plots) pictures_dir = options.out;
         return status;

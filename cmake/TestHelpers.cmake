@@ -19,6 +19,9 @@ set(MPI_TEST_ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 # bad-input and bad-launch tests of every program. LABELS default to cpu, TIMEOUT to 120 s.
 function(add_exit_test name)
   cmake_parse_arguments(ARG "" "CODE;TEXT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND" ${ARGN})
+  # TEXT once more, whole: ${ARGN} splits a text at its semicolons ("out of range; allowed 1..2"), and
+  # the parse above kept only the part before the first.
+  cmake_parse_arguments(PARSE_ARGV 1 WHOLE "" "TEXT" "")
   if(NOT ARG_LABELS)
     set(ARG_LABELS cpu)
   endif()
@@ -27,9 +30,20 @@ function(add_exit_test name)
   endif()
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${ARG_COMMAND}" -DEXPECTED_CODE=${ARG_CODE}
-                   "-DEXPECTED_TEXT=${ARG_TEXT}" -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
+                   "-DEXPECTED_TEXT=${WHOLE_TEXT}" -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
   if(ARG_ENVIRONMENT)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")
+  endif()
+endfunction()
+
+# add_program_exit_test(<name> <program> <exit code> <text> <args>...): add_exit_test for an FWI program
+# run as its users run it: 01 and 04 directly, the MPI programs (03, 05, 06) under mpirun with one rank.
+function(add_program_exit_test name program code expected_text)
+  if(program STREQUAL "01_single_gpu" OR program STREQUAL "04_nccl_threads")
+    add_exit_test(${name} CODE ${code} TEXT "${expected_text}" COMMAND $<TARGET_FILE:${program}> ${ARGN})
+  else()
+    add_exit_test(${name} CODE ${code} TEXT "${expected_text}" LABELS cpu mpi
+                  ENVIRONMENT "${MPI_TEST_ENVIRONMENT}" COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:${program}> ${ARGN})
   endif()
 endfunction()

@@ -18,12 +18,6 @@ namespace {
 // Whether parse() prints the help text in this process (set_prints_help).
 bool prints_help = true;
 
-std::string format_number(double value) {
-    std::ostringstream text;
-    text << value;
-    return text.str();
-}
-
 bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 
 // The flag part of "--flag=value", or the whole argument.

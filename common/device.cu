@@ -25,8 +25,6 @@ void require_gpus(int needed) {
                            " are visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
 }
 
-double gib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0 * 1024.0); }
-
 std::string describe_device(int device) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

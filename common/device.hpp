@@ -20,8 +20,6 @@ void require_gpus(int needed);
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 std::string describe_device(int device);
 
-double gib(size_t bytes);
-
 // Device-to-device copy bandwidth of the current device, counting bytes read plus bytes written, from
 // the median of several cudaMemcpyAsync of `bytes` after a warm-up. The roofline's ceiling.
 double measure_copy_bandwidth(size_t bytes);

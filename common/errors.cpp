@@ -24,4 +24,12 @@ int run_program(const char* program_name, const std::function<int()>& body) {
     }
 }
 
+std::string format_number(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return text;
+}
+
+double gib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
 }  // namespace fwi

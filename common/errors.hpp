@@ -1,7 +1,9 @@
 // Error kinds and the exit codes they map to (docs/ARCHITECTURE.md, "Exit codes"):
-//   0 ok, 1 verification failed, 2 bad input, 3 environment (no GPU, NCCL/MPI failure, timeout).
+//   0 ok, 1 verification failed, 2 bad input, 3 environment (no GPU, NCCL/MPI failure, timeout);
+// and how their messages show numbers.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -32,5 +34,11 @@ struct VerificationError : std::runtime_error {
 
 // Runs a program body and turns the error kinds above into a message on stderr and the exit code.
 int run_program(const char* program_name, const std::function<int()>& body);
+
+// Numbers in messages. A double as every message (and --help's ranges and defaults) shows it: printf's
+// %g, six significant digits without trailing zeros ("3000", "1.5992", "0.0001", "1e-06"), not
+// std::to_string's six decimals. A size in GiB (2^30 bytes), for "%.1f GiB".
+std::string format_number(double value);
+double gib(size_t bytes);
 
 }  // namespace fwi

@@ -11,12 +11,6 @@ namespace fwi {
 
 namespace {
 
-std::string number(double value) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", value);
-    return text;
-}
-
 std::string cell_of(const Problem& p, size_t index) {
     return "row " + std::to_string(index / p.nx) + ", column " + std::to_string(index % p.nx);
 }
@@ -34,7 +28,7 @@ void check_stable(const Problem& p, double velocity, const std::string& source) 
     char text[160];
     std::snprintf(text, sizeof text, ": velocity %g m/s with --dh %g m needs dt <= %.4f * dh / v = %g s", velocity,
                   p.dh, courant_limit, dt_limit);
-    throw UsageError("--dt: " + number(p.dt) + " s is unstable for " + source + text +
+    throw UsageError("--dt: " + format_number(p.dt) + " s is unstable for " + source + text +
                      " (the CFL limit of the 8th-order stencil)");
 }
 
@@ -44,13 +38,14 @@ void check_model(const Problem& p, const std::vector<float>& model, const std::s
                          std::to_string(p.nz) + " x " + std::to_string(p.nx) + " = " + std::to_string(p.model_cells()));
     const auto not_finite = first_not_finite(model);
     if (not_finite != model.end())
-        throw UsageError(source + ": velocity " + number(*not_finite) + " at " +
+        throw UsageError(source + ": velocity " + format_number(*not_finite) + " at " +
                          cell_of(p, size_t(not_finite - model.begin())) + " is not a finite number");
     const auto [slowest, fastest] = std::minmax_element(model.begin(), model.end());
     const size_t slowest_cell = size_t(slowest - model.begin()), fastest_cell = size_t(fastest - model.begin());
-    const std::string allowed = "; allowed --v-min..--v-max = " + number(p.v_min) + ".." + number(p.v_max) + " m/s";
+    const std::string allowed =
+        "; allowed --v-min..--v-max = " + format_number(p.v_min) + ".." + format_number(p.v_max) + " m/s";
     if (!(*slowest > 0.0f))
-        throw UsageError(source + ": velocity " + number(*slowest) + " m/s at " + cell_of(p, slowest_cell) +
+        throw UsageError(source + ": velocity " + format_number(*slowest) + " m/s at " + cell_of(p, slowest_cell) +
                          " is not positive" + allowed);
     check_stable(p, *fastest, source + " at " + cell_of(p, fastest_cell));
     // The update clips every cell to [float(v_min), float(v_max)]: a true model outside it could never be
@@ -58,7 +53,7 @@ void check_model(const Problem& p, const std::vector<float>& model, const std::s
     // for v_max (medium.hpp).
     const auto outside = *slowest < float(p.v_min) ? slowest : *fastest > float(p.v_max) ? fastest : model.end();
     if (outside != model.end())
-        throw UsageError(source + ": velocity " + number(*outside) + " m/s at " +
+        throw UsageError(source + ": velocity " + format_number(*outside) + " m/s at " +
                          cell_of(p, size_t(outside - model.begin())) + " is outside the range the update keeps" +
                          allowed);
 }
@@ -67,7 +62,7 @@ void require_finite_model(const Problem& p, const std::vector<float>& model, int
     const auto not_finite = first_not_finite(model);
     if (not_finite != model.end())
         throw VerificationError("the model after iteration " + std::to_string(iteration) + " has velocity " +
-                                number(*not_finite) + " at " + cell_of(p, size_t(not_finite - model.begin())) +
+                                format_number(*not_finite) + " at " + cell_of(p, size_t(not_finite - model.begin())) +
                                 ": the update diverged (a non-finite gradient); the run stops before anything "
                                 "keeps that model");
 }

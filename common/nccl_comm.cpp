@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -237,12 +236,10 @@ std::string describe_ranks(const std::vector<int>& ranks, int nranks) {
 
 std::string nccl_wait_failure_message(const std::string& what, const std::vector<int>& ranks, int nranks,
                                       WaitOutcome outcome, double timeout_s, const std::string& detail) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%g", timeout_s);
     const std::string aborted = ranks.size() == 1 ? "aborted the communicator" : "aborted the communicators";
     std::string message = what + " on " + describe_ranks(ranks, nranks) + ": ";
     if (outcome == WaitOutcome::timed_out)
-        message += std::string("not finished after ") + seconds + " s (--timeout); " + aborted +
+        message += "not finished after " + format_number(timeout_s) + " s (--timeout); " + aborted +
                    ". Hint: another rank has probably died, hung or never made the same call; look for its "
                    "error above, or rerun with NCCL_DEBUG=WARN";
     else

@@ -137,17 +137,12 @@ void require_in(const char* flag, int value, int lo, int hi, const std::string& 
                          std::to_string(lo) + ".." + std::to_string(hi) + " (" + why + ")");
 }
 
-std::string number(double value) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", value);
-    return text;
-}
-
 // The flags the true model is built from, with their values.
 std::string true_model_flags(const Problem& p) {
     if (p.model == "two-layer")
-        return "--model two-layer: --v-top " + number(p.v_top) + ", --v-bottom " + number(p.v_bottom);
-    return "--model anomaly: --v-top " + number(p.v_top) + " + --anomaly-dv " + number(p.anomaly_dv);
+        return "--model two-layer: --v-top " + format_number(p.v_top) + ", --v-bottom " + format_number(p.v_bottom);
+    return "--model anomaly: --v-top " + format_number(p.v_top) + " + --anomaly-dv " +
+           format_number(p.anomaly_dv);
 }
 
 }  // namespace
@@ -178,16 +173,16 @@ void validate(const Problem& p) {
                          std::to_string(rec_span) + " (columns --rec-x-first " + std::to_string(p.rec_x_first) +
                          "..--rec-x-last " + std::to_string(p.rec_x_last) + ")");
     if (p.v_min >= p.v_max)
-        throw UsageError("--v-min: " + std::to_string(p.v_min) + " must be below --v-max (" +
-                         std::to_string(p.v_max) + ")");
+        throw UsageError("--v-min: " + format_number(p.v_min) + " must be below --v-max (" +
+                         format_number(p.v_max) + ")");
     if (p.delay > (p.nt - 1) * p.dt)
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
-                         std::to_string((p.nt - 1) * p.dt) + " s");
+                         format_number((p.nt - 1) * p.dt) + " s");
 
     // The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity
     // the update may produce.
     const std::vector<float> truth = true_model(p), initial = initial_model(p);
-    const std::string initial_flags = "--v-initial " + number(p.v_initial);
+    const std::string initial_flags = "--v-initial " + format_number(p.v_initial);
     check_model(p, truth, "the true model (" + true_model_flags(p) + ")");
     check_model(p, initial, "the initial model (" + initial_flags + ")");
     check_stable(p, p.v_max, "--v-max (the fastest velocity the update may produce)");

@@ -135,7 +135,7 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
         // A non-finite misfit means a non-finite wave field or model: stop before anything (a checkpoint,
         // another update) builds on it. Every GPU holds the same combined misfit, so all stop alike.
         if (!std::isfinite(record.misfits.back()))
-            throw VerificationError("the misfit is " + std::to_string(record.misfits.back()) + " at iteration " +
+            throw VerificationError("the misfit is " + format_number(record.misfits.back()) + " at iteration " +
                                     std::to_string(it) + ": the model or the wave fields are no longer finite");
         iteration_seconds.push_back(t.iteration());
         if (member == 0) {

@@ -66,7 +66,7 @@ void ThreadTeam::barrier(int, const std::string& what) {
     if (!passed) {
         broken_ = true;
         all_arrived_.notify_all();
-        throw EnvironmentError("timed out after " + std::to_string(timeout_s_) + " s waiting for " + what +
+        throw EnvironmentError("timed out after " + format_number(timeout_s_) + " s waiting for " + what +
                                " (raise --timeout if the GPUs are just slow)");
     }
 }

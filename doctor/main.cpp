@@ -65,6 +65,13 @@ std::vector<std::string> selected_checks(const std::string& list) {
     return selected;
 }
 
+// Whether a check runs in this mode, when selected: check 7 only with --mpi, the single-process checks 3 to 5
+// only without it, check 6 (host) in both (with --mpi on rank 0).
+bool runs_in_mode(const std::string& id, bool mpi) {
+    if (id == "mpi") return mpi;
+    return id == "host" || !mpi;
+}
+
 bool parse_options(int argc, char** argv, Options& options) {
     ArgParser parser("doctor",
                      "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, "
@@ -82,19 +89,25 @@ bool parse_options(int argc, char** argv, Options& options) {
                       "all, or a comma list of p2p, bandwidth, nccl, host, mpi (devices and topology always run)");
     parser.add_switch("--mpi", &options.mpi, "run under mpirun: the MPI checks (7) on every rank");
     parser.add_string("--json", &options.json_path, "also write the findings as JSON to this file");
-    // Which checks run: those selected, the single-process ones (p2p, bandwidth, nccl) without --mpi and
-    // check 7 with it.
+    // Which checks run: those selected that run in this mode.
     const auto runs = [&options](const std::string& id) {
         const std::vector<std::string> selected = selected_checks(options.checks);
-        const bool single_process = id != "mpi";
-        return std::find(selected.begin(), selected.end(), id) != selected.end() && single_process != options.mpi;
+        return std::find(selected.begin(), selected.end(), id) != selected.end() && runs_in_mode(id, options.mpi);
     };
     parser.add_used_only({"--bandwidth-mib", "--cross-check-bandwidth"}, [runs] { return runs("bandwidth"); },
                          "when check 4 (bandwidth) runs: selected, without --mpi");
     parser.add_used_only({"--nccl-mib"}, [runs] { return runs("nccl") || runs("mpi"); },
                          "when check 5 (nccl, without --mpi) or check 7 (mpi, with --mpi) runs");
     if (!parser.parse(argc, argv)) return false;
-    selected_checks(options.checks);
+    // A check named in --checks that this mode never runs is refused, as a flag the run would ignore is
+    // (`--mpi --checks p2p` ran none of what it asked for). "all" names none: it is what the mode runs.
+    if (options.checks != "all")
+        for (const std::string& id : selected_checks(options.checks))
+            if (!runs_in_mode(id, options.mpi))
+                throw UsageError("--checks: " + id +
+                                 (options.mpi ? " runs only without --mpi (a single-process check: run doctor "
+                                                "without mpirun for it)"
+                                              : " runs only with --mpi (mpirun -np <GPUs> doctor --mpi)"));
     check_writable(options.json_path, "--json");  // refused now, not after every check has run
     return true;
 }

@@ -1,22 +1,13 @@
 #include "watchdog.hpp"
 
 #include <chrono>
-#include <cstdio>
+
+#include "errors.hpp"
 
 namespace fwi::doctor {
 
-namespace {
-
-std::string seconds_text(double seconds) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g s", seconds);
-    return text;
-}
-
-}  // namespace
-
 DeviceHang::DeviceHang(const std::string& what, double seconds)
-    : std::runtime_error(what + " did not finish within " + seconds_text(seconds)) {}
+    : std::runtime_error(what + " did not finish within " + format_number(seconds) + " s") {}
 
 Watchdog::Watchdog(Report& report) : report_(report), thread_([this] { watch(); }) {}
 
@@ -63,8 +54,8 @@ void Watchdog::watch() {
         }
         Finding finding;
         finding.id = id_;
-        finding.summary = "did not finish within " + seconds_text(seconds_) +
-                          ": blocked in a call that cannot be interrupted (CUDA driver, NCCL or MPI)";
+        finding.summary = "did not finish within " + format_number(seconds_) +
+                          " s: blocked in a call that cannot be interrupted (CUDA driver, NCCL or MPI)";
         finding.next =
             "a hung driver shows in `nvidia-smi` (hangs too?) and `dmesg | grep -i xid`; a hung MPI job in "
             "the other ranks' output; rerun this check alone with --checks " + id_ + " and NCCL_DEBUG=INFO";

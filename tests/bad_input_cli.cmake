@@ -35,6 +35,10 @@ add_cli_test(01_double_inf 01_single_gpu "--dh: 'inf' is not a finite number; al
 add_cli_test(01_double_overflow 01_single_gpu "--freq: 1e999 is out of range; allowed 0.1..1000" --freq 1e999)
 add_cli_test(01_double_junk 01_single_gpu "--dt: '0.001s' is not a finite number" --dt 0.001s)
 add_cli_test(01_double_hex 01_single_gpu "--freq: '0x1p3' is not a finite number" --freq 0x1p3)
+# Numbers in messages as they would be typed, not with six decimals ("3000.000000", "0..1.599200 s").
+add_cli_test(01_v_min_above_v_max 01_single_gpu "--v-min: 3000 must be below --v-max (3000)" --v-min 3000)
+add_cli_test(01_delay_after_recording 01_single_gpu
+             "--delay: the wavelet peak must fall inside the recording; allowed 0..1.5992 s" --delay 5)
 # A step of 0 m/s never changes the model: the run could only end in "misfit did not decrease".
 add_cli_test(01_zero_step_size 01_single_gpu "--step-size: 0 is out of range; allowed 0.1..1000" --step-size 0)
 # A flag the run would ignore: refused, since something else was probably meant.
@@ -72,8 +76,13 @@ add_cli_mpi_test(doctor_mpi_int_junk 2 doctor "--bandwidth-mib: '8M' is not an i
 add_cli_test(doctor_list_leading_comma doctor "--checks: ',p2p' has an empty item" --checks ,p2p)
 add_cli_test(doctor_flag_of_other_check doctor "--bandwidth-mib: used only when check 4 (bandwidth) runs"
              --checks nccl --bandwidth-mib 8)
-add_cli_mpi_test(doctor_mpi_flag_of_single_process_check 2 doctor "--nccl-mib: used only when check 5"
-                 --mpi --checks nccl --nccl-mib 8)
+add_cli_mpi_test(doctor_mpi_flag_of_unselected_check 2 doctor "--nccl-mib: used only when check 5"
+                 --mpi --checks host --nccl-mib 8)
+# A check named in --checks that this mode never runs: check 7 runs only with --mpi, checks 3 to 5 only
+# without it (they were skipped without a word, and `--mpi --checks p2p` ran nothing that was asked for).
+add_cli_test(doctor_check_7_without_mpi doctor "--checks: mpi runs only with --mpi" --checks host,mpi)
+add_cli_mpi_test(doctor_mpi_single_process_check 2 doctor "--checks: p2p runs only without --mpi"
+                 --mpi --checks p2p)
 
 # The MPI lessons on 2 ranks. "--json --help" once hung 03: rank 1 took --help anywhere as a request for
 # help and left, rank 0 took it as the file name of --json and waited on rank 1 until its timeout. The
@@ -108,6 +117,9 @@ add_cli_mpi_test(05_double_inf 2 05_nccl_mpi "--delay: 'inf' is not a finite num
 add_cli_mpi_test(05_repeated_test_fault 2 05_nccl_mpi "--test-fault given twice"
                  --test-fault exit-before-allreduce:1 --test-fault=stall-before-allreduce:0)
 add_cli_mpi_test(05_test_fault_value_is_flag 2 05_nccl_mpi "--test-fault: missing value" --test-fault --nz 64)
+# The fault fires before the FWI's first timed combine: the benchmark would run as if it were not given.
+add_cli_mpi_test(05_test_fault_with_bench 2 05_nccl_mpi "--test-fault: used only without --bench-allreduce"
+                 --bench-allreduce --test-fault exit-before-allreduce:1)
 add_cli_mpi_test(05_bad_transport 2 05_nccl_mpi "--transport: 'nvlink' is not one of auto|network" --transport nvlink)
 add_cli_mpi_test(05_bench_transport_missing 2 05_nccl_mpi "--transport: missing value" --bench-allreduce --transport)
 add_cli_mpi_test(06_value_is_help 2 06_fwi_shot_parallel "--json: missing value" --json --help)

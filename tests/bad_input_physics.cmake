@@ -11,14 +11,9 @@ target_link_libraries(test_model_checks PRIVATE fwi_core doctest::doctest)
 add_test(NAME model_checks_tests COMMAND test_model_checks)
 set_tests_properties(model_checks_tests PROPERTIES LABELS cpu TIMEOUT 60)
 
-# physics_<program>_<name>: 01 and 04 run directly, 05 and 06 under mpirun with one rank.
+# physics_<program>_<name>: exit 2 (add_program_exit_test in cmake/TestHelpers.cmake).
 function(add_physics_test program name expected_text)
-  if(program STREQUAL "01_single_gpu" OR program STREQUAL "04_nccl_threads")
-    add_exit_test(physics_${program}_${name} CODE 2 TEXT "${expected_text}" COMMAND $<TARGET_FILE:${program}> ${ARGN})
-  else()
-    add_exit_test(physics_${program}_${name} CODE 2 TEXT "${expected_text}" LABELS cpu mpi
-                  ENVIRONMENT "${MPI_TEST_ENVIRONMENT}" COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:${program}> ${ARGN})
-  endif()
+  add_program_exit_test(physics_${program}_${name} ${program} 2 "${expected_text}" ${ARGN})
 endfunction()
 
 # Models from the flags: not positive, not a number, outside --v-min..--v-max, unstable.

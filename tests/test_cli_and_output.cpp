@@ -13,6 +13,7 @@
 
 #include "cli.hpp"
 #include "errors.hpp"
+#include "host_memory.hpp"
 #include "output.hpp"
 #include "problem.hpp"
 #include "stencil.hpp"
@@ -65,8 +66,8 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--rec-depth", "384"}, "--rec-depth: 384 is outside the grid; allowed 0..383"},
         {{"--src-x-last", "600"}, "--src-x-last: 600 is outside the grid"},
         {{"--nrec", "600"}, "--nrec: 600 receivers do not fit"},
-        {{"--v-min", "3000"}, "--v-min"},
-        {{"--delay", "5"}, "--delay"},
+        {{"--v-min", "3000"}, "--v-min: 3000 must be below --v-max (3000)"},
+        {{"--delay", "5"}, "--delay: the wavelet peak must fall inside the recording; allowed 0..1.5992 s"},
         {{"--interface-depth", "400"}, "--interface-depth: 400 is outside the grid; allowed 1..383"},
         {{"--verify=1"}, "unknown flag '--verify'"},
         {{"--step-size", "0"}, "--step-size: 0 is out of range; allowed 0.1..1000"},
@@ -125,6 +126,15 @@ TEST_CASE("numbers: overflow is out of range; junk, NaN and infinities name the 
         INFO("args: " << c.args[0] << " '" << c.args[1] << "'");
         CHECK(parse_error(c.args) == c.expected);
     }
+}
+
+TEST_CASE("messages show a number as it would be typed, not with six decimals") {
+    CHECK(format_number(3000.0) == "3000");
+    CHECK(format_number((2000 - 1) * 0.0008) == "1.5992");  // the default problem's recording, in s
+    CHECK(format_number(1e-4) == "0.0001");
+    CHECK(format_number(1e-6) == "1e-06");
+    CHECK(format_number(-5000.0) == "-5000");
+    CHECK(format_number(0.2) == "0.2");
 }
 
 TEST_CASE("--help stops the parse; set_prints_help(false) keeps it quiet") {
@@ -220,6 +230,42 @@ TEST_CASE("geometry spreads shots and receivers over distinct cells") {
     CHECK(receivers.front() == 0);
     CHECK(receivers.back() == 511);
     for (size_t r = 1; r < receivers.size(); ++r) CHECK(receivers[r] > receivers[r - 1]);
+}
+
+TEST_CASE("the host memory a run needs: every shot's observed traces, and with the CPU reference its history") {
+    const Problem p = problem_preset("small");  // 64 x 96, 20 absorbing cells, nt 500, 4 shots, 48 receivers
+    const HostMemoryNeed fwi = host_memory_needed(p, false);
+    CHECK(fwi.traces == sizeof(float) * 4 * 500 * 48);
+    CHECK(fwi.history == 0);
+    const FieldLayout l = FieldLayout::make(64, 96, 20);
+    const HostMemoryNeed verify = host_memory_needed(p, true);
+    CHECK(verify.traces == fwi.traces);
+    CHECK(verify.history == sizeof(float) * 500 * (l.cells + l.x_band_cells() + l.z_band_cells()));
+    CHECK(verify.total() == verify.traces + verify.history);
+}
+
+TEST_CASE("a run that cannot fit in this machine's memory is refused (exit 3), naming the flags that size it") {
+    CHECK(physical_memory_bytes() > 0);
+    CHECK_NOTHROW(require_host_memory(problem_preset("default")));
+    CHECK_NOTHROW(require_host_memory(problem_preset("small"), true));
+    // 16384 x 100000 x 16384 floats of traces: 100000 GiB, more than any machine has.
+    Problem huge = problem_preset("default");
+    huge.nshots = huge.nrec = 16384;
+    huge.nt = 100000;
+    const auto refusal = [&huge](bool with_cpu_reference) {
+        try {
+            require_host_memory(huge, with_cpu_reference);
+        } catch (const EnvironmentError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    const std::string fwi = refusal(false), verify = refusal(true);
+    CHECK(fwi.find("host memory: the run needs at least 100000.0 GiB and this machine has") == 0);
+    CHECK(fwi.find("--nshots x --nt x --nrec = 16384 x 100000 x 16384 floats") != std::string::npos);
+    CHECK(fwi.find("--nz") == std::string::npos);  // the traces do not depend on the grid
+    CHECK(verify.find("the CPU reference's wavefields of one shot at every step, --nt x the --nz x --nx grid") !=
+          std::string::npos);
 }
 
 TEST_CASE(".npy files carry a valid header and the data") {
