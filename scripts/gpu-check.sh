@@ -23,6 +23,11 @@ for s in "${steps[@]}"; do
         exit 2
     fi
 done
+repeated="$(repeated_item "$(IFS=,; echo "${steps[*]}")")"
+if [ -n "$repeated" ]; then
+    echo "gpu-check: step '$repeated' is listed twice" >&2
+    exit 2
+fi
 logs="$ROOT/out/gpu-check"
 mkdir -p "$logs"
 cd "$ROOT"

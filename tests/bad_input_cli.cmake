@@ -160,6 +160,8 @@ set(scripts ${PROJECT_SOURCE_DIR}/scripts)
 add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)
+add_exit_test(cli_gpu_check_repeated_step CODE 2 TEXT "step 'tests' is listed twice" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh tests faults tests)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
 add_exit_test(cli_record_results_unwritable_out CODE 2 TEXT "--out: cannot create the folder '/proc/x'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /proc/x)
