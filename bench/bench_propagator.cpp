@@ -3,7 +3,8 @@
 //   Gradient          the default problem's full gradient (8 shots, forward + adjoint, nt 2000), one per
 //                     repetition (30): the median and mean of single gradients, peak device memory, and the
 //                     forward pass alone without the history;
-//   GradientBatches   the same gradient for 1, 2, 4 and 8 shots, 5 times each: the median of each and the
+//   GradientBatches   the same gradient for 1, 2, 4 and 8 shots, 5 times each: the median of each (Tn_ms, and
+//                     of its forward and adjoint time loops, Tn_forward_ms and Tn_adjoint_ms) and the
 //                     ratios T(2)/T(8) and T(4)/T(8). On 4 and 2 GPUs each GPU computes 2 and 4 of the 8
 //                     shots, so 1 / ratio is the most those GPU counts can gain on the default problem;
 //   CopyBandwidth     device-to-device copy, bytes read + written: the memory ceiling;
@@ -141,17 +142,24 @@ void GradientBatches(benchmark::State& state) {
     const auto first_shots = [&](int n) { return std::vector<int>(setup->shots.begin(), setup->shots.begin() + n); };
     // Warm-up: each batch's own graphs (the workspace, sized for all 8 shots, is kept).
     for (const int n : batches) setup->gpu.gradient(first_shots(n));
-    std::map<int, std::vector<double>> seconds;
+    std::map<int, std::vector<double>> seconds, forward_seconds, adjoint_seconds;
     for (auto _ : state) {
         double total = 0.0;
         for (const int n : batches) {
-            const double t = setup->gpu.gradient(first_shots(n)).device_seconds;
-            seconds[n].push_back(t);
-            total += t;
+            const GradientResult g = setup->gpu.gradient(first_shots(n));
+            seconds[n].push_back(g.device_seconds);
+            forward_seconds[n].push_back(g.forward_seconds);
+            adjoint_seconds[n].push_back(g.adjoint_seconds);
+            total += g.device_seconds;
         }
         state.SetIterationTime(total);
     }
-    for (const int n : batches) state.counters["T" + std::to_string(n) + "_ms"] = 1e3 * median(seconds[n]);
+    for (const int n : batches) {
+        const std::string name = "T" + std::to_string(n);
+        state.counters[name + "_ms"] = 1e3 * median(seconds[n]);
+        state.counters[name + "_forward_ms"] = 1e3 * median(forward_seconds[n]);
+        state.counters[name + "_adjoint_ms"] = 1e3 * median(adjoint_seconds[n]);
+    }
     state.counters["T2/T8"] = median(seconds[2]) / median(seconds[8]);
     state.counters["T4/T8"] = median(seconds[4]) / median(seconds[8]);
 }
