@@ -580,8 +580,10 @@ int even_batch(int shots, int most) {
 void GpuPropagator::choose_batches() {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    // Keep 5% and 256 MiB of what is free for the observed traces, the CUDA graphs and other users.
-    const double usable = 0.95 * double(free_bytes) - 256.0 * 1024 * 1024;
+    // The observed traces of every shot (set_observed) come out of the same memory, if not yet allocated;
+    // keep 5% and 256 MiB of the rest for the CUDA graphs and other users.
+    const double observed_to_come = double(observed_bytes()) - double(observed_.bytes());
+    const double usable = 0.95 * double(free_bytes) - 256.0 * 1024 * 1024 - std::max(0.0, observed_to_come);
     const int fits_memory = static_cast<int>(std::max(0.0, usable / gradient_bytes_per_shot()));
     int device = 0, l2_bytes = 0;
     CUDA_CHECK(cudaGetDevice(&device));
@@ -640,13 +642,20 @@ std::string GpuPropagator::memory_report() const {
     return text;
 }
 
+size_t GpuPropagator::observed_bytes() const {
+    return sizeof(float) * size_t(problem_.nshots) * size_t(problem_.nt) * size_t(problem_.nrec);
+}
+
 void GpuPropagator::require_gradient_fits() const {
     if (gradient_batch_ >= 1) return;
-    char text[256];
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    char text[512];
     std::snprintf(text, sizeof text,
-                  "the gradient needs %.1f GiB of device memory for one shot and that much is not free; use a "
-                  "smaller grid (--nz, --nx) or fewer time steps (--nt)",
-                  gib(gradient_bytes_per_shot()));
+                  "the gradient needs %.1f GiB of device memory for one shot, beside %.1f GiB for the observed "
+                  "traces of every shot (--nshots x --nt x --nrec floats), and %.1f GiB is free; use a smaller grid "
+                  "(--nz, --nx), fewer time steps (--nt), shots (--nshots) or receivers (--nrec)",
+                  gib(gradient_bytes_per_shot()), gib(observed_bytes()), gib(free_bytes + observed_.bytes()));
     throw EnvironmentError(text);
 }
 
@@ -679,6 +688,8 @@ void GpuPropagator::set_observed(const std::vector<float>& traces) {
     if (traces.size() != expected) throw UsageError("observed traces have the wrong size");
     if (observed_.size() != expected) {
         allocated_bytes_ -= observed_.bytes();
+        observed_ = DeviceBuffer<float>();
+        require_observed_fits();
         observed_ = DeviceBuffer<float>(expected);
         allocated_bytes_ += observed_.bytes();
         peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
@@ -687,13 +698,35 @@ void GpuPropagator::set_observed(const std::vector<float>& traces) {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+// Before allocating the observed traces: make room by freeing the workspace of forward() (the gradient
+// uses a workspace of its own), and refuse, naming the flags, when they still do not fit.
+void GpuPropagator::require_observed_fits() {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (observed_bytes() <= free_bytes) return;
+    release_workspace();
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (observed_bytes() <= free_bytes) return;
+    char text[384];
+    std::snprintf(text, sizeof text,
+                  "the observed traces of every shot, --nshots x --nt x --nrec = %d x %d x %d floats (%.1f GiB), do "
+                  "not fit in the %.1f GiB of device memory free; use fewer shots, time steps or receivers",
+                  problem_.nshots, problem_.nt, problem_.nrec, gib(observed_bytes()), gib(free_bytes));
+    throw EnvironmentError(text);
+}
+
+void GpuPropagator::release_workspace() {
+    for (auto& entry : graphs_) CUDA_CHECK(cudaGraphExecDestroy(entry.second));
+    graphs_.clear();
+    workspace_.reset();
+    allocated_bytes_ = fixed_bytes();
+}
+
 void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
     if (workspace_ && workspace_->mode == mode && workspace_->capacity >= batch &&
         workspace_->adjoint_capacity >= adjoint_batch)
         return;
-    for (auto& entry : graphs_) CUDA_CHECK(cudaGraphExecDestroy(entry.second));
-    graphs_.clear();
-    workspace_.reset();
+    release_workspace();
 
     const FieldLayout& l = layout_;
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;

@@ -122,7 +122,10 @@ private:
     void end_chains(int chains);
     void start_batch(const std::vector<int>& shots, size_t first, int batch);
     void start_adjoint();
-    size_t fixed_bytes() const;  // model, geometry and observed traces
+    size_t fixed_bytes() const;     // model, geometry and observed traces
+    size_t observed_bytes() const;  // the observed traces of every shot, allocated or not
+    void require_observed_fits();
+    void release_workspace();  // the workspace and the graphs captured on it
     void choose_batches();
 
     Problem problem_;

@@ -151,6 +151,20 @@ TEST_CASE("a gradient that cannot fit in device memory is refused before anythin
     CHECK_THROWS_WITH_AS(gpu.gradient({0}), doctest::Contains("GiB of device memory for one shot"), EnvironmentError);
 }
 
+TEST_CASE("a gradient whose observed traces cannot fit beside one shot is refused before anything runs") {
+    Problem p = problem_preset("default");
+    p.nz = 64;  // one shot's history: 2000 steps of a 104 x 16424-cell grid, about 14 GB
+    p.nx = 16384;
+    p.src_x_last = p.rec_x_last = p.nx - 1;
+    p.nshots = 16000;  // the observed traces: 16000 x 2000 x 16384 floats, about 2 TB
+    p.nrec = 16384;
+    validate(p);
+    GpuPropagator gpu(p, initial_model(p));
+    CHECK(gpu.gradient_batch_size() == 0);
+    CHECK_THROWS_WITH_AS(gpu.require_gradient_fits(), doctest::Contains("1953.1 GiB for the observed traces"),
+                         EnvironmentError);
+}
+
 TEST_CASE("the model update on the device matches the host's, and is the same bits every time") {
     const Problem p = small_problem();
     GpuPropagator gpu(p, true_model(p));
