@@ -8,6 +8,7 @@
 #include "errors.hpp"
 #include "gpu_propagator.hpp"
 #include "output.hpp"
+#include "progress.hpp"
 #include "shot_split.hpp"
 #include "tolerances.hpp"
 #include "verify.hpp"
@@ -20,14 +21,20 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
     using tolerance::kCpuTraces;
     std::printf("verify: %s on GPU and on the CPU reference (float32 both)\n", p.summary().c_str());
     const std::vector<int> shots = all_shots(p.nshots);
-    const CpuPropagator<float> cpu_true(p, true_model(p));
-    const std::vector<float> observed = cpu_true.model_all_shots();
+    // The GPU first: a run it cannot do is refused before the CPU reference's minutes.
     GpuPropagator gpu(p, true_model(p));
+    gpu.require_gradient_fits();
+    // The CPU reference works one shot at a time on one core; on large problems it reports its progress.
+    ProgressReport observed_progress("CPU reference, observed traces", "shots", p.nshots);
+    const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots(
+        [&](int done) { observed_progress.done(done); });
     const Difference traces = compare(gpu.forward(shots), observed);
     std::printf("  traces:   %s\n", describe(traces).c_str());
 
     std::vector<float> cpu_gradient;
-    const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(shots, observed, cpu_gradient);
+    ProgressReport gradient_progress("CPU reference, gradient", "shots", p.nshots);
+    const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(
+        shots, observed, cpu_gradient, [&](int done) { gradient_progress.done(done); });
     gpu.set_velocity(initial_model(p));
     gpu.set_observed(observed);
     const GradientResult g = gpu.gradient(shots);

@@ -148,12 +148,13 @@ std::vector<Real> CpuPropagator<Real>::adjoint(int shot, const std::vector<Real>
 
 template <typename Real>
 double CpuPropagator<Real>::misfit_gradient(const std::vector<int>& shots, const std::vector<Real>& observed,
-                                            std::vector<float>& gradient) const {
+                                            std::vector<float>& gradient, const ShotsDone& shots_done) const {
     const std::vector<Real> wavelet(acquisition_.wavelet.begin(), acquisition_.wavelet.end());
     std::vector<Real> imaging(layout_.cells, Real(0));
     ForwardHistory<Real> history;
     double misfit = 0.0;
-    for (int shot : shots) {
+    for (size_t k = 0; k < shots.size(); ++k) {
+        const int shot = shots[k];
         std::vector<Real> residual = forward(shot, wavelet, &history);
         const Real* obs = observed.data() + shot * trace_samples();
         for (size_t k = 0; k < residual.size(); ++k) {
@@ -161,18 +162,20 @@ double CpuPropagator<Real>::misfit_gradient(const std::vector<int>& shots, const
             misfit += 0.5 * double(residual[k]) * double(residual[k]);
         }
         adjoint(shot, residual, &history, &imaging);
+        if (shots_done) shots_done(int(k) + 1);
     }
     gradient = fold_gradient(layout_, imaging, velocity_);
     return misfit;
 }
 
 template <typename Real>
-std::vector<Real> CpuPropagator<Real>::model_all_shots() const {
+std::vector<Real> CpuPropagator<Real>::model_all_shots(const ShotsDone& shots_done) const {
     const std::vector<Real> wavelet(acquisition_.wavelet.begin(), acquisition_.wavelet.end());
     std::vector<Real> traces;
     for (int shot = 0; shot < problem_.nshots; ++shot) {
         const std::vector<Real> one = forward(shot, wavelet);
         traces.insert(traces.end(), one.begin(), one.end());
+        if (shots_done) shots_done(shot + 1);
     }
     return traces;
 }

@@ -2,6 +2,7 @@
 // at a time, in float (to compare with the GPU) or double (to test the adjoint to machine precision).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "medium.hpp"
@@ -31,13 +32,16 @@ public:
     std::vector<Real> adjoint(int shot, const std::vector<Real>& residual, const ForwardHistory<Real>* history,
                               std::vector<Real>* imaging) const;
 
+    // Called after each shot with the number of shots done so far (for a progress report).
+    using ShotsDone = std::function<void(int shots_done)>;
+
     // L2 misfit 0.5 sum (syn - obs)^2 over `shots` against observed traces (all shots, [shot][nt][nrec]),
     // and its gradient with respect to the velocity model (nz x nx).
     double misfit_gradient(const std::vector<int>& shots, const std::vector<Real>& observed,
-                           std::vector<float>& gradient) const;
+                           std::vector<float>& gradient, const ShotsDone& shots_done = {}) const;
 
     // Traces of every shot with the problem's wavelet: [shot][nt][nrec].
-    std::vector<Real> model_all_shots() const;
+    std::vector<Real> model_all_shots(const ShotsDone& shots_done = {}) const;
 
     const FieldLayout& layout() const { return layout_; }
     const Acquisition& acquisition() const { return acquisition_; }

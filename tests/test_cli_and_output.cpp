@@ -16,6 +16,7 @@
 #include "host_memory.hpp"
 #include "output.hpp"
 #include "problem.hpp"
+#include "progress.hpp"
 #include "stencil.hpp"
 #include "update.hpp"
 
@@ -309,6 +310,16 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
     CHECK(refusal(folder + "/link.json").find("is a symbolic link") != std::string::npos);
     CHECK(refusal(folder).find("is a folder") != std::string::npos);
     std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("a progress report is silent in its first interval, then prints at most one line an interval") {
+    ProgressReport report("CPU reference, gradient", "shots", 32, 30.0);
+    CHECK_FALSE(report.line_at(1, 10.0));
+    CHECK(report.line_at(3, 100.0) == "  CPU reference, gradient: 3 of 32 shots in 1 min 40 s, about 16 min 7 s left");
+    CHECK_FALSE(report.line_at(4, 129.0));  // 29 s after the last line
+    CHECK(report.line_at(32, 131.0) == "  CPU reference, gradient: 32 of 32 shots in 2 min 11 s");
+    CHECK(format_duration(59.4) == "59 s");
+    CHECK(format_duration(7500.0) == "2 h 5 min");
 }
 
 TEST_CASE("RESULT objects are valid JSON") {

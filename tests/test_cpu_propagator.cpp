@@ -221,3 +221,18 @@ TEST_CASE("a few CPU FWI iterations reduce the misfit") {
     for (size_t k = 1; k < misfits.size(); ++k) CHECK(misfits[k] < misfits[k - 1]);
     CHECK(misfits.back() < 0.9 * misfits.front());
 }
+
+TEST_CASE("the CPU reference reports each shot as it finishes (01 --verify's progress)") {
+    Problem p = problem_preset("small");
+    p.nt = 200;
+    p.nshots = 3;
+    validate(p);
+    std::vector<int> modelled, imaged;
+    const std::vector<float> observed =
+        CpuPropagator<float>(p, true_model(p)).model_all_shots([&](int done) { modelled.push_back(done); });
+    std::vector<float> gradient;
+    CpuPropagator<float>(p, initial_model(p)).misfit_gradient({2, 0}, observed, gradient,
+                                                              [&](int done) { imaged.push_back(done); });
+    CHECK(modelled == std::vector<int>{1, 2, 3});
+    CHECK(imaged == std::vector<int>{1, 2});
+}
