@@ -13,6 +13,15 @@ first_time() {
     FLAGS_SEEN+="$1 "
 }
 
+# is_one_of ITEM CHOICE...: whether ITEM is exactly one of the CHOICEs (an ITEM holding spaces, such as
+# "build tests" given as one quoted argument, is none of them).
+is_one_of() {
+    local item="$1" choice
+    shift
+    for choice in "$@"; do [ "$item" = "$choice" ] && return 0; done
+    return 1
+}
+
 # repeated_item LIST: the first item of the comma list LIST that is listed again, or nothing. The scripts
 # refuse such a list, as the programs do (`--gpus 1,1`: the second item was probably meant to be another).
 repeated_item() {
@@ -134,10 +143,21 @@ apt_candidate_version() {
     [ -n "$version" ] && printf '%s\n' "$version"
 }
 
+# Whether FWI_INSTALL_DRY_RUN asks for a dry run of install_missing_packages: 1 yes, unset, empty or 0 no;
+# any other value is refused (exit 2), since a "true" read as "no" would install for real.
+install_dry_run() {
+    case "${FWI_INSTALL_DRY_RUN:-0}" in
+        1) return 0 ;;
+        0) return 1 ;;
+        *) echo "error: FWI_INSTALL_DRY_RUN: '$FWI_INSTALL_DRY_RUN' is not 1 (only print the plan) or 0 (install)" >&2
+           exit 2 ;;
+    esac
+}
+
 # A fresh machine may never have run apt-get update (or has just been given NVIDIA's repository): refresh
 # the package lists once before concluding that no package provides something. Not in a dry run.
 refresh_apt_lists() {
-    [ "${FWI_INSTALL_DRY_RUN:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1 || return 1
+    ! install_dry_run && command -v apt-get >/dev/null 2>&1 || return 1
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     $sudo apt-get update -qq >/dev/null 2>&1
@@ -207,11 +227,12 @@ plan_missing_packages() {
 # can be installed as long as everything is already there. FWI_INSTALL_DRY_RUN=1 prints the plan
 # ("would install: ..." or "nothing to install") and returns without running apt.
 install_missing_packages() {
-    local plan
+    local plan dry_run=0
+    install_dry_run && dry_run=1
     plan="$(plan_missing_packages)" || exit $?
     local missing=()
     read -r -a missing <<<"$plan"
-    if [ "${FWI_INSTALL_DRY_RUN:-0}" = 1 ]; then
+    if [ "$dry_run" = 1 ]; then
         if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; else echo "would install: ${missing[*]}"; fi
         return 0
     fi

@@ -38,6 +38,7 @@ while [ $# -gt 0 ]; do
             [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"
             [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
+            [[ "$2" != -* ]] || bad_flag "$1: '$2' is a flag, not a value (a path that starts with - can be given as ./$2)"
             case "$1" in
                 --problem) problem="$2" ;;
                 --gpus) gpu_list="$2" ;;
@@ -60,7 +61,7 @@ case "$reference" in yes|no) ;; *) bad_flag "--reference: '$reference' is not on
     bad_flag "--gpus: '$gpu_list' is not a comma list of GPU counts like 1,2,4"
 repeated="$(repeated_item "$gpu_list")"
 [ -z "$repeated" ] || bad_flag "--gpus: $repeated is listed twice"
-out="$(realpath -m "${out:-$ROOT/out/compare-$problem}")"
+out="$(realpath -m -- "${out:-$ROOT/out/compare-$problem}")"
 # DIR/runs is emptied before the runs: only when an earlier comparison made it (its marker is there),
 # never a folder of the user's. Checked before the build, so a mistake costs nothing.
 runs="$out/runs"

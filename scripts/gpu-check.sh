@@ -18,7 +18,7 @@ for s in "${steps[@]}"; do
     case "$s" in
         -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
-    if [[ " ${all_steps[*]} " != *" $s "* ]]; then
+    if ! is_one_of "$s" "${all_steps[@]}"; then
         echo "gpu-check: unknown step '$s' (steps: ${all_steps[*]}; --help for more)" >&2
         exit 2
     fi

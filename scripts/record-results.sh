@@ -24,6 +24,7 @@ while [ $# -gt 0 ]; do
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"
             [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
+            [[ "$2" != -* ]] || bad_flag "$1: '$2' is a flag, not a value (a path that starts with - can be given as ./$2)"
             [ "$1" = --out ] && out="$2" || steps="$2"; shift 2 ;;
         *) bad_flag "unknown flag '$1' (--help lists the flags)" ;;
     esac
@@ -42,14 +43,14 @@ check_out() {
     why="$(unwritable_folder_reason "$out")"
     [ -z "$why" ] || bad_flag "--out: $why"
 }
-[ -z "$out" ] || { out="$(realpath -m "$out")"; check_out; rmdir "$out"; }  # ours, just made and empty
+[ -z "$out" ] || { out="$(realpath -m -- "$out")"; check_out; rmdir "$out"; }  # ours, just made and empty
 if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails); results are measured on GPUs" >&2
     exit 3
 fi
 gpus=$(nvidia-smi -L | wc -l)
 model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')  # "NVIDIA H100 80GB HBM3": H100
-[ -n "$out" ] || out="$(realpath -m "$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)")"
+[ -n "$out" ] || out="$(realpath -m -- "$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)")"
 check_out
 failed=0
 # The commit of the code measured, which the figures made from these results are stamped with. Where the
@@ -95,7 +96,7 @@ for step in ${steps//,/ }; do
     build)
         # The build as a newcomer's first one: a fresh build folder (timed, with the packages step).
         rm -rf "$bin"
-        run build bash -c "source '$ROOT/scripts/common.sh' && configure_and_build default" ;;
+        run build bash -c 'source "$1/scripts/common.sh" && configure_and_build default' bash "$ROOT" ;;
     lessons)
         run lessons/01_single_gpu "$bin/01_single_gpu/01_single_gpu" --json "$out/lessons/01_single_gpu.json" \
             --out "$out/lessons/01_single_gpu-files"
@@ -177,8 +178,9 @@ for step in ${steps//,/ }; do
         [ "$gpus" -ge 2 ] && observe exercises/05-3-stall "${mpi[@]}" -np 2 "$bin/05_nccl_mpi/05_nccl_mpi" \
             --test-fault=stall-before-allreduce:1 --timeout 5
         for every in 1 0; do
-            run exercises/06-3-save-every-$every bash -c "time ${mpi[*]} -np $gpus $bin/06_fwi_shot_parallel/06_fwi_shot_parallel \
-                --no-reference --no-plots --iterations 20 --save-every $every --out $e/06-files --overwrite"
+            run exercises/06-3-save-every-$every bash -c 'time "$@"' bash "${mpi[@]}" -np "$gpus" \
+                "$bin/06_fwi_shot_parallel/06_fwi_shot_parallel" --no-reference --no-plots --iterations 20 \
+                --save-every "$every" --out "$e/06-files" --overwrite
         done
         rm -rf "$e/06-files"
         run exercises/doctor-1-p2p-disabled env NCCL_P2P_DISABLE=1 "$bin/doctor/doctor" --checks nccl

@@ -211,6 +211,22 @@ expect_refusal "hostfile: GPUs per node not a count" 2 "--gpus-per-node: 'four' 
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node four 05_nccl_mpi
 expect_refusal "hostfile: --np 0" 2 "--np: '0' is not a count (1..999999)" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np 0 05_nccl_mpi
+expect_refusal "hostfile: more ranks than GPUs" 2 "--np: 9 ranks do not fit 2 node(s) x 4 GPUs (one rank per GPU); at most 8" \
+    -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np 9 05_nccl_mpi
+for option in --hostfile --gpus-per-node --np; do
+    value="$tmp/hosts"
+    [ "$option" = --hostfile ] || value=2
+    expect_refusal "hostfile: $option given twice" 2 "$option given twice" \
+        -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np 4 "$option" "$value" 05_nccl_mpi
+done
+expect_refusal "hostfile: --bin-dir given before and after its options" 2 "--bin-dir given twice" \
+    -- bash "$hostfile_run" --bin-dir "$build" --hostfile "$tmp/hosts" --bin-dir "$build" --gpus-per-node 4 05_nccl_mpi
+for value in true yes 2; do
+    expect_refusal "hostfile: FWI_DRY_RUN=$value" 2 "FWI_DRY_RUN: '$value' is not 1 (print the launch line only) or 0 (run it)" \
+        FWI_DRY_RUN="$value" -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 05_nccl_mpi
+done
+expect_refusal "a recipe with FWI_DRY_RUN=yes" 2 "FWI_DRY_RUN: 'yes' is not 1" \
+    "${allocation[@]}" FWI_DRY_RUN=yes FWI_BIN_DIR="$build" -- bash "$cluster/05_nccl_mpi.sbatch"
 # Counts that would overflow the shell's arithmetic (nodes x GPUs) are refused, not wrapped around.
 expect_refusal "hostfile: GPUs per node too large" 2 "--gpus-per-node: '9223372036854775807' is not a count" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 9223372036854775807 05_nccl_mpi

@@ -118,6 +118,9 @@ check "cmake_at_floor" 0 '^nothing to install$'
 # (d) everything present: nothing to install, and without the dry run nothing said and apt never run.
 detect
 check "everything_present" 0 '^nothing to install$'
+# A dry-run value other than 0 or 1 is refused before anything is planned, not read as "install".
+detect FWI_INSTALL_DRY_RUN=true
+check "dry_run_value_refused" 2 "^error: FWI_INSTALL_DRY_RUN: 'true' is not 1" 'installing'
 out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT -u FWI_INSTALL_DRY_RUN PATH="$fake_path" FWI_NCCL_SEARCH_DIRS="$sys" FWI_INCLUDE_DIRS="$sys" \
            "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages; echo done' bash "$common" 2>&1)"
 code=$?

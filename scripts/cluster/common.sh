@@ -19,22 +19,35 @@ fwi_die() {
     exit "$code"
 }
 
+# fwi_dry_run: whether FWI_DRY_RUN (or --dry-run) asks for a dry run: 1 yes, unset, empty or 0 no; any other
+# value is refused (a "true" or "yes" read as "no" would launch the job for real).
+fwi_dry_run() {
+    case "${FWI_DRY_RUN:-0}" in
+        1) return 0 ;;
+        0) return 1 ;;
+        *) fwi_die 2 "FWI_DRY_RUN: '$FWI_DRY_RUN' is not 1 (print the launch line only) or 0 (run it)" ;;
+    esac
+}
+
 # A node, GPU or rank count: 1..999999 (a longer number is no real count, and would overflow the shell's
 # arithmetic when multiplied).
 fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }
+
+# --bin-dir given twice is refused, as the programs refuse a repeated flag, also across calls of
+# fwi_recipe_options (hostfile-run.sh calls it again for a --bin-dir among its own options).
+FWI_BIN_DIR_GIVEN=""
 
 # fwi_recipe_options ARGS...: the recipe's own options, before the program's arguments: --dry-run (or
 # FWI_DRY_RUN=1: print the launch line instead of running it), --bin-dir DIR (or FWI_BIN_DIR), and `--`
 # to end them. What is left is in FWI_ARGS.
 fwi_recipe_options() {
     FWI_ARGS=()
-    local bin_dir_given=""  # given twice is refused, as the programs refuse a repeated flag
     while [ $# -gt 0 ]; do
         case "$1" in
             --dry-run) FWI_DRY_RUN=1; shift ;;
             --bin-dir | --bin-dir=*)
-                [ -z "$bin_dir_given" ] || fwi_die 2 "--bin-dir given twice"
-                bin_dir_given=yes
+                [ -z "$FWI_BIN_DIR_GIVEN" ] || fwi_die 2 "--bin-dir given twice"
+                FWI_BIN_DIR_GIVEN=yes
                 if [ "$1" = --bin-dir ]; then
                     [ $# -ge 2 ] || fwi_die 2 "--bin-dir: missing value (a build folder or an install's bin folder)"
                     FWI_BIN_DIR="$2"
@@ -49,6 +62,7 @@ fwi_recipe_options() {
         esac
     done
     FWI_ARGS=("$@")
+    fwi_dry_run || true  # refuses a value other than 0 or 1 before anything else is checked
 }
 
 # fwi_program_path NAME: the absolute path of a built program: NAME/NAME in a build folder or NAME in an
@@ -102,7 +116,7 @@ fwi_launch() {
     local line
     line="$(printf '%q ' "$@")"
     line="${line% }"
-    if [ "${FWI_DRY_RUN:-0}" = 1 ]; then
+    if fwi_dry_run; then
         echo "$line"
         exit 0
     fi
@@ -129,7 +143,7 @@ fwi_slurm_run() {
         tasks_per_node="${SLURM_NTASKS_PER_NODE:-}"
         gpus_per_node="${SLURM_GPUS_PER_NODE:-}"
         ranks="${SLURM_NTASKS:-}"
-    elif [ "${FWI_DRY_RUN:-0}" = 1 ]; then
+    elif fwi_dry_run; then
         nodes="$(fwi_sbatch_option "$script" nodes)"
         tasks_per_node="$(fwi_sbatch_option "$script" ntasks-per-node)"
         gpus_per_node="$(fwi_sbatch_option "$script" gpus-per-node)"
@@ -159,7 +173,7 @@ fwi_slurm_run() {
         mpirun) fwi_mpirun_line "$ranks" "$gpus_per_node" ;;
         *) fwi_die 2 "FWI_LAUNCHER: '$FWI_LAUNCHER' is not one of srun|mpirun" ;;
     esac
-    [ "${FWI_DRY_RUN:-0}" = 1 ] ||
+    fwi_dry_run ||
         echo "$FWI_RECIPE: $program on $nodes node(s) x $gpus_per_node GPUs, $ranks ranks, one per GPU" >&2
     fwi_launch "${FWI_LINE[@]}" "$path" "${FWI_ARGS[@]}"
 }

@@ -31,13 +31,15 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
-hostfile="" gpus_per_node="" ranks=""
+hostfile="" gpus_per_node="" ranks="" given=""
 fwi_recipe_options "$@"
 set -- "${FWI_ARGS[@]}"
 while [ $# -gt 0 ]; do
     case "$1" in
         --hostfile | --gpus-per-node | --np)
             [ $# -ge 2 ] || fwi_die 2 "$1: missing value"
+            [[ " $given " != *" $1 "* ]] || fwi_die 2 "$1 given twice"
+            given+=" $1"
             case "$1" in
                 --hostfile) hostfile="$2" ;;
                 --gpus-per-node) gpus_per_node="$2" ;;
@@ -54,8 +56,9 @@ done
 [ $# -ge 1 ] || fwi_die 2 "no PROGRAM; one of ${FWI_CLUSTER_PROGRAMS[*]} (--help shows the usage)"
 program=$1
 shift
-[[ " ${FWI_CLUSTER_PROGRAMS[*]} " == *" $program "* ]] ||
-    fwi_die 2 "PROGRAM: '$program' is not one of ${FWI_CLUSTER_PROGRAMS[*]}"
+known=""
+for name in "${FWI_CLUSTER_PROGRAMS[@]}"; do [ "$program" = "$name" ] && known=yes; done
+[ -n "$known" ] || fwi_die 2 "PROGRAM: '$program' is not one of ${FWI_CLUSTER_PROGRAMS[*]}"
 [ -n "$hostfile" ] || fwi_die 2 "--hostfile: missing; a file with one node a line (node1 slots=4)"
 [ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
 fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999)"
@@ -63,6 +66,9 @@ nodes=$(grep -cvE '^[[:space:]]*(#|$)' "$hostfile")
 [ "$nodes" -gt 0 ] || fwi_die 2 "--hostfile: '$hostfile' names no node"
 ranks="${ranks:-$((nodes * gpus_per_node))}"
 fwi_positive_integer "$ranks" || fwi_die 2 "--np: '$ranks' is not a count (1..999999)"
+[ "$ranks" -le $((nodes * gpus_per_node)) ] ||
+    fwi_die 2 "--np: $ranks ranks do not fit $nodes node(s) x $gpus_per_node GPUs (one rank per GPU); at most" \
+        "$((nodes * gpus_per_node))"
 
 path="$(fwi_program_path "$program")" || exit
 fwi_mpirun_line "$ranks" "$gpus_per_node" "$hostfile"
