@@ -39,9 +39,10 @@ void write_model(const Problem& p, const std::string& dir, const char* name, con
 
 int run_fwi(const Problem& p, const Options& options) {
     // A bad --out or --json is refused before the run (and before the GPU check), not after it; --out
-    // first, since --json may name a file in it.
+    // first, since --json may name a file in it (but not one of the run's own files).
     make_directories(options.out);
     check_writable(options.json, "--json");
+    check_not_a_run_file(options.json, "--json", options.out, "--out");
     require_gpus(1);
     std::printf("01_single_gpu: %s on %s\n", p.summary().c_str(), describe_device(0).c_str());
 
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
                              [&options] { return !options.verify; },
                              "without --verify (it computes one gradient: no model update, no model files)");
         if (!parser.parse(argc, argv)) return kExitOk;
-        validate(problem);
+        validate(problem, parser);
         require_host_memory(problem, options.verify);
         if (options.verify) {
             check_writable(options.json, "--json");  // written at the end: refused now, not after the run

@@ -43,7 +43,7 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
                          },
                          "when --combine runs pipelined (all, or a list that names it)");
     if (!parser.parse(argc, argv)) return false;
-    validate(problem);
+    validate(problem, parser);
     require_host_memory(problem);
     validate_allreduce_sweep_options(o.sweep);
     return true;

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
         parser.add_choice("--driver", &options.driver, {"threads", "group"},
                           "who issues the NCCL calls: one thread per GPU, or one thread with ncclGroupStart/End");
         if (!parser.parse(argc, argv)) return kExitOk;
-        validate(problem);
+        validate(problem, parser);
         require_host_memory(problem);
         return run(problem, options);
     });

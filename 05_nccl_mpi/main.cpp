@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
         add_allreduce_sweep_flags(parser, options.sweep, &options.bench_allreduce);
         refuse_fwi_flags_with_bench(parser, problem_flags, &options.bench_allreduce);
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
-        validate(problem);
+        validate(problem, parser);
         require_host_memory(problem);
         validate_allreduce_sweep_options(options.sweep);
         const TestFault fault = parse_test_fault(fault_spec);  // after parse: --help wins over a bad spec

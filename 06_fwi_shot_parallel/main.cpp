@@ -184,6 +184,8 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) {
         make_directories(o.out);
         check_writable(o.json, "--json");  // written at the end: refused now, not after the run
+        check_not_a_run_file(o.json, "--json", o.out, "--out");
+        check_not_a_run_file(o.json, "--json", o.resume, "--resume");
     }
 
     // 2. One GPU per rank; NCCL bootstrapped over MPI.
@@ -248,7 +250,7 @@ int main(int argc, char** argv) {
         parser.add_used_only({"--kill-after-checkpoint"}, [&options] { return options.checkpoint_every > 0; },
                              "with --checkpoint-every above 0");
         if (!parser.parse(argc, argv)) return kExitOk;
-        validate(problem);
+        validate(problem, parser);
         require_host_memory(problem);
         const int status = run_fwi(problem, options);
         if (world_rank() == 0 && !options.no_plots) pictures_dir = options.out;

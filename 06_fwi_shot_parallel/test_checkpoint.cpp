@@ -115,6 +115,14 @@ TEST_CASE("a folder where the checkpoint should be is refused, not read") {
     CHECK(usage_error_text([&] { read_small(folder.str()); }).find("not a regular file") != std::string::npos);
 }
 
+TEST_CASE("--resume given the checkpoint file, not its folder, says that it takes the folder") {
+    const TemporaryFolder folder;
+    write_checkpoint(folder.str(), sample_checkpoint(small_problem(), 2));
+    CHECK(usage_error_text([&] { read_small(checkpoint_path(folder.str())); }) ==
+          "--resume: '" + checkpoint_path(folder.str()) +
+              "' is a file; --resume takes the folder that holds the checkpoint (the run's --out folder)");
+}
+
 TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
     const TemporaryFolder folder;
     CHECK(usage_error_text([&] { read_small(folder.str()); }).find("--resume") != std::string::npos);

@@ -181,6 +181,9 @@ size_t largest_checkpoint_bytes(const Problem& problem) {
 Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     const std::string path = checkpoint_path(dir);
     std::error_code ignored;
+    if (std::filesystem::is_regular_file(dir, ignored))
+        throw UsageError("--resume: '" + dir + "' is a file; --resume takes the folder that holds the checkpoint "
+                         "(the run's --out folder)");
     if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
         throw UsageError("--resume: '" + path + "' is not a regular file (a folder, a pipe or a device is no "
                          "checkpoint)");

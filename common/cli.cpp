@@ -202,7 +202,7 @@ bool ArgParser::is_known_flag(const std::string& arg) const {
 }
 
 bool ArgParser::parse(int argc, const char* const* argv) {
-    std::map<std::string, std::string> given;  // option's flag -> the name it was given by
+    given_.clear();
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         if (is_help(arg)) {
@@ -216,11 +216,12 @@ bool ArgParser::parse(int argc, const char* const* argv) {
             arg = arg.substr(0, eq);
             has_inline_value = true;
         }
+        if (is_help(arg)) throw UsageError(arg + ": takes no value");  // "--help=1"
         const Option* option = find(arg);
         if (!option) throw UsageError("unknown flag '" + arg + "'");
         // Two values for one flag: which one was meant is a guess, so neither is taken. A flag and its
         // alias are one flag.
-        if (const auto [earlier, first] = given.emplace(option->flag, arg); !first)
+        if (const auto [earlier, first] = given_.emplace(option->flag, arg); !first)
             throw UsageError(earlier->second == arg ? arg + " given twice"
                                                     : option->flag + " given twice (as " + earlier->second +
                                                           " and " + arg + ")");
@@ -248,7 +249,7 @@ bool ArgParser::parse(int argc, const char* const* argv) {
     }
     for (const UsedOnly& rule : used_only_)
         for (const std::string& flag : rule.flags)
-            if (const auto found = given.find(flag); found != given.end() && !rule.applies())
+            if (const auto found = given_.find(flag); found != given_.end() && !rule.applies())
                 throw UsageError(given_name(found->second, flag) + ": used only " + rule.when);
     return true;
 }
@@ -266,6 +267,11 @@ std::string ArgParser::help_text() const {
     }
     out << "  --help" << std::string(28, ' ') << "print this help\n";
     return out.str();
+}
+
+bool ArgParser::was_given(const std::string& flag) const {
+    const Option* option = find(flag);
+    return option && given_.count(option->flag) != 0;
 }
 
 std::string ArgParser::find_value(int argc, const char* const* argv, const std::string& flag) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,9 @@ public:
     // same argv gets the same answer.
     bool parse(int argc, const char* const* argv);
     std::string help_text() const;
+    // Whether `flag` (by its flag or an alias) was given to parse(), and whether it is registered at all.
+    bool was_given(const std::string& flag) const;
+    bool knows(const std::string& flag) const { return find(flag) != nullptr; }
 
     // The value given for `flag` on the command line, or "" when absent or missing. Used to read a flag
     // (like --problem) that decides the defaults of the others before they are registered; it agrees
@@ -83,6 +87,7 @@ private:
     std::vector<Option> options_;
     std::vector<std::pair<std::string, std::string>> aliases_;  // (alias, flag)
     std::vector<UsedOnly> used_only_;
+    std::map<std::string, std::string> given_;  // option's flag -> the name parse() was given it by
 };
 
 // The items of a comma list given to `flag` ("a,b" -> {"a", "b"}). An empty list or an empty item (",a",

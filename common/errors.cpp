@@ -1,6 +1,7 @@
 #include "errors.hpp"
 
 #include <cstdio>
+#include <new>
 
 namespace fwi {
 
@@ -17,6 +18,13 @@ int run_program(const char* program_name, const std::function<int()>& body) {
     } catch (const VerificationError& e) {
         std::fprintf(stderr, "%s: VERIFICATION FAILED: %s\n", program_name, e.what());
         return kExitVerificationFailed;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr,
+                     "%s: environment: host memory ran out (an allocation failed): use a smaller problem (--nz, "
+                     "--nx, --nt, --nshots, --nrec), or raise this process's memory limit (ulimit -v, a "
+                     "container's or job's limit)\n",
+                     program_name);
+        return kExitEnvironment;
     } catch (const std::exception& e) {
         // Anything else is a bug or an unexpected library failure; report it as an environment problem.
         std::fprintf(stderr, "%s: unexpected error: %s\n", program_name, e.what());

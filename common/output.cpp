@@ -280,6 +280,29 @@ void check_writable(const std::string& path, const std::string& flag) {
     if (const std::string why = cannot_create_beside(path); !why.empty()) refuse(why);
 }
 
+void check_not_a_run_file(const std::string& path, const std::string& flag, const std::string& folder,
+                          const std::string& folder_flag) {
+    if (path.empty() || folder.empty()) return;
+    namespace fs = std::filesystem;
+    const fs::path name = fs::path(path).filename();
+    const std::string extension = name.extension().string();
+    const bool run_file_name = name == "loss_history.json" || extension == ".npy" || extension == ".csv" ||
+                               extension == ".png" || extension == ".fwi";
+    if (!run_file_name) return;
+    // The same folder: the same inode where both exist (links, "out/." and "./out" included), else the same
+    // path once made absolute and normal.
+    std::error_code ignored;
+    const fs::path parent = folder_of(path);
+    const bool same_folder = fs::exists(parent, ignored) && fs::exists(folder, ignored)
+                                 ? fs::equivalent(parent, folder, ignored)
+                                 : fs::weakly_canonical(fs::absolute(parent), ignored) ==
+                                       fs::weakly_canonical(fs::absolute(folder), ignored);
+    if (same_folder)
+        throw UsageError(flag + ": '" + path + "' could replace one of the run's own files in the folder of " +
+                         folder_flag + " (" + folder + ": models .npy, the loss history .csv and loss_history.json, "
+                         "pictures .png, the checkpoint .fwi); give it another name or folder");
+}
+
 void make_directories(const std::string& path) {
     std::error_code error;
     std::filesystem::create_directories(path, error);

@@ -108,6 +108,12 @@ std::string temporary_name(const std::string& path);
 // needs) and PATH is missing or a regular file (not a folder, a symbolic link, a device, a FIFO or a
 // socket, which the rename would replace). An empty PATH (the flag not given) passes.
 void check_writable(const std::string& path, const std::string& flag);
+// Throws UsageError naming `flag` when the file PATH could be one of the files an FWI run keeps in its
+// folder FOLDER (given by `folder_flag`: --out, or --resume's folder): PATH directly in FOLDER with the name
+// of such a file (loss_history.json, or a .npy, .csv, .png or .fwi file), which one would replace the
+// other. Another name there ("result.json") passes, as do an empty PATH or FOLDER.
+void check_not_a_run_file(const std::string& path, const std::string& flag, const std::string& folder,
+                          const std::string& folder_flag);
 
 // Creates the --out folder and its parents if missing. Throws UsageError if it cannot, or if no file can
 // be created in it (permissions, a read-only file system): refused before the run, not after it.

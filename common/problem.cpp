@@ -147,6 +147,17 @@ std::string true_model_flags(const Problem& p) {
 
 }  // namespace
 
+void validate(const Problem& p, const ArgParser& parser) {
+    try {
+        validate(p);
+    } catch (const UsageError& e) {
+        const std::string message = e.what();
+        const std::string flag = message.substr(0, message.find(':'));
+        if (flag.rfind("--", 0) != 0 || !parser.knows(flag) || parser.was_given(flag)) throw;
+        throw UsageError(message + " (" + flag + " was not given: it is the " + p.name + " problem's value)");
+    }
+}
+
 void validate(const Problem& p) {
     require_in("--absorb-width", p.absorb_width, Problem::kMinAbsorbWidth, 200, "cells; a thinner absorbing layer is unstable");
     require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");

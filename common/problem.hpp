@@ -65,6 +65,10 @@ Problem preset_from_args(int argc, const char* const* argv);
 // one, fewer than 2 cells per shortest wavelength); throws UsageError naming the flag. Prints a warning to
 // stderr below 5 cells per shortest wavelength.
 void validate(const Problem& problem);
+// The same, after `parser` has parsed the command line: where the flag a refusal names was not given (its
+// value is the --problem preset's, as with --nx 256 and the default problem's --src-x-last 491), the
+// message says so.
+void validate(const Problem& problem, const ArgParser& parser);
 
 // Model arrays, row-major [z][x], m/s.
 std::vector<float> true_model(const Problem& problem);

@@ -160,6 +160,8 @@ set(scripts ${PROJECT_SOURCE_DIR}/scripts)
 add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)
+add_exit_test(cli_gpu_check_steps_in_one_argument CODE 2 TEXT "unknown step 'build tests'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh "build tests")
 add_exit_test(cli_gpu_check_repeated_step CODE 2 TEXT "step 'tests' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh tests faults tests)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
@@ -173,6 +175,12 @@ add_exit_test(cli_compare_repeated_flag CODE 2 TEXT "--iterations given twice" T
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --iterations 2 --gpus 1 --iterations 3)
 add_exit_test(cli_record_results_repeated_flag CODE 2 TEXT "--out given twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /tmp/a --out /tmp/b)
+# A flag where a value should be is refused, not made a folder (realpath --version once named one).
+add_exit_test(cli_compare_out_is_a_flag CODE 2
+              TEXT "--out: '--version' is a flag, not a value (a path that starts with - can be given as ./--version)"
+              TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out --version)
+add_exit_test(cli_record_results_out_is_a_flag CODE 2 TEXT "--out: '-e' is a flag, not a value" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out -e)
 add_exit_test(cli_compare_repeated_gpu_count CODE 2 TEXT "--gpus: 1 is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,2,1)
 add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20

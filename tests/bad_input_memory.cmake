@@ -24,3 +24,12 @@ add_memory_test(04_nccl_threads traces "${memory_fwi_text}" ${memory_huge_proble
 add_memory_test(05_nccl_mpi traces "${memory_fwi_text}" ${memory_huge_problem})
 add_memory_test(06_fwi_shot_parallel traces "${memory_fwi_text}" ${memory_huge_problem} --no-plots
                 --out ${CMAKE_CURRENT_BINARY_DIR}/memory_06)
+
+# Below the machine's memory, a process limit can still end an allocation: the largest grid's models
+# (16384 x 16384 floats, 1 GiB each) under a 1.5 GB address-space limit. Exit 3 with a message, never
+# "unexpected error: std::bad_alloc".
+add_exit_test(memory_01_single_gpu_process_limit CODE 3
+              TEXT "01_single_gpu: environment: host memory ran out (an allocation failed): use a smaller problem"
+              TIMEOUT 60
+              COMMAND ${BASH_EXECUTABLE} -c "ulimit -v 1500000 && exec \"$0\" --nz 16384 --nx 16384"
+                      $<TARGET_FILE:01_single_gpu>)

@@ -94,6 +94,23 @@ add_exit_test(data_safety_json_in_new_out_06 CODE 3 TEXT "sees no CUDA GPU" LABE
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
               COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06
                       --json ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06/result.json)
+# But not with the name of one of the run's own files there, which one would replace the other (a RESULT
+# over the checkpoint would end the run's chance to resume): in --out, or in the folder --resume reads.
+add_exit_test(data_safety_json_over_run_file_01 CODE 2
+              TEXT "--json: '${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_01/final_model.npy' could replace one of the run's own files in the folder of --out"
+              ENVIRONMENT ${no_gpu}
+              COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_01
+                      --json ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_01/final_model.npy)
+add_exit_test(data_safety_json_over_run_file_06 CODE 2 TEXT "could replace one of the run's own files in the folder of --out"
+              LABELS cpu mpi TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
+              COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06
+                      --json ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06/./loss_history.json)
+add_exit_test(data_safety_json_over_resumed_checkpoint_06 CODE 2
+              TEXT "could replace one of the run's own files in the folder of --resume" LABELS cpu mpi TIMEOUT 90
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
+              COMMAND ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_new_06
+                      --iterations 2000 --json ${checkpoint_1000}/checkpoint.fwi)
+set_tests_properties(data_safety_json_over_resumed_checkpoint_06 PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
 
 # An output path that exists but is not a regular file is refused before the run: the file written is
 # renamed over the path, which would replace a device, a FIFO or a symbolic link with it (doctor once

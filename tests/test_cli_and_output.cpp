@@ -31,7 +31,7 @@ std::string parse_error(std::vector<const char*> args) {
         ArgParser parser("test", "");
         add_problem_flags(parser, p);
         parser.parse(int(args.size()), args.data());
-        validate(p);
+        validate(p, parser);
     } catch (const UsageError& e) {
         return e.what();
     }
@@ -71,6 +71,11 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--delay", "5"}, "--delay: the wavelet peak must fall inside the recording; allowed 0..1.5992 s"},
         {{"--interface-depth", "400"}, "--interface-depth: 400 is outside the grid; allowed 1..383"},
         {{"--verify=1"}, "unknown flag '--verify'"},
+        {{"--help=1"}, "--help: takes no value"},
+        // A flag the user did not give, refused for the preset's value: the message says where it came from.
+        {{"--nx", "256"}, "--src-x-last: 491 is outside the grid; allowed 20..255 (from --src-x-first to nx-1) "
+                          "(--src-x-last was not given: it is the default problem's value)"},
+        {{"--problem", "large", "--nz", "100"}, "(--interface-depth was not given: it is the large problem's value)"},
         {{"--step-size", "0"}, "--step-size: 0 is out of range; allowed 0.1..1000"},
         {{"--v-bottom", "1500"}, "nothing to invert: the true model (--model two-layer: --v-top 1500, --v-bottom 1500) "
                                  "is the initial model (--v-initial 1500)"},
