@@ -17,6 +17,12 @@ set(MPI_TEST_ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 #               [ENVIRONMENT <VAR=value>...] COMMAND <program> <args>...)
 # Passes when the command exits with CODE and its stderr contains TEXT (tests/expect_exit.cmake): the
 # bad-input and bad-launch tests of every program. LABELS default to cpu, TIMEOUT to 120 s.
+# An empty TEXT ("" where any message will do) sets WHOLE_TEXT to "" rather than unsetting it: the same to
+# the function, and without the warning of CMake 3.31 and later (functions keep the policies of their
+# definition).
+if(POLICY CMP0174)
+  cmake_policy(SET CMP0174 NEW)
+endif()
 function(add_exit_test name)
   cmake_parse_arguments(ARG "" "CODE;TEXT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND" ${ARGN})
   # TEXT once more, whole: ${ARGN} splits a text at its semicolons ("out of range; allowed 1..2"), and

@@ -1,5 +1,5 @@
 // Progress of a long loop on the CPU (the CPU reference of 01 --verify works one shot at a time on one
-// core: about 2 minutes for the default problem, over an hour for the large one). At most one line every
+// core: minutes for the default problem, over an hour for the large one). At most one line every
 // `interval` seconds and none before the first interval has passed, so a loop that ends within it prints
 // nothing and short runs keep their output.
 #pragma once

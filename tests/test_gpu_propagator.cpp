@@ -29,11 +29,12 @@ const std::vector<int> kAllShots = {0, 1, 2, 3};
 // holding the initial model and the observed traces.
 std::vector<float> check_against_cpu(const Problem& p, const std::vector<int>& shots, GpuPropagator& gpu) {
     const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots();
-    const Difference traces = compare(gpu.forward(shots), observed);
+    const std::vector<float> gpu_observed = gpu.forward(shots);
+    const Difference traces = compare(gpu_observed, observed);
     std::vector<float> cpu_gradient;
     const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(shots, observed, cpu_gradient);
     gpu.set_velocity(initial_model(p));
-    gpu.set_observed(observed);
+    gpu.set_observed(gpu_observed);  // each side its own data, as in 01 --verify (verify_against_cpu.cpp)
     const GradientResult g = gpu.gradient(shots);
     std::vector<float> gpu_gradient = gpu.download_gradient();
     const Difference gradient = compare(gpu_gradient, cpu_gradient);
