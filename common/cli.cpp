@@ -198,7 +198,7 @@ const ArgParser::Option* ArgParser::find(const std::string& flag) const {
 void ArgParser::set_prints_help(bool prints) { prints_help = prints; }
 
 bool ArgParser::is_known_flag(const std::string& arg) const {
-    return is_help(arg) || find(flag_name(arg)) != nullptr;
+    return is_help(flag_name(arg)) || find(flag_name(arg)) != nullptr;  // "--help=1" too
 }
 
 bool ArgParser::parse(int argc, const char* const* argv) {

@@ -48,9 +48,8 @@ public:
     // same argv gets the same answer.
     bool parse(int argc, const char* const* argv);
     std::string help_text() const;
-    // Whether `flag` (by its flag or an alias) was given to parse(), and whether it is registered at all.
+    // Whether `flag` (by its flag or an alias) was given to the last parse().
     bool was_given(const std::string& flag) const;
-    bool knows(const std::string& flag) const { return find(flag) != nullptr; }
 
     // The value given for `flag` on the command line, or "" when absent or missing. Used to read a flag
     // (like --problem) that decides the defaults of the others before they are registered; it agrees

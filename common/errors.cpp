@@ -18,12 +18,13 @@ int run_program(const char* program_name, const std::function<int()>& body) {
     } catch (const VerificationError& e) {
         std::fprintf(stderr, "%s: VERIFICATION FAILED: %s\n", program_name, e.what());
         return kExitVerificationFailed;
-    } catch (const std::bad_alloc&) {
+    } catch (const std::bad_alloc& e) {
+        // Host memory (std::bad_alloc) or, from Thrust, device memory: what() tells them apart.
         std::fprintf(stderr,
-                     "%s: environment: host memory ran out (an allocation failed): use a smaller problem (--nz, "
-                     "--nx, --nt, --nshots, --nrec), or raise this process's memory limit (ulimit -v, a "
-                     "container's or job's limit)\n",
-                     program_name);
+                     "%s: environment: an allocation failed (%s): the run needs more memory than this process "
+                     "may have; make the run smaller, or raise the memory limit (ulimit -v, a container's or "
+                     "job's limit)\n",
+                     program_name, e.what());
         return kExitEnvironment;
     } catch (const std::exception& e) {
         // Anything else is a bug or an unexpected library failure; report it as an environment problem.

@@ -653,8 +653,9 @@ void GpuPropagator::require_gradient_fits() const {
     char text[512];
     std::snprintf(text, sizeof text,
                   "the gradient needs %.1f GiB of device memory for one shot, beside %.1f GiB for the observed "
-                  "traces of every shot (--nshots x --nt x --nrec floats), and %.1f GiB is free; use a smaller grid "
-                  "(--nz, --nx), fewer time steps (--nt), shots (--nshots) or receivers (--nrec)",
+                  "traces of every shot (--nshots x --nt x --nrec floats), and %.1f GiB is free (of which 5%% and "
+                  "256 MiB are kept for other uses); use a smaller grid (--nz, --nx), fewer time steps (--nt), shots "
+                  "(--nshots) or receivers (--nrec)",
                   gib(gradient_bytes_per_shot()), gib(observed_bytes()), gib(free_bytes + observed_.bytes()));
     throw EnvironmentError(text);
 }

@@ -153,7 +153,7 @@ void validate(const Problem& p, const ArgParser& parser) {
     } catch (const UsageError& e) {
         const std::string message = e.what();
         const std::string flag = message.substr(0, message.find(':'));
-        if (flag.rfind("--", 0) != 0 || !parser.knows(flag) || parser.was_given(flag)) throw;
+        if (!parser.has_flag(flag) || parser.was_given(flag)) throw;
         throw UsageError(message + " (" + flag + " was not given: it is the " + p.name + " problem's value)");
     }
 }

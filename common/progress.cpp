@@ -5,22 +5,21 @@
 
 namespace fwi {
 
-ProgressReport::ProgressReport(std::string what, std::string unit, int total, double interval_seconds)
-    : what_(std::move(what)), unit_(std::move(unit)), total_(total), interval_(interval_seconds) {}
+ProgressReport::ProgressReport(std::string what, double total, double interval_seconds)
+    : what_(std::move(what)), total_(total), interval_(interval_seconds) {}
 
-void ProgressReport::done(int done) {
+void ProgressReport::done(double done, const std::string& state) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (const auto line = line_at(done, elapsed)) {
+    if (const auto line = line_at(done, state, elapsed)) {
         std::printf("%s\n", line->c_str());
         std::fflush(stdout);  // seen now, also through a pipe
     }
 }
 
-std::optional<std::string> ProgressReport::line_at(int done, double elapsed_seconds) {
-    if (done <= 0 || elapsed_seconds < last_line_ + interval_) return std::nullopt;
+std::optional<std::string> ProgressReport::line_at(double done, const std::string& state, double elapsed_seconds) {
+    if (done <= 0.0 || elapsed_seconds < last_line_ + interval_) return std::nullopt;
     last_line_ = elapsed_seconds;
-    std::string line = "  " + what_ + ": " + std::to_string(done) + " of " + std::to_string(total_) + " " + unit_ +
-                       " in " + format_duration(elapsed_seconds);
+    std::string line = "  " + what_ + ": " + state + " after " + format_duration(elapsed_seconds);
     if (done < total_) line += ", about " + format_duration(elapsed_seconds / done * (total_ - done)) + " left";
     return line;
 }

@@ -12,17 +12,17 @@ namespace fwi {
 
 class ProgressReport {
 public:
-    // `what` names the loop ("CPU reference, observed traces"), `unit` what it counts ("shots").
-    ProgressReport(std::string what, std::string unit, int total, double interval_seconds = 30.0);
-    // `done` of the total are done: prints the line on stdout if one is due.
-    void done(int done);
-    // The line due after `elapsed_seconds` with `done` done, if any (done() with the clock given).
-    std::optional<std::string> line_at(int done, double elapsed_seconds);
+    // `what` names the loop ("CPU reference"); `total` is its work, in any unit (shots weighted by their cost).
+    ProgressReport(std::string what, double total, double interval_seconds = 30.0);
+    // `done` of the total is done, and `state` says what ("traces of 3 of 8 shots"): prints the line on
+    // stdout if one is due, with the time so far and an estimate of the time left.
+    void done(double done, const std::string& state);
+    // The line due after `elapsed_seconds`, if any (done() with the clock given).
+    std::optional<std::string> line_at(double done, const std::string& state, double elapsed_seconds);
 
 private:
-    std::string what_, unit_;
-    int total_;
-    double interval_, last_line_ = 0.0;
+    std::string what_;
+    double total_, interval_, last_line_ = 0.0;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 

@@ -24,7 +24,8 @@ while [ $# -gt 0 ]; do
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"
             [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
-            [[ "$2" != -* ]] || bad_flag "$1: '$2' is a flag, not a value (a path that starts with - can be given as ./$2)"
+            [[ "$1" != --out || "$2" != -* ]] ||
+                bad_flag "--out: '$2' is a flag, not a folder (a folder whose name starts with - can be given as ./$2)"
             [ "$1" = --out ] && out="$2" || steps="$2"; shift 2 ;;
         *) bad_flag "unknown flag '$1' (--help lists the flags)" ;;
     esac

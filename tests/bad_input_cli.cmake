@@ -177,9 +177,9 @@ add_exit_test(cli_record_results_repeated_flag CODE 2 TEXT "--out given twice" T
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /tmp/a --out /tmp/b)
 # A flag where a value should be is refused, not made a folder (realpath --version once named one).
 add_exit_test(cli_compare_out_is_a_flag CODE 2
-              TEXT "--out: '--version' is a flag, not a value (a path that starts with - can be given as ./--version)"
+              TEXT "--out: '--version' is a flag, not a folder (a folder whose name starts with - can be given as ./--version)"
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out --version)
-add_exit_test(cli_record_results_out_is_a_flag CODE 2 TEXT "--out: '-e' is a flag, not a value" TIMEOUT 20
+add_exit_test(cli_record_results_out_is_a_flag CODE 2 TEXT "--out: '-e' is a flag, not a folder" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out -e)
 add_exit_test(cli_compare_repeated_gpu_count CODE 2 TEXT "--gpus: 1 is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,2,1)

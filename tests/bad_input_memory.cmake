@@ -29,7 +29,7 @@ add_memory_test(06_fwi_shot_parallel traces "${memory_fwi_text}" ${memory_huge_p
 # (16384 x 16384 floats, 1 GiB each) under a 1.5 GB address-space limit. Exit 3 with a message, never
 # "unexpected error: std::bad_alloc".
 add_exit_test(memory_01_single_gpu_process_limit CODE 3
-              TEXT "01_single_gpu: environment: host memory ran out (an allocation failed): use a smaller problem"
+              TEXT "01_single_gpu: environment: an allocation failed (std::bad_alloc): the run needs more memory"
               TIMEOUT 60
               COMMAND ${BASH_EXECUTABLE} -c "ulimit -v 1500000 && exec \"$0\" --nz 16384 --nx 16384"
                       $<TARGET_FILE:01_single_gpu>)

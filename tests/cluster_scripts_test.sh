@@ -220,7 +220,12 @@ for option in --hostfile --gpus-per-node --np; do
         -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np 4 "$option" "$value" 05_nccl_mpi
 done
 expect_refusal "hostfile: --bin-dir given before and after its options" 2 "--bin-dir given twice" \
-    -- bash "$hostfile_run" --bin-dir "$build" --hostfile "$tmp/hosts" --bin-dir "$build" --gpus-per-node 4 05_nccl_mpi
+    -- bash "$hostfile_run" --bin-dir "$build" --hostfile "$tmp/hosts" --bin-dir="$build" --gpus-per-node 4 05_nccl_mpi
+expect_line "hostfile: --bin-dir=DIR among its options" \
+    "mpirun --hostfile $tmp/hosts -np 8 --map-by ppr:4:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH $build/doctor/doctor --mpi" \
+    -- bash "$hostfile_run" --hostfile "$tmp/hosts" --bin-dir="$build" --gpus-per-node 4 --dry-run doctor --mpi
+expect_refusal "hostfile: programs given as one argument" 2 "PROGRAM: '05_nccl_mpi doctor' is not one of" \
+    -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 "05_nccl_mpi doctor"
 for value in true yes 2; do
     expect_refusal "hostfile: FWI_DRY_RUN=$value" 2 "FWI_DRY_RUN: '$value' is not 1 (print the launch line only) or 0 (run it)" \
         FWI_DRY_RUN="$value" -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 05_nccl_mpi

@@ -72,6 +72,7 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--interface-depth", "400"}, "--interface-depth: 400 is outside the grid; allowed 1..383"},
         {{"--verify=1"}, "unknown flag '--verify'"},
         {{"--help=1"}, "--help: takes no value"},
+        {{"--nx", "--help=1"}, "--nx: missing value"},  // not a value, as --help is not
         // A flag the user did not give, refused for the preset's value: the message says where it came from.
         {{"--nx", "256"}, "--src-x-last: 491 is outside the grid; allowed 20..255 (from --src-x-first to nx-1) "
                           "(--src-x-last was not given: it is the default problem's value)"},
@@ -318,11 +319,11 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
 }
 
 TEST_CASE("a progress report is silent in its first interval, then prints at most one line an interval") {
-    ProgressReport report("CPU reference, gradient", "shots", 32, 30.0);
-    CHECK_FALSE(report.line_at(1, 10.0));
-    CHECK(report.line_at(3, 100.0) == "  CPU reference, gradient: 3 of 32 shots in 1 min 40 s, about 16 min 7 s left");
-    CHECK_FALSE(report.line_at(4, 129.0));  // 29 s after the last line
-    CHECK(report.line_at(32, 131.0) == "  CPU reference, gradient: 32 of 32 shots in 2 min 11 s");
+    ProgressReport report("CPU reference", 32.0, 30.0);
+    CHECK_FALSE(report.line_at(1.0, "1 shot", 10.0));
+    CHECK(report.line_at(3.0, "3 shots", 100.0) == "  CPU reference: 3 shots after 1 min 40 s, about 16 min 7 s left");
+    CHECK_FALSE(report.line_at(4.0, "4 shots", 129.0));  // 29 s after the last line
+    CHECK(report.line_at(32.0, "every shot", 131.0) == "  CPU reference: every shot after 2 min 11 s");
     CHECK(format_duration(59.4) == "59 s");
     CHECK(format_duration(7500.0) == "2 h 5 min");
 }

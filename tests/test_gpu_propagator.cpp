@@ -29,7 +29,7 @@ const std::vector<int> kAllShots = {0, 1, 2, 3};
 // holding the initial model and the observed traces.
 std::vector<float> check_against_cpu(const Problem& p, const std::vector<int>& shots, GpuPropagator& gpu) {
     const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots();
-    const std::vector<float> gpu_observed = gpu.forward(shots);
+    const std::vector<float> gpu_observed = gpu.observed_traces_of(shots);
     const Difference traces = compare(gpu_observed, observed);
     std::vector<float> cpu_gradient;
     const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(shots, observed, cpu_gradient);

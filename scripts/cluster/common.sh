@@ -29,6 +29,14 @@ fwi_dry_run() {
     esac
 }
 
+# fwi_is_one_of ITEM CHOICE...: whether ITEM is exactly one of the CHOICEs (not a run of them with spaces).
+fwi_is_one_of() {
+    local item="$1" choice
+    shift
+    for choice in "$@"; do [ "$item" = "$choice" ] && return 0; done
+    return 1
+}
+
 # A node, GPU or rank count: 1..999999 (a longer number is no real count, and would overflow the shell's
 # arithmetic when multiplied).
 fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }

@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
             esac
             shift 2
             ;;
-        --dry-run | --bin-dir) fwi_recipe_options "$@"; set -- "${FWI_ARGS[@]}" ;;
+        --dry-run | --bin-dir | --bin-dir=*) fwi_recipe_options "$@"; set -- "${FWI_ARGS[@]}" ;;
         -h | --help) usage; exit 0 ;;
         -*) fwi_die 2 "unknown option '$1' (before PROGRAM: --hostfile, --gpus-per-node, --np, --dry-run, --bin-dir)" ;;
         *) break ;;
@@ -56,9 +56,8 @@ done
 [ $# -ge 1 ] || fwi_die 2 "no PROGRAM; one of ${FWI_CLUSTER_PROGRAMS[*]} (--help shows the usage)"
 program=$1
 shift
-known=""
-for name in "${FWI_CLUSTER_PROGRAMS[@]}"; do [ "$program" = "$name" ] && known=yes; done
-[ -n "$known" ] || fwi_die 2 "PROGRAM: '$program' is not one of ${FWI_CLUSTER_PROGRAMS[*]}"
+fwi_is_one_of "$program" "${FWI_CLUSTER_PROGRAMS[@]}" ||
+    fwi_die 2 "PROGRAM: '$program' is not one of ${FWI_CLUSTER_PROGRAMS[*]}"
 [ -n "$hostfile" ] || fwi_die 2 "--hostfile: missing; a file with one node a line (node1 slots=4)"
 [ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
 fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999)"
