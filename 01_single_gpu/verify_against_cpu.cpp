@@ -26,8 +26,8 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
     gpu.require_gradient_fits();
     // The CPU reference works one shot at a time on one core; on large problems it reports its progress.
     // The time left weighs a shot's gradient (a forward pass that keeps every step, then the adjoint) as
-    // 4 times its traces (measured 3 to 4.5 times).
-    constexpr double kGradientPerTraces = 4.0;
+    // 3.5 times its traces (measured 2.9 to 4.5 times on three machines).
+    constexpr double kGradientPerTraces = 3.5;
     const int n = p.nshots;
     const auto shots_text = [n](int done) { return std::to_string(done) + " of " + std::to_string(n) + " shots"; };
     ProgressReport progress("CPU reference", n * (1.0 + kGradientPerTraces));
