@@ -153,8 +153,8 @@ double CpuPropagator<Real>::misfit_gradient(const std::vector<int>& shots, const
     std::vector<Real> imaging(layout_.cells, Real(0));
     ForwardHistory<Real> history;
     double misfit = 0.0;
-    for (size_t k = 0; k < shots.size(); ++k) {
-        const int shot = shots[k];
+    for (size_t done = 0; done < shots.size(); ++done) {
+        const int shot = shots[done];
         std::vector<Real> residual = forward(shot, wavelet, &history);
         const Real* obs = observed.data() + shot * trace_samples();
         for (size_t k = 0; k < residual.size(); ++k) {
@@ -162,7 +162,7 @@ double CpuPropagator<Real>::misfit_gradient(const std::vector<int>& shots, const
             misfit += 0.5 * double(residual[k]) * double(residual[k]);
         }
         adjoint(shot, residual, &history, &imaging);
-        if (shots_done) shots_done(int(k) + 1);
+        if (shots_done) shots_done(int(done) + 1);
     }
     gradient = fold_gradient(layout_, imaging, velocity_);
     return misfit;
