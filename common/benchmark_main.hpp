@@ -67,8 +67,11 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         if (arg == "-h") arg = "--help";
         const char* out = benchmark_flag_value(arg, "--benchmark_out");
         if (!out) continue;
+        const bool repeated = !out_temporary.empty();
         out_path = out;
         try {
+            // Google Benchmark would take the last one; which was meant is a guess, as for the suite's flags.
+            if (repeated) throw UsageError("--benchmark_out given twice");
             if (out_path.empty()) throw UsageError("--benchmark_out: needs a file name");
             check_writable(out_path, "--benchmark_out");
         } catch (const UsageError& e) {

@@ -165,6 +165,9 @@ foreach(bench bench_propagator bench_allreduce)
   set_tests_properties(data_safety_${bench}_out_kept_when_refused data_safety_${bench}_out_kept_without_gpu
                        data_safety_${bench}_out_kept_when_listing PROPERTIES LABELS cpu TIMEOUT 60 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 endforeach()
+add_exit_test(data_safety_bench_out_twice CODE 2 TEXT "--benchmark_out given twice" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+              COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=${CMAKE_CURRENT_BINARY_DIR}/bench_a.json
+                      --benchmark_out=${CMAKE_CURRENT_BINARY_DIR}/bench_b.json)
 add_exit_test(data_safety_bench_out_unwritable CODE 2 TEXT "--benchmark_out: cannot write" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=/proc/results.json)
 
