@@ -206,7 +206,11 @@ bool ArgParser::parse(int argc, const char* const* argv) {
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         if (is_help(arg)) {
-            if (prints_help) std::fputs(help_text().c_str(), stdout);
+            // A help text that cannot be written (stdout closed, or a full disk) is no success; a reader that
+            // stopped early (--help | head) took what it wanted.
+            if (prints_help && (std::fputs(help_text().c_str(), stdout) == EOF || std::fflush(stdout) != 0) &&
+                errno != EPIPE)
+                throw EnvironmentError("--help: cannot write the help text to standard output");
             return false;
         }
         std::string value;

@@ -157,6 +157,9 @@ endforeach()
 # The scripts: --help prints the usage and an unknown step, a stray comma or an --out that cannot be
 # written is refused (exit 2), each before anything is installed, built or run (hence the short timeouts).
 set(scripts ${PROJECT_SOURCE_DIR}/scripts)
+# A help text that cannot be written is exit 3, not a silent success.
+add_exit_test(cli_help_unwritable CODE 3 TEXT "--help: cannot write the help text to standard output"
+              COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" --help >/dev/full" $<TARGET_FILE:01_single_gpu>)
 add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)
