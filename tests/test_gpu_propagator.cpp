@@ -43,7 +43,9 @@ std::vector<float> check_against_cpu(const Problem& p, const std::vector<int>& s
     REQUIRE(gradient.ref_max_abs > 0.0);  // not a problem whose gradient is zero
     CHECK(traces.relative_l2 < 1e-4);     // float32 on both sides, FMA and summation order differ
     CHECK(g.misfit == doctest::Approx(cpu_misfit).epsilon(1e-4));
-    CHECK(gradient.relative_l2 < 1e-3);
+    // 01 --verify allows 1e-3 on any problem; these grids measured 2e-6 to 1.3e-5 (1 x H100), so a tenth of
+    // it here catches a change that moves the gradient less than 01's check would notice.
+    CHECK(gradient.relative_l2 < 1e-4);
     return gpu_gradient;
 }
 }  // namespace
