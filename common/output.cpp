@@ -289,18 +289,9 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
     const bool run_file_name = name == "loss_history.json" || extension == ".npy" || extension == ".csv" ||
                                extension == ".png" || extension == ".fwi";
     if (!run_file_name) return;
-    // The same folder: the same inode where both exist (links included), else the same path once made
-    // absolute and normal ("out/.", "./out" and "out/" are "out").
+    // The same folder is the same inode ("out/.", "./out" and links included); both exist by now.
     std::error_code ignored;
-    const auto normal = [&ignored](const fs::path& p) {
-        fs::path n = fs::weakly_canonical(fs::absolute(p), ignored).lexically_normal();
-        return n.has_filename() ? n : n.parent_path();
-    };
-    const fs::path parent = folder_of(path);
-    const bool same_folder = fs::exists(parent, ignored) && fs::exists(folder, ignored)
-                                 ? fs::equivalent(parent, folder, ignored)
-                                 : normal(parent) == normal(folder);
-    if (same_folder)
+    if (fs::equivalent(folder_of(path), folder, ignored))
         throw UsageError(flag + ": '" + path + "' could replace one of the run's own files in the folder of " +
                          folder_flag + " (" + folder + ": models .npy, the loss history .csv and loss_history.json, "
                          "pictures .png, the checkpoint .fwi); give it another name or folder");

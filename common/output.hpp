@@ -111,7 +111,8 @@ void check_writable(const std::string& path, const std::string& flag);
 // Throws UsageError naming `flag` when the file PATH could be one of the files an FWI run keeps in its
 // folder FOLDER (given by `folder_flag`: --out, or --resume's folder): PATH directly in FOLDER with the name
 // of such a file (loss_history.json, or a .npy, .csv, .png or .fwi file), which one would replace the
-// other. Another name there ("result.json") passes, as do an empty PATH or FOLDER.
+// other. Another name there ("result.json") passes, as do an empty PATH or FOLDER. Call it once both
+// folders exist: after check_writable(PATH) and make_directories(--out), or once --resume's was read.
 void check_not_a_run_file(const std::string& path, const std::string& flag, const std::string& folder,
                           const std::string& folder_flag);
 
