@@ -1,4 +1,5 @@
-// CUDA_CHECK(call): throws fwi::EnvironmentError naming the call, file, line and CUDA's error string.
+// CUDA_CHECK(call): throws fwi::EnvironmentError naming the call, file, line and CUDA's error string, and
+// for a build made for other GPUs than this one, what to do.
 // CUDA_CHECK_LAUNCH(): the same for the last kernel launch.
 #pragma once
 
@@ -10,10 +11,23 @@
 
 namespace fwi {
 
+// What to do about the errors of a build made for other GPUs than this one; "" for every other error.
+inline std::string cuda_error_hint(cudaError_t status) {
+    const std::string rebuild = "build again for this GPU: `cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=native`"
+                                " (CUDAARCHS counts only when a build folder is first configured)";
+    if (status == cudaErrorNoKernelImageForDevice)
+        return "this build has no code for this GPU's compute capability; " + rebuild;
+    if (status == cudaErrorUnsupportedPtxVersion)
+        return "this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which cannot "
+               "compile it; update the driver, or " + rebuild;
+    return "";
+}
+
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+    const std::string hint = cuda_error_hint(status);
     throw EnvironmentError(std::string("CUDA call `") + call + "` failed at " + file + ":" +
                            std::to_string(line) + ": " + cudaGetErrorName(status) + " (" +
-                           cudaGetErrorString(status) + ")");
+                           cudaGetErrorString(status) + ")" + (hint.empty() ? "" : ": " + hint));
 }
 
 }  // namespace fwi

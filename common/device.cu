@@ -4,25 +4,46 @@
 
 #include "cuda_timing.hpp"
 #include "errors.hpp"
+#include "run_env.hpp"
 #include "timing.hpp"
 
 namespace fwi {
 
+namespace {
+// cudaGetDeviceCount with its failure cleared: `count` is 0 where it fails.
+cudaError_t count_gpus(int& count) {
+    count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no device" error
+        count = 0;
+    }
+    return status;
+}
+}  // namespace
+
 int visible_gpu_count() {
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        cudaGetLastError();  // clear the sticky "no device" error
-        return 0;
-    }
+    count_gpus(count);
     return count;
 }
 
 void require_gpus(int needed) {
-    const int count = visible_gpu_count();
+    int count = 0;
+    const cudaError_t status = count_gpus(count);
     if (count >= needed) return;
+    // Without any driver the runtime also says "insufficient driver"; a driver version tells the two apart.
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);  // 0 where libcuda.so.1 is missing
+    cudaRuntimeGetVersion(&runtime);
+    const std::string hint =
+        status == cudaErrorInsufficientDriver && driver > 0
+            ? "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
+                  ", older than the CUDA runtime this program was built with (" + cuda_version_text(runtime) +
+                  "): update the driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver)
+            : "check nvidia-smi and CUDA_VISIBLE_DEVICES; the doctor program says what is wrong";
     throw EnvironmentError("this program needs " + std::to_string(needed) + " CUDA GPU" + (needed > 1 ? "s" : "") +
-                           " and " + std::to_string(count) +
-                           " are visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
+                           " and " + std::to_string(count) + " are visible (" + hint + ")");
 }
 
 std::string describe_device(int device) {

@@ -156,8 +156,9 @@ constexpr float4 kZero4 = {0.0f, 0.0f, 0.0f, 0.0f};
 // still runs. Each kernel first does what needs nothing from the previous step (finds its cells, reads
 // their Courant numbers and PML coefficients), then waits here until every kernel it depends on has
 // finished and its writes are visible. It must neither read a wave field nor write anything before this
-// call. Past it, the kernel lets the next step's kernels be launched. Without programmatic edges (a GPU
-// before compute capability 9.0, or a launch outside the graphs) the wait returns at once.
+// call. Past it, the kernel lets the next step's kernels be launched. Without programmatic edges (a launch
+// outside the graphs) the wait returns at once. Code compiled for a GPU before compute capability 9.0 has
+// no wait, and the propagator then makes no programmatic edges (see its constructor).
 __device__ __forceinline__ void wait_for_previous_step() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -548,10 +549,15 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     allocated_bytes_ = fixed_bytes();
     peak_allocated_bytes_ = allocated_bytes_;
     set_velocity(velocity);
-    int device = 0, major = 0;
+    int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    programmatic_steps_ = major >= 9;
+    // Programmatic edges are safe only where the kernels wait for the previous step, and that wait is in
+    // their code only when it was compiled for compute capability 9.0 or newer. The GPU's own compute
+    // capability does not say so: an H100 running a build for A100 alone (CUDAARCHS=80) compiles its
+    // compute_80 PTX when the program loads, into kernels without the wait. So ask the kernel.
+    cudaFuncAttributes step_kernel{};
+    CUDA_CHECK(cudaFuncGetAttributes(&step_kernel, forward_inner_kernel<kForwardRows>));
+    programmatic_steps_ = step_kernel.ptxVersion >= 90;
     int sms = 0, blocks_per_sm = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, forward_inner_kernel<kForwardRows>,

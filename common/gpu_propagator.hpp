@@ -2,9 +2,9 @@
 // batch advance in the same kernel launches, one grid z-slice per shot). Each time step is two kernels
 // run side by side, one for the interior and one for the absorbing border, with source injection,
 // receiver sampling and the imaging condition fused into them; each time loop is replayed as a CUDA
-// graph, its shots split into independent chains of launches (see begin_chains), and on GPUs of compute
-// capability 9.0 and later its steps are joined by programmatic edges, so that a step's kernels are
-// launched while the previous step's still run.
+// graph, its shots split into independent chains of launches (see begin_chains), and where its kernels
+// were compiled for compute capability 9.0 or later its steps are joined by programmatic edges, so that a
+// step's kernels are launched while the previous step's still run.
 //
 // Memory: the gradient keeps, for every forward step, the Laplacian terms the imaging condition needs
 // (one stored field per step and shot, plus the absorbing layer's frame), so the adjoint pass neither
@@ -135,7 +135,7 @@ private:
     Chain chains_[kMaxChains];
     cudaEvent_t loop_start_ = nullptr;
     int gradient_batch_ = 0, adjoint_batch_ = 0;
-    bool programmatic_steps_ = false;  // join the steps by programmatic edges (compute capability >= 9.0)
+    bool programmatic_steps_ = false;  // join the steps by programmatic edges (kernels built for >= 9.0)
     int forward_inner_places_ = 0;     // blocks of the 2-row forward inner kernel resident at once
     double last_forward_loop_seconds_ = 0.0;
     size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;

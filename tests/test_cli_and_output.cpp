@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "cli.hpp"
+#include "cuda_check.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
 #include "output.hpp"
@@ -142,6 +143,14 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
     CHECK(format_number(1e-6) == "1e-06");
     CHECK(format_number(-5000.0) == "-5000");
     CHECK(format_number(0.2) == "0.2");
+}
+
+TEST_CASE("a CUDA error of a build made for other GPUs says how to build for this one; others get no hint") {
+    CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("-DCMAKE_CUDA_ARCHITECTURES=native") !=
+          std::string::npos);
+    CHECK(cuda_error_hint(cudaErrorUnsupportedPtxVersion).find("update the driver") != std::string::npos);
+    CHECK(cuda_error_hint(cudaErrorMemoryAllocation).empty());
+    CHECK(cuda_error_hint(cudaErrorLaunchFailure).empty());
 }
 
 TEST_CASE("--help stops the parse; set_prints_help(false) keeps it quiet") {
