@@ -55,6 +55,25 @@ std::string describe_device(int device) {
     return text;
 }
 
+namespace {
+__global__ void build_code_probe() {}
+}  // namespace
+
+BuildCode build_code_for(int device) {
+    int current = 0;
+    CUDA_CHECK(cudaGetDevice(&current));
+    CUDA_CHECK(cudaSetDevice(device));
+    cudaFuncAttributes attributes{};
+    const cudaError_t status = cudaFuncGetAttributes(&attributes, build_code_probe);
+    CUDA_CHECK(cudaSetDevice(current));
+    if (status == cudaErrorNoKernelImageForDevice) {
+        cudaGetLastError();  // not sticky, but keep the next CUDA_CHECK_LAUNCH from seeing it
+        return {};
+    }
+    CUDA_CHECK(status);
+    return {true, attributes.ptxVersion, attributes.binaryVersion};
+}
+
 double measure_copy_bandwidth(size_t bytes) {
     DeviceBuffer<char> source(bytes), destination(bytes);
     CUDA_CHECK(cudaMemset(source.data(), 1, bytes));

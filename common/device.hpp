@@ -20,6 +20,17 @@ void require_gpus(int needed);
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 std::string describe_device(int device);
 
+// Which of this build's code a GPU runs, asked of a kernel of this library (every kernel of the suite is
+// built for the same architectures, CMAKE_CUDA_ARCHITECTURES). A GPU runs machine code built for its own
+// architecture, or for an older one of the same major version; else PTX of an older or equal architecture,
+// which the driver compiles when the program loads; else nothing.
+struct BuildCode {
+    bool runs = false;       // false: the build has no code this GPU can run
+    int ptx_version = 0;     // the architecture the code was compiled for: 80 for compute_80 or sm_80
+    int binary_version = 0;  // the architecture of the machine code the GPU runs: 90 on an H100
+};
+BuildCode build_code_for(int device);
+
 // Device-to-device copy bandwidth of the current device, counting bytes read plus bytes written, from
 // the median of several cudaMemcpyAsync of `bytes` after a warm-up. The roofline's ceiling.
 double measure_copy_bandwidth(size_t bytes);

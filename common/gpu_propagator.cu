@@ -554,10 +554,8 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     // Programmatic edges are safe only where the kernels wait for the previous step, and that wait is in
     // their code only when it was compiled for compute capability 9.0 or newer. The GPU's own compute
     // capability does not say so: an H100 running a build for A100 alone (CUDAARCHS=80) compiles its
-    // compute_80 PTX when the program loads, into kernels without the wait. So ask the kernel.
-    cudaFuncAttributes step_kernel{};
-    CUDA_CHECK(cudaFuncGetAttributes(&step_kernel, forward_inner_kernel<kForwardRows>));
-    programmatic_steps_ = step_kernel.ptxVersion >= 90;
+    // compute_80 PTX when the program loads, into kernels without the wait.
+    programmatic_steps_ = build_code_for(device).ptx_version >= 90;
     int sms = 0, blocks_per_sm = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, forward_inner_kernel<kForwardRows>,

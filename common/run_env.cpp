@@ -177,6 +177,8 @@ Registry& registry() {
 
 }  // namespace
 
+std::string build_cuda_architectures() { return FWI_CUDA_ARCHITECTURES; }
+
 std::string cuda_version_text(int version) {
     return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
@@ -205,7 +207,7 @@ JsonObject run_env_json() {
         .add("utc_time", utc_now())
         .add("git_commit", FWI_GIT_COMMIT)
         .add("build_type", FWI_BUILD_TYPE)
-        .add("cuda_architectures", FWI_CUDA_ARCHITECTURES)
+        .add("cuda_architectures", build_cuda_architectures())
         .append(machine().gpu_fields);
     {
         Registry& fields = registry();

@@ -26,6 +26,9 @@ JsonObject run_env_json();
 // nccl_version and mpi_library_version are null until set; other keys go after them, in the order set.
 void set_env_field(const std::string& key, const JsonValue& value);
 
+// The CUDA architectures this build was made for, CMake's list comma-separated: "80-real,90-real,90-virtual".
+std::string build_cuda_architectures();
+
 // This machine's name (gethostname).
 std::string host_name();
 

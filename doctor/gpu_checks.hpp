@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "device.hpp"
 #include "host.hpp"
 #include "nvml.hpp"
 #include "report.hpp"
@@ -29,6 +30,19 @@ struct GpuSystem {
     // Pairs with peer access whose link is PCIe (no NVLink), where the IOMMU and ACS matter.
     bool has_pcie_peer_pairs() const;
 };
+
+// The code of this build a GPU runs (check 1).
+struct GpuCode {
+    int device = 0;
+    int compute_capability = 0;  // 90 for 9.0
+    BuildCode code;
+};
+
+// Check 1's verdict on the build, given each GPU's code and the build's CUDA architectures: FAIL when a
+// GPU has none (every program stops at its first kernel), WARN when a GPU of 9.0 or later runs PTX of an
+// older architecture (the propagator then joins its steps without programmatic launch), else PASS; the
+// summary and what to try are empty on a PASS.
+Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& architectures);
 
 // Check 1. Fills `system` (count 0 when no GPU is visible; the finding then says what the driver
 // traces tell, and the run ends with exit code 3).

@@ -1,4 +1,5 @@
-// Checks 1 (driver, runtime and devices) and 2 (topology): queries only, nothing runs on the GPUs.
+// Checks 1 (driver, runtime, devices and the build's code for them) and 2 (topology): queries only,
+// nothing runs on the GPUs.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -52,7 +53,44 @@ std::string versions_line(int driver, int runtime, const Nvml& nvml) {
            ", CUDA runtime " + cuda_version_text(runtime);
 }
 
+// "runs sm_90 code", "runs compute_80 PTX compiled for sm_90", "no code of this build"
+std::string code_text(const BuildCode& code) {
+    if (!code.runs) return "no code of this build";
+    if (code.ptx_version == code.binary_version) return "runs sm_" + std::to_string(code.binary_version) + " code";
+    return "runs compute_" + std::to_string(code.ptx_version) + " PTX compiled for sm_" +
+           std::to_string(code.binary_version);
+}
+
 }  // namespace
+
+Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& architectures) {
+    std::string without_code, older_ptx;
+    for (const GpuCode& gpu : gpus) {
+        const std::string name = "GPU " + std::to_string(gpu.device) + " (sm_" +
+                                 std::to_string(gpu.compute_capability) + ")";
+        if (!gpu.code.runs)
+            without_code += (without_code.empty() ? "" : ", ") + name;
+        else if (gpu.compute_capability >= 90 && gpu.code.ptx_version < 90)
+            older_ptx += (older_ptx.empty() ? "" : ", ") + name + " runs compute_" +
+                         std::to_string(gpu.code.ptx_version) + " PTX";
+    }
+    Finding verdict;
+    const std::string rebuild = "build again for these GPUs: `cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=native`"
+                                " and `cmake --build --preset default`";
+    if (!without_code.empty()) {
+        verdict.status = Status::fail;
+        verdict.summary = "this build (CUDA architectures " + architectures + ") has no code for " + without_code +
+                          ": every program stops at its first kernel";
+        verdict.next = rebuild;
+    } else if (!older_ptx.empty()) {
+        verdict.status = Status::warn;
+        verdict.summary = "this build (CUDA architectures " + architectures + ") has no code of 9.0 or later: " +
+                          older_ptx + ", compiled at every start, and the propagator steps without programmatic launch "
+                          "(slower)";
+        verdict.next = rebuild;
+    }
+    return verdict;
+}
 
 Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& system) {
     int driver = 0, runtime = 0, count = 0;
@@ -73,6 +111,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
     }
 
     std::map<std::string, int> models;
+    std::vector<GpuCode> codes;
     JsonObject devices;
     for (int device = 0; device < count; ++device) {
         // Create the GPU's context now, under this check's watchdog: a GPU in a bad state often hangs or
@@ -84,14 +123,17 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
         system.names.push_back(properties.name);
         system.pci.push_back(pci_address(device));
         ++models[properties.name];
+        const GpuCode gpu{device, properties.major * 10 + properties.minor, build_code_for(device)};
+        codes.push_back(gpu);
         finding.details.push_back("GPU " + std::to_string(device) + ": " + describe_device(device) + ", PCI " +
-                                  system.pci.back().bus_id);
+                                  system.pci.back().bus_id + ", " + code_text(gpu.code));
         JsonObject json;
         json.add("name", properties.name)
             .add("compute_capability", std::to_string(properties.major) + "." + std::to_string(properties.minor))
             .add("multiprocessors", properties.multiProcessorCount)
             .add("memory_bytes", properties.totalGlobalMem)
-            .add("pci_bus_id", system.pci.back().bus_id);
+            .add("pci_bus_id", system.pci.back().bus_id)
+            .add("build_code", code_text(gpu.code));
         devices.add(std::to_string(device), json);
     }
     system.count = count;  // only now: the later checks index names and pci by it
@@ -112,7 +154,13 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
         model_list += (model_list.empty() ? "" : ", ") + std::to_string(how_many) + "x " + name;
     finding.summary = std::to_string(count) + " GPU" + (count > 1 ? "s" : "") + " (" + model_list + "); " +
                       versions_line(driver, runtime, nvml);
-    if (value_of(variables, "CUDA_LAUNCH_BLOCKING") == "1") {
+    finding.facts.add("cuda_architectures", build_cuda_architectures());
+    const Finding build = build_code_verdict(codes, build_cuda_architectures());
+    if (build.status != Status::pass) {
+        finding.status = build.status;
+        finding.summary += "; " + build.summary;
+        finding.next = build.next;
+    } else if (value_of(variables, "CUDA_LAUNCH_BLOCKING") == "1") {
         finding.status = Status::warn;
         finding.summary += "; CUDA_LAUNCH_BLOCKING=1 serialises every launch";
         finding.next = "unset CUDA_LAUNCH_BLOCKING: it is for debugging and makes every timing meaningless";
