@@ -43,6 +43,11 @@ bool skip_without_gpu(benchmark::State& state) {
     return true;
 }
 
+// The gradient cases' shared propagator (below); the other cases free it first, so that a GPU with little
+// memory has room for them, and GradientSustained builds it again.
+struct GradientSetup;
+void release_gradient_setup();
+
 double copy_bandwidth() {
     static const double measured = measure_copy_bandwidth(size_t(1) << 30);
     return measured;
@@ -50,6 +55,7 @@ double copy_bandwidth() {
 
 void CopyBandwidth(benchmark::State& state) {
     if (skip_without_gpu(state)) return;
+    release_gradient_setup();
     for (auto _ : state) {
         const double bandwidth = measure_copy_bandwidth(size_t(1) << 30);
         state.SetIterationTime(2.0 * double(size_t(1) << 30) / bandwidth);
@@ -59,6 +65,7 @@ void CopyBandwidth(benchmark::State& state) {
 
 void ForwardStep(benchmark::State& state) {
     if (skip_without_gpu(state)) return;
+    release_gradient_setup();
     Problem p = problem_preset("default");
     p.name = "square";
     p.nz = p.nx = static_cast<int>(state.range(0));
@@ -78,9 +85,9 @@ void ForwardStep(benchmark::State& state) {
     state.counters["roofline_fraction"] = cells_per_second / (copy_bandwidth() / kBytesPerCell);
 }
 
-// The gradient cases share one propagator, built by the first of them to run and kept to the end of the
-// process, as a program builds one and keeps it: building it (17 GiB of history on the default problem,
-// the graphs of its time loops) takes about a second.
+// The gradient cases share one propagator, built by the first of them to run and kept, as a program builds
+// one and keeps it: building it (17 GiB of history on the default problem, the graphs of its time loops)
+// takes about a second. CopyBandwidth and ForwardStep free it, and GradientSustained builds it again.
 struct GradientSetup {
     Problem problem = problem_preset("default");
     std::vector<int> shots = all_shots(problem.nshots);
@@ -103,6 +110,8 @@ std::unique_ptr<GradientSetup>& gradient_setup_storage() {
     static std::unique_ptr<GradientSetup> setup;
     return setup;
 }
+
+void release_gradient_setup() { gradient_setup_storage().reset(); }
 
 // The shared setup, or null after telling Google Benchmark why this case is skipped (no GPU, or a GPU
 // whose memory cannot hold the gradient of one shot).
@@ -179,21 +188,36 @@ void GradientSustained(benchmark::State& state) {
     state.counters["slowest_ms"] = 1e3 * *std::max_element(seconds.begin(), seconds.end());
 }
 
+// Runs a case; an error (a GPU whose memory cannot hold what the case needs, above all) skips the case
+// with its message rather than ending the process with every result before it unwritten.
+template <void (*run_case)(benchmark::State&)>
+void skip_on_error(benchmark::State& state) {
+    try {
+        run_case(state);
+    } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+    }
+}
+
 }  // namespace
 
-// The sustained case last: it leaves the GPU at its power limit.
-BENCHMARK(Gradient)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(30)
-    ->ReportAggregatesOnly();
+// Each case under its own name, run by skip_on_error; the sustained case last: it leaves the GPU at its
+// power limit.
+BENCHMARK(skip_on_error<Gradient>)->Name("Gradient")->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->Iterations(1)->Repetitions(30)->ReportAggregatesOnly();
 // One repetition of 5 iterations: the medians over them are computed inside, per batch size.
-BENCHMARK(GradientBatches)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
-BENCHMARK(CopyBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
-BENCHMARK(ForwardStep)->Arg(8192)->Arg(2048)->Arg(512)->UseManualTime()->Unit(benchmark::kMillisecond)
-    ->Repetitions(5)->ReportAggregatesOnly();
-BENCHMARK(GradientSustained)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(150);
+BENCHMARK(skip_on_error<GradientBatches>)->Name("GradientBatches")->UseManualTime()
+    ->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(skip_on_error<CopyBandwidth>)->Name("CopyBandwidth")->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->Repetitions(3)->ReportAggregatesOnly();
+BENCHMARK(skip_on_error<ForwardStep>)->Name("ForwardStep")->Arg(8192)->Arg(2048)->Arg(512)->UseManualTime()
+    ->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly();
+BENCHMARK(skip_on_error<GradientSustained>)->Name("GradientSustained")->UseManualTime()
+    ->Unit(benchmark::kMillisecond)->Iterations(150);
 
 int main(int argc, char** argv) {
     const char* cases = "Gradient, GradientBatches, CopyBandwidth, ForwardStep/<n> or GradientSustained";
     const int status = run_benchmarks("bench_propagator", cases, argc, argv);
-    gradient_setup_storage().reset();  // before the CUDA runtime shuts down
+    release_gradient_setup();  // before the CUDA runtime shuts down
     return status;
 }

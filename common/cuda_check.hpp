@@ -1,5 +1,6 @@
 // CUDA_CHECK(call): throws fwi::EnvironmentError naming the call, file, line and CUDA's error string, and
-// for a build made for other GPUs than this one, what to do.
+// for a GPU out of memory or a build made for other GPUs than this one, what to do (DeviceMemoryError
+// for the first).
 // CUDA_CHECK_LAUNCH(): the same for the last kernel launch.
 #pragma once
 
@@ -11,8 +12,12 @@
 
 namespace fwi {
 
-// What to do about the errors of a build made for other GPUs than this one; "" for every other error.
+// What to do about a GPU out of memory and the errors of a build made for other GPUs than this one; ""
+// for every other error.
 inline std::string cuda_error_hint(cudaError_t status) {
+    if (status == cudaErrorMemoryAllocation)
+        return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi "
+               "lists them), or by this run, which is then too large for it";
     const std::string rebuild = "build again for this GPU: `cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=native`"
                                 " (CUDAARCHS counts only when a build folder is first configured)";
     if (status == cudaErrorNoKernelImageForDevice)
@@ -25,9 +30,11 @@ inline std::string cuda_error_hint(cudaError_t status) {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
     const std::string hint = cuda_error_hint(status);
-    throw EnvironmentError(std::string("CUDA call `") + call + "` failed at " + file + ":" +
-                           std::to_string(line) + ": " + cudaGetErrorName(status) + " (" +
-                           cudaGetErrorString(status) + ")" + (hint.empty() ? "" : ": " + hint));
+    const std::string message = std::string("CUDA call `") + call + "` failed at " + file + ":" +
+                                std::to_string(line) + ": " + cudaGetErrorName(status) + " (" +
+                                cudaGetErrorString(status) + ")" + (hint.empty() ? "" : ": " + hint);
+    if (status == cudaErrorMemoryAllocation) throw DeviceMemoryError(message);
+    throw EnvironmentError(message);
 }
 
 }  // namespace fwi

@@ -27,6 +27,12 @@ struct EnvironmentError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// The GPU had not the memory a CUDA call asked for (cudaErrorMemoryAllocation); an EnvironmentError that
+// code able to make do with less can catch.
+struct DeviceMemoryError : EnvironmentError {
+    using EnvironmentError::EnvironmentError;
+};
+
 // A result did not match its reference.
 struct VerificationError : std::runtime_error {
     using std::runtime_error::runtime_error;

@@ -581,14 +581,17 @@ int even_batch(int shots, int most) {
 }
 }  // namespace
 
-void GpuPropagator::choose_batches() {
+int GpuPropagator::shots_that_fit_memory() const {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     // The observed traces of every shot (set_observed) come out of the same memory, if not yet allocated;
     // keep 5% and 256 MiB of the rest for the CUDA graphs and other users.
     const double observed_to_come = double(observed_bytes()) - double(observed_.bytes());
     const double usable = 0.95 * double(free_bytes) - 256.0 * 1024 * 1024 - std::max(0.0, observed_to_come);
-    const int fits_memory = static_cast<int>(std::max(0.0, usable / gradient_bytes_per_shot()));
+    return static_cast<int>(std::max(0.0, usable / gradient_bytes_per_shot()));
+}
+
+void GpuPropagator::choose_batches() {
     int device = 0, l2_bytes = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
@@ -598,16 +601,15 @@ void GpuPropagator::choose_batches() {
     // imaging sum; delta (2 slots) and rho (2 slots, x and z) in the layer.
     const int forward_fits_cache = std::max(1, static_cast<int>(cache / (sizeof(float) * (2 * cells + 4 * frame))));
     const int adjoint_fits_cache = std::max(1, static_cast<int>(cache / (sizeof(float) * (3 * cells + 6 * frame))));
-    const int most = std::min({problem_.nshots, fits_memory, forward_fits_cache});
+    const int most = std::min({problem_.nshots, shots_that_fit_memory(), forward_fits_cache});
     gradient_batch_ = most < 1 ? 0 : even_batch(problem_.nshots, most);
     adjoint_batch_ = most < 1 ? 0 : even_batch(gradient_batch_, std::min(gradient_batch_, adjoint_fits_cache));
 }
 
-void GpuPropagator::set_batch_limits(int gradient_batch, int adjoint_batch) {
-    if (gradient_batch < 1 || adjoint_batch < 1) throw UsageError("batch limits must be at least 1");
-    choose_batches();
-    gradient_batch_ = std::min(gradient_batch_, gradient_batch);
-    adjoint_batch_ = std::min({adjoint_batch_, adjoint_batch, gradient_batch_});
+void GpuPropagator::set_batch_sizes(int gradient_batch, int adjoint_batch) {
+    if (gradient_batch < 1 || adjoint_batch < 1) throw UsageError("batch sizes must be at least 1");
+    gradient_batch_ = std::min({gradient_batch, problem_.nshots, shots_that_fit_memory()});
+    adjoint_batch_ = std::min(adjoint_batch, gradient_batch_);
 }
 
 GpuPropagator::~GpuPropagator() {
@@ -1054,16 +1056,39 @@ std::vector<float> GpuPropagator::observed_traces_of(const std::vector<int>& sho
     return all;
 }
 
+// The batch sizes were chosen from the memory free when this propagator was made. Other processes may have
+// taken some of it since: above all, other ranks sharing this GPU, which made their propagators at the same
+// moment and saw the same free memory. Where the workspace does not fit, the batches are halved until it
+// does, and stay so.
+std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
+    for (;;) {
+        // (No shots: no batch runs, and the gradient and misfit are zero.)
+        const int batch_size = shots == 0 ? 1 : even_batch(shots, gradient_batch_);
+        const int group_size = even_batch(batch_size, adjoint_batch_);
+        try {
+            ensure_workspace(Mode::gradient, batch_size, group_size);
+            return {batch_size, group_size};
+        } catch (const DeviceMemoryError&) {
+            cudaGetLastError();  // else the next launch check would report the failed allocation
+            release_workspace();
+            if (gradient_batch_ <= 1) throw;
+            const int before = gradient_batch_;
+            gradient_batch_ = (gradient_batch_ + 1) / 2;
+            adjoint_batch_ = std::min(adjoint_batch_, gradient_batch_);
+            std::fprintf(stderr, "note: the GPU's free memory no longer holds the gradient of %d shots at a time "
+                                 "(other processes or ranks on this GPU took some): %d at a time from now on\n",
+                         before, gradient_batch_);
+        }
+    }
+}
+
 GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
     NvtxRange range("gradient");
     require_gradient_fits();
     if (observed_.size() == 0) throw UsageError("gradient: observed traces were not set");
-    // (No shots: no batch runs, and the gradient and misfit are zero.)
-    const int batch_size = shots.empty() ? 1 : even_batch(int(shots.size()), gradient_batch_);
-    const int group_size = even_batch(batch_size, adjoint_batch_);
+    const auto [batch_size, group_size] = ensure_gradient_workspace(int(shots.size()));
     const size_t batches = (shots.size() + batch_size - 1) / batch_size;
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;
-    ensure_workspace(Mode::gradient, batch_size, group_size);
     Workspace& w = *workspace_;
     if (w.misfits.size() < batches) w.misfits = DeviceBuffer<double>(batches);
     CUDA_CHECK(cudaMemsetAsync(gradient_.data(), 0, gradient_.bytes(), stream_));

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "device.hpp"
@@ -76,9 +77,10 @@ public:
     size_t gradient_bytes_per_shot() const;
     int gradient_batch_size() const { return gradient_batch_; }
     int adjoint_batch_size() const { return adjoint_batch_; }
-    // Lowers the batch sizes below those chosen from device memory and the L2 cache (for tests and
-    // experiments).
-    void set_batch_limits(int gradient_batch, int adjoint_batch);
+    // Sets the batch sizes in place of those chosen from the L2 cache, within what device memory allows:
+    // up to gradient_batch shots at a time in the forward pass, up to adjoint_batch in each adjoint group
+    // (for tests and experiments, on any GPU's cache).
+    void set_batch_sizes(int gradient_batch, int adjoint_batch);
     // Throws EnvironmentError (exit 3), naming the memory needed, when not even one shot fits.
     void require_gradient_fits() const;
     // Device memory this propagator holds now, and the most it has held.
@@ -107,6 +109,7 @@ private:
     };
 
     void ensure_workspace(Mode mode, int batch, int adjoint_batch);
+    std::pair<int, int> ensure_gradient_workspace(int shots);  // the batch and adjoint group sizes it fits
     cudaGraphExec_t time_loop_graph(Mode mode, int batch, int adjoint_first = 0, int adjoint_count = 0);
     void capture_forward(Mode mode, int batch);
     void capture_adjoint(int batch, int first, int count);
@@ -126,6 +129,7 @@ private:
     size_t observed_bytes() const;  // the observed traces of every shot, allocated or not
     void require_observed_fits();
     void release_workspace();  // the workspace and the graphs captured on it
+    int shots_that_fit_memory() const;  // gradient shots the free device memory holds at once
     void choose_batches();
 
     Problem problem_;

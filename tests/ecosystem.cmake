@@ -7,6 +7,18 @@ add_test(NAME ecosystem_cudaarchs_honoured
                  "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS='80;90' \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null && grep -x 'CMAKE_CUDA_ARCHITECTURES:STRING=80;90' \"$dir/CMakeCache.txt\"; status=$?; rm -rf \"$dir\"; exit $status"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 set_tests_properties(ecosystem_cudaarchs_honoured PROPERTIES LABELS cpu TIMEOUT 300)
+# With a GPU present and no architectures given, the build is for the GPUs present, unless the CUDA
+# compiler does not know one of them (cmake/CudaArchitectures.cmake): a GPU newer than it knows gets PTX
+# of the newest it knows, with a warning; one older than it knows stops the configure with a message.
+# A fake nvidia-smi reports the GPUs.
+add_test(NAME ecosystem_gpu_newer_than_the_compiler
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
+                 ${PROJECT_SOURCE_DIR} "9.0 99.0" "knows no GPU of compute capability 99.0.*CUDA architectures: 90-real;[0-9]+-virtual" ok)
+add_test(NAME ecosystem_gpu_older_than_the_compiler
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
+                 ${PROJECT_SOURCE_DIR} "1.0" "cannot build for a GPU of compute capability 1.0: the oldest it builds for is" fails)
+set_tests_properties(ecosystem_gpu_newer_than_the_compiler ecosystem_gpu_older_than_the_compiler
+                     PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME ecosystem_install_runs_from_prefix
          COMMAND ${BASH_EXECUTABLE} -c
                  "dir=$(mktemp -d) && \"$0\" --install \"$1\" --prefix \"$dir\" >/dev/null && \"$dir/bin/01_single_gpu\" --help >/dev/null && python3 \"$dir/share/multi_gpu_fwi/plot_fwi.py\" \"$dir\" >/dev/null; status=$?; rm -rf \"$dir\"; exit $status"

@@ -145,12 +145,13 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
     CHECK(format_number(0.2) == "0.2");
 }
 
-TEST_CASE("a CUDA error of a build made for other GPUs says how to build for this one; others get no hint") {
+TEST_CASE("CUDA errors of a build made for other GPUs, and of a full GPU, say what to do; others get no hint") {
     CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("-DCMAKE_CUDA_ARCHITECTURES=native") !=
           std::string::npos);
     CHECK(cuda_error_hint(cudaErrorUnsupportedPtxVersion).find("update the driver") != std::string::npos);
-    CHECK(cuda_error_hint(cudaErrorMemoryAllocation).empty());
+    CHECK(cuda_error_hint(cudaErrorMemoryAllocation).find("nvidia-smi lists them") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorLaunchFailure).empty());
+    CHECK(cuda_error_hint(cudaErrorInvalidValue).empty());
 }
 
 TEST_CASE("--help stops the parse; set_prints_help(false) keeps it quiet") {

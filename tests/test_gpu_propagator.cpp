@@ -102,9 +102,10 @@ TEST_CASE("batched shots give the same result as one shot at a time") {
 
     gpu.set_observed(batched);
     gpu.set_velocity(initial_model(p));
+    gpu.set_batch_sizes(p.nshots, p.nshots);  // all together, whatever this GPU's L2 cache would choose
+    REQUIRE(gpu.gradient_batch_size() == p.nshots);
     const GradientResult all = gpu.gradient(kAllShots);
     const std::vector<float> all_gradient = gpu.download_gradient();
-    CHECK(gpu.gradient_batch_size() == p.nshots);
     std::vector<float> summed(all_gradient.size(), 0.0f);
     double misfit = 0.0;
     for (int shot : kAllShots) {
@@ -124,16 +125,17 @@ TEST_CASE("the adjoint pass in groups of shots, and smaller forward batches, giv
     GpuPropagator gpu(p, true_model(p));
     gpu.set_observed(gpu.forward(kAllShots));
     gpu.set_velocity(initial_model(p));
-    const GradientResult together = gpu.gradient(kAllShots);
-    const std::vector<float> together_gradient = gpu.download_gradient();
+    gpu.set_batch_sizes(p.nshots, p.nshots);  // all together, whatever this GPU's L2 cache would choose
     REQUIRE(gpu.gradient_batch_size() == p.nshots);
     REQUIRE(gpu.adjoint_batch_size() == p.nshots);
+    const GradientResult together = gpu.gradient(kAllShots);
+    const std::vector<float> together_gradient = gpu.download_gradient();
     // (forward batch, adjoint group): 4 shots then 2 groups of 2, then 4 groups of 1, then 2 batches of 2
     // with one group each and with 2 groups of 1.
     for (const auto& [forward, adjoint] : std::vector<std::pair<int, int>>{{4, 3}, {4, 1}, {2, 2}, {2, 1}}) {
         CAPTURE(forward);
         CAPTURE(adjoint);
-        gpu.set_batch_limits(forward, adjoint);
+        gpu.set_batch_sizes(forward, adjoint);
         const GradientResult grouped = gpu.gradient(kAllShots);
         CHECK(grouped.misfit == doctest::Approx(together.misfit).epsilon(1e-6));
         const Difference d = compare(gpu.download_gradient(), together_gradient);
@@ -192,4 +194,31 @@ TEST_CASE("the model update on the device matches the host's, and is the same bi
     CHECK(d.relative_l2 < 1e-6);  // the same arithmetic, up to a fused multiply-add
     CHECK(compare(on_device[1], on_device[0]).max_abs == 0.0);
     CHECK(compare(on_device[2], on_device[0]).max_abs == 0.0);
+}
+
+// Takes most of the GPU's free memory, as other processes (or other ranks on this GPU) can after a
+// propagator chose its batches. Runs alone (the "serial" suite: its own CTest test, RUN_SERIAL).
+TEST_SUITE("serial") {
+TEST_CASE("a gradient whose memory was taken after its batches were chosen runs in smaller batches") {
+    const Problem p = small_problem();
+    GpuPropagator gpu(p, true_model(p));
+    gpu.set_observed(gpu.forward(kAllShots));
+    gpu.set_velocity(initial_model(p));
+    gpu.set_batch_sizes(p.nshots, p.nshots);
+    gpu.gradient(kAllShots);
+    const std::vector<float> together = gpu.download_gradient();
+
+    gpu.forward({0});  // replaces the gradient's workspace, so the next gradient allocates its own again
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    // Room for the gradient of 2 shots at a time (and the forward workspace it replaces), not of 4.
+    const size_t room = size_t(2.5 * double(gpu.gradient_bytes_per_shot())) + (size_t(64) << 20);
+    REQUIRE(free_bytes > room);
+    DeviceBuffer<char> taken(free_bytes - room);
+    gpu.gradient(kAllShots);
+    CHECK(gpu.gradient_batch_size() == 2);
+    const Difference d = compare(gpu.download_gradient(), together);
+    MESSAGE("2 at a time after the memory was taken, against 4: " << describe(d));
+    CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
+}
 }
