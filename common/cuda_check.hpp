@@ -33,7 +33,10 @@ inline std::string cuda_error_hint(cudaError_t status) {
     const std::string message = std::string("CUDA call `") + call + "` failed at " + file + ":" +
                                 std::to_string(line) + ": " + cudaGetErrorName(status) + " (" +
                                 cudaGetErrorString(status) + ")" + (hint.empty() ? "" : ": " + hint);
-    if (status == cudaErrorMemoryAllocation) throw DeviceMemoryError(message);
+    if (status == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // not sticky: clear it, or the next launch check would report it again
+        throw DeviceMemoryError(message);
+    }
     throw EnvironmentError(message);
 }
 

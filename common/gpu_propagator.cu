@@ -1069,7 +1069,6 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
             ensure_workspace(Mode::gradient, batch_size, group_size);
             return {batch_size, group_size};
         } catch (const DeviceMemoryError&) {
-            cudaGetLastError();  // else the next launch check would report the failed allocation
             release_workspace();
             if (gradient_batch_ <= 1) throw;
             const int before = gradient_batch_;
