@@ -99,6 +99,8 @@ echo "made by scripts/compare.sh: the next comparison with this --out deletes th
 # (as every file the suite writes), so a stopped comparison never leaves a torn one.
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "CUDA_VISIBLE_DEVICES: ${CUDA_VISIBLE_DEVICES-(unset: every GPU)}"
+    echo "every GPU of the machine (nvidia-smi, which ignores CUDA_VISIBLE_DEVICES; machine.json has the ones used):"
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
     nvcc --version | tail -n 1
     mpirun --version 2>&1 | head -n 1
@@ -113,7 +115,14 @@ else
 fi
 printf 'role\tpattern\tvariant\tgpus\tstatus\tjson\tlog\n' >"$runs/manifest.tsv"
 echo "compare: problem $problem, GPU counts $gpu_counts, $iterations iterations per run, reference: $reference"
-echo "compare: $visible x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); logs and RESULT files in $runs/"
+# The GPUs the runs use, as CUDA sees them (CUDA_VISIBLE_DEVICES counts): "4 x NVIDIA H100 80GB HBM3".
+models=$(grep -o '"name": "[^"]*"' "$out/machine.json" 2>/dev/null | sed 's/^"name": "//; s/"$//' | sort | uniq -c |
+         sed 's/^ *\([0-9]*\) /\1 x /' | paste -sd ';' | sed 's/;/, /g')
+echo "compare: ${models:-$visible GPUs}; logs and RESULT files in $runs/"
+if [[ $models == *,* ]]; then
+    echo "compare: warning: the GPUs are not all one model; the single-GPU runs (01 and the scaling model's" \
+         "figures) use the first, and every multi-GPU run goes at the pace of its slowest GPU" >&2
+fi
 
 # One rank per GPU. --bind-to none: a rank's CUDA and NCCL helper threads must not share one core with
 # it; --oversubscribe: containers often show fewer "slots" than GPUs need.
