@@ -12,19 +12,22 @@
 
 namespace fwi {
 
+// How to build the suite again for the GPUs present: a fresh configure without CUDAARCHS, so that
+// CMakeLists.txt chooses the architectures from the GPUs it sees.
+constexpr const char* kRebuildForTheseGpus = "build again for the GPUs present: `env -u CUDAARCHS cmake --preset "
+                                             "default --fresh && cmake --build --preset default`";
+
 // What to do about a GPU out of memory and the errors of a build made for other GPUs than this one; ""
 // for every other error.
 inline std::string cuda_error_hint(cudaError_t status) {
     if (status == cudaErrorMemoryAllocation)
         return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi "
                "lists them), or by this run, which is then too large for it";
-    const std::string rebuild = "build again for this GPU: `cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=native`"
-                                " (CUDAARCHS counts only when a build folder is first configured)";
     if (status == cudaErrorNoKernelImageForDevice)
-        return "this build has no code for this GPU's compute capability; " + rebuild;
+        return std::string("this build has no code for this GPU's compute capability; ") + kRebuildForTheseGpus;
     if (status == cudaErrorUnsupportedPtxVersion)
-        return "this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which cannot "
-               "compile it; update the driver, or " + rebuild;
+        return std::string("this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which "
+                           "cannot compile it; update the driver, or ") + kRebuildForTheseGpus;
     return "";
 }
 

@@ -66,12 +66,23 @@ BuildCode build_code_for(int device) {
     cudaFuncAttributes attributes{};
     const cudaError_t status = cudaFuncGetAttributes(&attributes, build_code_probe);
     CUDA_CHECK(cudaSetDevice(current));
-    if (status == cudaErrorNoKernelImageForDevice) {
-        cudaGetLastError();  // not sticky, but keep the next CUDA_CHECK_LAUNCH from seeing it
-        return {};
+    switch (status) {
+        case cudaSuccess:
+            return {true, attributes.ptxVersion, attributes.binaryVersion, ""};
+        // The errors of loading a build's code on a GPU: none for its architecture, or PTX the driver
+        // cannot compile (from a newer toolkit than the driver, or without the driver's compiler).
+        case cudaErrorNoKernelImageForDevice:
+        case cudaErrorUnsupportedPtxVersion:
+        case cudaErrorInvalidPtx:
+        case cudaErrorInvalidKernelImage:
+        case cudaErrorJitCompilerNotFound:
+        case cudaErrorJitCompilationDisabled:
+            cudaGetLastError();  // not sticky, but keep the next CUDA_CHECK_LAUNCH from seeing it
+            return {false, 0, 0, cudaGetErrorName(status)};
+        default:
+            CUDA_CHECK(status);
+            return {};
     }
-    CUDA_CHECK(status);
-    return {true, attributes.ptxVersion, attributes.binaryVersion};
 }
 
 double measure_copy_bandwidth(size_t bytes) {

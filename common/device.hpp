@@ -28,8 +28,13 @@ struct BuildCode {
     bool runs = false;       // false: the build has no code this GPU can run
     int ptx_version = 0;     // the architecture the code was compiled for: 80 for compute_80 or sm_80
     int binary_version = 0;  // the architecture of the machine code the GPU runs: 90 on an H100
+    std::string load_error;  // why it cannot run: "cudaErrorNoKernelImageForDevice", ...
 };
 BuildCode build_code_for(int device);
+
+// Whether kernels of this code can wait for the kernels before them (griddepcontrol, compiled only for
+// compute capability 9.0 and later), which programmatic dependent launch needs.
+inline bool has_programmatic_wait(const BuildCode& code) { return code.runs && code.ptx_version >= 90; }
 
 // Device-to-device copy bandwidth of the current device, counting bytes read plus bytes written, from
 // the median of several cudaMemcpyAsync of `bytes` after a warm-up. The roofline's ceiling.

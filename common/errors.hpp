@@ -27,8 +27,9 @@ struct EnvironmentError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// The GPU had not the memory a CUDA call asked for (cudaErrorMemoryAllocation); an EnvironmentError that
-// code able to make do with less can catch.
+// The GPU has not the memory asked for: an allocation failed (cudaErrorMemoryAllocation), or a run was
+// refused before allocating what cannot fit. An EnvironmentError that code able to make do with less, or
+// to leave that part out, can catch.
 struct DeviceMemoryError : EnvironmentError {
     using EnvironmentError::EnvironmentError;
 };

@@ -555,7 +555,7 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     // their code only when it was compiled for compute capability 9.0 or newer. The GPU's own compute
     // capability does not say so: an H100 running a build for A100 alone (CUDAARCHS=80) compiles its
     // compute_80 PTX when the program loads, into kernels without the wait.
-    programmatic_steps_ = build_code_for(device).ptx_version >= 90;
+    programmatic_steps_ = has_programmatic_wait(build_code_for(device));
     int sms = 0, blocks_per_sm = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, forward_inner_kernel<kForwardRows>,
@@ -663,7 +663,7 @@ void GpuPropagator::require_gradient_fits() const {
                   "256 MiB are kept for other uses); use a smaller grid (--nz, --nx), fewer time steps (--nt), shots "
                   "(--nshots) or receivers (--nrec)",
                   gib(gradient_bytes_per_shot()), gib(observed_bytes()), gib(free_bytes + observed_.bytes()));
-    throw EnvironmentError(text);
+    throw DeviceMemoryError(text);
 }
 
 void GpuPropagator::set_velocity(const std::vector<float>& velocity) {
@@ -719,7 +719,7 @@ void GpuPropagator::require_observed_fits() {
                   "the observed traces of every shot, --nshots x --nt x --nrec = %d x %d x %d floats (%.1f GiB), do "
                   "not fit in the %.1f GiB of device memory free; use fewer shots, time steps or receivers",
                   problem_.nshots, problem_.nt, problem_.nrec, gib(observed_bytes()), gib(free_bytes));
-    throw EnvironmentError(text);
+    throw DeviceMemoryError(text);
 }
 
 void GpuPropagator::release_workspace() {
@@ -1058,8 +1058,8 @@ std::vector<float> GpuPropagator::observed_traces_of(const std::vector<int>& sho
 
 // The batch sizes were chosen from the memory free when this propagator was made. Other processes may have
 // taken some of it since: above all, other ranks sharing this GPU, which made their propagators at the same
-// moment and saw the same free memory. Where the workspace does not fit, the batches are halved until it
-// does, and stay so.
+// moment and saw the same free memory. Where the workspace does not fit, the batch is lowered to what the
+// free memory now holds (at most half the batch that failed), until it fits, and stays so.
 std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
     for (;;) {
         // (No shots: no batch runs, and the gradient and misfit are zero.)
@@ -1070,13 +1070,13 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
             return {batch_size, group_size};
         } catch (const DeviceMemoryError&) {
             release_workspace();
-            if (gradient_batch_ <= 1) throw;
-            const int before = gradient_batch_;
-            gradient_batch_ = (gradient_batch_ + 1) / 2;
+            const int fits = std::min((batch_size + 1) / 2, shots_that_fit_memory());
+            if (batch_size <= 1 || fits < 1) throw;
+            gradient_batch_ = fits;
             adjoint_batch_ = std::min(adjoint_batch_, gradient_batch_);
             std::fprintf(stderr, "note: the GPU's free memory no longer holds the gradient of %d shots at a time "
                                  "(other processes or ranks on this GPU took some): %d at a time from now on\n",
-                         before, gradient_batch_);
+                         batch_size, gradient_batch_);
         }
     }
 }

@@ -62,7 +62,9 @@ public:
     // Device time of the time loops of the last forward() call (CUDA events around the graph launches).
     double last_forward_loop_seconds() const { return last_forward_loop_seconds_; }
     // Misfit and gradient over `shots` against the observed traces. The gradient is left in
-    // device_gradient(), complete when this returns; it is never copied to the host here.
+    // device_gradient(), complete when this returns; it is never copied to the host here. Where other
+    // processes took device memory since the batch sizes were chosen, it lowers them for good and says
+    // so in a note on stderr.
     GradientResult gradient(const std::vector<int>& shots);
     // dJ/dv of the last gradient() call, nz x nx floats on this device.
     float* device_gradient() const { return gradient_.data(); }
@@ -81,7 +83,8 @@ public:
     // up to gradient_batch shots at a time in the forward pass, up to adjoint_batch in each adjoint group
     // (for tests and experiments, on any GPU's cache).
     void set_batch_sizes(int gradient_batch, int adjoint_batch);
-    // Throws EnvironmentError (exit 3), naming the memory needed, when not even one shot fits.
+    // Throws DeviceMemoryError (an EnvironmentError: exit 3), naming the memory needed, when not even one
+    // shot fits.
     void require_gradient_fits() const;
     // Device memory this propagator holds now, and the most it has held.
     size_t allocated_bytes() const { return allocated_bytes_; }

@@ -39,9 +39,9 @@ struct GpuCode {
 };
 
 // Check 1's verdict on the build, given each GPU's code and the build's CUDA architectures: FAIL when a
-// GPU has none (every program stops at its first kernel), WARN when a GPU of 9.0 or later runs PTX of an
-// older architecture (the propagator then joins its steps without programmatic launch), else PASS; the
-// summary and what to try are empty on a PASS.
+// GPU can run none of it (every program stops at its first kernel), WARN when a GPU of 9.0 or later runs
+// PTX of an older architecture (the propagator then joins its steps without programmatic launch), else
+// PASS; the summary and what to try are empty on a PASS.
 Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& architectures);
 
 // Check 1. Fills `system` (count 0 when no GPU is visible; the finding then says what the driver

@@ -5,9 +5,10 @@
 # The command gets `--json FILE` appended. The test is skipped (exit 77) with fewer than N GPUs visible
 # (doctor's own count, from the JSON); with --needs-peer-access where a pair of GPUs has no peer access
 # (PCIe cards without P2P, a server with more GPUs than one can reach), and with --needs-one-model where
-# the GPUs are not all one model: what those tests expect holds only on such machines. Then: the exit code must be CODE, the run must end within S
-# seconds (wall clock), every TEXT must appear in the output, and every check in the IDS of --pass (a
-# comma list) must be PASS, every one in those of --warn WARN.
+# the GPUs are not all one model: what those tests expect holds only on such machines. Then: the exit
+# code must be CODE, the run must end within S seconds (wall clock), every TEXT must appear in the
+# output, and every check in the IDS of --pass (a comma list) must be PASS, every one in those of --warn
+# WARN.
 set -uo pipefail
 min_gpus=0 needs_peer_access=0 needs_one_model=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
 expected=()

@@ -53,9 +53,9 @@ std::string versions_line(int driver, int runtime, const Nvml& nvml) {
            ", CUDA runtime " + cuda_version_text(runtime);
 }
 
-// "runs sm_90 code", "runs compute_80 PTX compiled for sm_90", "no code of this build"
+// "runs sm_90 code", "runs compute_80 PTX compiled for sm_90", "no code of this build it can run (...)"
 std::string code_text(const BuildCode& code) {
-    if (!code.runs) return "no code of this build";
+    if (!code.runs) return "no code of this build it can run (" + code.load_error + ")";
     if (code.ptx_version == code.binary_version) return "runs sm_" + std::to_string(code.binary_version) + " code";
     return "runs compute_" + std::to_string(code.ptx_version) + " PTX compiled for sm_" +
            std::to_string(code.binary_version);
@@ -69,25 +69,23 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
         const std::string name = "GPU " + std::to_string(gpu.device) + " (sm_" +
                                  std::to_string(gpu.compute_capability) + ")";
         if (!gpu.code.runs)
-            without_code += (without_code.empty() ? "" : ", ") + name;
-        else if (gpu.compute_capability >= 90 && gpu.code.ptx_version < 90)
+            without_code += (without_code.empty() ? "" : ", ") + name + ": " + gpu.code.load_error;
+        else if (gpu.compute_capability >= 90 && !has_programmatic_wait(gpu.code))
             older_ptx += (older_ptx.empty() ? "" : ", ") + name + " runs compute_" +
                          std::to_string(gpu.code.ptx_version) + " PTX";
     }
     Finding verdict;
-    const std::string rebuild = "build again for these GPUs: `cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=native`"
-                                " and `cmake --build --preset default`";
     if (!without_code.empty()) {
         verdict.status = Status::fail;
-        verdict.summary = "this build (CUDA architectures " + architectures + ") has no code for " + without_code +
-                          ": every program stops at its first kernel";
-        verdict.next = rebuild;
+        verdict.summary = "this build (CUDA architectures " + architectures + ") has no code these GPUs can run (" +
+                          without_code + "): every program stops at its first kernel";
+        verdict.next = kRebuildForTheseGpus;
     } else if (!older_ptx.empty()) {
         verdict.status = Status::warn;
-        verdict.summary = "this build (CUDA architectures " + architectures + ") has no code of 9.0 or later: " +
-                          older_ptx + ", compiled at every start, and the propagator steps without programmatic launch "
-                          "(slower)";
-        verdict.next = rebuild;
+        verdict.summary = "this build (CUDA architectures " + architectures + ") has no code of 9.0 or later that "
+                          "these GPUs can run: " + older_ptx + ", which the driver compiles when a program loads, "
+                          "and the propagator steps without programmatic launch (slower)";
+        verdict.next = kRebuildForTheseGpus;
     }
     return verdict;
 }

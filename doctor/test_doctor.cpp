@@ -275,7 +275,8 @@ TEST_CASE("no GPU: the most likely cause comes first, and the facts are all list
 }
 
 TEST_CASE("the build's code: none for a GPU fails, older PTX on a 9.0 GPU warns, machine code or newer PTX passes") {
-    const BuildCode sm90{true, 90, 90}, sm80{true, 80, 80}, ptx80_on_90{true, 80, 90}, ptx90_on_100{true, 90, 100};
+    const BuildCode sm90{true, 90, 90, ""}, sm80{true, 80, 80, ""}, ptx80_on_90{true, 80, 90, ""},
+        ptx90_on_100{true, 90, 100, ""}, none{false, 0, 0, "cudaErrorNoKernelImageForDevice"};
     const std::string architectures = "80-real,90-real,90-virtual";
     CHECK(build_code_verdict({{0, 90, sm90}, {1, 90, sm90}}, architectures).status == Status::pass);
     CHECK(build_code_verdict({{0, 86, sm80}}, architectures).status == Status::pass);
@@ -284,11 +285,12 @@ TEST_CASE("the build's code: none for a GPU fails, older PTX on a 9.0 GPU warns,
     CHECK(older.status == Status::warn);
     CHECK(contains(older.summary, "GPU 1 (sm_90) runs compute_80 PTX"));
     CHECK(contains(older.summary, "without programmatic launch"));
-    CHECK(contains(older.next, "-DCMAKE_CUDA_ARCHITECTURES=native"));
-    const Finding none = build_code_verdict({{0, 90, BuildCode{}}, {1, 90, ptx80_on_90}}, "80-real");
-    CHECK(none.status == Status::fail);
-    CHECK(contains(none.summary, "(CUDA architectures 80-real) has no code for GPU 0 (sm_90)"));
-    CHECK(contains(none.next, "-DCMAKE_CUDA_ARCHITECTURES=native"));
+    CHECK(contains(older.next, "--fresh"));
+    const Finding failed = build_code_verdict({{0, 90, none}, {1, 90, ptx80_on_90}}, "80-real");
+    CHECK(failed.status == Status::fail);
+    CHECK(contains(failed.summary, "(CUDA architectures 80-real) has no code these GPUs can run (GPU 0 (sm_90): "
+                                   "cudaErrorNoKernelImageForDevice)"));
+    CHECK(contains(failed.next, "--fresh"));
 }
 
 TEST_CASE("NCCL's log: connections with their transports, and warnings") {

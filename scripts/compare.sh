@@ -107,17 +107,18 @@ echo "made by scripts/compare.sh: the next comparison with this --out deletes th
     nvidia-smi topo -m
 } >"$out/machine.txt.tmp.$$" 2>&1
 mv -f "$out/machine.txt.tmp.$$" "$out/machine.txt"
+models=""
 if "$bin/common/visible_gpus" --env-json >"$out/machine.json.tmp.$$"; then
     mv -f "$out/machine.json.tmp.$$" "$out/machine.json"
+    # The GPUs the runs use, as CUDA sees them (CUDA_VISIBLE_DEVICES counts): "4 x NVIDIA H100 80GB HBM3".
+    models=$(grep -o '"name": "[^"]*"' "$out/machine.json" | sed 's/^"name": "//; s/"$//' | sort | uniq -c |
+             sed 's/^ *\([0-9]*\) /\1 x /' | paste -sd ';' | sed 's/;/, /g')
 else
     rm -f "$out/machine.json.tmp.$$"  # ours, just made
     echo "compare: warning: visible_gpus --env-json failed, so no new machine.json" >&2
 fi
 printf 'role\tpattern\tvariant\tgpus\tstatus\tjson\tlog\n' >"$runs/manifest.tsv"
 echo "compare: problem $problem, GPU counts $gpu_counts, $iterations iterations per run, reference: $reference"
-# The GPUs the runs use, as CUDA sees them (CUDA_VISIBLE_DEVICES counts): "4 x NVIDIA H100 80GB HBM3".
-models=$(grep -o '"name": "[^"]*"' "$out/machine.json" 2>/dev/null | sed 's/^"name": "//; s/"$//' | sort | uniq -c |
-         sed 's/^ *\([0-9]*\) /\1 x /' | paste -sd ';' | sed 's/;/, /g')
 echo "compare: ${models:-$visible GPUs}; logs and RESULT files in $runs/"
 if [[ $models == *,* ]]; then
     echo "compare: warning: the GPUs are not all one model; the single-GPU runs (01 and the scaling model's" \

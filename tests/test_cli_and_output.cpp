@@ -146,7 +146,7 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
 }
 
 TEST_CASE("CUDA errors of a build made for other GPUs, and of a full GPU, say what to do; others get no hint") {
-    CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("-DCMAKE_CUDA_ARCHITECTURES=native") !=
+    CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("cmake --preset default --fresh") !=
           std::string::npos);
     CHECK(cuda_error_hint(cudaErrorUnsupportedPtxVersion).find("update the driver") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorMemoryAllocation).find("nvidia-smi lists them") != std::string::npos);
