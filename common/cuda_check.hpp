@@ -1,6 +1,5 @@
 // CUDA_CHECK(call): throws fwi::EnvironmentError naming the call, file, line and CUDA's error string, and
-// for a GPU out of memory or a build made for other GPUs than this one, what to do (DeviceMemoryError
-// for the first).
+// for the errors cuda_error_hint knows, what to do (DeviceMemoryError for a GPU out of memory).
 // CUDA_CHECK_LAUNCH(): the same for the last kernel launch.
 #pragma once
 
@@ -17,14 +16,17 @@ namespace fwi {
 constexpr const char* kRebuildForTheseGpus = "build again for the GPUs present: `env -u CUDAARCHS cmake --preset "
                                              "default --fresh && cmake --build --preset default`";
 
-// What to do about a GPU out of memory and the errors of a build made for other GPUs than this one; ""
-// for every other error.
+// What to do about a GPU out of memory, too many peers, and the errors of a build made for other GPUs
+// than this one; "" for every other error.
 inline std::string cuda_error_hint(cudaError_t status) {
     if (status == cudaErrorMemoryAllocation)
         return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi "
                "lists them), or by this run, which is then too large for it";
     if (status == cudaErrorNoKernelImageForDevice)
         return std::string("this build has no code for this GPU's compute capability; ") + kRebuildForTheseGpus;
+    if (status == cudaErrorTooManyPeers)
+        return "a GPU can have peer access to only so many others at once (8 over PCIe): on a machine with more "
+               "GPUs, give CUDA_VISIBLE_DEVICES at most 9 of them";
     if (status == cudaErrorUnsupportedPtxVersion)
         return std::string("this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which "
                            "cannot compile it; update the driver, or ") + kRebuildForTheseGpus;
