@@ -43,9 +43,8 @@ bool skip_without_gpu(benchmark::State& state) {
     return true;
 }
 
-// The gradient cases' shared propagator (below); the other cases free it first, so that a GPU with little
-// memory has room for them, and GradientSustained builds it again.
-struct GradientSetup;
+// Frees the gradient cases' shared propagator (below): the other cases call it first, so that a GPU with
+// little memory has room for them, and GradientSustained builds it again.
 void release_gradient_setup();
 
 // The copy that measures the memory ceiling: 1 GiB, or a quarter of the free memory on a GPU with less than

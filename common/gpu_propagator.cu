@@ -1069,7 +1069,7 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
             ensure_workspace(Mode::gradient, batch_size, group_size);
             return {batch_size, group_size};
         } catch (const DeviceMemoryError&) {
-            release_workspace();
+            // ensure_workspace released the old workspace first, and the new one's buffers are freed.
             const int fits = std::min((batch_size + 1) / 2, shots_that_fit_memory());
             if (batch_size <= 1 || fits < 1) throw;
             gradient_batch_ = fits;
