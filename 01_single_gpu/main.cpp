@@ -8,7 +8,7 @@
 // stay in device memory through every iteration; only the final ones are copied out, for the files.
 //
 // What you should see: the misfit falling a little each iteration, each iteration's phases, the time
-// per gradient (about 55-60 ms for the default problem on an H100 or H200), and a RESULT line.
+// per gradient (about 44 ms for the default problem on an H100, 40 ms on an H200), and a RESULT line.
 // --verify instead compares the GPU propagator with the CPU reference on a small problem.
 #include <cstdio>
 #include <string>

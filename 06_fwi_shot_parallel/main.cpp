@@ -8,9 +8,10 @@
 // snapshots and pictures, checkpoints written atomically and a resume that continues exactly where the
 // run stopped. Nothing assumes one node except the choice of GPU from the node-local rank.
 //
-// What you should see: the misfit falling every iteration, the time per iteration about 1/N of one GPU's,
-// the check against the single-GPU run of the same iterations (first gradient and final model), the
-// speedup line and a RESULT line; in --out the models, the loss history and PNG pictures of them.
+// What you should see: the misfit falling every iteration, the time per iteration well under one GPU's
+// (though not 1/N of it: the README says why), the check against the single-GPU run of the same
+// iterations (first gradient and final model), the speedup line and a RESULT line; in --out the models,
+// the loss history and PNG pictures of them.
 #include <mpi.h>
 #include <nccl.h>
 

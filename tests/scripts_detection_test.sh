@@ -133,6 +133,13 @@ detect FAKE_CUDA_VERSION=12.4
 check "cuda_at_floor" 0 '^nothing to install$'
 detect FAKE_CUDA_VERSION=13.0
 check "cuda_newer_major" 0 '^nothing to install$'
+# No nvcc at all: exit 3 before anything is planned (apt cannot install CUDA), even with packages missing.
+mv "$bin/nvcc" "$tmp/nvcc.hidden"
+rm "$bin/mpirun"
+detect FWI_CUDA_BIN="$tmp/no-cuda"
+check "cuda_toolkit_missing" 3 'CUDA toolkit \(nvcc\) is not' 'would install'
+mv "$tmp/nvcc.hidden" "$bin/nvcc"
+ln -s "$bin/mpicxx" "$bin/mpirun"
 # CMake takes CUDACXX before the nvcc on PATH, and so do the scripts.
 mkdir -p "$tmp/cuda-12.8/bin"
 printf '#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n' >"$tmp/cuda-12.8/bin/nvcc"
