@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                              "without --verify (it computes one gradient: no model update, no model files)");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem, parser);
-        require_host_memory(problem, options.verify);
+        require_host_memory(problem, 1, options.verify);
         if (options.verify) {
             check_writable(options.json, "--json");  // written at the end: refused now, not after the run
             require_gpus(1);

@@ -38,7 +38,7 @@ struct Options {
     AllreduceSweepOptions sweep;
     std::string variants = "via_gpu0,ring,p2p_kernel,nccl";
     VariantOptions variant;
-    int one_shot_max_bytes = 512 << 10;
+    long long one_shot_max_bytes = 512 << 10;
     double timeout_seconds = 30.0;
     std::string json_path;
 };
@@ -63,8 +63,8 @@ bool parse_options(int argc, char** argv, Options& options) {
     parser.add_string("--variants", &options.variants, "comma list of via_gpu0, ring, p2p_kernel, nccl");
     parser.add_int("--ring-chunks", &options.variant.ring_chunks, 1, 64,
                    "ring: chunks per segment that pipeline copies with reductions (each at least 256 KiB)");
-    parser.add_int("--one-shot-max-bytes", &options.one_shot_max_bytes, 0, 1 << 30,
-                   "p2p_kernel: one-shot up to this size in bytes, two-shot above");
+    parser.add_bytes("--one-shot-max-bytes", &options.one_shot_max_bytes, 0, 1 << 30,
+                     "p2p_kernel: one-shot up to this size in bytes (or with K, M, G), two-shot above");
     parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
                       "seconds any wait on a GPU may take before the program gives up (exit 3)");
     const auto variants_include = [&options](const std::string& name) {

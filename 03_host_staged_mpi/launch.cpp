@@ -44,7 +44,7 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
                          "when --combine runs pipelined (all, or a list that names it)");
     if (!parser.parse(argc, argv)) return false;
     validate(problem, parser);
-    require_host_memory(problem);
+    require_host_memory(problem, ranks_on_this_node(o.timeout_s));
     validate_allreduce_sweep_options(o.sweep);
     return true;
 }

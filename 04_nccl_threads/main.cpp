@@ -95,6 +95,7 @@ int run(const Problem& p, const Options& o) {
     const int gpus = o.gpus > 0 ? o.gpus : std::max(visible_gpu_count(), 1);
     const std::vector<ShotRange> split = split_all_shots(p.nshots, gpus);
     check_writable(o.json, "--json");  // written at the end: refused now, not after the run
+    require_host_memory(p, gpus);
     require_gpus(gpus);
     print_setup(p, o, split);
 
@@ -149,7 +150,6 @@ int main(int argc, char** argv) {
                           "who issues the NCCL calls: one thread per GPU, or one thread with ncclGroupStart/End");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem, parser);
-        require_host_memory(problem);
         return run(problem, options);
     });
 }

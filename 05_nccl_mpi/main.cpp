@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
         refuse_fwi_flags_with_bench(parser, problem_flags, &options.bench_allreduce);
         if (!parser.parse(count, arg_pointers.data())) return kExitOk;
         validate(problem, parser);
-        require_host_memory(problem);
+        require_host_memory(problem, ranks_on_this_node(options.timeout_s));
         validate_allreduce_sweep_options(options.sweep);
         const TestFault fault = parse_test_fault(fault_spec);  // after parse: --help wins over a bad spec
         if (fault.kind != FaultKind::none && options.bench_allreduce)

@@ -103,13 +103,19 @@ void check_checkpoint_kept(const Options& o) {
 FwiState starting_state(const Problem& p, const Options& o, int ranks) {
     if (o.resume.empty()) return FwiState{0, initial_model(p), {}, {}};
     std::string bytes;
-    // read_checkpoint refuses a file larger than this problem's checkpoint can be: at most 16384^2 floats
-    // and a few MiB, so the count fits MPI's int.
-    if (world_rank() == 0) bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p)));
-    uint64_t size = bytes.size();
-    MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
-    bytes.resize(size);
-    MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD));
+    {
+        // A file on a stalled network file system, or a rank that never reaches the broadcasts (launched
+        // with other flags), would leave the ranks waiting forever.
+        const WaitTimeout guard("the checkpoint " + checkpoint_path(o.resume) + " (read by rank 0, sent to every "
+                                "rank)", o.timeout_s);
+        // read_checkpoint refuses a file larger than this problem's checkpoint can be: at most 16384^2 floats
+        // and a few MiB, so the count fits MPI's int.
+        if (world_rank() == 0) bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p)));
+        uint64_t size = bytes.size();
+        MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+        bytes.resize(size);
+        MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD));
+    }
     const Checkpoint checkpoint = decode_checkpoint(bytes, checkpoint_path(o.resume));
     const std::string warning = check_resume(checkpoint, checkpoint_path(o.resume), p, o.iterations, ranks);
     if (world_rank() == 0) {
@@ -252,12 +258,12 @@ int main(int argc, char** argv) {
                              "with --checkpoint-every above 0");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem, parser);
-        require_host_memory(problem);
+        require_host_memory(problem, ranks_on_this_node(options.timeout_s));
         const int status = run_fwi(problem, options);
         if (world_rank() == 0 && !options.no_plots) pictures_dir = options.out;
         return status;
     });
     // After MPI_Finalize: starting a process from inside an MPI job is not portable.
-    if (code == kExitOk && !pictures_dir.empty()) draw_pictures(plot_script_path(), pictures_dir);
+    if (code == kExitOk && !pictures_dir.empty()) draw_pictures(plot_script_path(), pictures_dir, kPicturesTimeoutSeconds);
     return code;
 }

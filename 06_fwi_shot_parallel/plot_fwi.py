@@ -9,11 +9,13 @@ Reads the .npy models and gradients and loss_history.json that are there and wri
   gradients.png  the first and the final gradient
   loss.png       the misfit relative to the first iteration's
 Pictures whose inputs are missing are left out. Without matplotlib it says so and makes none (exit 0):
-the run's numbers are all in the .npy, .csv and .json files anyway.
+the run's numbers are all in the .npy, .csv and .json files anyway. A damaged input file (not a 2-D
+array, a loss history that is not the run's JSON) is named, and the exit code is 2.
 """
 import glob
 import json
 import os
+import re
 import sys
 
 # plotting.py: in the source tree in scripts/, in an install (cmake --install) beside this file.
@@ -22,9 +24,25 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..", "scripts")]
 from plotting import MISSING_HINT, import_matplotlib  # noqa: E402
 
 
+class BadRunFile(Exception):
+    """A file of the run folder that cannot be what the run wrote."""
+
+
+def load_model(np, path):
+    """A 2-D array from a .npy file; BadRunFile naming the file when it is not one."""
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise BadRunFile("%s is not a NumPy array file (%s)" % (path, error))
+    if array.ndim != 2 or array.size == 0 or not np.issubdtype(array.dtype, np.number):
+        raise BadRunFile("%s holds a %s array of shape %s, not a model of nz x nx numbers"
+                         % (path, array.dtype, array.shape))
+    return array
+
+
 def load(np, directory, name):
     path = os.path.join(directory, name)
-    return np.load(path) if os.path.exists(path) else None
+    return load_model(np, path) if os.path.exists(path) else None
 
 
 def model_panel(fig, ax, image, title, vmin, vmax, cmap="viridis", label="m/s"):
@@ -49,6 +67,9 @@ def plot_models(np, plt, directory, written):
         return
     vmin = min(float(m.min()) for m, _ in panels)
     vmax = max(float(m.max()) for m, _ in panels)
+    if final is not None and initial is not None and final.shape != initial.shape:
+        raise BadRunFile("final_model.npy %s and initial_model.npy %s in %s differ in shape: files of two runs?"
+                         % (final.shape, initial.shape, directory))
     change = final - initial if final is not None and initial is not None else None
     count = len(panels) + (change is not None)
     columns = 2 if count == 4 else count
@@ -63,11 +84,14 @@ def plot_models(np, plt, directory, written):
 
 
 def plot_snapshots(np, plt, directory, written):
-    paths = sorted(glob.glob(os.path.join(directory, "model_iter_*.npy")))
+    # Only the run's own names, model_iter_ and the iteration's digits; other files are not the run's.
+    snapshot = re.compile(r"model_iter_(\d+)\.npy$")
+    paths = sorted(p for p in glob.glob(os.path.join(directory, "model_iter_*.npy"))
+                   if snapshot.match(os.path.basename(p)))
     if not paths:
         return
     paths = paths[:: max(1, (len(paths) + 11) // 12)]  # at most 12 panels
-    models = [np.load(p) for p in paths]
+    models = [load_model(np, p) for p in paths]
     vmin = min(float(m.min()) for m in models)
     vmax = max(float(m.max()) for m in models)
     columns = min(4, len(models))
@@ -76,7 +100,7 @@ def plot_snapshots(np, plt, directory, written):
     for ax in axes.flat[len(models):]:
         ax.axis("off")
     for ax, path, model in zip(axes.flat, paths, models):
-        iteration = int(os.path.basename(path)[len("model_iter_"):-len(".npy")])
+        iteration = int(snapshot.match(os.path.basename(path)).group(1))
         model_panel(fig, ax, model, "after iteration %d" % iteration, vmin, vmax)
     save(fig, plt, directory, "snapshots.png", written)
 
@@ -97,10 +121,16 @@ def plot_loss(plt, directory, written):
     path = os.path.join(directory, "loss_history.json")
     if not os.path.exists(path):
         return
-    with open(path) as f:
-        history = json.load(f)
+    try:
+        with open(path) as f:
+            history = json.load(f)
+        iterations, misfits = history["iteration"], history["relative_misfit"]
+        if len(iterations) != len(misfits) or not all(isinstance(v, (int, float)) for v in iterations + misfits):
+            raise ValueError("its iteration and relative_misfit lists are not two lists of numbers of one length")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise BadRunFile("%s is not a run's loss history (%s: %s)" % (path, type(error).__name__, error))
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.semilogy(history["iteration"], history["relative_misfit"], marker="o")
+    ax.semilogy(iterations, misfits, marker="o")
     ax.set_xlabel("iteration")
     ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax.set_ylabel("misfit / first misfit")
@@ -127,10 +157,14 @@ def main(argv):
               "the arrays are in %s" % (MISSING_HINT, directory), file=sys.stderr)
         return 0
     written = []
-    plot_models(np, plt, directory, written)
-    plot_snapshots(np, plt, directory, written)
-    plot_gradients(np, plt, directory, written)
-    plot_loss(plt, directory, written)
+    try:
+        plot_models(np, plt, directory, written)
+        plot_snapshots(np, plt, directory, written)
+        plot_gradients(np, plt, directory, written)
+        plot_loss(plt, directory, written)
+    except BadRunFile as error:
+        print("error: %s" % error, file=sys.stderr)
+        return 2
     print("pictures: %s in %s/" % (", ".join(written) if written else "none (no inputs found)", directory))
     return 0
 

@@ -4,9 +4,12 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "output.hpp"
 
@@ -72,7 +75,7 @@ std::string plot_script_path() {
     return FWI_PLOT_SCRIPT;
 }
 
-bool draw_pictures(const std::string& script, const std::string& dir) {
+bool draw_pictures(const std::string& script, const std::string& dir, double timeout_s) {
     const std::string by_hand = "python3 " + script + " " + dir;
     if (!std::filesystem::exists(script)) {
         std::fprintf(stderr, "warning: the plotting script %s is not there (was the source tree moved?): no PNG "
@@ -91,7 +94,19 @@ bool draw_pictures(const std::string& script, const std::string& dir) {
         return false;
     }
     int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+        const pid_t done = waitpid(child, &status, WNOHANG);
+        if (done == child || (done < 0 && errno != EINTR)) break;
+        if (std::chrono::steady_clock::now() > deadline) {
+            kill(child, SIGKILL);
+            while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+            }
+            std::fprintf(stderr, "warning: the plotting script ran for more than %.0f s and was stopped: no PNG "
+                         "pictures; make them later with: %s\n", timeout_s, by_hand.c_str());
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
     std::fprintf(stderr, "warning: the plotting script failed (status %d): no PNG pictures; retry with: %s\n",

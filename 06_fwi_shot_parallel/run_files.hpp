@@ -21,10 +21,11 @@ void write_model_npy(const Problem& problem, const std::string& dir, const std::
 // ({"iteration": [...], "misfit": [...], "relative_misfit": [...], "iteration_seconds": [...]}).
 void write_loss_history(const std::string& dir, const FwiState& state);
 
-// Runs `python3 SCRIPT DIR` and waits for it. Returns false, with a warning on stderr that says how to
-// make the pictures by hand, when it cannot be started or fails; a missing matplotlib is the script's
-// own warning and not a failure.
-bool draw_pictures(const std::string& script, const std::string& dir);
+// Runs `python3 SCRIPT DIR` and waits for it, at most `timeout_s` seconds (then it is stopped). Returns
+// false, with a warning on stderr that says how to make the pictures by hand, when it cannot be started,
+// fails or runs out of time; a missing matplotlib is the script's own warning and not a failure.
+constexpr double kPicturesTimeoutSeconds = 600;  // far more than the lessons' grids need
+bool draw_pictures(const std::string& script, const std::string& dir, double timeout_s);
 
 // plot_fwi.py where it is: beside an installed program (PREFIX/share/multi_gpu_fwi/, from PREFIX/bin/),
 // else in the source tree the program was built from.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -151,6 +152,15 @@ TEST_CASE("a file larger than the problem's checkpoint can be is refused before 
     const std::string text = usage_error_text([&] { read_small(folder.str()); });
     CHECK(text.find("--resume") != std::string::npos);
     CHECK(text.find("bytes, more than a checkpoint") != std::string::npos);
+    CHECK(text.find("give the same problem flags") != std::string::npos);
+}
+
+TEST_CASE("a file that reports no size is read only up to the largest checkpoint") {
+    // Files in /proc report 0 bytes whatever they hold; the read must stop past the limit all the same.
+    const TemporaryFolder folder;
+    fs::create_symlink("/proc/self/status", checkpoint_path(folder.str()));
+    const std::string text = usage_error_text([&] { read_checkpoint(folder.str(), 100); });
+    CHECK(text.find("is over 100 bytes, more than a checkpoint") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint of more iterations than the run asks for is refused for --iterations, not for its size") {
@@ -259,6 +269,15 @@ TEST_CASE("pictures: the plotting script runs on a run folder; a missing script 
     write_model_npy(p, folder.str(), "initial_model.npy", initial_model(p));
     write_model_npy(p, folder.str(), "true_model.npy", true_model(p));
     write_model_npy(p, folder.str(), "final_model.npy", true_model(p));
-    CHECK(draw_pictures(FWI_PLOT_SCRIPT, folder.str()));  // with or without matplotlib
-    CHECK_FALSE(draw_pictures(folder.str() + "/no_such_script.py", folder.str()));
+    CHECK(draw_pictures(FWI_PLOT_SCRIPT, folder.str(), kPicturesTimeoutSeconds));  // with or without matplotlib
+    CHECK_FALSE(draw_pictures(folder.str() + "/no_such_script.py", folder.str(), kPicturesTimeoutSeconds));
+}
+
+TEST_CASE("pictures: a plotting script that never ends is stopped at the time limit") {
+    const TemporaryFolder folder;
+    const std::string script = folder.str() + "/sleeps.py";
+    std::ofstream(script) << "import time\ntime.sleep(60)\n";
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(draw_pictures(script, folder.str(), 1.0));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
 }

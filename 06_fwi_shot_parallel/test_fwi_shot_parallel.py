@@ -141,6 +141,28 @@ def test_plot_script(args):
     if code != 2:
         fail("plot_fwi.py on a missing folder exited %d, expected 2" % code)
 
+    # Stray and damaged files: a name that is not the run's is left alone, a damaged input is named, exit 2.
+    write_npy_floats(os.path.join(folder, "model_iter_abcd.npy"), (2, 2), [0.0] * 4)
+    code, output = run([sys.executable, args.plot_script, folder], timeout_s=120)
+    if code != 0 or "Traceback" in output:
+        fail("plot_fwi.py with a stray model_iter_abcd.npy exited %d:\n%s" % (code, output))
+    if "matplotlib is not installed" in output:
+        return  # the damaged files below are read only where pictures are made
+    damaged = [("loss_history.json", lambda path: open(path, "w").write('{"iteration": [1, 2], "relat')),
+               ("final_model.npy", lambda path: open(path, "wb").write(b"\x93NUMPY garbage")),
+               ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx + 1), [1500.0] * (nz * (nx + 1))))]
+    for name, damage in damaged:
+        path = os.path.join(folder, name)
+        with open(path, "rb") as f:
+            kept = f.read()
+        damage(path)
+        code, output = run([sys.executable, args.plot_script, folder], timeout_s=120)
+        with open(path, "wb") as f:
+            f.write(kept)
+        if code != 2 or name not in output or "Traceback" in output:
+            fail("plot_fwi.py with a damaged %s exited %d (expected 2, naming the file):\n%s" % (name, code, output))
+        print("damaged %s: exit 2, %s" % (name, output.strip().splitlines()[-1]))
+
 
 def require_gpus(count):
     gpus = visible_gpus()

@@ -31,7 +31,8 @@ inline const char* benchmark_flag_value(const std::string& arg, const char* flag
 }
 
 // What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
-// count below 1, and prints its usage and exits 0 on an unknown format or time unit.
+// count below 1 and on CPU performance counters it was built without, and prints its usage and exits 0
+// on an unknown format or time unit.
 inline std::string benchmark_flag_problem(const std::string& arg) {
     const auto value_of = [&](const char* flag) { return benchmark_flag_value(arg, flag); };
     const auto one_of = [](const std::string& value, std::initializer_list<const char*> allowed) {
@@ -54,6 +55,14 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
         if (end == v || !suffix_ok || !(t > 0.0) || t > 1e6)
             return "a positive number of seconds";
     }
+    if (const char* v = value_of("--benchmark_min_warmup_time")) {
+        char* end = nullptr;
+        const double t = std::strtod(v, &end);
+        if (end == v || *end != '\0' || !(t >= 0.0) || t > 1e6) return "a number of seconds, 0 or more";
+    }
+    // Counters of the CPU would count the host waiting for the GPU, not the GPU work these programs time.
+    if (const char* v = value_of("--benchmark_perf_counters"))
+        if (*v != '\0') return "empty: CPU performance counters measure nothing of the GPU work timed here";
     return "";
 }
 

@@ -189,12 +189,21 @@ Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
                          "checkpoint)");
     std::ifstream file(path, std::ios::binary);
     if (!file) throw UsageError("--resume: no checkpoint '" + path + "' (write one with --checkpoint-every)");
+    const auto too_large = [&](const std::string& size) {
+        return UsageError("--resume: '" + path + "' is " + size + " bytes, more than a checkpoint of this run's "
+                          "problem can be (at most " + std::to_string(max_bytes) + " bytes: the model, the loss "
+                          "history and the problem's values); if it was written for a larger grid, give the same "
+                          "problem flags as the run that wrote it");
+    };
     const uintmax_t size = std::filesystem::file_size(path, ignored);
-    if (size != static_cast<uintmax_t>(-1) && size > max_bytes)
-        throw UsageError("--resume: '" + path + "' is " + std::to_string(size) + " bytes, more than a checkpoint "
-                         "this run can continue from (at most " + std::to_string(max_bytes) + " bytes: the "
-                         "model, the loss history and the problem's values)");
-    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    if (size != static_cast<uintmax_t>(-1) && size > max_bytes) throw too_large(std::to_string(size));
+    // Read at most max_bytes + 1 bytes, whatever the size said: some files (in /proc, for one) report 0.
+    std::string bytes;
+    std::vector<char> chunk(size_t(1) << 20);
+    while (file.read(chunk.data(), std::streamsize(chunk.size())) || file.gcount() > 0) {
+        bytes.append(chunk.data(), size_t(file.gcount()));
+        if (bytes.size() > max_bytes) throw too_large("over " + std::to_string(max_bytes));
+    }
     return decode_checkpoint(bytes, path);
 }
 

@@ -319,6 +319,11 @@ NodeLocalRank node_local_rank(MPI_Comm comm) {
     return local;
 }
 
+int ranks_on_this_node(double timeout_s) {
+    const WaitTimeout guard("the other ranks, to count those on this node", timeout_s);
+    return node_local_rank(MPI_COMM_WORLD).size;
+}
+
 int gpu_for_local_rank(int local_rank, int visible_gpus) { return local_rank % visible_gpus; }
 
 }  // namespace fwi

@@ -67,6 +67,10 @@ struct NodeLocalRank {
 };
 NodeLocalRank node_local_rank(MPI_Comm comm);
 
+// How many ranks of MPI_COMM_WORLD run on this node (node_local_rank's size), waited for under a
+// WaitTimeout: what require_host_memory needs to know, as each rank holds the observed traces.
+int ranks_on_this_node(double timeout_s);
+
 // The GPU a rank drives: its node-local rank modulo the GPUs it sees, so that the ranks of a node take its
 // GPUs 0, 1, ... in order, however the launcher spread the ranks over the nodes.
 int gpu_for_local_rank(int local_rank, int visible_gpus);

@@ -108,7 +108,8 @@ bool parse_options(int argc, char** argv, Options& options) {
                                  (options.mpi ? " runs only without --mpi (a single-process check: run doctor "
                                                 "without mpirun for it)"
                                               : " runs only with --mpi (mpirun -np <GPUs> doctor --mpi)"));
-    check_writable(options.json_path, "--json");  // refused now, not after every check has run
+    // Refused now, not after every check has run; only rank 0 writes it, so only rank 0's view counts.
+    if (!options.mpi || world_rank() == 0) check_writable(options.json_path, "--json");
     return true;
 }
 

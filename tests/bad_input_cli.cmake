@@ -59,6 +59,8 @@ add_cli_test(02_int_overflow 02_allreduce_primitives "--gpus: 99999999999 is out
              --gpus 99999999999)
 add_cli_test(02_bytes_overflow 02_allreduce_primitives "--max-bytes: 99999999999999999999 is out of range; allowed 4..64G"
              --max-bytes 99999999999999999999)
+add_cli_test(02_one_shot_size_too_large 02_allreduce_primitives "--one-shot-max-bytes: 2G is out of range; allowed 0..1G"
+             --one-shot-max-bytes 2G)
 add_cli_test(02_double_inf 02_allreduce_primitives "--step-factor: '-inf' is not a finite number" --step-factor -inf)
 # Comma lists: a stray comma is refused, not dropped (it usually means a name was left out).
 add_cli_test(02_list_trailing_comma 02_allreduce_primitives "--variants: 'ring,' has an empty item" --variants ring,)
@@ -143,9 +145,14 @@ foreach(bench bench_propagator bench_allreduce)
                 COMMAND $<TARGET_FILE:${bench}> --frobnicate)
   add_exit_test(cli_${bench}_filter_selects_nothing CODE 2 TEXT "--benchmark_filter 'NoSuchCase'"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=NoSuchCase)
-  # Values Google Benchmark itself would abort on (a repetition count below 1) or ignore with exit 0.
+  # Values Google Benchmark itself would abort on (a repetition count below 1, CPU counters it was built
+  # without), a negative warm-up, or values it would ignore with exit 0.
   add_exit_test(cli_${bench}_negative_repetitions CODE 2 TEXT "--benchmark_repetitions=-1"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=-1)
+  add_exit_test(cli_${bench}_perf_counters CODE 2 TEXT "--benchmark_perf_counters=CYCLES': the value must be empty"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_perf_counters=CYCLES)
+  add_exit_test(cli_${bench}_negative_warmup CODE 2 TEXT "--benchmark_min_warmup_time=-1"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_min_warmup_time=-1)
   add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
   add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:${bench}> -h)

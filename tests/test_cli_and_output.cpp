@@ -252,11 +252,12 @@ TEST_CASE("geometry spreads shots and receivers over distinct cells") {
 
 TEST_CASE("the host memory a run needs: every shot's observed traces, and with the CPU reference its history") {
     const Problem p = problem_preset("small");  // 64 x 96, 20 absorbing cells, nt 500, 4 shots, 48 receivers
-    const HostMemoryNeed fwi = host_memory_needed(p, false);
+    const HostMemoryNeed fwi = host_memory_needed(p, 1, false);
     CHECK(fwi.traces == sizeof(float) * 4 * 500 * 48);
     CHECK(fwi.history == 0);
+    CHECK(host_memory_needed(p, 8, false).traces == 8 * fwi.traces);  // one copy per GPU on the machine
     const FieldLayout l = FieldLayout::make(64, 96, 20);
-    const HostMemoryNeed verify = host_memory_needed(p, true);
+    const HostMemoryNeed verify = host_memory_needed(p, 1, true);
     CHECK(verify.traces == fwi.traces);
     CHECK(verify.history == sizeof(float) * 500 * (l.cells + l.x_band_cells() + l.z_band_cells()));
     CHECK(verify.total() == verify.traces + verify.history);
@@ -264,15 +265,15 @@ TEST_CASE("the host memory a run needs: every shot's observed traces, and with t
 
 TEST_CASE("a run that cannot fit in this machine's memory is refused (exit 3), naming the flags that size it") {
     CHECK(physical_memory_bytes() > 0);
-    CHECK_NOTHROW(require_host_memory(problem_preset("default")));
-    CHECK_NOTHROW(require_host_memory(problem_preset("small"), true));
+    CHECK_NOTHROW(require_host_memory(problem_preset("default"), 8));
+    CHECK_NOTHROW(require_host_memory(problem_preset("small"), 1, true));
     // 16384 x 100000 x 16384 floats of traces: 100000 GiB, more than any machine has.
     Problem huge = problem_preset("default");
     huge.nshots = huge.nrec = 16384;
     huge.nt = 100000;
     const auto refusal = [&huge](bool with_cpu_reference) {
         try {
-            require_host_memory(huge, with_cpu_reference);
+            require_host_memory(huge, 1, with_cpu_reference);
         } catch (const EnvironmentError& e) {
             return std::string(e.what());
         }
@@ -284,6 +285,24 @@ TEST_CASE("a run that cannot fit in this machine's memory is refused (exit 3), n
     CHECK(fwi.find("--nz") == std::string::npos);  // the traces do not depend on the grid
     CHECK(verify.find("the CPU reference's wavefields of one shot at every step, --nt x the --nz x --nx grid") !=
           std::string::npos);
+}
+
+TEST_CASE("a run whose traces fit this machine once, but not once per GPU on it, is refused for the GPUs") {
+    Problem p = problem_preset("default");
+    p.nt = 100000;
+    p.nrec = 1000;  // 400 MB of traces a shot: as many shots as fit this machine's memory once
+    const size_t per_shot = sizeof(float) * size_t(p.nt) * size_t(p.nrec);
+    p.nshots = static_cast<int>(std::min<size_t>(physical_memory_bytes() / per_shot, 100000));
+    REQUIRE(p.nshots >= 2);
+    CHECK_NOTHROW(require_host_memory(p, 1));
+    try {
+        require_host_memory(p, 2);
+        FAIL("two GPUs' copies of the traces were accepted");
+    } catch (const EnvironmentError& e) {
+        const std::string text = e.what();
+        CHECK(text.find("once for each of the 2 GPUs the run drives here") != std::string::npos);
+        CHECK(text.find("or fewer GPUs on this machine") != std::string::npos);
+    }
 }
 
 TEST_CASE(".npy files carry a valid header and the data") {
