@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "cuda_check.hpp"
@@ -44,21 +45,60 @@ __global__ void wait_for_peer_flag_kernel(const volatile uint32_t* flag) {
     }
 }
 
-// Enables (or disables) peer access for every pair that supports it. Enabling twice or disabling what
-// was never enabled are not errors here.
-void set_peer_access(const GpuSystem& system, bool enable) {
+// Disables peer access between every pair that supports it, so that copies are staged through host
+// memory ("P2P off"); NCCL (check 5) may have enabled some. Disabling what was never enabled is not an error.
+void disable_peer_access(const GpuSystem& system) {
     for (int i = 0; i < system.count; ++i) {
         CUDA_CHECK(cudaSetDevice(i));
         for (int j = 0; j < system.count; ++j) {
             if (i == j || !system.peer(i, j)) continue;
-            const cudaError_t status = enable ? cudaDeviceEnablePeerAccess(j, 0) : cudaDeviceDisablePeerAccess(j);
-            if (status == cudaErrorPeerAccessAlreadyEnabled || status == cudaErrorPeerAccessNotEnabled)
+            const cudaError_t status = cudaDeviceDisablePeerAccess(j);
+            if (status == cudaErrorPeerAccessNotEnabled)
                 cudaGetLastError();  // clear it: not a failure
             else
                 CUDA_CHECK(status);
         }
     }
 }
+
+// Peer access between GPUs i and j while it lives, each way the topology allows. Like NVIDIA's
+// p2pBandwidthLatencyTest, doctor enables one pair at a time: a GPU can have peer access to only so many
+// others at once (8 over PCIe), so enabling every pair fails on a machine with more GPUs. Only what it
+// enabled itself is disabled again; the work that used the pair must have finished.
+class PairPeerAccess {
+public:
+    PairPeerAccess(const GpuSystem& system, int i, int j) : i_(i), j_(j) {
+        if (system.peer(i, j)) i_reads_j_ = enable(i, j);
+        if (system.peer(j, i)) j_reads_i_ = enable(j, i);
+    }
+    ~PairPeerAccess() {
+        if (gpu_work_hung()) return;  // a hung transfer may still use the pair
+        if (i_reads_j_) disable(i_, j_);
+        if (j_reads_i_) disable(j_, i_);
+    }
+    PairPeerAccess(const PairPeerAccess&) = delete;
+    PairPeerAccess& operator=(const PairPeerAccess&) = delete;
+
+private:
+    // True when this call enabled it (not someone before).
+    static bool enable(int reader, int owner) {
+        CUDA_CHECK(cudaSetDevice(reader));
+        const cudaError_t status = cudaDeviceEnablePeerAccess(owner, 0);
+        if (status == cudaErrorPeerAccessAlreadyEnabled) {
+            cudaGetLastError();  // clear it: not a failure
+            return false;
+        }
+        CUDA_CHECK(status);
+        return true;
+    }
+    static void disable(int reader, int owner) {
+        cudaSetDevice(reader);
+        if (cudaDeviceDisablePeerAccess(owner) != cudaSuccess) cudaGetLastError();  // a destructor cannot throw
+    }
+
+    int i_, j_;
+    bool i_reads_j_ = false, j_reads_i_ = false;  // enabled here
+};
 
 std::string gpu(int device) { return "GPU " + std::to_string(device); }
 
@@ -280,7 +320,7 @@ bool measure(const GpuSystem& system, const BandwidthOptions& options, CopyTimer
     Matrix& one_way = p2p_on ? m.one_way_on : m.one_way_off;
     Matrix& both_ways = p2p_on ? m.both_ways_on : m.both_ways_off;
     Matrix& latency = p2p_on ? m.latency_on : m.latency_off;
-    set_peer_access(system, p2p_on);
+    disable_peer_access(system);  // P2P on: only the pair measured has it
     for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) {
             const bool local = i == j;
@@ -291,6 +331,8 @@ bool measure(const GpuSystem& system, const BandwidthOptions& options, CopyTimer
                 latency.at(i, i) = m.latency_on.at(i, i);
                 continue;
             }
+            std::optional<PairPeerAccess> access;
+            if (p2p_on && !local) access.emplace(system, i, j);
             one_way.at(i, j) = options.bytes / timer.one_way(i, j, options.bytes, 1, options.repeats) / 1e9;
             latency.at(i, j) = timer.one_way(i, j, kLatencyBytes, kLatencyCopies, 3) * 1e6;
         }
@@ -298,6 +340,8 @@ bool measure(const GpuSystem& system, const BandwidthOptions& options, CopyTimer
         for (int j = i + 1; j < n; ++j) {
             if (p2p_on && !(system.peer(i, j) && system.peer(j, i))) continue;
             if (deadline.elapsed() > budget) return false;
+            std::optional<PairPeerAccess> access;
+            if (p2p_on) access.emplace(system, i, j);
             both_ways.at(i, j) = both_ways.at(j, i) = 2.0 * options.bytes / timer.both_ways(i, j) / 1e9;
         }
     return true;
@@ -336,7 +380,6 @@ std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Bandw
 }
 
 void add_cross_check(Finding& finding, const GpuSystem& system, const BandwidthMatrices& m, CopyTimer& timer) {
-    set_peer_access(system, true);
     finding.details.push_back("cross-check: the matrix (median of single timed copies) against " +
                               std::to_string(kCrossCheckCopies) +
                               " back-to-back 256 MiB cudaMemcpyAsync, events around the loop:");
@@ -344,6 +387,7 @@ void add_cross_check(Finding& finding, const GpuSystem& system, const BandwidthM
     for (int i = 0; i < system.count; ++i)
         for (int j = 0; j < system.count; ++j) {
             if (i == j || std::isnan(m.one_way_on.at(i, j))) continue;
+            const PairPeerAccess access(system, i, j);
             const double loop = timer.loop_bandwidth(i, j) / 1e9, ratio = m.one_way_on.at(i, j) / loop;
             finding.details.push_back("  " + gpu(i) + " -> " + gpu(j) + ": matrix " +
                                       number(m.one_way_on.at(i, j), "%.1f") + " GB/s, loop " + number(loop, "%.1f") +
@@ -362,21 +406,22 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
     std::vector<std::vector<PatternCheck>> results(kTransfers, std::vector<PatternCheck>(size_t(n) * n));
     std::vector<std::vector<bool>> ran(kTransfers, std::vector<bool>(size_t(n) * n, false));
     PeerDataTest test(system, options, deadline);
-    set_peer_access(system, false);
+    disable_peer_access(system);
     for (int reader = 0; reader < n; ++reader)
         for (int source = 0; source < n; ++source)
             if (reader != source) {
                 results[kStaged][size_t(reader) * n + source] = test.run(reader, source, kStaged);
                 ran[kStaged][size_t(reader) * n + source] = true;
             }
-    set_peer_access(system, true);
     for (int reader = 0; reader < n; ++reader)
         for (int source = 0; source < n; ++source)
-            if (reader != source && system.peer(reader, source))
+            if (reader != source && system.peer(reader, source)) {
+                const PairPeerAccess access(system, reader, source);
                 for (Transfer transfer : {kDirect, kKernel}) {
                     results[transfer][size_t(reader) * n + source] = test.run(reader, source, transfer);
                     ran[transfer][size_t(reader) * n + source] = true;
                 }
+            }
 
     Finding finding;
     finding.id = "p2p";
@@ -488,7 +533,6 @@ Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, co
         finding.next = "raise --timeout or lower --bandwidth-mib to measure every pair";
     }
     if (options.cross_check && complete) add_cross_check(finding, system, m, timer);
-    set_peer_access(system, true);
     return finding;
 }
 

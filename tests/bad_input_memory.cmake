@@ -1,7 +1,7 @@
 # bad_input_memory tests (see tests/README.md, "Bad input")
 #
 # A valid problem too large for this machine's memory: every FWI program holds the observed traces of
-# every shot in host memory (nshots x nt x nrec floats), and 01 --verify also the CPU reference's
+# every shot in host memory (nshots x nt x nrec floats, once per GPU on the machine), and 01 --verify also the CPU reference's
 # wavefields of one shot at every step. A run that cannot fit in the machine's physical memory is refused
 # before any GPU is touched, with exit 3 (the machine, not the input, is too small; as for device memory)
 # and a message naming the flags that size it. The problem below needs 16384 x 100000 x 16384 floats of
@@ -20,7 +20,9 @@ add_memory_test(01_single_gpu traces "${memory_fwi_text}" ${memory_huge_problem}
 add_memory_test(01_single_gpu verify_history "the CPU reference's wavefields of one shot at every step, --nt x the --nz x --nx grid"
                 --verify ${memory_huge_problem})
 add_memory_test(03_host_staged_mpi traces "${memory_fwi_text}" ${memory_huge_problem})
-add_memory_test(04_nccl_threads traces "${memory_fwi_text}" ${memory_huge_problem})
+# 04 counts the traces once for each GPU it drives: 100000 GiB on a machine without GPUs or with one.
+add_memory_test(04_nccl_threads traces "--nshots x --nt x --nrec = 16384 x 100000 x 16384 floats"
+                ${memory_huge_problem})
 add_memory_test(05_nccl_mpi traces "${memory_fwi_text}" ${memory_huge_problem})
 add_memory_test(06_fwi_shot_parallel traces "${memory_fwi_text}" ${memory_huge_problem} --no-plots
                 --out ${CMAKE_CURRENT_BINARY_DIR}/memory_06)
