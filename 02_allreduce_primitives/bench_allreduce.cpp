@@ -25,7 +25,7 @@ constexpr size_t kLargestBytes = size_t(256) << 20;
 constexpr int kIterationsPerSample = 10;
 
 GpuGroup& shared_group() {
-    static GpuGroup group(0, 30.0);
+    static GpuGroup group(0, 30.0, PeerAccess::enable);
     static const bool reserved = (group.reserve(kLargestBytes / sizeof(float)), true);
     (void)reserved;
     return group;

@@ -87,7 +87,7 @@ DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& other) noexcept {
 template class DeviceArray<float>;
 template class DeviceArray<unsigned long long>;
 
-GpuGroup::GpuGroup(int gpus, double timeout_seconds) : timeout_seconds_(timeout_seconds) {
+GpuGroup::GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access) : timeout_seconds_(timeout_seconds) {
     const int visible = visible_gpus();
     size_ = gpus == 0 ? std::min(visible, kMaxRanks) : gpus;
     if (size_ > visible)
@@ -111,6 +111,13 @@ GpuGroup::GpuGroup(int gpus, double timeout_seconds) : timeout_seconds_(timeout_
             int possible = 0;
             CUDA_CHECK(cudaDeviceCanAccessPeer(&possible, rank, peer));
             if (!possible) continue;
+            if (peer_access == PeerAccess::leave_off) {
+                // Peer access belongs to the process: an earlier group (or NCCL) may have enabled it.
+                const cudaError_t status = cudaDeviceDisablePeerAccess(peer);
+                if (status != cudaSuccess && status != cudaErrorPeerAccessNotEnabled) CUDA_CHECK(status);
+                cudaGetLastError();  // clear a "not enabled"
+                continue;
+            }
             const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
             if (status != cudaSuccess && status != cudaErrorPeerAccessAlreadyEnabled) CUDA_CHECK(status);
             cudaGetLastError();  // clear a sticky "already enabled"

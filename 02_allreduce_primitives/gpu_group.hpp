@@ -1,6 +1,7 @@
 // GpuGroup: the GPUs one process drives for the allreduce lesson, with what every variant shares:
-// one stream per GPU, peer access between every pair that supports it, the send/receive buffers with
-// their input data, poisoning and checking, and waits that give up after --timeout seconds.
+// one stream per GPU, peer access between every pair that supports it (or none, to see what a machine
+// without P2P gets), the send/receive buffers with their input data, poisoning and checking, and waits
+// that give up after --timeout seconds.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,10 +39,15 @@ private:
     T* data_ = nullptr;
 };
 
+// Whether a GpuGroup enables peer access between its GPUs. Left off, a copy between two GPUs
+// (cudaMemcpyPeerAsync) is staged through host memory by the driver, and no kernel can read another GPU's
+// memory: what a machine without P2P gets (PCIe across CPU sockets, many VMs and consumer cards).
+enum class PeerAccess { enable, leave_off };
+
 class GpuGroup {
 public:
     // Uses GPUs 0..gpus-1 (0 = every visible GPU). Throws EnvironmentError when there are too few.
-    GpuGroup(int gpus, double timeout_seconds);
+    GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access);
     ~GpuGroup();
     GpuGroup(const GpuGroup&) = delete;
     GpuGroup& operator=(const GpuGroup&) = delete;

@@ -40,6 +40,7 @@ struct Options {
     VariantOptions variant;
     long long one_shot_max_bytes = 512 << 10;
     double timeout_seconds = 30.0;
+    bool no_peer_access = false;
     std::string json_path;
 };
 
@@ -65,6 +66,9 @@ bool parse_options(int argc, char** argv, Options& options) {
                    "ring: chunks per segment that pipeline copies with reductions (each at least 256 KiB)");
     parser.add_bytes("--one-shot-max-bytes", &options.one_shot_max_bytes, 0, 1 << 30,
                      "p2p_kernel: one-shot up to this size in bytes (or with K, M, G), two-shot above");
+    parser.add_switch("--no-peer-access", &options.no_peer_access,
+                      "leave peer access off, as on a machine without P2P: via_gpu0's and ring's copies are staged "
+                      "through host memory, p2p_kernel cannot run, and NCCL gets NCCL_P2P_DISABLE=1");
     parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
                       "seconds any wait on a GPU may take before the program gives up (exit 3)");
     const auto variants_include = [&options](const std::string& name) {
@@ -83,7 +87,7 @@ bool parse_options(int argc, char** argv, Options& options) {
     return true;
 }
 
-void print_setup(const GpuGroup& group) {
+void print_setup(const GpuGroup& group, bool peer_access_left_off) {
     int nccl_version = 0;
     ncclGetVersion(&nccl_version);
     std::printf("# %d GPU(s), NCCL %d (NCCL_NVLS_ENABLE=%s)\n", group.size(), nccl_version,
@@ -91,8 +95,12 @@ void print_setup(const GpuGroup& group) {
     for (int rank = 0; rank < group.size(); ++rank)
         std::printf("#   GPU %d: %s, %d SMs\n", rank, group.device_name(rank).c_str(), group.multiprocessors(rank));
     const auto missing = group.pairs_without_peer_access();
-    if (group.size() > 1 && missing.empty()) std::printf("# peer access: every pair\n");
-    for (const auto& [rank, peer] : missing) std::printf("# no peer access: GPU %d -> GPU %d\n", rank, peer);
+    if (group.size() > 1 && peer_access_left_off)
+        std::printf("# peer access: left off (--no-peer-access; NCCL_P2P_DISABLE=1)\n");
+    else if (group.size() > 1 && missing.empty())
+        std::printf("# peer access: every pair\n");
+    else
+        for (const auto& [rank, peer] : missing) std::printf("# no peer access: GPU %d -> GPU %d\n", rank, peer);
 }
 
 // Per size: the fastest variant, and each hand-rolled variant's busbw as a fraction of NCCL's. Every
@@ -140,8 +148,11 @@ int run(int argc, char** argv) {
     const std::vector<std::string> names = split_variant_list(options.variants);
     check_writable(options.json_path, "--json");  // written at the end: refused now, not after the sweep
 
-    GpuGroup group(options.gpus, options.timeout_seconds);
-    print_setup(group);
+    // Before NCCL starts: it would otherwise enable peer access itself, for every variant after it.
+    if (options.no_peer_access) setenv("NCCL_P2P_DISABLE", "1", 1);
+    GpuGroup group(options.gpus, options.timeout_seconds,
+                   options.no_peer_access ? PeerAccess::leave_off : PeerAccess::enable);
+    print_setup(group, options.no_peer_access);
     group.reserve(allreduce_sweep_sizes(options.sweep).back() / sizeof(float));
 
     SweepLayout layout;

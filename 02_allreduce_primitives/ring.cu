@@ -1,7 +1,8 @@
 // ring: reduce-scatter then all-gather around the ring 0 -> 1 -> ... -> n-1 -> 0, built from peer
 // copies (copy engines) and reduction kernels. Each rank pulls from its predecessor: in the
 // reduce-scatter into a scratch buffer, then adds its own input into its result; in the all-gather
-// straight into its result. Every link carries 2(n-1)/n of the buffer, the optimum.
+// straight into its result. Every link carries 2(n-1)/n of the buffer, the optimum. Without peer access
+// the ring still runs: the driver stages each copy through host memory.
 //
 // Each segment is cut into chunks that travel the ring independently on several streams, so one
 // chunk's reduction overlaps the next chunk's copy. Events carry the dependencies: a rank's copy of a
@@ -64,17 +65,12 @@ public:
     std::string name() const override { return "ring"; }
     std::string description() const override {
         return "reduce-scatter + all-gather around a ring: peer copies and reduction kernels, chunks pipelined "
-               "over streams";
+               "over streams" +
+               std::string(group_.pairs_without_peer_access().empty() ? ""
+                                                                      : "; without peer access, copies staged "
+                                                                        "through host memory");
     }
-    std::string unavailable_reason() const override {
-        const int n = group_.size();
-        if (n < 2) return "needs 2 or more GPUs with peer access";
-        for (int rank = 0; rank < n; ++rank)
-            if (!group_.can_access_peer(rank, ring_previous(n, rank)))
-                return "no peer access from GPU " + std::to_string(rank) + " to its ring predecessor GPU " +
-                       std::to_string(ring_previous(n, rank));
-        return "";
-    }
+    std::string unavailable_reason() const override { return group_.size() < 2 ? "needs 2 or more GPUs" : ""; }
 
     void run(size_t count) override {
         const RingPlan plan(count, group_.size(), max_chunks_, kMinChunkElements);

@@ -1,6 +1,7 @@
 // Every allreduce variant gives the exact sum on 1, 2 and all GPUs, for odd element counts and sizes
-// below the ring's chunk size and the p2p kernels' vector width; both p2p_kernel algorithms; and
-// back-to-back runs (no missing dependency between calls). Needs GPUs: exits 77 (skipped) without.
+// below the ring's chunk size and the p2p kernels' vector width; both p2p_kernel algorithms; back-to-back
+// runs (no missing dependency between calls); and with peer access left off, as on a machine without P2P.
+// Needs GPUs: exits 77 (skipped) without.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -63,16 +64,18 @@ int visible_gpus() {
     return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }
 
-void check_every_variant(int gpus) {
-    GpuGroup group(gpus, 30.0);
+void check_every_variant(int gpus, PeerAccess peer_access = PeerAccess::enable) {
+    GpuGroup group(gpus, 30.0, peer_access);
     group.reserve(kCounts.back());
-    const bool peer_access = group.pairs_without_peer_access().empty();
+    const bool every_pair_has_peer_access = group.pairs_without_peer_access().empty();
+    if (peer_access == PeerAccess::leave_off && gpus > 1) CHECK_FALSE(every_pair_has_peer_access);
     for (const Case& c : all_cases()) {
         CAPTURE(c.label);
         const auto variant = make_variant(c.variant, group, c.options);
         const std::string reason = variant->unavailable_reason();
-        const bool needs_peers = c.variant == "ring" || c.variant == "p2p_kernel";
-        if (needs_peers && (gpus == 1 || !peer_access)) {
+        const bool needs_two = c.variant == "ring" || c.variant == "p2p_kernel";
+        const bool needs_peers = c.variant == "p2p_kernel";  // its kernels read the other GPUs' memory
+        if ((needs_two && gpus == 1) || (needs_peers && !every_pair_has_peer_access)) {
             CHECK_MESSAGE(!reason.empty(), "a P2P variant must say why it cannot run");
             MESSAGE(c.label << " skipped on " << gpus << " GPU(s): " << reason);
             continue;
@@ -105,6 +108,14 @@ TEST_CASE("one GPU: via_gpu0 and nccl give the exact sum, the P2P variants say t
 }
 
 TEST_CASE("two GPUs: every variant gives the exact sum") { check_every_variant(2); }
+
+TEST_CASE("two GPUs without peer access: via_gpu0, ring and nccl give the exact sum, p2p_kernel says why not") {
+    if (visible_gpus() < 2) {
+        MESSAGE("one GPU visible: no pair to leave without peer access");
+        return;
+    }
+    check_every_variant(2, PeerAccess::leave_off);
+}
 
 TEST_CASE("all GPUs: every variant gives the exact sum") {
     const int gpus = std::min(visible_gpus(), kMaxRanks);
