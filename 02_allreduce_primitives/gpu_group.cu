@@ -87,7 +87,8 @@ DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& other) noexcept {
 template class DeviceArray<float>;
 template class DeviceArray<unsigned long long>;
 
-GpuGroup::GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access) : timeout_seconds_(timeout_seconds) {
+GpuGroup::GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access)
+    : timeout_seconds_(timeout_seconds), peer_access_left_off_(peer_access == PeerAccess::leave_off) {
     const int visible = visible_gpus();
     size_ = gpus == 0 ? std::min(visible, kMaxRanks) : gpus;
     if (size_ > visible)

@@ -58,6 +58,7 @@ public:
     double timeout_seconds() const { return timeout_seconds_; }
 
     bool can_access_peer(int rank, int peer) const { return peer_access_[rank * size_ + peer]; }
+    bool peer_access_left_off() const { return peer_access_left_off_; }
     std::vector<std::pair<int, int>> pairs_without_peer_access() const;
 
     // The stream of each GPU: a variant's allreduce starts and ends on it, like NCCL's stream argument.
@@ -92,6 +93,7 @@ private:
     double timeout_seconds_;
     std::vector<int> multiprocessors_;
     std::vector<char> peer_access_;
+    bool peer_access_left_off_ = false;
     std::vector<cudaStream_t> streams_;
     std::vector<cudaEvent_t> markers_;  // fork/join/sync points, one per GPU
     std::vector<DeviceArray<float>> send_, recv_;

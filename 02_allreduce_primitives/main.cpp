@@ -77,6 +77,13 @@ bool parse_options(int argc, char** argv, Options& options) {
     };
     parser.add_used_only({"--ring-chunks"}, [variants_include] { return variants_include("ring"); },
                          "when --variants includes ring");
+    parser.add_used_only({"--no-peer-access"},
+                         [variants_include] {
+                             return variants_include("via_gpu0") || variants_include("ring") ||
+                                    variants_include("nccl");
+                         },
+                         "when --variants includes via_gpu0, ring or nccl (p2p_kernel cannot run without peer "
+                         "access)");
     parser.add_used_only({"--one-shot-max-bytes"}, [variants_include] { return variants_include("p2p_kernel"); },
                          "when --variants includes p2p_kernel");
     parser.add_string("--json", &options.json_path, "also write the RESULT object to this file (the last variant's)");

@@ -91,6 +91,7 @@ public:
     }
     std::string unavailable_reason() const override {
         if (group_.size() < 2) return "needs 2 or more GPUs with peer access";
+        if (group_.peer_access_left_off()) return "needs peer access, left off (--no-peer-access)";
         for (const auto& [rank, peer] : group_.pairs_without_peer_access())
             return "needs peer access between all pairs; GPU " + std::to_string(rank) + " cannot access GPU " +
                    std::to_string(peer);

@@ -264,6 +264,7 @@ int main(int argc, char** argv) {
         return status;
     });
     // After MPI_Finalize: starting a process from inside an MPI job is not portable.
-    if (code == kExitOk && !pictures_dir.empty()) draw_pictures(plot_script_path(), pictures_dir, kPicturesTimeoutSeconds);
+    if (code == kExitOk && !pictures_dir.empty())
+        draw_pictures(plot_script_path(), pictures_dir, kPicturesTimeoutSeconds);
     return code;
 }

@@ -32,7 +32,7 @@ def load_model(np, path):
     """A 2-D array from a .npy file; BadRunFile naming the file when it is not one."""
     try:
         array = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError, EOFError, MemoryError) as error:  # MemoryError: a header with a huge shape
         raise BadRunFile("%s is not a NumPy array file (%s)" % (path, error))
     if array.ndim != 2 or array.size == 0 or not np.issubdtype(array.dtype, np.number):
         raise BadRunFile("%s holds a %s array of shape %s, not a model of nz x nx numbers"

@@ -97,7 +97,12 @@ bool draw_pictures(const std::string& script, const std::string& dir, double tim
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     for (;;) {
         const pid_t done = waitpid(child, &status, WNOHANG);
-        if (done == child || (done < 0 && errno != EINTR)) break;
+        if (done == child) break;
+        if (done < 0 && errno != EINTR) {
+            std::fprintf(stderr, "warning: cannot wait for the plotting script (%s): its pictures may be missing; "
+                         "make them later with: %s\n", std::strerror(errno), by_hand.c_str());
+            return false;
+        }
         if (std::chrono::steady_clock::now() > deadline) {
             kill(child, SIGKILL);
             while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
@@ -109,8 +114,10 @@ bool draw_pictures(const std::string& script, const std::string& dir, double tim
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
-    std::fprintf(stderr, "warning: the plotting script failed (status %d): no PNG pictures; retry with: %s\n",
-                 status, by_hand.c_str());
+    const std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
+                                              : "signal " + std::to_string(WTERMSIG(status));
+    std::fprintf(stderr, "warning: the plotting script failed (%s): no PNG pictures; retry with: %s\n", how.c_str(),
+                 by_hand.c_str());
     return false;
 }
 

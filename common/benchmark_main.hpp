@@ -31,8 +31,8 @@ inline const char* benchmark_flag_value(const std::string& arg, const char* flag
 }
 
 // What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
-// count below 1 and on CPU performance counters it was built without, and prints its usage and exits 0
-// on an unknown format or time unit.
+// count below 1, on CPU performance counters it was built without (1.8; 1.7 ignores them and exits 0),
+// and prints its usage and exits 0 on an unknown format or time unit.
 inline std::string benchmark_flag_problem(const std::string& arg) {
     const auto value_of = [&](const char* flag) { return benchmark_flag_value(arg, flag); };
     const auto one_of = [](const std::string& value, std::initializer_list<const char*> allowed) {

@@ -200,7 +200,11 @@ Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     // Read at most max_bytes + 1 bytes, whatever the size said: some files (in /proc, for one) report 0.
     std::string bytes;
     std::vector<char> chunk(size_t(1) << 20);
-    while (file.read(chunk.data(), std::streamsize(chunk.size())) || file.gcount() > 0) {
+    for (;;) {
+        const size_t left = max_bytes - bytes.size();  // bytes.size() <= max_bytes here; max_bytes may be SIZE_MAX
+        const size_t wanted = left < chunk.size() ? left + 1 : chunk.size();
+        file.read(chunk.data(), std::streamsize(wanted));
+        if (file.gcount() == 0) break;
         bytes.append(chunk.data(), size_t(file.gcount()));
         if (bytes.size() > max_bytes) throw too_large("over " + std::to_string(max_bytes));
     }

@@ -25,8 +25,8 @@ inline std::string cuda_error_hint(cudaError_t status) {
     if (status == cudaErrorNoKernelImageForDevice)
         return std::string("this build has no code for this GPU's compute capability; ") + kRebuildForTheseGpus;
     if (status == cudaErrorTooManyPeers)
-        return "a GPU can have peer access to only so many others at once (8 over PCIe): on a machine with more "
-               "GPUs, give CUDA_VISIBLE_DEVICES at most 9 of them";
+        return "a GPU can have peer access to only so many others at once (8 on a machine without NVSwitch): on a "
+               "machine with more GPUs, give CUDA_VISIBLE_DEVICES at most 9 of them";
     if (status == cudaErrorUnsupportedPtxVersion)
         return std::string("this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which "
                            "cannot compile it; update the driver, or ") + kRebuildForTheseGpus;

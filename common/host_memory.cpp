@@ -35,11 +35,12 @@ std::string in_gib(size_t bytes) {
 //            (CpuPropagator::model_all_shots).
 //   history  01 --verify's CPU gradient keeps the wavefield and the layer's variables of every step of the
 //            shot it works on (ForwardHistory), while it holds the observed traces.
-// One copy of the observed traces per GPU is counted, although the modelled traces often sit beside them.
-HostMemoryNeed host_memory_needed(const Problem& p, int gpus_on_this_machine, bool with_cpu_reference) {
+// One copy of the observed traces per GPU thread or rank is counted, although the modelled traces often
+// sit beside them.
+HostMemoryNeed host_memory_needed(const Problem& p, int trace_copies, bool with_cpu_reference) {
     HostMemoryNeed need;
-    need.traces = sizeof(float) * size_t(std::max(1, gpus_on_this_machine)) * size_t(p.nshots) * size_t(p.nt) *
-                  size_t(p.nrec);
+    need.traces =
+        sizeof(float) * size_t(std::max(1, trace_copies)) * size_t(p.nshots) * size_t(p.nt) * size_t(p.nrec);
     if (with_cpu_reference) need.history = sizeof(float) * size_t(p.nt) * history_floats_per_step(p);
     return need;
 }
@@ -54,17 +55,17 @@ size_t physical_memory_bytes() {
     return pages > 0 && page_size > 0 ? size_t(pages) * size_t(page_size) : 0;
 }
 
-void require_host_memory(const Problem& p, int gpus_on_this_machine, bool with_cpu_reference) {
-    const HostMemoryNeed need = host_memory_needed(p, gpus_on_this_machine, with_cpu_reference);
+void require_host_memory(const Problem& p, int trace_copies, bool with_cpu_reference) {
+    const HostMemoryNeed need = host_memory_needed(p, trace_copies, with_cpu_reference);
     const size_t available = physical_memory_bytes();
     if (available == 0 || need.total() <= available) return;
-    const bool per_gpu = gpus_on_this_machine > 1;
+    const bool copies = trace_copies > 1;
     std::string message = "host memory: the run needs at least " + in_gib(need.total()) + " and this machine has " +
                           in_gib(available) + ": the observed traces of every shot, --nshots x --nt x --nrec = " +
                           std::to_string(p.nshots) + " x " + std::to_string(p.nt) + " x " + std::to_string(p.nrec) +
-                          " floats" + (per_gpu ? ", once for each of the " + std::to_string(gpus_on_this_machine) +
-                                                     " GPUs the run drives here"
-                                               : std::string()) +
+                          " floats" + (copies ? ", once for each of the " + std::to_string(trace_copies) +
+                                                    " GPU threads or ranks on this machine"
+                                              : std::string()) +
                           " (" + in_gib(need.traces) + ")";
     if (with_cpu_reference)
         message += ", and the CPU reference's wavefields of one shot at every step, --nt x the --nz x --nx grid "
@@ -72,7 +73,7 @@ void require_host_memory(const Problem& p, int gpus_on_this_machine, bool with_c
                    std::to_string(history_floats_per_step(p)) + " floats (" + in_gib(need.history) + ")";
     message += "; use fewer shots (--nshots), time steps (--nt) or receivers (--nrec)";
     if (with_cpu_reference) message += ", or a smaller grid (--nz, --nx)";
-    if (per_gpu) message += ", or fewer GPUs on this machine";
+    if (copies) message += ", or fewer GPUs or ranks on this machine";
     throw EnvironmentError(message);
 }
 

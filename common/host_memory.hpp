@@ -11,14 +11,14 @@ namespace fwi {
 
 // What a run certainly holds in host memory at once on one machine, by the arrays that grow with the flags
 // (host_memory.cpp says where each is allocated). A lower bound: the models and every smaller array are
-// left out. `gpus_on_this_machine` is how many GPUs the run drives here (04's threads, or the ranks of an
-// MPI program on this node): each holds its own copy of the observed traces.
+// left out. `trace_copies` is how many copies of the observed traces the machine holds: one for each GPU
+// of 04 (one thread each), one for each rank of an MPI program on this node.
 struct HostMemoryNeed {
-    size_t traces = 0;   // the observed traces of every shot: nshots x nt x nrec floats, per GPU
+    size_t traces = 0;   // the observed traces of every shot: nshots x nt x nrec floats, per copy
     size_t history = 0;  // with the CPU reference: one shot's wavefields and layer variables at every step
     size_t total() const { return traces + history; }
 };
-HostMemoryNeed host_memory_needed(const Problem& problem, int gpus_on_this_machine, bool with_cpu_reference);
+HostMemoryNeed host_memory_needed(const Problem& problem, int trace_copies, bool with_cpu_reference);
 
 // This machine's physical memory in bytes; 0 when the system does not say.
 size_t physical_memory_bytes();
@@ -27,6 +27,6 @@ size_t physical_memory_bytes();
 // naming the flags that size the need and the GiB needed and available, when host_memory_needed is more
 // than physical_memory_bytes. Call it after validate(), before any GPU work; with_cpu_reference for 01
 // --verify.
-void require_host_memory(const Problem& problem, int gpus_on_this_machine, bool with_cpu_reference = false);
+void require_host_memory(const Problem& problem, int trace_copies, bool with_cpu_reference = false);
 
 }  // namespace fwi

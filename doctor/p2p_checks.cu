@@ -46,7 +46,7 @@ __global__ void wait_for_peer_flag_kernel(const volatile uint32_t* flag) {
 }
 
 // Disables peer access between every pair that supports it, so that copies are staged through host
-// memory ("P2P off"); NCCL (check 5) may have enabled some. Disabling what was never enabled is not an error.
+// memory ("P2P off"), whatever enabled it before. Disabling what was never enabled is not an error.
 void disable_peer_access(const GpuSystem& system) {
     for (int i = 0; i < system.count; ++i) {
         CUDA_CHECK(cudaSetDevice(i));
@@ -61,43 +61,40 @@ void disable_peer_access(const GpuSystem& system) {
     }
 }
 
-// Peer access between GPUs i and j while it lives, each way the topology allows. Like NVIDIA's
-// p2pBandwidthLatencyTest, doctor enables one pair at a time: a GPU can have peer access to only so many
-// others at once (8 over PCIe), so enabling every pair fails on a machine with more GPUs. Only what it
-// enabled itself is disabled again; the work that used the pair must have finished.
-class PairPeerAccess {
+// Peer access from GPU `reader` to the memory of GPU `owner` while it lives, where the topology allows it.
+// Only what it enabled itself is disabled again; the work that used it must have finished.
+class OneWayPeerAccess {
 public:
-    PairPeerAccess(const GpuSystem& system, int i, int j) : i_(i), j_(j) {
-        if (system.peer(i, j)) i_reads_j_ = enable(i, j);
-        if (system.peer(j, i)) j_reads_i_ = enable(j, i);
-    }
-    ~PairPeerAccess() {
-        if (gpu_work_hung()) return;  // a hung transfer may still use the pair
-        if (i_reads_j_) disable(i_, j_);
-        if (j_reads_i_) disable(j_, i_);
-    }
-    PairPeerAccess(const PairPeerAccess&) = delete;
-    PairPeerAccess& operator=(const PairPeerAccess&) = delete;
-
-private:
-    // True when this call enabled it (not someone before).
-    static bool enable(int reader, int owner) {
+    OneWayPeerAccess(const GpuSystem& system, int reader, int owner) : reader_(reader), owner_(owner) {
+        if (!system.peer(reader, owner)) return;
         CUDA_CHECK(cudaSetDevice(reader));
         const cudaError_t status = cudaDeviceEnablePeerAccess(owner, 0);
         if (status == cudaErrorPeerAccessAlreadyEnabled) {
-            cudaGetLastError();  // clear it: not a failure
-            return false;
+            cudaGetLastError();  // clear it: enabled before, and left so
+            return;
         }
         CUDA_CHECK(status);
-        return true;
+        enabled_ = true;
     }
-    static void disable(int reader, int owner) {
-        cudaSetDevice(reader);
-        if (cudaDeviceDisablePeerAccess(owner) != cudaSuccess) cudaGetLastError();  // a destructor cannot throw
+    ~OneWayPeerAccess() {
+        if (!enabled_ || gpu_work_hung()) return;  // a hung transfer may still use it
+        cudaSetDevice(reader_);
+        if (cudaDeviceDisablePeerAccess(owner_) != cudaSuccess) cudaGetLastError();  // a destructor cannot throw
     }
+    OneWayPeerAccess(const OneWayPeerAccess&) = delete;
+    OneWayPeerAccess& operator=(const OneWayPeerAccess&) = delete;
 
-    int i_, j_;
-    bool i_reads_j_ = false, j_reads_i_ = false;  // enabled here
+private:
+    int reader_, owner_;
+    bool enabled_ = false;
+};
+
+// Peer access between GPUs i and j, both ways, for one measurement. Like NVIDIA's p2pBandwidthLatencyTest,
+// doctor enables one pair at a time: a GPU can have peer access to only so many others at once (8 on a
+// machine without NVSwitch), so enabling every pair fails on a machine with more GPUs.
+struct PairPeerAccess {
+    PairPeerAccess(const GpuSystem& system, int i, int j) : i_reads_j(system, i, j), j_reads_i(system, j, i) {}
+    OneWayPeerAccess i_reads_j, j_reads_i;  // if the second throws, the first is undone
 };
 
 std::string gpu(int device) { return "GPU " + std::to_string(device); }

@@ -165,8 +165,8 @@ refresh_apt_lists() {
     $sudo apt-get update -qq >/dev/null 2>&1
 }
 
-# Version floors of what is installed (a missing tool is left to the install): exit 3 with one message
-# naming the version found and the one needed.
+# Version floors of what is installed (a missing tool is left to the install, but for CUDA, which the
+# install cannot provide): exit 3 with one message naming the version found and the one needed.
 check_cmake_version() {
     command -v cmake >/dev/null 2>&1 || return 0
     local found
@@ -182,7 +182,7 @@ check_nvcc_version() {
     local nvcc found
     nvcc="$(nvcc_path)"
     if [ -z "$nvcc" ]; then
-        echo "error: the CUDA toolkit (nvcc) is not installed (not on PATH, not in $FWI_CUDA_BIN); install CUDA $FWI_CUDA_MIN or newer (https://developer.nvidia.com/cuda-downloads), put its bin on PATH and run again" >&2
+        echo "error: the CUDA toolkit (nvcc) is not installed (not on PATH, not in $FWI_CUDA_BIN, no CUDACXX or CUDAToolkit_ROOT); install CUDA $FWI_CUDA_MIN or newer (https://developer.nvidia.com/cuda-downloads), put its bin on PATH and run again" >&2
         exit 3
     fi
     found="$(nvcc_version)"
@@ -264,7 +264,6 @@ unwritable_folder_reason() {
     probe="$(mktemp -p "$dir" .write-test.XXXXXX 2>/dev/null)" || { echo "cannot create a file in '$dir'"; return 0; }
     rm -f -- "$probe"  # ours, just made
 }
-
 
 # configure_and_build PRESET: installs what is missing, then configures and builds PRESET (CMakePresets.json).
 # The scripts build the default preset on every machine, into build/: for the GPUs present, or without one

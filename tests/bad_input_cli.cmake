@@ -69,6 +69,9 @@ add_cli_test(02_list_double_comma 02_allreduce_primitives "--variants: 'ring,,nc
 add_cli_test(02_list_repeated_item 02_allreduce_primitives "--variants: 'ring' is listed twice" --variants ring,nccl,ring)
 add_cli_test(02_flag_of_other_variant 02_allreduce_primitives "--ring-chunks: used only when --variants includes ring"
              --variants nccl --ring-chunks 2)
+add_cli_test(02_no_peer_access_for_p2p_kernel 02_allreduce_primitives
+             "--no-peer-access: used only when --variants includes via_gpu0, ring or nccl" --variants p2p_kernel
+             --no-peer-access)
 
 # doctor, alone and with --mpi on 2 ranks.
 add_cli_test(doctor_repeated_flag doctor "--nccl-mib given twice" --nccl-mib 8 --nccl-mib 16)
@@ -145,8 +148,8 @@ foreach(bench bench_propagator bench_allreduce)
                 COMMAND $<TARGET_FILE:${bench}> --frobnicate)
   add_exit_test(cli_${bench}_filter_selects_nothing CODE 2 TEXT "--benchmark_filter 'NoSuchCase'"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=NoSuchCase)
-  # Values Google Benchmark itself would abort on (a repetition count below 1, CPU counters it was built
-  # without), a negative warm-up, or values it would ignore with exit 0.
+  # Values Google Benchmark itself would abort on (a repetition count below 1; CPU counters it was built
+  # without, in 1.8), a negative warm-up, or values it would ignore with exit 0.
   add_exit_test(cli_${bench}_negative_repetitions CODE 2 TEXT "--benchmark_repetitions=-1"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=-1)
   add_exit_test(cli_${bench}_perf_counters CODE 2 TEXT "--benchmark_perf_counters=CYCLES': the value must be empty"

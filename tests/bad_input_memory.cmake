@@ -1,8 +1,8 @@
 # bad_input_memory tests (see tests/README.md, "Bad input")
 #
 # A valid problem too large for this machine's memory: every FWI program holds the observed traces of
-# every shot in host memory (nshots x nt x nrec floats, once per GPU on the machine), and 01 --verify also the CPU reference's
-# wavefields of one shot at every step. A run that cannot fit in the machine's physical memory is refused
+# every shot in host memory (nshots x nt x nrec floats, once per GPU thread or rank on the machine), and
+# 01 --verify also the CPU reference's wavefields of one shot at every step. A run that cannot fit in the machine's physical memory is refused
 # before any GPU is touched, with exit 3 (the machine, not the input, is too small; as for device memory)
 # and a message naming the flags that size it. The problem below needs 16384 x 100000 x 16384 floats of
 # traces, 100000 GiB: more than any machine has, so these run the same everywhere.

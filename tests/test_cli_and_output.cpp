@@ -255,7 +255,7 @@ TEST_CASE("the host memory a run needs: every shot's observed traces, and with t
     const HostMemoryNeed fwi = host_memory_needed(p, 1, false);
     CHECK(fwi.traces == sizeof(float) * 4 * 500 * 48);
     CHECK(fwi.history == 0);
-    CHECK(host_memory_needed(p, 8, false).traces == 8 * fwi.traces);  // one copy per GPU on the machine
+    CHECK(host_memory_needed(p, 8, false).traces == 8 * fwi.traces);  // one copy per GPU thread or rank
     const FieldLayout l = FieldLayout::make(64, 96, 20);
     const HostMemoryNeed verify = host_memory_needed(p, 1, true);
     CHECK(verify.traces == fwi.traces);
@@ -300,8 +300,8 @@ TEST_CASE("a run whose traces fit this machine once, but not once per GPU on it,
         FAIL("two GPUs' copies of the traces were accepted");
     } catch (const EnvironmentError& e) {
         const std::string text = e.what();
-        CHECK(text.find("once for each of the 2 GPUs the run drives here") != std::string::npos);
-        CHECK(text.find("or fewer GPUs on this machine") != std::string::npos);
+        CHECK(text.find("once for each of the 2 GPU threads or ranks on this machine") != std::string::npos);
+        CHECK(text.find("or fewer GPUs or ranks on this machine") != std::string::npos);
     }
 }
 
