@@ -265,12 +265,48 @@ unwritable_folder_reason() {
     rm -f -- "$probe"  # ours, just made
 }
 
+# run_with_timeout SECONDS COMMAND...: COMMAND under timeout(1), with SIGKILL 30 s after its SIGTERM; its
+# exit status (124 when stopped at the limit). timeout runs COMMAND in a process group of its own, which
+# the terminal's Ctrl-C does not reach, so Ctrl-C or SIGTERM of the script is passed on to it: the
+# script ends (130 or 143) and leaves no program running behind it.
+run_with_timeout() {
+    local seconds="$1"
+    shift
+    timeout --kill-after=30 "$seconds" "$@" &
+    local child=$!
+    trap "kill -TERM $child 2>/dev/null; wait $child 2>/dev/null; exit 130" INT
+    trap "kill -TERM $child 2>/dev/null; wait $child 2>/dev/null; exit 143" TERM
+    wait "$child"
+    local status=$?
+    trap - INT TERM
+    return $status
+}
+
+# The CUDA settings CMake takes from the environment, checked before they reach it: CMake keeps a
+# CUDAARCHS in the build folder's cache even when it failed, so a mistyped one would break later builds
+# without it too, and an empty one builds for nvcc's oldest default GPU without a word. Exit 2 (CUDAARCHS)
+# or 3 (CUDACXX) with what to do.
+check_cuda_environment() {
+    if [ -n "${CUDAARCHS+set}" ]; then
+        local arch='[0-9]+[a-z]?(-real|-virtual)?'
+        if [ -z "$CUDAARCHS" ] || ! [[ "$CUDAARCHS" =~ ^(all|all-major|native|$arch(\;$arch)*)$ ]]; then
+            echo "error: CUDAARCHS='$CUDAARCHS' is not a list of CUDA architectures like 90, '80;90', 90-real or native; unset it to build for the GPUs present (env -u CUDAARCHS ...)" >&2
+            exit 2
+        fi
+    fi
+    if [ -n "${CUDACXX:-}" ] && [ ! -x "$CUDACXX" ]; then
+        echo "error: CUDACXX='$CUDACXX' is not an executable file; point it at nvcc, or unset it to use the nvcc on PATH" >&2
+        exit 3
+    fi
+}
+
 # configure_and_build PRESET: installs what is missing, then configures and builds PRESET (CMakePresets.json).
 # The scripts build the default preset on every machine, into build/: for the GPUs present, or without one
 # for A100 and H100/H200 + PTX; the ci preset (into build-ci/; sm_90 + PTX where no GPU is visible) is a
 # quicker build by hand.
 configure_and_build() {
     local preset="$1"
+    check_cuda_environment
     install_missing_packages
     (cd "$ROOT" && cmake --preset "$preset" >/dev/null && cmake --build --preset "$preset" -j "$(nproc)")
 }

@@ -70,6 +70,10 @@ marker="$runs/.made-by-compare"
 if [ -e "$runs" ] && [ ! -f "$marker" ]; then
     bad_flag "--out: '$runs' exists and was not made by compare.sh (no $(basename "$marker") in it); the comparison empties DIR/runs, so choose another --out or move that folder away"
 fi
+# Nor a comparison committed to the repository (docs/results): the docs' figures are made from it.
+if git -C "$ROOT" ls-files --error-unmatch -- "$marker" >/dev/null 2>&1; then
+    bad_flag "--out: '$out' holds a comparison committed to the repository (the docs' figures are made from it); choose another --out"
+fi
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
 
@@ -93,6 +97,8 @@ else
 fi
 
 rm -rf "$runs"  # ours (checked above): the runs of an earlier comparison
+# And its results, so that a comparison stopped half-way leaves none that look like this one's.
+rm -f "$out"/comparison.{txt,md,csv,json,png}
 mkdir -p "$runs"
 echo "made by scripts/compare.sh: the next comparison with this --out deletes this folder" >"$marker"
 # The machine files replace an earlier comparison's whole: written under a temporary name, then renamed
@@ -151,7 +157,7 @@ run_one() {
         [ "$launch" = mpi ] && command=("${mpi_launch[@]}" -np "$gpus" "${command[@]}")
         echo "\$ ${command[*]}" >"$runs/$name.log"
         local start=$SECONDS
-        timeout --kill-after=30 "$run_timeout" "${command[@]}" >>"$runs/$name.log" 2>&1
+        run_with_timeout "$run_timeout" "${command[@]}" >>"$runs/$name.log" 2>&1
         status=$?
         case $status in
             0) line="$(grep -E 'speedup:|per gradient|Avg bus bandwidth' "$runs/$name.log" | tail -n 1)" ;;

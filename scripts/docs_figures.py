@@ -184,6 +184,8 @@ def figure_model(directory):
 
 
 def figure_chart(directory, name):
+    if not re.match(r"^[A-Za-z0-9_-]+$", name):
+        raise FigureError("chart NAME '%s' is not a plain file name (letters, digits, - and _)" % name)
     path, rows, _, _, machine = comparison_inputs(directory)
     source = os.path.join(path, "comparison.png")
     if not os.path.exists(source):
@@ -345,6 +347,8 @@ def generate(spec):
         made = KINDS[words[0]](*words[1:])
     except TypeError:
         raise FigureError("'%s': wrong number of arguments (see scripts/docs_figures.py --help)" % spec)
+    except (ValueError, KeyError, re.error) as error:  # an argument the generator cannot use
+        raise FigureError("'%s': %s: %s" % (spec, type(error).__name__, error))
     return made if isinstance(made, tuple) else (made, None)
 
 
@@ -434,7 +438,16 @@ def main(argv):
         print(__doc__)
         return 0
     check = "--check" in args
+    # Everything is checked before any file is rewritten: a mistyped flag is not a file to process.
+    for arg in args:
+        if arg.startswith("-") and arg != "--check":
+            print("docs_figures: unknown flag '%s' (--help lists them)" % arg, file=sys.stderr)
+            return 2
     files = [os.path.abspath(a) for a in args if a != "--check"] or list(markdown_files())
+    for path in files:
+        if not os.path.isfile(path):
+            print("docs_figures: '%s' is not a file" % os.path.relpath(path, ROOT), file=sys.stderr)
+            return 2
     differing, broken = 0, 0
     for path in files:
         try:

@@ -7,7 +7,8 @@
 #
 # Logs go to out/gpu-check/; when $OUT is set (the device tool), the summary, the comparison table and
 # chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
-# unknown step (before any runs).
+# unknown step, 3 for a step that needs a GPU (all but build and tests) where none is visible (both
+# before any runs).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -16,7 +17,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
 for s in "${steps[@]}"; do
     case "$s" in
-        -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
     if ! is_one_of "$s" "${all_steps[@]}"; then
         echo "gpu-check: unknown step '$s' (steps: ${all_steps[*]}; --help for more)" >&2
@@ -48,8 +49,19 @@ step() {
     tail -n 15 "$log"
 }
 
-gpus="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" ||
+gpus="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" || {
+    # build and tests run without a GPU (its tests show as skipped); the other steps measure one.
+    for s in "${steps[@]}"; do
+        is_one_of "$s" build tests && continue
+        echo "gpu-check: no GPU visible (nvidia-smi fails), and step '$s' runs on one; build and tests run without" >&2
+        exit 3
+    done
     gpus="no GPU visible (nvidia-smi fails): every GPU test will show as skipped"
+}
+if is_one_of sanitizers "${steps[@]}" && ! command -v compute-sanitizer >/dev/null 2>&1; then
+    echo "gpu-check: compute-sanitizer, which the sanitizers step runs, is not on PATH (it comes with the CUDA toolkit, in its bin folder)" >&2
+    exit 3
+fi
 machine="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -), $(nvcc --version 2>/dev/null | tail -n 1)"
 bin="$BUILD_DIR"
 # The small problem (64 x 96, 4 shots, nt 500): short enough for the sanitizers, long enough that the
@@ -79,8 +91,10 @@ done
     printf '%s\n' "${summary[@]}"
 } | tee "$logs/summary.txt"
 if [ -n "${OUT:-}" ]; then
-    cp "$logs/summary.txt" "$OUT/"
-    cp "$logs"/compare/comparison.md "$logs"/compare/comparison.png "$OUT/" 2>/dev/null
-    tar czf "$OUT/gpu-check-logs.tar.gz" -C "$logs/.." gpu-check
+    cp "$logs"/compare/comparison.md "$logs"/compare/comparison.png "$OUT/" 2>/dev/null  # only after main
+    if ! { cp "$logs/summary.txt" "$OUT/" && tar czf "$OUT/gpu-check-logs.tar.gz" -C "$logs/.." gpu-check; }; then
+        echo "gpu-check: could not copy the summary and logs to \$OUT ($OUT)" >&2
+        failed=1
+    fi
 fi
 exit $failed

@@ -10,7 +10,10 @@
 #   --out    where to write (default: docs/results/<GPUs>x<model>-<UTC date>, e.g. 2xH200-2026-11-22);
 #            an existing folder is refused (exit 2): results are kept, not overwritten
 #   --steps  a comma list of the steps to run, in the order given (default: all seven, in this order)
-# Without a GPU it says so in one line and exits 3. Exit 1 when any step failed (the others still run).
+# It records whole machines: with CUDA_VISIBLE_DEVICES set it refuses (exit 2), as the results folder and
+# the figures name the machine's GPUs. The build step starts from an empty build/ folder, so --out may
+# not lie in it. Without a GPU it says so in one line and exits 3. Exit 1 when any step failed (the
+# others still run).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
@@ -20,7 +23,7 @@ all_steps="build lessons compare-default compare-comm transport exercises large"
 out="" steps="${all_steps// /,}"
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) sed -n '9,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '9,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"
             [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
@@ -41,10 +44,13 @@ repeated="$(repeated_item "$steps")"
 # GPUs, so it is checked after.
 check_out() {
     [ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
+    [[ "$out/" == "$BUILD_DIR/"* ]] && bad_flag "--out: '$out' is inside the build folder, which the build step deletes"
     why="$(unwritable_folder_reason "$out")"
     [ -z "$why" ] || bad_flag "--out: $why"
 }
 [ -z "$out" ] || { out="$(realpath -m -- "$out")"; check_out; rmdir "$out"; }  # ours, just made and empty
+[ -z "${CUDA_VISIBLE_DEVICES+set}" ] ||
+    bad_flag "CUDA_VISIBLE_DEVICES is set ('$CUDA_VISIBLE_DEVICES'): the results record the whole machine, named by its GPUs; unset it (env -u CUDA_VISIBLE_DEVICES scripts/record-results.sh ...)"
 if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails); results are measured on GPUs" >&2
     exit 3
@@ -69,7 +75,7 @@ record() {
     echo "== $name: $*"
     echo "\$ $*" >"$out/$name.log"
     local start=$SECONDS
-    timeout --kill-after=30 1200 "$@" >>"$out/$name.log" 2>&1
+    run_with_timeout 1200 "$@" >>"$out/$name.log" 2>&1
     local code=$?
     printf '%s\t%d\t%d\t%s\n' "$name" $((SECONDS - start)) "$code" "$*" >>"$out/timings.tsv"
     tail -n 2 "$out/$name.log"

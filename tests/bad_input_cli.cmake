@@ -178,6 +178,14 @@ add_exit_test(cli_gpu_check_steps_in_one_argument CODE 2 TEXT "unknown step 'bui
 add_exit_test(cli_gpu_check_repeated_step CODE 2 TEXT "step 'tests' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh tests faults tests)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
+# CUDA settings from the environment that CMake would keep in its cache, or take silently: refused before
+# anything is installed or configured.
+add_exit_test(cli_run_tests_bad_cudaarchs CODE 2 TEXT "CUDAARCHS='junk' is not a list of CUDA architectures"
+              TIMEOUT 20 ENVIRONMENT CUDAARCHS=junk COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -N)
+add_exit_test(cli_run_tests_empty_cudaarchs CODE 2 TEXT "CUDAARCHS='' is not a list" TIMEOUT 20
+              COMMAND env CUDAARCHS= ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -N)
+add_exit_test(cli_run_tests_missing_cudacxx CODE 3 TEXT "CUDACXX='/nonexistent/nvcc' is not an executable file"
+              TIMEOUT 20 ENVIRONMENT CUDACXX=/nonexistent/nvcc COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -N)
 add_exit_test(cli_record_results_unwritable_out CODE 2 TEXT "--out: cannot create the folder '/proc/x'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /proc/x)
 add_exit_test(cli_record_results_stray_comma CODE 2 TEXT "--steps: 'build,' is not a comma list" TIMEOUT 20
@@ -198,6 +206,15 @@ add_exit_test(cli_compare_repeated_gpu_count CODE 2 TEXT "--gpus: 1 is listed tw
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,2,1)
 add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,lessons,build)
+# Results are of whole machines, and never kept where the build step deletes them.
+add_exit_test(cli_record_results_some_gpus CODE 2 TEXT "CUDA_VISIBLE_DEVICES is set ('0')" TIMEOUT 20
+              ENVIRONMENT CUDA_VISIBLE_DEVICES=0 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps lessons)
+add_exit_test(cli_record_results_out_in_build CODE 2 TEXT "is inside the build folder, which the build step deletes"
+              TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out ${PROJECT_SOURCE_DIR}/build/results)
+# A comparison committed to the repository, which the docs' figures come from, is never replaced.
+add_exit_test(cli_compare_committed_results CODE 2 TEXT "holds a comparison committed to the repository" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh
+                      --out ${PROJECT_SOURCE_DIR}/docs/results/4xH100-2026-11-26/compare-default)
 # An empty value is refused, not taken as "the default" (an empty --gpus once started a build). CMake drops
 # an empty argument from a command, so bash adds it: <script> <flag> ''.
 function(add_empty_value_test name script flag)
