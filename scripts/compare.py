@@ -56,9 +56,22 @@ EXTRA_FIELDS = ["time_per_iteration_ms", "predicted_iteration_ms", "efficiency",
 PREDICTION_TOLERANCE = 0.10
 
 
+class BadManifest(ValueError):
+    """A manifest.tsv that compare.sh did not write (edited, or another tool's)."""
+
+
 def read_manifest(runs_dir):
-    with open(os.path.join(runs_dir, "manifest.tsv")) as f:
-        return list(csv.DictReader(f, delimiter="\t"))
+    path = os.path.join(runs_dir, "manifest.tsv")
+    with open(path) as f:
+        entries = list(csv.DictReader(f, delimiter="\t"))
+    for line, entry in enumerate(entries, start=2):
+        columns = ("role", "pattern", "variant", "gpus", "status", "json", "log")
+        missing = [key for key in columns if entry.get(key) is None]
+        if missing:
+            raise BadManifest("%s line %d: no %s" % (path, line, ", ".join(missing)))
+        if not entry["gpus"].isdigit() or int(entry["gpus"]) < 1:
+            raise BadManifest("%s line %d: gpus '%s' is not a GPU count" % (path, line, entry["gpus"]))
+    return entries
 
 
 def read_json(path):
@@ -357,7 +370,11 @@ def main(argv):
         return 2
     directory = argv[1]
     _, plt = import_matplotlib()  # first: it may run this script again under another python3
-    runs = read_runs(os.path.join(directory, "runs"))
+    try:
+        runs = read_runs(os.path.join(directory, "runs"))
+    except BadManifest as error:
+        print("compare: %s" % error, file=sys.stderr)
+        return 2
     rows = build_rows(runs)
     inputs = ModelInputs(runs)
     notes = add_predictions(rows, inputs)

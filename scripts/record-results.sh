@@ -45,6 +45,7 @@ repeated="$(repeated_item "$steps")"
 check_out() {
     [ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
     [[ "$out/" == "$BUILD_DIR/"* ]] && bad_flag "--out: '$out' is inside the build folder, which the build step deletes"
+    [[ "$out" == *"|"* ]] && bad_flag "--out: '$out' has a '|', which the results' paths cannot be made relative around"
     why="$(unwritable_folder_reason "$out")"
     [ -z "$why" ] || bad_flag "--out: $why"
 }
