@@ -170,6 +170,8 @@ expect_refusal "a --bin-dir that is not a folder" 2 "--bin-dir (FWI_BIN_DIR): '$
     "${allocation[@]}" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run --bin-dir "$tmp/nowhere"
 expect_refusal "--bin-dir without a value" 2 "--bin-dir: missing value" \
     "${allocation[@]}" -- bash "$cluster/05_nccl_mpi.sbatch" --bin-dir
+expect_refusal "an empty --bin-dir" 2 "--bin-dir: needs a non-empty value" \
+    "${allocation[@]}" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run --bin-dir ""
 expect_refusal "--bin-dir given twice" 2 "--bin-dir given twice" \
     "${allocation[@]}" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run --bin-dir "$build" --bin-dir="$build"
 expect_refusal "a node count that would overflow" 2 "--nodes: '99999999999999999999' is not a node count" \

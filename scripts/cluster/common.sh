@@ -64,6 +64,7 @@ fwi_recipe_options() {
                     FWI_BIN_DIR="${1#--bin-dir=}"
                     shift
                 fi
+                [ -n "$FWI_BIN_DIR" ] || fwi_die 2 "--bin-dir: needs a non-empty value (a build folder or an install's bin folder)"
                 ;;
             --) shift; break ;;
             *) break ;;
@@ -108,7 +109,8 @@ fwi_mpirun_exports() {
 
 # fwi_mpirun_line RANKS GPUS_PER_NODE [HOSTFILE]: into FWI_LINE, the mpirun line that starts RANKS ranks,
 # GPUS_PER_NODE on each node (one per GPU), before the program. FWI_MPIRUN names the mpirun (default:
-# the one on PATH); FWI_MPIRUN_FLAGS adds flags of your own (--prefix /opt/openmpi, --mca ...).
+# the one on PATH); FWI_MPIRUN_FLAGS adds flags of your own (--prefix /opt/openmpi, --mca ...), split at
+# white space without shell quoting, so none of them can hold a space.
 fwi_mpirun_line() {
     local ranks=$1 gpus=$2 hostfile=${3:-} extra=()
     fwi_mpirun_exports
