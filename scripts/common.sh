@@ -73,7 +73,8 @@ nvcc_path() {
 nvcc_version() { "$(nvcc_path)" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\).*/\1/p' | head -n 1 || true; }
 
 # Where CMake's find_path(nccl.h) looks (cmake/FindNCCL.cmake), one folder a line: NCCL_ROOT (and
-# NCCL_HOME), the CUDA toolkit of the nvcc CMake uses, then the system folders. FWI_NCCL_SEARCH_DIRS
+# NCCL_HOME), the CUDA toolkit of the nvcc CMake uses, then the system folders (CMake looks in NCCL_ROOT
+# or NCCL_HOME alone when one is set; a header found here elsewhere then still fails there, with a message). FWI_NCCL_SEARCH_DIRS
 # (colon-separated) replaces the system folders, the usual CUDA locations and the PATH-derived ones.
 nccl_search_dirs() {
     local root dir nvcc d
@@ -268,14 +269,17 @@ unwritable_folder_reason() {
 # run_with_timeout SECONDS COMMAND...: COMMAND under timeout(1), with SIGKILL 30 s after its SIGTERM; its
 # exit status (124 when stopped at the limit). timeout runs COMMAND in a process group of its own, which
 # the terminal's Ctrl-C does not reach, so Ctrl-C or SIGTERM of the script is passed on to it: the
-# script ends (130 or 143) and leaves no program running behind it.
+# script then ends by the same signal (so a script that called it stops too) and leaves no program
+# running behind it.
 run_with_timeout() {
     local seconds="$1"
     shift
     timeout --kill-after=30 "$seconds" "$@" &
     local child=$!
-    trap "kill -TERM $child 2>/dev/null; wait $child 2>/dev/null; exit 130" INT
-    trap "kill -TERM $child 2>/dev/null; wait $child 2>/dev/null; exit 143" TERM
+    local signal
+    for signal in INT TERM; do
+        trap "kill -TERM $child 2>/dev/null; wait $child 2>/dev/null; trap - $signal; kill -$signal \$\$" "$signal"
+    done
     wait "$child"
     local status=$?
     trap - INT TERM
@@ -289,13 +293,16 @@ run_with_timeout() {
 check_cuda_environment() {
     if [ -n "${CUDAARCHS+set}" ]; then
         local arch='[0-9]+[a-z]?(-real|-virtual)?'
-        if [ -z "$CUDAARCHS" ] || ! [[ "$CUDAARCHS" =~ ^(all|all-major|native|$arch(\;$arch)*)$ ]]; then
+        if [ -z "$CUDAARCHS" ] || ! [[ "$CUDAARCHS" =~ ^(all|all-major|native|OFF|$arch(\;$arch)*)$ ]]; then
             echo "error: CUDAARCHS='$CUDAARCHS' is not a list of CUDA architectures like 90, '80;90', 90-real or native; unset it to build for the GPUs present (env -u CUDAARCHS ...)" >&2
             exit 2
         fi
     fi
-    if [ -n "${CUDACXX:-}" ] && [ ! -x "$CUDACXX" ]; then
-        echo "error: CUDACXX='$CUDACXX' is not an executable file; point it at nvcc, or unset it to use the nvcc on PATH" >&2
+    # CMake takes CUDACXX's first word as the program (found on PATH when it has no /), the rest as flags.
+    local compiler
+    read -r compiler _ <<<"${CUDACXX:-}"
+    if [ -n "${CUDACXX:-}" ] && ! command -v -- "$compiler" >/dev/null 2>&1; then
+        echo "error: CUDACXX='$CUDACXX' does not name a program; point it at nvcc, or unset it to use the nvcc on PATH" >&2
         exit 3
     fi
 }

@@ -25,6 +25,7 @@ import csv
 import io
 import json
 import math
+import re
 import os
 import sys
 
@@ -69,7 +70,7 @@ def read_manifest(runs_dir):
         missing = [key for key in columns if entry.get(key) is None]
         if missing:
             raise BadManifest("%s line %d: no %s" % (path, line, ", ".join(missing)))
-        if not entry["gpus"].isdigit() or int(entry["gpus"]) < 1:
+        if not re.fullmatch(r"[0-9]+", entry["gpus"]) or int(entry["gpus"]) < 1:
             raise BadManifest("%s line %d: gpus '%s' is not a GPU count" % (path, line, entry["gpus"]))
     return entries
 

@@ -71,7 +71,8 @@ if [ -e "$runs" ] && [ ! -f "$marker" ]; then
     bad_flag "--out: '$runs' exists and was not made by compare.sh (no $(basename "$marker") in it); the comparison empties DIR/runs, so choose another --out or move that folder away"
 fi
 # Nor a comparison committed to the repository (docs/results): the docs' figures are made from it.
-if git -C "$ROOT" ls-files --error-unmatch -- "$marker" >/dev/null 2>&1; then
+if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* ]] ||
+    git -C "$ROOT" ls-files --error-unmatch -- "$marker" >/dev/null 2>&1; then
     bad_flag "--out: '$out' holds a comparison committed to the repository (the docs' figures are made from it); choose another --out"
 fi
 why="$(unwritable_folder_reason "$out")"

@@ -7,8 +7,8 @@
 #
 # Logs go to out/gpu-check/; when $OUT is set (the device tool), the summary, the comparison table and
 # chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
-# unknown step, 3 for a step that needs a GPU (all but build and tests) where none is visible (both
-# before any runs).
+# unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
+# tests) where none is visible, or compute-sanitizer where it is missing (all before any runs).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -58,6 +58,7 @@ gpus="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noh
     done
     gpus="no GPU visible (nvidia-smi fails): every GPU test will show as skipped"
 }
+{ is_one_of build "${steps[@]}" || is_one_of main "${steps[@]}"; } && check_cuda_environment  # here, not in a log only
 if is_one_of sanitizers "${steps[@]}" && ! command -v compute-sanitizer >/dev/null 2>&1; then
     echo "gpu-check: compute-sanitizer, which the sanitizers step runs, is not on PATH (it comes with the CUDA toolkit, in its bin folder)" >&2
     exit 3

@@ -44,14 +44,19 @@ repeated="$(repeated_item "$steps")"
 # GPUs, so it is checked after.
 check_out() {
     [ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
-    [[ "$out/" == "$BUILD_DIR/"* ]] && bad_flag "--out: '$out' is inside the build folder, which the build step deletes"
-    [[ "$out" == *"|"* ]] && bad_flag "--out: '$out' has a '|', which the results' paths cannot be made relative around"
+    [[ "$out/" == "$(realpath -m -- "$BUILD_DIR")/"* ]] &&
+        bad_flag "--out: '$out' is inside the build folder, which the build step deletes"
     why="$(unwritable_folder_reason "$out")"
     [ -z "$why" ] || bad_flag "--out: $why"
 }
 [ -z "$out" ] || { out="$(realpath -m -- "$out")"; check_out; rmdir "$out"; }  # ours, just made and empty
-[ -z "${CUDA_VISIBLE_DEVICES+set}" ] ||
-    bad_flag "CUDA_VISIBLE_DEVICES is set ('$CUDA_VISIBLE_DEVICES'): the results record the whole machine, named by its GPUs; unset it (env -u CUDA_VISIBLE_DEVICES scripts/record-results.sh ...)"
+# The whole machine: CUDA_VISIBLE_DEVICES, if set (a Slurm allocation sets it), must name every GPU.
+if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    listed=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+    [ "$listed" -eq "$(nvidia-smi -L 2>/dev/null | wc -l)" ] ||
+        bad_flag "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides some of the machine's GPUs: the results record the whole machine, named by its GPUs; unset it (env -u CUDA_VISIBLE_DEVICES scripts/record-results.sh ...)"
+fi
+check_cuda_environment  # before the build step, whose own refusal would end up in its log only
 if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails); results are measured on GPUs" >&2
     exit 3
@@ -212,7 +217,15 @@ nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
 # Paths in the results relative to the repository or to the results folder, as the docs quote them (this
 # machine's are no one's).
+# (Plain text replacement: a path may hold characters a sed pattern would read as its own.)
 find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
-    -exec sed -i -e "s|$out/||g" -e "s|$ROOT/||g" {} +
+    -print0 | xargs -0 -r python3 -c '
+import sys
+out, root = sys.argv[1] + "/", sys.argv[2] + "/"
+for path in sys.argv[3:]:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        text = f.read()
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(text.replace(out, "").replace(root, ""))' "$out" "$ROOT"
 echo "record-results: wrote $out ($(du -sh "$out" | cut -f1)); timings in $out/timings.tsv"
 exit $failed

@@ -184,7 +184,7 @@ add_exit_test(cli_run_tests_bad_cudaarchs CODE 2 TEXT "CUDAARCHS='junk' is not a
               TIMEOUT 20 ENVIRONMENT CUDAARCHS=junk COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -N)
 add_exit_test(cli_run_tests_empty_cudaarchs CODE 2 TEXT "CUDAARCHS='' is not a list" TIMEOUT 20
               COMMAND env CUDAARCHS= ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -N)
-add_exit_test(cli_run_tests_missing_cudacxx CODE 3 TEXT "CUDACXX='/nonexistent/nvcc' is not an executable file"
+add_exit_test(cli_run_tests_missing_cudacxx CODE 3 TEXT "CUDACXX='/nonexistent/nvcc' does not name a program"
               TIMEOUT 20 ENVIRONMENT CUDACXX=/nonexistent/nvcc COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -N)
 add_exit_test(cli_record_results_unwritable_out CODE 2 TEXT "--out: cannot create the folder '/proc/x'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /proc/x)
@@ -207,7 +207,7 @@ add_exit_test(cli_compare_repeated_gpu_count CODE 2 TEXT "--gpus: 1 is listed tw
 add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,lessons,build)
 # Results are of whole machines, and never kept where the build step deletes them.
-add_exit_test(cli_record_results_some_gpus CODE 2 TEXT "CUDA_VISIBLE_DEVICES is set ('0')" TIMEOUT 20
+add_exit_test(cli_record_results_some_gpus CODE 2 TEXT "CUDA_VISIBLE_DEVICES='0' hides some of the machine's GPUs" TIMEOUT 20
               ENVIRONMENT CUDA_VISIBLE_DEVICES=0 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps lessons)
 add_exit_test(cli_record_results_out_in_build CODE 2 TEXT "is inside the build folder, which the build step deletes"
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out ${PROJECT_SOURCE_DIR}/build/results)
