@@ -94,7 +94,7 @@ bool parse_options(int argc, char** argv, Options& options) {
     return true;
 }
 
-void print_setup(const GpuGroup& group, bool peer_access_left_off) {
+void print_setup(const GpuGroup& group) {
     int nccl_version = 0;
     ncclGetVersion(&nccl_version);
     std::printf("# %d GPU(s), NCCL %d (NCCL_NVLS_ENABLE=%s)\n", group.size(), nccl_version,
@@ -102,7 +102,7 @@ void print_setup(const GpuGroup& group, bool peer_access_left_off) {
     for (int rank = 0; rank < group.size(); ++rank)
         std::printf("#   GPU %d: %s, %d SMs\n", rank, group.device_name(rank).c_str(), group.multiprocessors(rank));
     const auto missing = group.pairs_without_peer_access();
-    if (group.size() > 1 && peer_access_left_off)
+    if (group.size() > 1 && group.peer_access_left_off())
         std::printf("# peer access: left off (--no-peer-access; NCCL_P2P_DISABLE=1)\n");
     else if (group.size() > 1 && missing.empty())
         std::printf("# peer access: every pair\n");
@@ -159,7 +159,7 @@ int run(int argc, char** argv) {
     if (options.no_peer_access) setenv("NCCL_P2P_DISABLE", "1", 1);
     GpuGroup group(options.gpus, options.timeout_seconds,
                    options.no_peer_access ? PeerAccess::leave_off : PeerAccess::enable);
-    print_setup(group, options.no_peer_access);
+    print_setup(group);
     group.reserve(allreduce_sweep_sizes(options.sweep).back() / sizeof(float));
 
     SweepLayout layout;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "output.hpp"
+#include "polling.hpp"
 
 extern char** environ;
 
@@ -93,25 +94,30 @@ bool draw_pictures(const std::string& script, const std::string& dir, double tim
                      std::strerror(error), by_hand.c_str());
         return false;
     }
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    for (;;) {
-        const pid_t done = waitpid(child, &status, WNOHANG);
-        if (done == child) break;
-        if (done < 0 && errno != EINTR) {
-            std::fprintf(stderr, "warning: cannot wait for the plotting script (%s): its pictures may be missing; "
-                         "make them later with: %s\n", std::strerror(errno), by_hand.c_str());
-            return false;
-        }
-        if (std::chrono::steady_clock::now() > deadline) {
-            kill(child, SIGKILL);
-            while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    int status = 0, wait_error = 0;
+    const WaitOutcome outcome = poll_until_done(
+        [&] {
+            const pid_t done = waitpid(child, &status, WNOHANG);
+            if (done == child) return PollStatus::done;
+            if (done < 0 && errno != EINTR) {
+                wait_error = errno;
+                return PollStatus::failed;
             }
-            std::fprintf(stderr, "warning: the plotting script ran for more than %.0f s and was stopped: no PNG "
-                         "pictures; make them later with: %s\n", timeout_s, by_hand.c_str());
-            return false;
+            return PollStatus::pending;
+        },
+        timeout_s, steady_seconds, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+    if (outcome == WaitOutcome::failed) {
+        std::fprintf(stderr, "warning: cannot wait for the plotting script (%s): its pictures may be missing; "
+                     "make them later with: %s\n", std::strerror(wait_error), by_hand.c_str());
+        return false;
+    }
+    if (outcome == WaitOutcome::timed_out) {
+        kill(child, SIGKILL);
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::fprintf(stderr, "warning: the plotting script ran for more than %.0f s and was stopped: no PNG "
+                     "pictures; make them later with: %s\n", timeout_s, by_hand.c_str());
+        return false;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
     const std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))

@@ -18,10 +18,6 @@ namespace fwi {
 
 namespace {
 
-double steady_seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // Spin (yielding) for the first millisecond: a collective of a few MB ends within microseconds of the
 // last rank's call, and a sleep would add its own latency to every timed allreduce. Past that, poll
 // every 100 us so a long wait on a slow peer does not burn a core.
@@ -212,18 +208,6 @@ void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
     for (ncclComm_t comm : comms) {
         NCCL_CHECK(ncclCommDestroy(comm));
         forget(comm);
-    }
-}
-
-WaitOutcome poll_until_done(const std::function<PollStatus()>& poll, double timeout_s,
-                            const std::function<double()>& now, const std::function<void()>& pause) {
-    const double start = now();
-    for (;;) {
-        const PollStatus status = poll();
-        if (status == PollStatus::done) return WaitOutcome::done;
-        if (status == PollStatus::failed) return WaitOutcome::failed;
-        if (now() - start >= timeout_s) return WaitOutcome::timed_out;
-        pause();
     }
 }
 

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "polling.hpp"
+
 namespace fwi {
 
 class ArgParser;  // cli.hpp
@@ -61,15 +63,7 @@ ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double t
 // On error paths the program just exits: the driver frees what is left.
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);
 
-// ---- The waiting logic, separated from NCCL and CUDA so that it can be tested without a GPU ----
-
-enum class PollStatus { done, pending, failed };
-enum class WaitOutcome { done, failed, timed_out };
-
-// Calls poll() until it reports done or failed, or until now() has advanced timeout_s past its first
-// value; pause() runs between polls. The real clock is a steady clock and the pause a short sleep.
-WaitOutcome poll_until_done(const std::function<PollStatus()>& poll, double timeout_s,
-                            const std::function<double()>& now, const std::function<void()>& pause);
+// ---- The messages of a failed wait (the waiting itself: polling.hpp), testable without a GPU ----
 
 // "rank 1 of 4", "ranks 0, 1, 2, 3 of 4"; an unknown rank (-1) or size (0) shows as "?"
 std::string describe_ranks(const std::vector<int>& ranks, int nranks);

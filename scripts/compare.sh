@@ -70,10 +70,9 @@ marker="$runs/.made-by-compare"
 if [ -e "$runs" ] && [ ! -f "$marker" ]; then
     bad_flag "--out: '$runs' exists and was not made by compare.sh (no $(basename "$marker") in it); the comparison empties DIR/runs, so choose another --out or move that folder away"
 fi
-# Nor a comparison committed to the repository (docs/results): the docs' figures are made from it.
-if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* ]] ||
-    git -C "$ROOT" ls-files --error-unmatch -- "$marker" >/dev/null 2>&1; then
-    bad_flag "--out: '$out' holds a comparison committed to the repository (the docs' figures are made from it); choose another --out"
+# Nor the stored results (docs/results), which the docs' figures are made from.
+if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* ]]; then
+    bad_flag "--out: '$out' is in docs/results, the stored results the docs' figures are made from; choose another --out"
 fi
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"

@@ -211,8 +211,8 @@ add_exit_test(cli_record_results_some_gpus CODE 2 TEXT "CUDA_VISIBLE_DEVICES='0'
               ENVIRONMENT CUDA_VISIBLE_DEVICES=0 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps lessons)
 add_exit_test(cli_record_results_out_in_build CODE 2 TEXT "is inside the build folder, which the build step deletes"
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out ${PROJECT_SOURCE_DIR}/build/results)
-# A comparison committed to the repository, which the docs' figures come from, is never replaced.
-add_exit_test(cli_compare_committed_results CODE 2 TEXT "holds a comparison committed to the repository" TIMEOUT 20
+# The stored results, which the docs' figures come from, are never replaced.
+add_exit_test(cli_compare_committed_results CODE 2 TEXT "is in docs/results, the stored results" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh
                       --out ${PROJECT_SOURCE_DIR}/docs/results/4xH100-2026-11-26/compare-default)
 # An empty value is refused, not taken as "the default" (an empty --gpus once started a build). CMake drops
