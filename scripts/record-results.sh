@@ -215,17 +215,8 @@ for step in ${steps//,/ }; do
 done
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
-# Paths in the results relative to the repository or to the results folder, as the docs quote them (this
-# machine's are no one's).
-# (Plain text replacement: a path may hold characters a sed pattern would read as its own.)
+# Paths in the results relative to the repository or to the results folder, as the docs quote them.
 find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
-    -print0 | xargs -0 -r python3 -c '
-import sys
-out, root = sys.argv[1] + "/", sys.argv[2] + "/"
-for path in sys.argv[3:]:
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        text = f.read()
-    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-        f.write(text.replace(out, "").replace(root, ""))' "$out" "$ROOT"
+    -print0 | xargs -0 -r python3 "$ROOT/scripts/relative_paths.py" "$out" "$ROOT"
 echo "record-results: wrote $out ($(du -sh "$out" | cut -f1)); timings in $out/timings.tsv"
 exit $failed

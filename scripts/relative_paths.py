@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Makes the paths in recorded results relative, as the docs quote them (the recording machine's paths
+are no one's).
+
+usage: relative_paths.py RESULTS_FOLDER REPOSITORY FILE...
+
+In each FILE, rewritten in place, "<folder>/x" becomes "x" and the folder itself, where it ends a word (a
+command's last argument, a quoted path), becomes ".". RESULTS_FOLDER is taken first, as it lies inside
+the repository. Plain text, not a sed pattern: a path may hold characters a pattern reads as its own.
+"""
+import re
+import sys
+
+
+def relative_paths(text, folders):
+    """text with every path under one of folders (absolute, no trailing slash) made relative."""
+    for folder in folders:
+        folder = folder.rstrip("/")
+        text = re.sub(re.escape(folder) + r"(/|(?=[\s'\"]|$))",
+                      lambda match: "" if match.group(1) else ".", text, flags=re.MULTILINE)
+    return text
+
+
+def main(argv):
+    if len(argv) < 3:
+        print("relative_paths: " + next(line for line in __doc__.splitlines() if line.startswith("usage:")),
+              file=sys.stderr)
+        return 2
+    folders, files = argv[:2], argv[2:]
+    for path in files:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read()
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(relative_paths(text, folders))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
