@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "cpu_propagator.hpp"
 #include "problem.hpp"
@@ -193,8 +195,51 @@ TEST_CASE("Taylor test: remainders fall with slope 1 (first order) and 2 (with t
         MESSAGE("h " << t.steps[k] << ": first-order remainder " << t.first_order[k] << ", second-order "
                      << t.second_order[k]);
     MESSAGE("slopes: " << t.first_order_slope << " and " << t.second_order_slope);
-    CHECK(t.first_order_slope == doctest::Approx(1.0).epsilon(0.1));
-    CHECK(t.second_order_slope == doctest::Approx(2.0).epsilon(0.1));
+    // Measured 1.04 and 2.03. A gradient 1% too small bends the second slope to 1.75-1.86; an error
+    // confined to the edge cells moves it less (2.13 without the layer's imaging term), so the next test
+    // case checks those cells on their own.
+    CHECK(std::abs(t.first_order_slope - 1.0) < 0.1);
+    CHECK(std::abs(t.second_order_slope - 2.0) < 0.1);
+}
+
+TEST_CASE("the gradient matches a centred difference of the misfit, on the edge cells alone too") {
+    Problem p = adjoint_test_problem();
+    p.nt = 250;
+    const std::vector<double> observed = CpuPropagator<double>(p, true_model(p)).model_all_shots();
+    const std::vector<float> v0 = initial_model(p);
+    const std::vector<int> shots = {0, 1};
+    std::vector<float> gradient;
+    CpuPropagator<double>(p, v0).misfit_gradient(shots, observed, gradient);
+
+    const auto misfit_at = [&](const std::vector<double>& direction, double h) {
+        std::vector<float> v = v0;
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(v0[i] + h * direction[i]);
+        std::vector<float> unused;
+        return CpuPropagator<double>(p, v).misfit_gradient(shots, observed, unused);
+    };
+    // The edge cells carry the absorbing layer's share of the gradient (each layer cell takes the velocity
+    // of the nearest edge cell, so its imaging term is added there): a direction on them alone tests it.
+    const auto everywhere = random_vector<double>(v0.size(), 3);
+    std::vector<double> edge_cells(v0.size(), 0.0);
+    for (int z = 0; z < p.nz; ++z) {
+        for (int x = 0; x < p.nx; ++x) {
+            const size_t cell = size_t(z) * p.nx + x;
+            if (z == 0 || x == 0 || z == p.nz - 1 || x == p.nx - 1) edge_cells[cell] = everywhere[cell];
+        }
+    }
+    // h = 0.1 m/s: large enough that the velocities' float32 rounding (about 1e-4 m/s) stays small
+    // against it, small enough that the third-order term does not show. Measured: 1.2e-4 over every
+    // cell, 8e-4 on the edge cells; without the layer's imaging term (its `- px`), 5e-2 on the edge cells.
+    const double h = 0.1;
+    for (const auto& [name, direction] : {std::pair{std::string("every cell"), everywhere}, std::pair{std::string("edge cells"), edge_cells}}) {
+        const double derivative = dot(gradient, direction);
+        const double centred = (misfit_at(direction, h) - misfit_at(direction, -h)) / (2 * h);
+        const double mismatch = std::abs(derivative - centred) / std::abs(centred);
+        MESSAGE(name << ": gradient . direction " << derivative << ", centred difference " << centred
+                     << ", relative mismatch " << mismatch);
+        CHECK(centred != 0.0);
+        CHECK(mismatch < 1e-2);
+    }
 }
 
 TEST_CASE("a few CPU FWI iterations reduce the misfit") {
