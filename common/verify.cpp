@@ -16,8 +16,10 @@ DotProductTest dot_product_test(double forward_side, double adjoint_side) {
     DotProductTest t;
     t.forward_side = forward_side;
     t.adjoint_side = adjoint_side;
-    const double scale = std::max(std::abs(forward_side), std::abs(adjoint_side));
-    t.relative_mismatch = scale > 0.0 ? std::abs(forward_side - adjoint_side) / scale : 0.0;
+    // Both zero is a match; a NaN on either side makes the mismatch NaN, which no tolerance accepts.
+    const double scale = max_keeping_nan(std::abs(forward_side), std::abs(adjoint_side));
+    t.relative_mismatch =
+        forward_side == 0.0 && adjoint_side == 0.0 ? 0.0 : std::abs(forward_side - adjoint_side) / scale;
     return t;
 }
 

@@ -10,22 +10,33 @@
 
 namespace fwi {
 
+// A NaN anywhere makes every figure NaN, and so does a comparison of nothing (no elements, or arrays
+// of different sizes): a check `x < tolerance` then fails instead of passing on what it did not see.
 struct Difference {
     double relative_l2 = 0.0;  // ||a - ref|| / ||ref|| (absolute ||a|| when ref is zero)
     double max_abs = 0.0;      // max |a - ref|
     double ref_max_abs = 0.0;  // max |ref|, to read max_abs against
 };
 
+inline Difference nothing_compared() {
+    const double nan = std::nan("");
+    return {nan, nan, nan};
+}
+
+// max(a, b) that keeps a NaN of either (std::max drops one in its second argument).
+inline double max_keeping_nan(double a, double b) { return std::isnan(a) || a >= b ? a : b; }
+
 template <typename A, typename B>
 Difference compare(const A* values, const B* reference, size_t count) {
+    if (count == 0) return nothing_compared();
     double diff2 = 0.0, ref2 = 0.0;
     Difference d;
     for (size_t i = 0; i < count; ++i) {
         const double diff = double(values[i]) - double(reference[i]);
         diff2 += diff * diff;
         ref2 += double(reference[i]) * double(reference[i]);
-        d.max_abs = std::max(d.max_abs, std::abs(diff));
-        d.ref_max_abs = std::max(d.ref_max_abs, std::abs(double(reference[i])));
+        d.max_abs = max_keeping_nan(d.max_abs, std::abs(diff));
+        d.ref_max_abs = max_keeping_nan(d.ref_max_abs, std::abs(double(reference[i])));
     }
     d.relative_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
     return d;
@@ -33,7 +44,8 @@ Difference compare(const A* values, const B* reference, size_t count) {
 
 template <typename A, typename B>
 Difference compare(const std::vector<A>& values, const std::vector<B>& reference) {
-    return compare(values.data(), reference.data(), std::min(values.size(), reference.size()));
+    if (values.size() != reference.size()) return nothing_compared();
+    return compare(values.data(), reference.data(), values.size());
 }
 
 // "rel L2 3.1e-07, max abs 2.0e-06 (of 0.41)"

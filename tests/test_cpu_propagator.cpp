@@ -156,6 +156,25 @@ DotProductTest run_dot_product_test(const Problem& p) {
 }
 }  // namespace
 
+TEST_CASE("the verification helpers fail on NaN and on nothing compared") {
+    const double nan = std::nan("");
+    const std::vector<float> reference = {1.0f, 2.0f, 3.0f};
+    CHECK(compare(std::vector<float>{1.0f, 2.0f, 3.0f}, reference).max_abs == 0.0);
+    const std::vector<float> nan_first = {float(nan), 2.0f, 3.0f}, nan_last = {1.0f, 2.0f, float(nan)};
+    for (const auto& values : {nan_first, nan_last}) {
+        const Difference d = compare(values, reference);
+        CHECK(std::isnan(d.max_abs));  // std::max would have kept 0 for a NaN in its second argument
+        CHECK(std::isnan(d.relative_l2));
+    }
+    CHECK(std::isnan(compare(std::vector<float>{1.0f, 2.0f}, reference).max_abs));  // sizes differ
+    CHECK(std::isnan(compare(std::vector<float>{}, std::vector<float>{}).relative_l2));
+    CHECK(dot_product_test(0.0, 0.0).relative_mismatch == 0.0);
+    CHECK(dot_product_test(2.0, 2.0).relative_mismatch == 0.0);
+    CHECK(dot_product_test(2.0, 1.0).relative_mismatch == doctest::Approx(0.5));
+    CHECK(std::isnan(dot_product_test(nan, 1.0).relative_mismatch));
+    CHECK(std::isnan(dot_product_test(0.0, nan).relative_mismatch));
+}
+
 TEST_CASE("dot-product test: the adjoint is the transpose of the forward operator, PML included") {
     const Problem p = adjoint_test_problem();
     const DotProductTest in_double = run_dot_product_test<double>(p);
@@ -231,7 +250,9 @@ TEST_CASE("the gradient matches a centred difference of the misfit, on the edge 
     // against it, small enough that the third-order term does not show. Measured: 1.2e-4 over every
     // cell, 8e-4 on the edge cells; without the layer's imaging term (its `- px`), 5e-2 on the edge cells.
     const double h = 0.1;
-    for (const auto& [name, direction] : {std::pair{std::string("every cell"), everywhere}, std::pair{std::string("edge cells"), edge_cells}}) {
+    const std::pair<std::string, std::vector<double>> directions[] = {{"every cell", everywhere},
+                                                                       {"edge cells", edge_cells}};
+    for (const auto& [name, direction] : directions) {
         const double derivative = dot(gradient, direction);
         const double centred = (misfit_at(direction, h) - misfit_at(direction, -h)) / (2 * h);
         const double mismatch = std::abs(derivative - centred) / std::abs(centred);
