@@ -18,6 +18,7 @@
 
 #include "classic_values.hpp"
 #include "combine_steps.hpp"
+#include "registered_ranks.hpp"
 #include "errors.hpp"
 #include "mpi_env.hpp"
 #include "variants.hpp"
@@ -197,6 +198,7 @@ TEST_CASE("variant lists: all, pipelined once per chunk size and depth, bad inpu
 
 int main(int argc, char** argv) {
     return run_mpi_program("test_combine_steps", argc, argv, [&] {
+        if (!world_has_registered_ranks(argc, argv)) return 1;
         doctest::Context context(argc, argv);
         const int failed = context.run();
         int any_failed = 0;

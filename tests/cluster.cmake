@@ -9,7 +9,7 @@ set_tests_properties(cluster_launch_recipes PROPERTIES LABELS cpu TIMEOUT 60)
 add_executable(test_node_local_rank mpi_test_main.cpp test_node_local_rank.cpp)
 target_link_libraries(test_node_local_rank PRIVATE fwi_mpi doctest::doctest)
 foreach(ranks 1 4 6)
-  add_test(NAME node_local_rank_${ranks}_ranks COMMAND ${MPIRUN_TEST} ${ranks} $<TARGET_FILE:test_node_local_rank>)
+  add_test(NAME node_local_rank_${ranks}_ranks COMMAND ${MPIRUN_TEST} ${ranks} $<TARGET_FILE:test_node_local_rank> --ranks=${ranks})
   set_tests_properties(node_local_rank_${ranks}_ranks PROPERTIES LABELS "cpu;mpi" TIMEOUT 120
                        ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 endforeach()

@@ -8,20 +8,11 @@
 #include <cstring>
 
 #include "host_combine.hpp"
+#include "mpi_env.hpp"
 
 using namespace fwi;
 
 namespace {
-int world_rank() {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    return rank;
-}
-int world_size() {
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    return size;
-}
 std::vector<float> contribution(size_t count) {
     std::vector<float> values(count);
     for (size_t i = 0; i < count; ++i) values[i] = float(world_rank()) + 0.001f * float(i);
