@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fault test of 05_nccl_mpi: TRIALS runs of 2 ranks in which rank 1 fails just before the first timed
-# allreduce (--test-fault). Every run must end non-zero within LIMIT_S seconds and leave no process
-# behind; with LAUNCH=survivors, rank 0's message must also contain EXPECTED_TEXT.
+# allreduce (--test-fault). Every run must show that the fault fired (rank 1's "failing on purpose"), end
+# non-zero within LIMIT_S seconds and leave no process behind; with LAUNCH=survivors, rank 0's message
+# must also contain EXPECTED_TEXT.
 #
 # Usage: fault_test.sh VISIBLE_GPUS PROGRAM MPIEXEC FAULT LAUNCH TRIALS [EXPECTED_TEXT]
 #   FAULT   exit | sigkill | stall      (see test_fault.hpp)
@@ -48,6 +49,11 @@ for trial in $(seq 1 "$trials"); do
     if [ -n "$left" ]; then
         problem="processes left running: $left"
         kill -9 $left 2>/dev/null
+    fi
+    # Without it, a run that ended at start-up for another reason (a refused flag, NCCL failing to
+    # start) would pass as a fault handled.
+    if ! grep -q -- "failing on purpose" "$work/output.txt"; then
+        problem="${problem:+$problem; }the fault did not fire (no 'failing on purpose' from rank 1)"
     fi
     if [ -n "$expected" ] && ! grep -q -- "$expected" "$work/output.txt"; then
         problem="${problem:+$problem; }no message containing '$expected'"

@@ -20,8 +20,13 @@ if [ "$code" -ne 3 ]; then
     echo "FAILED: $ranks ranks on $have GPU(s) gave exit $code, expected 3"
     exit 1
 fi
-if ! grep -q "share" <<<"$output"; then
-    echo "FAILED: no message saying that ranks would share a GPU"
+# The refusal itself, not a warning about sharing followed by NCCL failing on the shared GPU (exit 3 too).
+if ! grep -q "this program needs one GPU per rank" <<<"$output"; then
+    echo "FAILED: no refusal saying that the program needs one GPU per rank"
+    exit 1
+fi
+if grep -q "NCCL call" <<<"$output"; then
+    echo "FAILED: NCCL was started (an 'NCCL call' failed) before the refusal"
     exit 1
 fi
 echo "ok: $ranks ranks on $have GPU(s) refused with exit 3"
