@@ -49,7 +49,9 @@ step() {
     tail -n 15 "$log"
 }
 
+gpu_listed=yes
 gpus="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" || {
+    gpu_listed=no
     # build and tests run without a GPU (its tests show as skipped); the other steps measure one.
     for s in "${steps[@]}"; do
         is_one_of "$s" build tests && continue
@@ -69,12 +71,28 @@ bin="$BUILD_DIR"
 # reflections reach the receivers and the gradient is not trivially zero.
 verify=("$bin/01_single_gpu/01_single_gpu" --verify)
 
+# cuda_sees_the_gpus: where nvidia-smi lists GPUs, CUDA must see at least one. A GPU test skips (exit 77)
+# where CUDA sees none, so a driver older than the runtime, say, would show every GPU test as skipped and
+# the steps as passed.
+cuda_sees_the_gpus() {
+    [ "$gpu_listed" = yes ] || return 0
+    local seen
+    seen=$("$bin/common/visible_gpus") || { echo "gpu-check: $bin/common/visible_gpus failed (build first)"; return 1; }
+    [ "$seen" -gt 0 ] && return 0
+    echo "gpu-check: nvidia-smi lists GPUs, but CUDA sees none${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')}: every GPU test would be skipped; build/doctor/doctor --checks devices says why"
+    return 1
+}
+
 for s in "${steps[@]}"; do
     case "$s" in
         build) step build build.log configure_and_build default ;;
-        tests) step tests tests.log ctest --preset default -E fault -j3 --output-on-failure ;;
+        tests)
+            step cuda_sees_the_gpus tests.log cuda_sees_the_gpus
+            step tests tests.log ctest --preset default -E fault -j3 --output-on-failure ;;
         # 10 trials per kind of failure, each waiting for a timeout: minutes, so a step of its own.
-        faults) step fault_tests faults.log ctest --preset default -R fault -j3 --output-on-failure ;;
+        faults)
+            step cuda_sees_the_gpus faults.log cuda_sees_the_gpus
+            step fault_tests faults.log ctest --preset default -R fault -j3 --output-on-failure ;;
         sanitizers)
             step verify sanitizer.log "${verify[@]}"
             step memcheck sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 1 "${verify[@]}"
