@@ -393,9 +393,11 @@ def unmarked_figures(text):
 
 
 def markdown_files():
+    """The repository's Markdown files, build trees (any folder with a CMakeCache.txt) and outputs left out."""
     skip = {"build", "out", "results", ".git", "node_modules"}
     for folder, subfolders, files in os.walk(ROOT):
-        subfolders[:] = sorted(d for d in subfolders if d not in skip and not d.startswith("build"))
+        subfolders[:] = sorted(d for d in subfolders if d not in skip and not d.startswith("build")
+                               and not os.path.exists(os.path.join(folder, d, "CMakeCache.txt")))
         for name in sorted(files):
             if name.endswith(".md"):
                 yield os.path.join(folder, name)

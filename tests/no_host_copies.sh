@@ -15,7 +15,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(--problem small --no-reference)
 
-# copies PROGRAM_AND_ARGS...: total copies (both directions, every process) the command made.
+# copies PROGRAM_AND_ARGS...: total copies (both directions and cudaMemcpyDefault's, whose direction the
+# shim cannot tell, of every process) the command made.
 copies() {
     local log="$work/log.txt"
     if ! LD_PRELOAD="$shim" "$@" >"$log" 2>&1; then
@@ -23,7 +24,7 @@ copies() {
         tail -n 20 "$log" >&2
         exit 1
     fi
-    grep '^copy-counter:' "$log" | awk '{sum += $5 + $10} END {print sum + 0}'
+    grep '^copy-counter:' "$log" | awk '{sum += $5 + $10 + $15} END {print sum + 0}'
 }
 
 # Open MPI passes LD_PRELOAD on to the ranks with -x.
