@@ -68,13 +68,12 @@ int report_placement(int device, const std::string& shots_text, double timeout_s
         char line[384];
         char gpu[160];  // host and PCI bus id: the same GPU seen by two ranks
     } mine{}, none{};
-    char bus_id[32] = {}, host[MPI_MAX_PROCESSOR_NAME] = {};
-    int host_length = 0;
+    char bus_id[32] = {};
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
-    MPI_CHECK(MPI_Get_processor_name(host, &host_length));
-    std::snprintf(mine.line, sizeof mine.line, "rank %d: host %s, GPU %d %s [%s]%s", world_rank(), host, device,
-                  describe_device(device).c_str(), bus_id, shots_text.c_str());
-    std::snprintf(mine.gpu, sizeof mine.gpu, "%s/%s", host, bus_id);
+    const std::string host = mpi_processor_name();
+    std::snprintf(mine.line, sizeof mine.line, "rank %d: host %s, GPU %d %s [%s]%s", world_rank(), host.c_str(),
+                  device, describe_device(device).c_str(), bus_id, shots_text.c_str());
+    std::snprintf(mine.gpu, sizeof mine.gpu, "%s/%s", host.c_str(), bus_id);
     std::vector<Placement> all(world_rank() == 0 ? world_size() : 0, none);
     {
         WaitTimeout guard("the placement report", timeout_s);

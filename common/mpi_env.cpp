@@ -275,6 +275,13 @@ int world_size() {
     return size;
 }
 
+std::string mpi_processor_name() {
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    MPI_CHECK(MPI_Get_processor_name(name, &length));
+    return std::string(name, length);
+}
+
 namespace {
 
 // FWI_TEST_NODE_OF_RANK's entry for `rank` of `size` ranks (see node_local_communicator).

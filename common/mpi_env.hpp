@@ -51,6 +51,8 @@ void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout
 
 int world_rank();
 int world_size();
+// The name MPI gives this rank's node (MPI_Get_processor_name), as the launcher's host lists name it.
+std::string mpi_processor_name();
 
 // The ranks of `comm` on this node, as a new communicator (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED),
 // ordered by their rank in `comm`; the caller frees it with MPI_Comm_free.

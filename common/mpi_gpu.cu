@@ -18,13 +18,6 @@ namespace {
 
 using BusId = std::array<char, 32>;  // "0000:1B:00.0", NUL-terminated
 
-std::string host_name() {
-    char name[MPI_MAX_PROCESSOR_NAME] = {};
-    int length = 0;
-    MPI_CHECK(MPI_Get_processor_name(name, &length));
-    return std::string(name, length);
-}
-
 std::string join(const std::vector<int>& values) {
     std::string text;
     for (const int value : values) text += (text.empty() ? "" : ",") + std::to_string(value);
@@ -39,7 +32,7 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing) {
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     const int gpus = visible_gpu_count();
     if (gpus == 0)
-        throw EnvironmentError("rank " + std::to_string(rank) + " on host " + host_name() +
+        throw EnvironmentError("rank " + std::to_string(rank) + " on host " + mpi_processor_name() +
                                " sees no CUDA GPU (check nvidia-smi, CUDA_VISIBLE_DEVICES and the launcher's GPU "
                                "binding)");
     const int device = gpu_for_local_rank(local.rank, gpus);
@@ -64,7 +57,7 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing) {
     }
     if (distinct == local.size) return device;
 
-    const std::string what = std::to_string(local.size) + " ranks on host " + host_name() + " share " +
+    const std::string what = std::to_string(local.size) + " ranks on host " + mpi_processor_name() + " share " +
                              std::to_string(distinct) + " GPU" + (distinct > 1 ? "s" : "");
     if (sharing == GpuSharing::refuse)
         throw EnvironmentError(what + "; this program needs one GPU per rank: start at most " +
