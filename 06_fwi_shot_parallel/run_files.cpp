@@ -18,22 +18,6 @@ extern char** environ;
 
 namespace fwi {
 
-namespace {
-
-// "[1, 2, 3]" with enough digits to read the doubles back exactly.
-template <typename Value>
-std::string json_array(const std::vector<Value>& values) {
-    std::string text = "[";
-    char number[32];
-    for (size_t i = 0; i < values.size(); ++i) {
-        std::snprintf(number, sizeof number, "%.17g", double(values[i]));
-        text += (i ? ", " : "") + std::string(number);
-    }
-    return text + "]";
-}
-
-}  // namespace
-
 std::string snapshot_file_name(int iteration) {
     char name[48];
     std::snprintf(name, sizeof name, "model_iter_%04d.npy", iteration);
@@ -60,10 +44,12 @@ void write_loss_history(const std::string& dir, const FwiState& state) {
         csv += row;
     }
     write_file_atomically(dir + "/loss_history.csv", csv);
-    write_file_atomically(dir + "/loss_history.json",
-                          "{\"iteration\": " + json_array(iterations) + ", \"misfit\": " + json_array(state.misfits) +
-                              ", \"relative_misfit\": " + json_array(relative) +
-                              ", \"iteration_seconds\": " + json_array(state.iteration_seconds) + "}\n");
+    const JsonObject history = JsonObject()
+                                   .add("iteration", iterations)
+                                   .add("misfit", state.misfits)
+                                   .add("relative_misfit", relative)
+                                   .add("iteration_seconds", state.iteration_seconds);
+    write_file_atomically(dir + "/loss_history.json", history.str() + "\n");
 }
 
 std::string plot_script_path() {
