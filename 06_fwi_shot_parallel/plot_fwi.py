@@ -21,7 +21,7 @@ import sys
 # plotting.py: in the source tree in scripts/, in an install (cmake --install) beside this file.
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "scripts")]
-from plotting import MISSING_HINT, import_matplotlib  # noqa: E402
+from plotting import MISSING_HINT, import_matplotlib, replace_atomically  # noqa: E402
 
 
 class BadRunFile(Exception):
@@ -141,7 +141,7 @@ def plot_loss(plt, directory, written):
 
 def save(fig, plt, directory, name, written):
     fig.tight_layout()
-    fig.savefig(os.path.join(directory, name), dpi=100)
+    replace_atomically(os.path.join(directory, name), lambda temporary: fig.savefig(temporary, dpi=100, format="png"))
     plt.close(fig)
     written.append(name)
 

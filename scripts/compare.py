@@ -30,7 +30,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plotting import MISSING_HINT, import_matplotlib  # noqa: E402
+from plotting import MISSING_HINT, import_matplotlib, replace_atomically  # noqa: E402
 from result_schema import validate, validate_env  # noqa: E402
 import scaling_model  # noqa: E402
 
@@ -293,18 +293,6 @@ def format_markdown(rows):
              "|" + "|".join(" --- " for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(cell(r, k, f) for k, _, f in COLUMNS) + " |" for r in rows]
     return "\n".join(lines)
-
-
-def replace_atomically(path, write):
-    """Calls write(temporary path), then renames it over path: a run stopped at any moment leaves the previous
-    whole file or the new one (as the C++ programs' write_file_atomically)."""
-    temporary = "%s.tmp.%d" % (path, os.getpid())
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def write_text(path, text):

@@ -1,4 +1,5 @@
-"""matplotlib for the suite's plotting scripts (06_fwi_shot_parallel/plot_fwi.py, scripts/compare.py).
+"""matplotlib for the suite's plotting scripts (06_fwi_shot_parallel/plot_fwi.py, scripts/compare.py),
+and the way both write their files (replace_atomically).
 
 Debian and Ubuntu install python3-matplotlib for the system's /usr/bin/python3; a pyenv or venv python3
 first on PATH does not see it. import_matplotlib() takes it from the running interpreter if it can, or
@@ -30,3 +31,15 @@ def import_matplotlib():
         sys.stdout.flush()
         os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
     return None, None
+
+
+def replace_atomically(path, write):
+    """Calls write(temporary path), then renames it over path: a run stopped at any moment leaves the previous
+    whole file or the new one (as the C++ programs' write_file_atomically)."""
+    temporary = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
