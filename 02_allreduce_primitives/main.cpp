@@ -9,7 +9,7 @@
 //   nccl        ncclAllReduce, the reference                        (nccl.cu)
 // What you learn: why the textbook version does not scale, how a ring keeps every link busy, why
 // one-shot wins small buffers and the ring/two-shot large ones, and how close hand-rolled code gets.
-// How it works: nccl-tests' shape. The sweep (common/allreduce_sweep.cpp, shared with 03 and 05) runs
+// How it works: nccl-tests' shape. The sweep (common/allreduce_sweep.cpp, shared with 03, 05 and doctor) runs
 // each size: a check run (inputs are small integers, so the exact sum is representable; outputs are
 // poisoned first), warm-up, batches timed with CUDA events, and the table; allreduce_variant.cpp and
 // gpu_group.cu hold what this lesson's variants share on the GPUs; each variant file holds only its

@@ -1,6 +1,7 @@
 // The parts of the NCCL helpers (common/nccl_comm.hpp) and of the shot-parallel code that run without a
-// GPU: the wait's timeout logic on a fake clock, the failure messages, the NCCL version string (the
-// library answers without a GPU), the --transport flag of 05 and 06, and the split of the shots over GPUs.
+// GPU: the timeout logic of their waits (common/polling.hpp) on a fake clock, the failure messages, the
+// NCCL version string (the library answers without a GPU), the --transport flag of 05 and 06, and the
+// split of the shots over GPUs.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 

@@ -86,8 +86,7 @@ public:
     // Throws DeviceMemoryError (an EnvironmentError: exit 3), naming the memory needed, when not even one
     // shot fits.
     void require_gradient_fits() const;
-    // Device memory this propagator holds now, and the most it has held.
-    size_t allocated_bytes() const { return allocated_bytes_; }
+    // The most device memory this propagator has held.
     size_t peak_allocated_bytes() const { return peak_allocated_bytes_; }
     // "gradient: 2.4 GiB per shot, batch of 8 shots, 19.6 GiB of 79.1 GiB free"
     std::string memory_report() const;

@@ -178,8 +178,6 @@ struct FieldLayout {
     FWI_HD size_t index(int zp, int xp) const {
         return static_cast<size_t>(zp + kHalo) * stride + (xp + kLeadColumns);
     }
-    // Flat index of physical cell (z, x).
-    FWI_HD size_t physical_index(int z, int x) const { return index(z + width, x + width); }
     size_t padded_cells() const { return static_cast<size_t>(nz_padded) * nx_padded; }
 
     // The absorbing layer: the x band (left and right `width` columns, all rows) and the z band (top

@@ -1,4 +1,5 @@
-// Timers: a host clock for whole steps, CUDA events for device work, and the median of repetitions.
+// Timers: a host clock for whole steps, and the median of repetitions (CUDA events for device work are
+// in cuda_timing.hpp).
 #pragma once
 
 #include <algorithm>
