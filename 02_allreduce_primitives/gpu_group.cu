@@ -1,13 +1,11 @@
 #include "gpu_group.hpp"
 
-#include <chrono>
 #include <cstdio>
-#include <thread>
 
 #include "allreduce_sweep.hpp"
 #include "cuda_check.hpp"
+#include "device.hpp"
 #include "errors.hpp"
-#include "timing.hpp"
 
 namespace fwi {
 
@@ -48,19 +46,11 @@ int visible_gpus() {
 bool devices_unresponsive() { return g_devices_unresponsive; }
 
 void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what) {
-    const HostTimer timer;
-    for (;;) {
-        const cudaError_t status = cudaEventQuery(event);
-        if (status == cudaSuccess) return;
-        if (status != cudaErrorNotReady) CUDA_CHECK(status);
-        if (timer.seconds() > timeout_seconds) {
-            g_devices_unresponsive = true;
-            throw EnvironmentError(what + " did not finish within " + format_number(timeout_seconds) +
-                                   " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and "
-                                   "the peer access report above");
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    if (wait_for_event_within(event, timeout_seconds)) return;
+    g_devices_unresponsive = true;
+    throw EnvironmentError(what + " did not finish within " + format_number(timeout_seconds) +
+                           " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and the peer "
+                           "access report above");
 }
 
 template <typename T>

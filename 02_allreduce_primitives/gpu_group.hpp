@@ -19,8 +19,8 @@ constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
 // communicators to the process exit (freeing would wait on the hung work forever).
 bool devices_unresponsive();
 
-// Waits for `event` by polling; after `timeout_seconds` marks the devices unresponsive and throws
-// EnvironmentError naming `what`. (Generic; a candidate for common/.)
+// Waits for `event` (wait_for_event_within); after `timeout_seconds` marks the devices unresponsive and
+// throws EnvironmentError naming `what`.
 void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what);
 
 // Device memory for `count` elements of T on one GPU.

@@ -1,9 +1,12 @@
 #include "device.hpp"
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "cuda_timing.hpp"
 #include "errors.hpp"
+#include "polling.hpp"
 #include "run_env.hpp"
 #include "timing.hpp"
 
@@ -21,6 +24,19 @@ cudaError_t count_gpus(int& count) {
     return status;
 }
 }  // namespace
+
+bool wait_for_event_within(cudaEvent_t event, double timeout_s) {
+    cudaError_t error = cudaSuccess;
+    const WaitOutcome outcome = poll_until_done(
+        [&] {
+            error = cudaEventQuery(event);
+            if (error == cudaSuccess) return PollStatus::done;
+            return error == cudaErrorNotReady ? PollStatus::pending : PollStatus::failed;
+        },
+        timeout_s, steady_seconds, [] { std::this_thread::sleep_for(std::chrono::microseconds(20)); });
+    if (outcome == WaitOutcome::failed) throw_cuda_error(error, "cudaEventQuery(event)", __FILE__, __LINE__);
+    return outcome == WaitOutcome::done;
+}
 
 int visible_gpu_count() {
     int count = 0;

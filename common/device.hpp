@@ -11,6 +11,10 @@
 
 namespace fwi {
 
+// Polls `event` (the suite's one way to wait with a deadline, poll_until_done) until it has completed:
+// true, or false once `timeout_s` has passed first. A CUDA error throws, as CUDA_CHECK does.
+bool wait_for_event_within(cudaEvent_t event, double timeout_s);
+
 // Number of visible CUDA GPUs; 0 when there are none or the driver cannot be reached.
 int visible_gpu_count();
 

@@ -1,11 +1,10 @@
 #include "gpu_resources.hpp"
 
 #include <atomic>
-#include <chrono>
-#include <thread>
 #include <utility>
 
 #include "cuda_check.hpp"
+#include "device.hpp"
 
 namespace fwi::doctor {
 
@@ -18,16 +17,9 @@ std::atomic<bool> g_gpu_work_hung{false};
 bool gpu_work_hung() { return g_gpu_work_hung; }
 
 void wait_for_event(cudaEvent_t event, const Deadline& deadline, const std::string& what) {
-    for (;;) {
-        const cudaError_t status = cudaEventQuery(event);
-        if (status == cudaSuccess) return;
-        if (status != cudaErrorNotReady) CUDA_CHECK(status);
-        if (deadline.passed()) {
-            g_gpu_work_hung = true;
-            throw DeviceHang(what, deadline.seconds());
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (wait_for_event_within(event, deadline.remaining())) return;
+    g_gpu_work_hung = true;
+    throw DeviceHang(what, deadline.seconds());
 }
 
 GpuBuffer::GpuBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
