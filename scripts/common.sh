@@ -5,6 +5,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # NVLink multicast (NVLS) stays off in everything this suite starts.
 export NCCL_NVLS_ENABLE=0
 
+# print_help SCRIPT: the comment block at the top of SCRIPT (after its #! line) without the leading "# ",
+# which is what each script prints for --help: the help and the header cannot drift apart.
+print_help() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1"; }
+
 # first_time FLAG: false when this script was already given FLAG (it keeps the flags seen in FLAGS_SEEN).
 # The scripts refuse a flag given twice, as the programs do: which of the two values was meant is a guess.
 FLAGS_SEEN=" "

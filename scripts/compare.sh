@@ -27,13 +27,12 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-usage() { sed -n '13,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the flags)" >&2; exit 2; }
 
 problem=default gpu_list="" iterations=3 reference="" run_timeout="" out=""
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) usage; exit 0 ;;
+        -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
         --problem|--gpus|--iterations|--reference|--run-timeout|--out)
             [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"

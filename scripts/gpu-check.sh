@@ -17,7 +17,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
 for s in "${steps[@]}"; do
     case "$s" in
-        -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
     esac
     if ! is_one_of "$s" "${all_steps[@]}"; then
         echo "gpu-check: unknown step '$s' (steps: ${all_steps[*]}; --help for more)" >&2

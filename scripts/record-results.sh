@@ -23,7 +23,7 @@ all_steps="build lessons compare-default compare-comm transport exercises large"
 out="" steps="${all_steps// /,}"
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) sed -n '9,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
             first_time "$1" || bad_flag "$1 given twice"
             [ -n "$2" ] || bad_flag "$1: needs a non-empty value"

@@ -4,10 +4,10 @@
 #
 # usage: scripts/run-tests.sh [CTEST ARGUMENTS...]   e.g. -L cpu (the tests that need no GPU), -R fault
 set -euo pipefail
-case "${1:-}" in
-    -h|--help) sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-esac
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+case "${1:-}" in
+    -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
+esac
 configure_and_build default
 cd "$ROOT"
 ctest --preset default "$@"
