@@ -14,8 +14,8 @@ namespace fwi::doctor {
 
 // Not the sweep's inputs (common/allreduce_sweep.hpp): these have a closed-form sum, so checking a
 // 256 MiB result on every GPU costs one pass over it, whatever the number of GPUs.
-float allreduce_input(int rank, size_t index);
-float allreduce_expected(int ranks, size_t index);
+float closed_form_input(int rank, size_t index);
+float closed_form_sum(int ranks, size_t index);
 
 // One rank's buffers, for allreduces of up to `count` floats: the send buffer holds its input, the
 // receive buffer NaN until an allreduce writes it. The calls below work on the first `count` floats

@@ -25,14 +25,14 @@ const char* const kNcclAdvice =
     "checks 2-4), then NCCL_SHM_DISABLE=1; NCCL_DEBUG=INFO shows the transports it picks; check `nvidia-smi` for "
     "other processes on the GPUs";
 
-float allreduce_input(int rank, size_t index) { return float((rank + 1) * (1 + int(index % 7))); }
+float closed_form_input(int rank, size_t index) { return float((rank + 1) * (1 + int(index % 7))); }
 
-float allreduce_expected(int ranks, size_t index) { return float(ranks * (ranks + 1) / 2 * (1 + int(index % 7))); }
+float closed_form_sum(int ranks, size_t index) { return float(ranks * (ranks + 1) / 2 * (1 + int(index % 7))); }
 
 RankBuffers::RankBuffers(int device, int rank, size_t count)
     : device_(device), count_(count), send_(device, count * sizeof(float)), receive_(device, count * sizeof(float)) {
     std::vector<float> input(count);
-    for (size_t i = 0; i < count; ++i) input[i] = allreduce_input(rank, i);
+    for (size_t i = 0; i < count; ++i) input[i] = closed_form_input(rank, i);
     CUDA_CHECK(cudaMemcpy(send_.get(), input.data(), count * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(receive_.get(), 0xFF, count * sizeof(float)));  // all ones: NaN, never a sum
 }
@@ -53,7 +53,7 @@ long long RankBuffers::count_wrong(int ranks, size_t count) const {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaMemcpy(result.data(), receive_.get(), count * sizeof(float), cudaMemcpyDeviceToHost));
     long long wrong = 0;
-    for (size_t i = 0; i < count; ++i) wrong += result[i] != allreduce_expected(ranks, i);  // NaN never equals
+    for (size_t i = 0; i < count; ++i) wrong += result[i] != closed_form_sum(ranks, i);  // NaN never equals
     return wrong;
 }
 

@@ -469,8 +469,8 @@ TEST_CASE("the allreduce's inputs are small integers whose float sum is exact") 
     for (int ranks = 1; ranks <= 8; ++ranks)
         for (size_t i = 0; i < 14; ++i) {
             float sum = 0.0f;
-            // doctor's own inputs (nccl_allreduce.hpp), not the sweep's of the same names
-            for (int rank = 0; rank < ranks; ++rank) sum += doctor::allreduce_input(rank, i);
-            CHECK(sum == doctor::allreduce_expected(ranks, i));
+            // doctor's own inputs (nccl_allreduce.hpp), not the sweep's
+            for (int rank = 0; rank < ranks; ++rank) sum += doctor::closed_form_input(rank, i);
+            CHECK(sum == doctor::closed_form_sum(ranks, i));
         }
 }
