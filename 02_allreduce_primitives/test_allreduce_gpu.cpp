@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     const int gpus = visible_gpus();
     if (gpus < min_gpus) {
         std::printf("skipped: needs %d GPU(s), found %d\n", min_gpus, gpus);
-        return 77;
+        return fwi::kExitSkipped;
     }
     doctest::Context context(static_cast<int>(doctest_args.size()), doctest_args.data());
     return context.run();

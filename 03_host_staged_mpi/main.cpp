@@ -193,7 +193,7 @@ int run(int argc, char** argv) {
 
     if (o.skip_without_gpus && too_few_gpus_anywhere(o.timeout_s)) {
         if (rank == 0) std::printf("skipped: a node has more ranks than visible GPUs (--skip-without-gpus)\n");
-        return 77;
+        return kExitSkipped;
     }
     const int device = [&] {
         WaitTimeout guard("the other ranks' GPU selection", o.timeout_s);

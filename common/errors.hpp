@@ -15,6 +15,7 @@ enum ExitCode : int {
     kExitVerificationFailed = 1,
     kExitBadInput = 2,
     kExitEnvironment = 3,
+    kExitSkipped = 77,  // a test that cannot run here (too few GPUs): CTest's SKIP_RETURN_CODE
 };
 
 // Bad command-line input: the message names the flag and the allowed range.

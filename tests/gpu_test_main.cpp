@@ -10,7 +10,7 @@
 int main(int argc, char** argv) {
     if (fwi::visible_gpu_count() < 1) {
         std::printf("no CUDA GPU visible: GPU tests skipped\n");
-        return 77;
+        return fwi::kExitSkipped;
     }
     doctest::Context context(argc, argv);
     return context.run();
