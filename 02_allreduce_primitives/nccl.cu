@@ -1,9 +1,8 @@
 // nccl: the reference. One communicator per GPU from ncclCommInitAll (one process, all GPUs), and
 // the n ncclAllReduce calls grouped so NCCL launches them together.
-#include <cstdlib>
-
 #include "allreduce_variant.hpp"
 #include "nccl_check.hpp"
+#include "nccl_comm.hpp"
 
 namespace fwi {
 
@@ -12,8 +11,7 @@ namespace {
 class Nccl final : public AllreduceVariant {
 public:
     explicit Nccl(GpuGroup& group) : AllreduceVariant(group), comms_(group.size()) {
-        // NVLink SHARP (multicast) stays off on the lent machines; a user's explicit setting wins.
-        setenv("NCCL_NVLS_ENABLE", "0", 0);
+        prepare_nccl();  // NVLink SHARP off unless the user set it; NCCL's version in the RESULT
         std::vector<int> devices(group.size());
         for (int rank = 0; rank < group.size(); ++rank) devices[rank] = rank;
         NCCL_CHECK(ncclCommInitAll(comms_.data(), group.size(), devices.data()));

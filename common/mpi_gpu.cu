@@ -61,8 +61,8 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing) {
                              std::to_string(distinct) + " GPU" + (distinct > 1 ? "s" : "");
     if (sharing == GpuSharing::refuse)
         throw EnvironmentError(what + "; this program needs one GPU per rank: start at most " +
-                               std::to_string(distinct) +
-                               " ranks per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)");
+                               std::to_string(distinct) + (distinct > 1 ? " ranks" : " rank") +
+                               " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)");
     if (sharing_mine.front() == local.rank && sharing_mine.size() > 1)
         std::fprintf(stderr,
                      "warning: %s; node-local ranks %s share GPU %d (%s), so timings "

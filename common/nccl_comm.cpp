@@ -73,13 +73,6 @@ std::string nccl_version_number() {
     return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
-// Before any communicator is made: NVLink SHARP (multicast) stays off unless the user set it, and the
-// env of the RESULT records which NCCL this process runs.
-void prepare_nccl() {
-    setenv("NCCL_NVLS_ENABLE", "0", 0);
-    set_env_field("nccl_version", nccl_version_number());
-}
-
 ncclConfig_t nonblocking_config() {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -115,6 +108,11 @@ PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const st
 }
 
 }  // namespace
+
+void prepare_nccl() {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    set_env_field("nccl_version", nccl_version_number());
+}
 
 std::string nccl_version_string() { return "NCCL " + nccl_version_number(); }
 

@@ -24,6 +24,10 @@ class ArgParser;  // cli.hpp
 // "NCCL 2.28.3" (the library loaded at run time, from ncclGetVersion).
 std::string nccl_version_string();
 
+// Before a communicator is made (the functions below call it themselves): NVLink SHARP (multicast) stays
+// off unless the user set NCCL_NVLS_ENABLE, and the env of every later RESULT records which NCCL runs.
+void prepare_nccl();
+
 // How to see which transports NCCL picked (NVLink, PCIe, network), for --verbose.
 std::string nccl_transport_hint();
 

@@ -179,10 +179,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     // NCCL refuses two ranks on one GPU, and needs a GPU on every rank.
     RankOutcome outcome;
     const bool run_nccl = without_gpu.empty() && shared.empty();
-    if (run_nccl) {
-        setenv("NCCL_NVLS_ENABLE", "0", 0);
-        outcome = nccl_over_mpi(mine.device, options, deadline);
-    }
+    if (run_nccl) outcome = nccl_over_mpi(mine.device, options, deadline);  // NVLS kept off by the bootstrap
     std::vector<RankOutcome> outcomes(run_nccl ? ranks : 0);
     if (run_nccl)
         MPI_CHECK(MPI_Gather(&outcome, sizeof outcome, MPI_BYTE, outcomes.data(), sizeof outcome, MPI_BYTE, 0,

@@ -198,8 +198,7 @@ std::string link_comparison_line(const SweepRow& largest, int gpus, double p2p_o
 Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variables, const NcclOptions& options,
                                 const Deadline& deadline) {
     const int n = system.count;
-    setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off on the suite's machines; a user's setting wins
-    const NcclLogCapture capture;        // before the first NCCL call of the process
+    const NcclLogCapture capture;  // before the first NCCL call of the process (nccl_init_all keeps NVLS off)
     const std::string version = nccl_version_string();
     std::vector<int> devices(n);
     for (int device = 0; device < n; ++device) devices[device] = device;

@@ -18,7 +18,7 @@
 #   --iterations   timed iterations per run, after a warm-up (default: 3)
 #   --reference    whether each multi-GPU program also runs its in-process single-GPU reference, which
 #                  checks it and gives the grad rel diff column (default: yes; no for --problem large,
-#                  where a reference costs several gradients of about 3 s per run)
+#                  where a reference costs several gradients of 2-3 s per run)
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
 #   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
 # Without a GPU it says so in one line and exits 3. Exit 1 when any run failed or was not verified.
