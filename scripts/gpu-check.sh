@@ -5,6 +5,8 @@
 #
 # usage: scripts/gpu-check.sh [STEP...]   STEP: build tests faults sanitizers benchmarks main (default: all)
 #
+# tests and faults first check that CUDA sees a GPU where nvidia-smi lists one: a GPU test skips where
+# CUDA sees none (a driver older than the runtime, say), and would pass the step unseen.
 # Logs go to out/gpu-check/; when $OUT is set (the device tool), the summary, the comparison table and
 # chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
 # unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
