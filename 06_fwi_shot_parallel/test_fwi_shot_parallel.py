@@ -30,16 +30,13 @@ def fail(message):
     sys.exit(1)
 
 
-def visible_gpus():
+def visible_gpus(counter):
+    """The GPUs the programs will see, counted as they count them (common/visible_gpus)."""
     try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+        answer = subprocess.run([counter], capture_output=True, text=True, timeout=60)
+        return int(answer.stdout.strip()) if answer.returncode == 0 else 0
+    except (OSError, subprocess.TimeoutExpired, ValueError):
         return 0
-    count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        count = min(count, len([d for d in visible.split(",") if d.strip()]))
-    return count
 
 
 def run(command, timeout_s=RUN_TIMEOUT_S, environment=None):
@@ -164,15 +161,15 @@ def test_plot_script(args):
         print("damaged %s: exit 2, %s" % (name, output.strip().splitlines()[-1]))
 
 
-def require_gpus(count):
-    gpus = visible_gpus()
+def require_gpus(args, count):
+    gpus = visible_gpus(args.visible_gpus)
     if gpus < count:
         print("%d GPU(s) visible, this test needs %d: skipped" % (gpus, count))
         sys.exit(SKIP)
 
 
 def test_matches_01(args):
-    require_gpus(args.ranks)
+    require_gpus(args, args.ranks)
     iterations = ["--iterations", "10"]
     out01 = fresh_folder(os.path.join(args.work_dir, "01"))
     out06 = fresh_folder(os.path.join(args.work_dir, "06"))
@@ -209,7 +206,7 @@ def misfit_column(folder):
 
 
 def test_kill_and_resume(args):
-    require_gpus(args.ranks)
+    require_gpus(args, args.ranks)
     common = PROBLEM + ["--iterations", "6", "--checkpoint-every", "2", "--no-plots"]
     whole = fresh_folder(os.path.join(args.work_dir, "uninterrupted"))
     killed = fresh_folder(os.path.join(args.work_dir, "killed"))
@@ -253,6 +250,7 @@ def main():
     parser.add_argument("--program01", required=True)
     parser.add_argument("--mpiexec", default="mpirun")
     parser.add_argument("--plot-script", required=True)
+    parser.add_argument("--visible-gpus", required=True, help="common/visible_gpus, which counts the GPUs")
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--ranks", type=int, default=1)
     args = parser.parse_args()
