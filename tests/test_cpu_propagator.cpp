@@ -186,30 +186,41 @@ TEST_CASE("dot-product test: the adjoint is the transpose of the forward operato
     CHECK(in_float.relative_mismatch < 1e-4);    // float32 rounding accumulated over 300 steps
 }
 
-TEST_CASE("Taylor test: remainders fall with slope 1 (first order) and 2 (with the gradient)") {
-    Problem p = adjoint_test_problem();
-    p.nt = 250;
-    const std::vector<float> v_true = true_model(p);
-    const std::vector<double> observed = CpuPropagator<double>(p, v_true).model_all_shots();
-
+namespace {
+// The misfit of the adjoint test problem's two shots (nt 250, in float64) around the initial model v0,
+// and its gradient there: what the Taylor test and the centred difference check.
+struct MisfitAroundInitialModel {
+    Problem p = [] {
+        Problem q = adjoint_test_problem();
+        q.nt = 250;
+        return q;
+    }();
+    std::vector<double> observed = CpuPropagator<double>(p, true_model(p)).model_all_shots();
     std::vector<float> v0 = initial_model(p);
-    const std::vector<int> shots = {0, 1};
+    std::vector<int> shots = {0, 1};
     std::vector<float> gradient;
-    const double misfit0 = CpuPropagator<double>(p, v0).misfit_gradient(shots, observed, gradient);
+    double misfit0 = CpuPropagator<double>(p, v0).misfit_gradient(shots, observed, gradient);
 
-    // A random direction over the whole model, edges included, so the absorbing layer's share of the
-    // gradient (folded onto the edge cells) is tested too.
-    const auto direction = random_vector<double>(v0.size(), 3);
-    const double derivative = dot(gradient, direction);
-    const auto misfit_at = [&](double h) {
+    // The misfit at v0 + h direction.
+    double at(const std::vector<double>& direction, double h) const {
         std::vector<float> v = v0;
         for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(v0[i] + h * direction[i]);
         std::vector<float> unused;
         return CpuPropagator<double>(p, v).misfit_gradient(shots, observed, unused);
-    };
+    }
+};
+}  // namespace
+
+TEST_CASE("Taylor test: remainders fall with slope 1 (first order) and 2 (with the gradient)") {
+    const MisfitAroundInitialModel misfit;
+    // A random direction over the whole model, edges included, so the absorbing layer's share of the
+    // gradient (folded onto the edge cells) is tested too.
+    const auto direction = random_vector<double>(misfit.v0.size(), 3);
+    const double derivative = dot(misfit.gradient, direction);
     // Steps small enough that the first-order remainder is not yet bent by the curvature, large enough
     // that the second-order one stays far above float64 rounding of the misfit.
-    const TaylorTest t = taylor_test(misfit_at, misfit0, derivative, {0.4, 0.2, 0.1, 0.05, 0.025});
+    const TaylorTest t = taylor_test([&](double h) { return misfit.at(direction, h); }, misfit.misfit0, derivative,
+                                     {0.4, 0.2, 0.1, 0.05, 0.025});
     for (size_t k = 0; k < t.steps.size(); ++k)
         MESSAGE("h " << t.steps[k] << ": first-order remainder " << t.first_order[k] << ", second-order "
                      << t.second_order[k]);
@@ -222,24 +233,12 @@ TEST_CASE("Taylor test: remainders fall with slope 1 (first order) and 2 (with t
 }
 
 TEST_CASE("the gradient matches a centred difference of the misfit, on the edge cells alone too") {
-    Problem p = adjoint_test_problem();
-    p.nt = 250;
-    const std::vector<double> observed = CpuPropagator<double>(p, true_model(p)).model_all_shots();
-    const std::vector<float> v0 = initial_model(p);
-    const std::vector<int> shots = {0, 1};
-    std::vector<float> gradient;
-    CpuPropagator<double>(p, v0).misfit_gradient(shots, observed, gradient);
-
-    const auto misfit_at = [&](const std::vector<double>& direction, double h) {
-        std::vector<float> v = v0;
-        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(v0[i] + h * direction[i]);
-        std::vector<float> unused;
-        return CpuPropagator<double>(p, v).misfit_gradient(shots, observed, unused);
-    };
+    const MisfitAroundInitialModel misfit;
+    const Problem& p = misfit.p;
     // The edge cells carry the absorbing layer's share of the gradient (each layer cell takes the velocity
     // of the nearest edge cell, so its imaging term is added there): a direction on them alone tests it.
-    const auto everywhere = random_vector<double>(v0.size(), 3);
-    std::vector<double> edge_cells(v0.size(), 0.0);
+    const auto everywhere = random_vector<double>(misfit.v0.size(), 3);
+    std::vector<double> edge_cells(everywhere.size(), 0.0);
     for (int z = 0; z < p.nz; ++z) {
         for (int x = 0; x < p.nx; ++x) {
             const size_t cell = size_t(z) * p.nx + x;
@@ -253,8 +252,8 @@ TEST_CASE("the gradient matches a centred difference of the misfit, on the edge 
     const std::pair<std::string, std::vector<double>> directions[] = {{"every cell", everywhere},
                                                                        {"edge cells", edge_cells}};
     for (const auto& [name, direction] : directions) {
-        const double derivative = dot(gradient, direction);
-        const double centred = (misfit_at(direction, h) - misfit_at(direction, -h)) / (2 * h);
+        const double derivative = dot(misfit.gradient, direction);
+        const double centred = (misfit.at(direction, h) - misfit.at(direction, -h)) / (2 * h);
         const double mismatch = std::abs(derivative - centred) / std::abs(centred);
         MESSAGE(name << ": gradient . direction " << derivative << ", centred difference " << centred
                      << ", relative mismatch " << mismatch);
