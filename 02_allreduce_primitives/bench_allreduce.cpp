@@ -46,6 +46,11 @@ void allreduce(benchmark::State& state, const std::string& name) {
         state.SkipWithError("no CUDA GPU");
         return;
     }
+    // A case that timed out leaves its kernels on the GPUs: the next cases would queue behind them.
+    if (devices_unresponsive()) {
+        state.SkipWithError("an earlier case timed out and left the GPUs busy");
+        return;
+    }
     try {
         GpuGroup& group = shared_group();
         AllreduceVariant& variant = shared_variant(name);

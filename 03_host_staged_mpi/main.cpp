@@ -195,10 +195,7 @@ int run(int argc, char** argv) {
         if (rank == 0) std::printf("skipped: a node has more ranks than visible GPUs (--skip-without-gpus)\n");
         return kExitSkipped;
     }
-    const int device = [&] {
-        WaitTimeout guard("the other ranks' GPU selection", o.timeout_s);
-        return select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn);
-    }();
+    const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, o.timeout_s);
     if (rank == 0)
         std::printf("03_host_staged_mpi: %d rank(s), %s\n", ranks, o.bench ? "--bench-allreduce" : problem.summary().c_str());
     const std::string shots_text =

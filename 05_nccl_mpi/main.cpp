@@ -5,7 +5,7 @@
 // its GPU) and carries NCCL's 128-byte unique id once; every gradient then travels through NCCL.
 // What you learn: the bootstrap (rank 0 ncclGetUniqueId, MPI_Bcast, MPI_Barrier, ncclCommInitRankConfig
 // on every rank), one GPU per rank from MPI_Comm_split_type, and how a job ends when a rank dies: every
-// wait after the bootstrap has a timeout, after which the communicator is aborted.
+// wait on another rank has a timeout, after which the communicator (if there is one yet) is aborted.
 // How it works: default mode: every rank runs the loop of common/shot_parallel.hpp: computes the
 // gradient of its shots, ncclAllReduce sums them in device memory, every rank applies the same update on
 // its GPU; --iterations times. Then the ranks' models are compared, and rank 0 runs the single-GPU
@@ -96,7 +96,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     const int rank = world_rank(), ranks = world_size();
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
-    const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse);
+    const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0) print_header(p.summary().c_str(), o, ranks);
     print_layout(rank, ranks, device,
                  ", shots " + std::to_string(mine.first) + ".." + std::to_string(mine.first + mine.count - 1),
@@ -130,7 +130,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
 int run_bench(const Options& o) {
     const int rank = world_rank(), ranks = world_size();
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
-    const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse);
+    const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
     print_layout(rank, ranks, device, "", o.timeout_s);
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);

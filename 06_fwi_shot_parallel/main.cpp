@@ -196,7 +196,7 @@ int run_fwi(const Problem& p, const Options& o) {
     }
 
     // 2. One GPU per rank; NCCL bootstrapped over MPI.
-    const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse);
+    const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0)
         std::printf("06_fwi_shot_parallel: %s, %d iterations on %d rank%s, one GPU each (%s); rank 0 on %s\n"
                     "shots per rank: %s\n%s\n",

@@ -82,8 +82,10 @@ enum class GpuSharing { warn, refuse };
 // cudaSetDevice(local rank % visible GPUs) and returns the device. No visible GPU: EnvironmentError naming
 // the rank and host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
 // Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own
-// CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`.
+// CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`,
+// under a WaitTimeout of `timeout_s`: a rank that never gets there (a GPU that hangs in CUDA's start, a
+// stopped process) ends the job with exit 3.
 // (Declared here, implemented in common/mpi_gpu.cu in fwi_mpi_gpu: a library = fwi_mpi + fwi_gpu.)
-int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing);
+int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s);
 
 }  // namespace fwi

@@ -26,7 +26,8 @@ std::string join(const std::vector<int>& values) {
 
 }  // namespace
 
-int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing) {
+int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
+    const WaitTimeout guard("the other ranks' GPU selection", timeout_s);
     const NodeLocalRank local = node_local_rank(comm);
     int rank = 0;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));

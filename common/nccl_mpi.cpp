@@ -1,6 +1,7 @@
 #include "nccl_mpi.hpp"
 
 #include "mpi_check.hpp"
+#include "mpi_env.hpp"
 #include "nccl_comm.hpp"
 
 namespace fwi {
@@ -12,13 +13,17 @@ ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double timeout_s) {
     // The id names rank 0's bootstrap socket: the only thing that must travel before NCCL can connect.
     ncclUniqueId id{};
     if (rank == 0) id = nccl_unique_id();
-    MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
-    // Line the ranks up before the timed init: MPI_Bcast may return on rank 0 before the others have
-    // the id, and a rank still busy (rank 0 modelling every shot's data for its reference, a slow CUDA
-    // start on another node) would count against the others' --timeout. A rank that fails before this
-    // point ends the job through MPI_Abort while the others wait here in MPI, rather than inside NCCL's
-    // init.
-    MPI_CHECK(MPI_Barrier(comm));
+    {
+        // A rank that fails before this point ends the job through MPI_Abort while the others wait here
+        // in MPI, rather than inside NCCL's init; one that never comes (stopped, hung in its set-up) ends
+        // it through this guard. The wait includes the ranks' set-up before it: rank 0 modelling every
+        // shot's data for its reference, a slow CUDA start on another node.
+        const WaitTimeout guard("the other ranks before NCCL's init (rank 0's NCCL id)", timeout_s);
+        MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
+        // Line the ranks up before the timed init: MPI_Bcast may return on rank 0 before the others have
+        // the id, and a rank still busy would count against the others' --timeout.
+        MPI_CHECK(MPI_Barrier(comm));
+    }
     return nccl_init_rank(size, id, rank, timeout_s);
 }
 

@@ -37,10 +37,6 @@ using namespace fwi::doctor;
 
 namespace {
 
-// The watchdog gives a check this long past its own deadline before it ends the run: the check's
-// polling waits notice the deadline first; the watchdog is for calls that cannot be polled.
-constexpr double kWatchdogGrace = 10.0;
-
 struct Options {
     double timeout_seconds = 30.0;
     int bandwidth_mib = 64;
@@ -257,7 +253,10 @@ private:
     void run_mpi_check() {
         if (!options_.mpi) return;
         // Rank 0 ran the local checks meanwhile; line up so that every rank's deadline starts together.
+        // The watchdog bounds the wait by what those checks may take, in case rank 0 never comes.
+        watchdog_.arm("mpi", double(all_checks().size()) * (options_.timeout_seconds + kWatchdogGrace));
         MPI_Barrier(MPI_COMM_WORLD);
+        watchdog_.disarm();
         run_check("mpi", [&](const Deadline& deadline) {
             MpiCheckOptions options;
             options.nccl_bytes = std::min(size_t(options_.nccl_mib) << 20, kNcclSummaryBytes);

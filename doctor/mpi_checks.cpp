@@ -170,7 +170,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     for (int r = 0; r < ranks; ++r)
         if (before[r].visible_gpus == 0) without_gpu.push_back(r);
     if (without_gpu.empty()) {
-        mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn);
+        mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
         CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
     }
     const std::vector<RankRecord> records = all_gather(mine);

@@ -28,6 +28,14 @@ private:
     HostTimer timer_;
 };
 
+// The watchdog gives a check this long past its own deadline before it ends the run: the check's
+// polling waits notice the deadline first; the watchdog is for calls that cannot be polled.
+constexpr double kWatchdogGrace = 10.0;
+
+// The limit to give the suite's MPI helpers that guard their own waits (a WaitTimeout, which ends the
+// process with one line): past the watchdog's, so that the watchdog reports a stuck check first.
+inline double backstop_seconds(const Deadline& deadline) { return deadline.remaining() + 2 * kWatchdogGrace; }
+
 // Work queued on a GPU did not finish before the check's deadline. It cannot be cancelled, so the
 // check runner reports it and ends the process (Report::abandon).
 struct DeviceHang : std::runtime_error {
