@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Fault test of 05_nccl_mpi: TRIALS runs of 2 ranks in which rank 1 fails just before the first timed
-# allreduce (--test-fault). Every run must show that the fault fired (rank 1's "failing on purpose"), end
-# non-zero within LIMIT_S seconds and leave no process behind; with LAUNCH=survivors, rank 0's message
-# must also contain EXPECTED_TEXT.
+# Fault test of 05_nccl_mpi: TRIALS runs of 2 ranks in which rank 1 fails (--test-fault=FAULT:1). Every
+# run must show that the fault fired (rank 1's "failing on purpose"), end non-zero within LIMIT_S seconds
+# and leave no process behind; rank 0's message must also contain EXPECTED_TEXT when it is given.
 #
 # Usage: fault_test.sh VISIBLE_GPUS PROGRAM MPIEXEC FAULT LAUNCH TRIALS [EXPECTED_TEXT]
-#   FAULT   exit | sigkill | stall      (see test_fault.hpp)
+#   FAULT   KIND-before-POINT: exit|sigkill|stall, allreduce|bootstrap (see test_fault.hpp)
 #   LAUNCH  mpirun     Open MPI's default: mpirun itself ends the job when a rank dies
 #           survivors  mpirun is told not to (orte_abort_on_non_zero_status 0), so rank 0's own
 #                      timeout (wait_for_nccl, --timeout 5) must end it
@@ -37,7 +36,7 @@ for trial in $(seq 1 "$trials"); do
     start_ns=$(date +%s%N)
     timeout -k 5 "$limit_s" "$mpiexec" --oversubscribe -np 2 "${launch_flags[@]}" -x NCCL_NVLS_ENABLE=0 \
         "$program" --problem small --iterations 1 --no-reference --timeout "$timeout_s" \
-        "--test-fault=$fault-before-allreduce:1" --json "$marker" >"$work/output.txt" 2>&1
+        "--test-fault=$fault:1" --json "$marker" >"$work/output.txt" 2>&1
     code=$?
     elapsed_s=$(( ($(date +%s%N) - start_ns) / 1000000000 ))
     sleep 1

@@ -107,6 +107,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
 
     // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast.
+    trigger_test_fault(fault, FaultPoint::bootstrap, rank, o.timeout_s);  // a test hook, as below
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
 
     // 4. The FWI loop, the combine being one NCCL allreduce.
@@ -114,7 +115,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     int combines = 0;
     const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& mine_share) {
         // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
-        if (++combines == 2) trigger_test_fault(fault, rank, o.timeout_s);
+        if (++combines == 2) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
         combine(mine_share, comm, o.timeout_s);
     }, 1, o.iterations);
     const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
@@ -170,8 +171,8 @@ int main(int argc, char** argv) {
         validate_allreduce_sweep_options(options.sweep);
         const TestFault fault = parse_test_fault(fault_spec);  // after parse: --help wins over a bad spec
         if (fault.kind != FaultKind::none && options.bench_allreduce)
-            throw UsageError("--test-fault: used only without --bench-allreduce (the fault fires before the FWI's "
-                             "first timed combine)");
+            throw UsageError("--test-fault: used only without --bench-allreduce (the faults fire in the FWI's "
+                             "set-up and first timed combine)");
         if (fault.rank >= world_size())
             throw UsageError("--test-fault: rank " + std::to_string(fault.rank) + " does not exist; allowed 0.." +
                              std::to_string(world_size() - 1));

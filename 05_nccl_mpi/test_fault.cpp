@@ -14,19 +14,34 @@ namespace {
 
 const char* kFaultFlag = "--test-fault";
 
-struct FaultName {
+struct KindName {
     FaultKind kind;
     const char* name;
 };
-constexpr FaultName kFaultNames[] = {{FaultKind::exit, "exit-before-allreduce"},
-                                     {FaultKind::sigkill, "sigkill-before-allreduce"},
-                                     {FaultKind::stall, "stall-before-allreduce"}};
+constexpr KindName kKindNames[] = {
+    {FaultKind::exit, "exit"}, {FaultKind::sigkill, "sigkill"}, {FaultKind::stall, "stall"}};
+
+struct PointName {
+    FaultPoint point;
+    const char* name;
+};
+constexpr PointName kPointNames[] = {{FaultPoint::allreduce, "allreduce"}, {FaultPoint::bootstrap, "bootstrap"}};
 
 [[noreturn]] void refuse(const std::string& spec) {
-    std::string kinds;
-    for (const auto& fault : kFaultNames) kinds += (kinds.empty() ? "" : "|") + std::string(fault.name);
-    throw UsageError(std::string(kFaultFlag) + ": '" + spec + "' is not KIND:RANK with KIND one of " + kinds +
-                     " and RANK 0 or more");
+    std::string kinds, points;
+    for (const auto& kind : kKindNames) kinds += (kinds.empty() ? "" : "|") + std::string(kind.name);
+    for (const auto& point : kPointNames) points += (points.empty() ? "" : "|") + std::string(point.name);
+    throw UsageError(std::string(kFaultFlag) + ": '" + spec + "' is not KIND-before-POINT:RANK with KIND one of " +
+                     kinds + ", POINT one of " + points + " and RANK 0 or more");
+}
+
+std::string name_of(const TestFault& fault) {
+    std::string name;
+    for (const auto& kind : kKindNames)
+        if (kind.kind == fault.kind) name = kind.name;
+    for (const auto& point : kPointNames)
+        if (point.point == fault.point) name += std::string("-before-") + point.name;
+    return name;
 }
 
 }  // namespace
@@ -37,8 +52,11 @@ TestFault parse_test_fault(const std::string& spec) {
     if (colon == std::string::npos) refuse(spec);
     const std::string name = spec.substr(0, colon), rank = spec.substr(colon + 1);
     if (rank.empty() || rank.size() > 6 || rank.find_first_not_of("0123456789") != std::string::npos) refuse(spec);
-    for (const auto& fault : kFaultNames)
-        if (name == fault.name) return {fault.kind, std::stoi(rank)};
+    for (const auto& kind : kKindNames)
+        for (const auto& point : kPointNames) {
+            const TestFault fault{kind.kind, point.point, std::stoi(rank)};
+            if (name == name_of(fault)) return fault;
+        }
     refuse(spec);
 }
 
@@ -71,11 +89,9 @@ std::string take_flag_value(std::vector<std::string>& args, const std::string& f
     return value;
 }
 
-void trigger_test_fault(const TestFault& fault, int rank, double timeout_s) {
-    if (fault.kind == FaultKind::none || fault.rank != rank) return;
-    for (const auto& known : kFaultNames)
-        if (known.kind == fault.kind)
-            std::fprintf(stderr, "rank %d: %s=%s:%d: failing on purpose\n", rank, kFaultFlag, known.name, rank);
+void trigger_test_fault(const TestFault& fault, FaultPoint point, int rank, double timeout_s) {
+    if (fault.kind == FaultKind::none || fault.point != point || fault.rank != rank) return;
+    std::fprintf(stderr, "rank %d: %s=%s:%d: failing on purpose\n", rank, kFaultFlag, name_of(fault).c_str(), rank);
     std::fflush(stderr);
     std::fflush(stdout);
     switch (fault.kind) {

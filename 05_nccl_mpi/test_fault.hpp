@@ -1,10 +1,12 @@
 // Fault injection for the fault tests (flag --test-fault, left out of --help on purpose): one rank fails
-// just before the first timed allreduce, and the tests check that every other rank still ends, non-zero,
-// within --timeout, with a message naming the operation it waited for. FWI runs only: main refuses it with
-// --bench-allreduce.
-//   --test-fault=exit-before-allreduce:R     rank R exits at once (status 1) without a word to the others
-//   --test-fault=sigkill-before-allreduce:R  rank R kills itself with SIGKILL (what the OOM killer does)
-//   --test-fault=stall-before-allreduce:R    rank R stops answering (sleeps) and never calls the allreduce
+// at a chosen point, and the tests check that every other rank still ends, non-zero, within --timeout,
+// with a message naming the operation it waited for. FWI runs only: main refuses it with
+// --bench-allreduce. --test-fault=KIND-before-POINT:R makes rank R fail there:
+//   KIND   exit     exit at once (status 1) without a word to the others
+//          sigkill  kill itself with SIGKILL (what the OOM killer does)
+//          stall    stop answering (sleep), never reaching the point
+//   POINT  allreduce  just before the first timed allreduce
+//          bootstrap  just before the NCCL bootstrap (the others wait in MPI, not yet in NCCL)
 #pragma once
 
 #include <string>
@@ -13,9 +15,11 @@
 namespace fwi {
 
 enum class FaultKind { none, exit, sigkill, stall };
+enum class FaultPoint { allreduce, bootstrap };
 
 struct TestFault {
     FaultKind kind = FaultKind::none;
+    FaultPoint point = FaultPoint::allreduce;
     int rank = -1;
 };
 
@@ -26,7 +30,8 @@ TestFault parse_test_fault(const std::string& spec);
 // remaining arguments go to the ArgParser, which does not know the flag.
 std::string take_flag_value(std::vector<std::string>& args, const std::string& flag);
 
-// On the fault's rank: the fault (exit and sigkill do not return; stall sleeps 10 x timeout_s, then exits).
-void trigger_test_fault(const TestFault& fault, int rank, double timeout_s);
+// On the fault's rank, at the fault's point: the fault (exit and sigkill do not return; stall sleeps
+// 10 x timeout_s, then exits).
+void trigger_test_fault(const TestFault& fault, FaultPoint point, int rank, double timeout_s);
 
 }  // namespace fwi
