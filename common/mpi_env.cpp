@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -128,6 +129,39 @@ std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environ
 
 namespace {
 
+// How long the ranks may take to meet once MPI_Init has returned (it returns when every rank has started).
+constexpr double kStartTimeoutSeconds = 60.0;
+
+// A hash (FNV-1a) of the program's name and argv[1..], each with its terminating NUL ("ab" "c" is not
+// "a" "bc"): what every rank of a job must agree on.
+std::uint64_t hash_of_command_line(const char* name, int argc, char** argv) {
+    std::uint64_t hash = 14695981039346656037ull;
+    const auto add = [&hash](const char* text) {
+        for (const char* c = text;; ++c) {
+            hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+            if (*c == '\0') return;
+        }
+    };
+    add(name);
+    for (int i = 1; i < argc; ++i) add(argv[i]);
+    return hash;
+}
+
+// Throws UsageError on every rank when the ranks were not all given the same program and arguments (an
+// MPMD launch, a wrapper that adds a flag on some nodes). They would parse different runs, and one would
+// wait forever in a collective the others never make: --help on one rank, or a check only some ran.
+void require_same_command_line(const char* name, int argc, char** argv) {
+    const std::uint64_t mine = hash_of_command_line(name, argc, argv);
+    std::uint64_t largest[2] = {mine, ~mine};  // the largest hash, and the complement of the smallest
+    {
+        const WaitTimeout guard("the other ranks' command lines", kStartTimeoutSeconds);
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, largest, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+    }
+    if (largest[0] != ~largest[1])
+        throw UsageError("the ranks were given different command lines; start every rank with the same program "
+                         "and arguments");
+}
+
 bool asks_for_help(int argc, char** argv) {
     for (int i = 1; i < argc; ++i)
         if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
@@ -237,6 +271,7 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
     bool failed = true;
     const int code = run_program(process_name.c_str(), [&]() -> int {
         try {
+            require_same_command_line(name, argc, argv);
             if (check_launch)
                 if (const std::string mismatch = launch_mismatch(world_size(), launch); !mismatch.empty())
                     throw EnvironmentError(mismatch);

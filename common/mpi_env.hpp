@@ -14,7 +14,9 @@ namespace fwi {
 // Runs an MPI program: MPI_Init, MPI_ERRORS_RETURN on MPI_COMM_WORLD, the body, MPI_Finalize. An exception
 // on any rank is printed once, prefixed "name (rank r): ", and ends the whole job with MPI_Abort with the
 // error kind's exit code (2 usage, 3 environment, 1 verification), so no rank is left waiting.
-// Before the body (unless --help is asked for), the launch is checked: see launch_mismatch.
+// Before the body, every rank must have been given the same program and arguments (else a UsageError
+// on every rank: ranks that parse different runs would wait for each other forever), and, unless --help
+// is asked for, the launch is checked: see launch_mismatch.
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body);
 
 // A launch that went wrong: MPI sees one rank (`mpi_world_size` 1) while the environment names more, so

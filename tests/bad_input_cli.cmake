@@ -134,6 +134,20 @@ add_cli_mpi_test(06_int_junk 2 06_fwi_shot_parallel "--nx: '0x40' is not an inte
 add_cli_mpi_test(06_bad_transport 2 06_fwi_shot_parallel "--transport: 'Network' is not one of auto|network"
                  --transport Network)
 
+# Ranks given different command lines (an MPMD launch: `mpirun -np 1 prog ARGS1 : -np 1 prog ARGS2`) are
+# refused on every rank at once: one rank with --help, or doctor's checks chosen on one rank only, used to
+# leave the other waiting in a collective until its timeout (doctor's: with no limit).
+function(add_cli_mpmd_test name program first_args second_args)
+  add_exit_test(cli_${name} CODE 2 TEXT "the ranks were given different command lines" LABELS cpu mpi TIMEOUT 10
+                ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
+                COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:${program}> ${first_args}
+                        : ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:${program}> ${second_args})
+endfunction()
+add_cli_mpmd_test(03_help_on_one_rank 03_host_staged_mpi "--problem;small" "--problem;small;--help")
+add_cli_mpmd_test(05_help_on_one_rank 05_nccl_mpi "--help" "")
+add_cli_mpmd_test(06_other_value_on_one_rank 06_fwi_shot_parallel "--problem;small" "--problem;default")
+add_cli_mpmd_test(doctor_checks_on_one_rank doctor "--mpi;--checks;host" "--mpi")
+
 # visible_gpus, which the scripts and the GPU tests ask how many GPUs there are.
 add_exit_test(cli_visible_gpus_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:visible_gpus> --help)
 add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "usage: visible_gpus" COMMAND $<TARGET_FILE:visible_gpus> -v)
