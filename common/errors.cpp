@@ -5,7 +5,9 @@
 
 namespace fwi {
 
-int run_program(const char* program_name, const std::function<int()>& body) {
+namespace {
+
+int run_reporting_errors(const char* program_name, const std::function<int()>& body) {
     try {
         return body();
     } catch (const UsageError& e) {
@@ -31,6 +33,20 @@ int run_program(const char* program_name, const std::function<int()>& body) {
         std::fprintf(stderr, "%s: unexpected error: %s\n", program_name, e.what());
         return kExitEnvironment;
     }
+}
+
+}  // namespace
+
+int run_program(const char* program_name, const std::function<int()>& body) {
+    const int code = run_reporting_errors(program_name, body);
+    // A run whose output could not all be written (standard output closed, or on a full disk) lost lines
+    // and its RESULT: no success, as a help text that cannot be written is none (cli.cpp).
+    if (code == kExitOk && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
+        std::fprintf(stderr, "%s: environment: standard output could not be written (closed, or on a full disk): "
+                             "what the run printed is lost\n", program_name);
+        return kExitEnvironment;
+    }
+    return code;
 }
 
 std::string format_number(double value) {

@@ -40,7 +40,8 @@ struct VerificationError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// Runs a program body and turns the error kinds above into a message on stderr and the exit code.
+// Runs a program body and turns the error kinds above into a message on stderr and the exit code. A body
+// that succeeded but whose standard output could not be written (closed, a full disk) exits 3.
 int run_program(const char* program_name, const std::function<int()>& body);
 
 // Numbers in messages. A double as every message (and --help's ranges and defaults) shows it: printf's

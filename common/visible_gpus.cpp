@@ -10,21 +10,24 @@
 #include "run_env.hpp"
 
 int main(int argc, char** argv) {
-    if (argc == 2 && std::strcmp(argv[1], "--env-json") == 0) {
-        std::printf("%s\n", fwi::run_env_json().str().c_str());
+    // Under run_program, so that a count that could not be written is an error (exit 3), not a silent 0.
+    return fwi::run_program("visible_gpus", [&] {
+        if (argc == 2 && std::strcmp(argv[1], "--env-json") == 0) {
+            std::printf("%s\n", fwi::run_env_json().str().c_str());
+            return fwi::kExitOk;
+        }
+        const char* usage = "usage: visible_gpus [--env-json]\n"
+                            "  prints how many CUDA GPUs this process sees, or with --env-json this machine's\n"
+                            "  description (the env object of a RESULT)\n";
+        if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+            std::fputs(usage, stdout);
+            return fwi::kExitOk;
+        }
+        if (argc > 1) {
+            std::fputs(usage, stderr);
+            return fwi::kExitBadInput;
+        }
+        std::printf("%d\n", fwi::visible_gpu_count());
         return fwi::kExitOk;
-    }
-    const char* usage = "usage: visible_gpus [--env-json]\n"
-                        "  prints how many CUDA GPUs this process sees, or with --env-json this machine's\n"
-                        "  description (the env object of a RESULT)\n";
-    if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-        std::fputs(usage, stdout);
-        return fwi::kExitOk;
-    }
-    if (argc > 1) {
-        std::fputs(usage, stderr);
-        return fwi::kExitBadInput;
-    }
-    std::printf("%d\n", fwi::visible_gpu_count());
-    return fwi::kExitOk;
+    });
 }

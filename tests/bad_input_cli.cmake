@@ -184,6 +184,9 @@ set(scripts ${PROJECT_SOURCE_DIR}/scripts)
 # A help text that cannot be written is exit 3, not a silent success.
 add_exit_test(cli_help_unwritable CODE 3 TEXT "--help: cannot write the help text to standard output"
               COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" --help >/dev/full" $<TARGET_FILE:01_single_gpu>)
+# So is a run's output that cannot be written (run_program): here visible_gpus's count.
+add_exit_test(cli_output_unwritable CODE 3 TEXT "standard output could not be written"
+              COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" >/dev/full" $<TARGET_FILE:visible_gpus>)
 add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)
