@@ -89,6 +89,7 @@ void ForwardStep(benchmark::State& state) {
     p.nz = p.nx = static_cast<int>(state.range(0));
     p.nt = 101;
     p.nshots = 1;
+    p.interface_depth = 8;  // within reach of 101 steps: validate() refuses a recording that holds no reflection
     validate(p);
     GpuPropagator gpu(p, true_model(p));
     gpu.forward({0});  // warm-up: allocation and graph capture

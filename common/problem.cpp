@@ -158,6 +158,36 @@ void validate(const Problem& p, const ArgParser& parser) {
     }
 }
 
+namespace {
+
+// The data must hold a wave that met the true model where it differs from the initial one, or the misfit
+// is zero (or rounding) from the start and the run fails its check after all its work. A lower bound on
+// when the first such wave can reach a receiver: straight down from the source to the shallowest row
+// where the models differ and straight up to the receivers' row, at the fastest velocity of either
+// model, from the wavelet's start (one period before its peak). A recording that ends before that is
+// refused, naming the shortest --nt that does not end before it.
+void check_reflection_recorded(const Problem& p, const std::vector<float>& truth, const std::vector<float>& initial) {
+    int first_row = p.nz;
+    for (size_t i = 0; i < truth.size() && first_row == p.nz; ++i)
+        if (truth[i] != initial[i]) first_row = static_cast<int>(i / p.nx);
+    const double fastest = std::max(double(*std::max_element(truth.begin(), truth.end())), p.v_initial);
+    const int rows = std::max(0, first_row - p.src_depth) + std::max(0, first_row - p.rec_depth);
+    const double wavelet_start = std::max(0.0, p.delay - 1.0 / p.freq);
+    const double earliest = wavelet_start + rows * p.dh / fastest;
+    if ((p.nt - 1) * p.dt >= earliest) return;
+    char text[600];
+    std::snprintf(text, sizeof text,
+                  "--nt: the recording (%d steps, %.3g s) ends before any wave can reach a receiver from where the "
+                  "true model differs from the initial one (row %d, %g m deep): that takes at least %.3g s at %g m/s "
+                  "after the wavelet starts at %.3g s (one period before --delay); allowed --nt at least %d, or a "
+                  "shallower difference, or a shorter --delay",
+                  p.nt, (p.nt - 1) * p.dt, first_row, first_row * p.dh, rows * p.dh / fastest, fastest,
+                  wavelet_start, static_cast<int>(std::ceil(earliest / p.dt)) + 1);
+    throw UsageError(text);
+}
+
+}  // namespace
+
 void validate(const Problem& p) {
     require_in("--absorb-width", p.absorb_width, Problem::kMinAbsorbWidth, 200, "cells; a thinner absorbing layer is unstable");
     require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");
@@ -222,6 +252,7 @@ void validate(const Problem& p) {
                      "warning: only %.1f cells per shortest wavelength (v %g m/s, %g Hz, dh %g m); "
                      "expect numerical dispersion below 5\n",
                      cells_per_wavelength, v_slowest, max_frequency(p), p.dh);
+    check_reflection_recorded(p, truth, initial);
 }
 
 std::vector<float> true_model(const Problem& p) {

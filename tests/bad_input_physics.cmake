@@ -43,6 +43,15 @@ add_physics_test(01_single_gpu verify_true_is_initial "nothing to invert" --veri
 add_physics_test(06_fwi_shot_parallel zero_anomaly "nothing to invert" --problem small --model anomaly --anomaly-dv 0)
 add_physics_test(04_nccl_threads constant_true_is_initial "nothing to invert"
                  --problem small --v-top 2000 --v-bottom 2000 --v-initial 2000)
+# So does a recording that ends before any wave can come back from where the models differ (the interface
+# of the small problem, row 32); the same recording with the interface at row 4 is long enough.
+add_physics_test(01_single_gpu recording_too_short "--nt: the recording (60 steps, 0.0472 s) ends before"
+                 --problem small --nt 60 --delay 0.02)
+add_physics_test(06_fwi_shot_parallel recording_too_short_for_interface "allowed --nt at least 234"
+                 --problem small --nt 200 --interface-depth 40)
+add_exit_test(physics_recording_long_enough_for_shallow_interface CODE 3 TEXT "CUDA GPU and 0 are visible"
+              ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+              COMMAND $<TARGET_FILE:01_single_gpu> --problem small --nt 60 --delay 0.02 --interface-depth 4)
 
 # Fewer than 2 cells per shortest wavelength.
 add_physics_test(01_single_gpu high_freq "cells per shortest wavelength" --problem small --freq 60)
