@@ -16,6 +16,7 @@
 // algorithm.
 // What you should see: one table per variant with 0 in #wrong and its RESULT line, then a summary per
 // size.
+#include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "allreduce_variant.hpp"
 #include "bandwidth.hpp"
 #include "cli.hpp"
+#include "cuda_check.hpp"
 #include "errors.hpp"
 #include "gpu_group.hpp"
 
@@ -149,6 +151,21 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
     }
 }
 
+// Every GPU holds a send and a receive buffer of the sweep's largest size: a size no GPU's memory can hold
+// is bad input, named by its flag, rather than a failed cudaMalloc blamed on other processes.
+void require_buffers_fit(const GpuGroup& group, size_t largest_bytes) {
+    for (int rank = 0; rank < group.size(); ++rank) {
+        size_t free_bytes = 0, total_bytes = 0;
+        CUDA_CHECK(cudaSetDevice(rank));
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        if (2 * largest_bytes > total_bytes)
+            throw UsageError("--max-bytes: the largest size, " + format_number(gib(largest_bytes)) +
+                             " GiB, needs a send and a receive buffer on every GPU, more than GPU " +
+                             std::to_string(rank) + "'s " + format_number(gib(total_bytes)) +
+                             " GiB of memory; give less than half of it");
+    }
+}
+
 int run(int argc, char** argv) {
     Options options;
     if (!parse_options(argc, argv, options)) return kExitOk;
@@ -160,7 +177,9 @@ int run(int argc, char** argv) {
     GpuGroup group(options.gpus, options.timeout_seconds,
                    options.no_peer_access ? PeerAccess::leave_off : PeerAccess::enable);
     print_setup(group);
-    group.reserve(allreduce_sweep_sizes(options.sweep).back() / sizeof(float));
+    const size_t largest_bytes = allreduce_sweep_sizes(options.sweep).back();
+    require_buffers_fit(group, largest_bytes);
+    group.reserve(largest_bytes / sizeof(float));
 
     SweepLayout layout;
     layout.pattern = "02_allreduce_primitives";
