@@ -163,8 +163,10 @@ void write_final_files(const Problem& p, const Options& o, const FwiState& state
     write_model_npy(p, o.out, "first_gradient.npy", record.first_gradient);
     write_model_npy(p, o.out, "final_gradient.npy", record.final_gradient);
     write_loss_history(o.out, state);
+    // Snapshots exist once a run (this one, or the one it resumed) has reached a multiple of --save-every.
+    const bool snapshots_written = o.save_every > 0 && o.iterations >= o.save_every;
     const std::string snapshots =
-        o.save_every > 0 ? "the model every " + std::to_string(o.save_every) + " iterations, " : std::string();
+        snapshots_written ? "the model every " + std::to_string(o.save_every) + " iterations, " : std::string();
     std::printf("wrote the true, initial and final model, %sthe first and final gradient and the loss history "
                 "(.csv, .json) to %s/\n",
                 snapshots.c_str(), o.out.c_str());
