@@ -1,10 +1,11 @@
 // BENCHMARK_MAIN with the suite's exit codes (docs/ARCHITECTURE.md), for the Google Benchmark programs
 // (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag, a value Google Benchmark would
-// abort on or ignore (see benchmark_flag_problem), a --benchmark_out that cannot be written, or a
-// --benchmark_filter that selects nothing, 3 when no GPU is visible (the flags are checked first; listing
-// the benchmarks with --benchmark_list_tests needs none). -h is --help. --benchmark_out=FILE is written as
-// every file of the suite is: under a temporary name, renamed over FILE only when the benchmarks ran, so
-// a refused run, or one that only lists them, leaves an earlier FILE as it was.
+// abort on or ignore (see benchmark_flag_problem), a --benchmark_* flag given twice, a --benchmark_out
+// that cannot be written, or a --benchmark_filter that selects nothing, 3 when no GPU is visible (the
+// flags are checked first; listing the benchmarks with --benchmark_list_tests needs none). -h is --help.
+// --benchmark_out=FILE is written as every file of the suite is: under a temporary name, renamed over
+// FILE only when the benchmarks ran, so a refused run, or one that only lists them, leaves an earlier
+// FILE as it was.
 // Header-only: only programs that link Google Benchmark include it.
 #pragma once
 
@@ -63,12 +64,38 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
     // Counters of the CPU would count the host waiting for the GPU, not the GPU work these programs time.
     if (const char* v = value_of("--benchmark_perf_counters"))
         if (*v != '\0') return "empty: CPU performance counters measure nothing of the GPU work timed here";
+    // Google Benchmark takes any other word for a switch as true ("--benchmark_list_tests=maybe").
+    for (const char* flag : {"--benchmark_list_tests", "--benchmark_display_aggregates_only",
+                             "--benchmark_report_aggregates_only", "--benchmark_counters_tabular",
+                             "--benchmark_enable_random_interleaving"})
+        if (const char* v = value_of(flag))
+            if (!one_of(v, {"true", "false", "yes", "no", "1", "0"})) return "one of true|false|yes|no|1|0";
+    if (const char* v = value_of("--benchmark_color"))
+        if (!one_of(v, {"auto", "true", "false", "yes", "no", "1", "0"})) return "one of auto|true|false|yes|no|1|0";
+    return "";
+}
+
+// The first of Google Benchmark's flags given twice ("" if none): it would take the last one, and which
+// was meant is a guess, as for the suite's own flags.
+inline std::string repeated_benchmark_flag(int argc, char** argv) {
+    std::vector<std::string> seen;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        const std::string flag = arg.substr(0, arg.find('='));
+        if (flag.rfind("--benchmark_", 0) != 0) continue;
+        if (std::find(seen.begin(), seen.end(), flag) != seen.end()) return flag;
+        seen.push_back(flag);
+    }
     return "";
 }
 
 // Runs the registered benchmarks; `program` and `cases` (what the filter may match, for the message)
 // name them in the refusals.
 inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
+    if (const std::string repeated = repeated_benchmark_flag(argc, argv); !repeated.empty()) {
+        std::fprintf(stderr, "%s: error: %s given twice\n", program, repeated.c_str());
+        return kExitBadInput;
+    }
     // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file.
     std::string out_path, out_temporary;
     std::vector<std::string> args(argv, argv + argc);
@@ -76,11 +103,8 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         if (arg == "-h") arg = "--help";
         const char* out = benchmark_flag_value(arg, "--benchmark_out");
         if (!out) continue;
-        const bool repeated = !out_temporary.empty();
         out_path = out;
         try {
-            // Google Benchmark would take the last one; which was meant is a guess, as for the suite's flags.
-            if (repeated) throw UsageError("--benchmark_out given twice");
             if (out_path.empty()) throw UsageError("--benchmark_out: needs a file name");
             check_writable(out_path, "--benchmark_out");
         } catch (const UsageError& e) {

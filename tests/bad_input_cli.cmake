@@ -173,6 +173,11 @@ foreach(bench bench_propagator bench_allreduce)
   add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
   add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:${bench}> -h)
+  add_exit_test(cli_${bench}_repeated_filter CODE 2 TEXT "--benchmark_filter given twice"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+                COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=Gradient --benchmark_filter=NoSuchCase)
+  add_exit_test(cli_${bench}_bad_switch CODE 2 TEXT "one of true|false|yes|no|1|0"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests=maybe)
   # Listing the benchmarks runs none, so it needs no GPU.
   add_exit_test(cli_${bench}_list_without_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests)
