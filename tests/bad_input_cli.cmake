@@ -178,6 +178,32 @@ add_exit_test(cli_gpu_check_steps_in_one_argument CODE 2 TEXT "unknown step 'bui
 add_exit_test(cli_gpu_check_repeated_step CODE 2 TEXT "step 'tests' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh tests faults tests)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
+# run-tests.sh checks what it passes to ctest before it builds (--bogus once built everything, then ctest
+# ignored it); --help anywhere is the help.
+add_exit_test(cli_run_tests_help_after_flags CODE 0 TEXT "" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu --help)
+add_exit_test(cli_run_tests_unknown_flag CODE 2 TEXT "run-tests: unknown flag '--bogus'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu --bogus)
+add_exit_test(cli_run_tests_bare_word CODE 2 TEXT "run-tests: 'cpu' is not a flag" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh cpu)
+add_exit_test(cli_run_tests_missing_value CODE 2 TEXT "run-tests: -R: missing value" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu -R)
+add_exit_test(cli_run_tests_flag_as_value CODE 2 TEXT "run-tests: -E: '-V' is a flag, not a value" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -E -V)
+add_exit_test(cli_run_tests_bad_parallel CODE 2 TEXT "run-tests: -j: '0' is not a number of tests" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -j0)
+add_exit_test(cli_run_tests_bad_repeat CODE 2 TEXT "run-tests: --repeat: 'until-ok:2' is not MODE:N" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --repeat until-ok:2)
+add_exit_test(cli_run_tests_repeated_flag CODE 2 TEXT "run-tests: --timeout given twice" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --timeout 60 -L cpu --timeout 90)
+add_exit_test(cli_run_tests_own_preset CODE 2 TEXT "run-tests: --preset is the script's own" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --preset ci)
+add_exit_test(cli_run_tests_own_config CODE 2 TEXT "run-tests: -C is the script's own" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -C Release)
+# CI's script takes no arguments (--help once started a full build).
+add_exit_test(cli_ci_run_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run --help)
+add_exit_test(cli_ci_run_argument CODE 2 TEXT ".ci/run: takes no arguments" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run -L cpu)
 # CUDA settings from the environment that CMake would keep in its cache, or take silently: refused before
 # anything is installed or configured.
 add_exit_test(cli_run_tests_bad_cudaarchs CODE 2 TEXT "CUDAARCHS='junk' is not a list of CUDA architectures"
@@ -228,3 +254,4 @@ add_empty_value_test(compare_empty_run_timeout compare.sh --run-timeout)
 add_empty_value_test(compare_empty_out compare.sh --out)
 add_empty_value_test(run_main_empty_gpus run-main.sh --gpus)
 add_empty_value_test(record_results_empty_out record-results.sh --out)
+add_empty_value_test(run_tests_empty_label run-tests.sh -L)
