@@ -93,9 +93,10 @@ check() {
     fi
 }
 
-# (a) NCCL absent, apt knows libnccl-dev: the plan installs it (and only it).
+# (a) NCCL absent, apt knows libnccl-dev: the plan installs it (and only it). A dry run with something to
+# install stops there (exit 3): the build would fail without it.
 detect FAKE_APT_NCCL=yes
-check "nccl_absent_package_available" 0 '^would install: libnccl-dev$'
+check "nccl_absent_package_available" 3 '^would install: libnccl-dev$'
 
 # (b) NCCL absent, no package: exit 3, one message naming libnccl-dev and NCCL_ROOT.
 detect FAKE_APT_NCCL=no
@@ -105,7 +106,7 @@ check "nccl_absent_no_package" 3 'libnccl-dev.*NCCL_ROOT'
 detect FAKE_APT_NCCL=old
 check "nccl_package_too_old" 3 'libnccl-dev.*2\.11\.4.*2\.14.*NCCL_ROOT'
 detect FAKE_APT_NCCL=epoch
-check "nccl_package_with_epoch" 0 '^would install: libnccl-dev$'
+check "nccl_package_with_epoch" 3 '^would install: libnccl-dev$'
 detect FAKE_APT_NCCL=none
 check "nccl_absent_package_not_installable" 3 'libnccl-dev.*NCCL_ROOT'
 rm "$bin/apt-cache"
@@ -174,6 +175,13 @@ printf '#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n' >"$t
 chmod +x "$tmp/cuda-12.8/bin/nvcc"
 detect FAKE_CUDA_VERSION=12.0 CUDACXX="$tmp/cuda-12.8/bin/nvcc"
 check "cuda_from_CUDACXX" 0 '^nothing to install$'
+# CMake takes CUDACXX's first word as the compiler, the rest as flags, and a name without / from PATH.
+detect FAKE_CUDA_VERSION=12.0 CUDACXX="$tmp/cuda-12.8/bin/nvcc -ccbin g++"
+check "cuda_from_CUDACXX_with_flags" 0 '^nothing to install$'
+ln -s "$tmp/cuda-12.8/bin/nvcc" "$bin/nvcc-12.8"
+detect FAKE_CUDA_VERSION=12.0 CUDACXX="nvcc-12.8"
+check "cuda_from_CUDACXX_on_PATH" 0 '^nothing to install$'
+rm "$bin/nvcc-12.8"
 
 # Where CMake's FindNCCL looks besides the system folders: NCCL_ROOT, NCCL_HOME, the CUDA toolkit's include.
 rm "$sys/nccl.h"
@@ -194,7 +202,12 @@ check "nccl_too_old" 3 'NCCL 2\.12\.12.*NCCL 2\.14'
 # Several things missing at once: all in one plan.
 rm "$sys/nccl.h" "$sys/doctest/doctest.h" "$bin/mpirun"
 detect FAKE_APT_NCCL=yes
-check "several_missing" 0 '^would install: openmpi-bin doctest-dev libnccl-dev$'
+check "several_missing" 3 '^would install: openmpi-bin doctest-dev libnccl-dev$'
+# run-tests.sh in a dry run with something missing stops at the plan: no configure, build or test (it
+# went on into the build, which then failed for the tool missing).
+FAKE_APT_NCCL=yes run_tests
+check "run_tests_dry_run_stops" 3 '^would install: openmpi-bin doctest-dev libnccl-dev$'
+[ -z "$calls" ] || { echo "FAIL run_tests_dry_run_stops: ran $calls"; failures=$((failures + 1)); }
 
 # Without the dry run, a fresh machine: apt-get update before concluding that no package has NCCL.
 # Nothing was installed above (every case was a dry run, or had nothing missing).
