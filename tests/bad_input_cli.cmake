@@ -200,6 +200,23 @@ add_exit_test(cli_run_tests_own_preset CODE 2 TEXT "run-tests: --preset is the s
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --preset ci)
 add_exit_test(cli_run_tests_own_config CODE 2 TEXT "run-tests: -C is the script's own" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -C Release)
+# run_if_gpus.sh, through which the GPU tests run: a GPU counter that fails, is missing or prints no number
+# fails the test (exit 3) instead of skipping it, so a broken build does not hide behind "skipped"; the
+# counter's 0 skips it (77).
+set(run_if_gpus ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/common/run_if_gpus.sh)
+add_exit_test(cli_run_if_gpus_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${run_if_gpus} --help)
+add_exit_test(cli_run_if_gpus_bad_count CODE 2 TEXT "(MIN_GPUS in 1..999)" TIMEOUT 20
+              COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> two true)
+add_exit_test(cli_run_if_gpus_no_command CODE 2 TEXT "usage: run_if_gpus.sh" TIMEOUT 20
+              COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> 1)
+add_exit_test(cli_run_if_gpus_counter_missing CODE 3 TEXT "no_such_counter failed (exit 127)" TIMEOUT 20
+              COMMAND ${run_if_gpus} ${CMAKE_CURRENT_BINARY_DIR}/no_such_counter 1 true)
+add_exit_test(cli_run_if_gpus_counter_fails CODE 3 TEXT "the GPU counter false failed (exit 1)" TIMEOUT 20
+              COMMAND ${run_if_gpus} false 1 true)
+add_exit_test(cli_run_if_gpus_counter_not_a_number CODE 3 TEXT "not a number of GPUs" TIMEOUT 20
+              COMMAND ${run_if_gpus} pwd 1 true)
+add_exit_test(cli_run_if_gpus_skips CODE 77 TEXT "" TIMEOUT 60 ENVIRONMENT CUDA_VISIBLE_DEVICES=
+              COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> 1 false)
 # CI's script takes no arguments (--help once started a full build).
 add_exit_test(cli_ci_run_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run --help)
 add_exit_test(cli_ci_run_argument CODE 2 TEXT ".ci/run: takes no arguments" TIMEOUT 20
