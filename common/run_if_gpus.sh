@@ -16,11 +16,10 @@ fi
 visible_gpus=$1
 needed=$2
 shift 2
-have=$(timeout --kill-after=10 60 "$visible_gpus")
+have=$(quick_query "$visible_gpus")
 status=$?
 if [ $status -ne 0 ]; then
-    [ $status -eq 124 ] && why="did not answer within 60 s" || why="failed (exit $status)"
-    echo "run_if_gpus: the GPU counter $visible_gpus $why, so the GPUs cannot be counted" >&2
+    echo "run_if_gpus: the GPU counter $visible_gpus failed (exit $status), so the GPUs cannot be counted" >&2
     exit 3
 fi
 if ! [[ "$have" =~ ^[0-9]{1,6}$ ]]; then

@@ -296,6 +296,16 @@ run_with_timeout() {
     return $status
 }
 
+# quick_query COMMAND...: a query that answers at once when all is well (nvidia-smi, visible_gpus, mpirun
+# --version), under a 60 s limit: a hung driver or launcher would otherwise block the script for good.
+# COMMAND's exit status; 124 (or 137) when it was stopped, with a line on stderr saying so.
+quick_query() {
+    timeout --kill-after=10 60 "$@"
+    local status=$?
+    [ $status -ne 124 ] && [ $status -ne 137 ] || echo "warning: '$*' did not answer within 60 s, so it was stopped" >&2
+    return $status
+}
+
 # The CUDA settings CMake takes from the environment, checked before they reach it: CMake keeps a
 # CUDAARCHS in the build folder's cache even when it failed, so a mistyped one would break later builds
 # without it too, and an empty one builds for nvcc's oldest default GPU without a word. Exit 2 (CUDAARCHS)

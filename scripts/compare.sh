@@ -106,14 +106,14 @@ echo "made by scripts/compare.sh: the next comparison with this --out deletes th
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "CUDA_VISIBLE_DEVICES: ${CUDA_VISIBLE_DEVICES-(unset: every GPU)}"
     echo "every GPU of the machine (nvidia-smi, which ignores CUDA_VISIBLE_DEVICES; machine.json has the ones used):"
-    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+    quick_query nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
     nvcc --version | tail -n 1
-    mpirun --version 2>&1 | head -n 1
-    nvidia-smi topo -m
+    quick_query mpirun --version 2>&1 | head -n 1
+    quick_query nvidia-smi topo -m
 } >"$out/machine.txt.tmp.$$" 2>&1
 mv -f "$out/machine.txt.tmp.$$" "$out/machine.txt"
 models=""
-if "$bin/common/visible_gpus" --env-json >"$out/machine.json.tmp.$$"; then
+if quick_query "$bin/common/visible_gpus" --env-json >"$out/machine.json.tmp.$$"; then
     mv -f "$out/machine.json.tmp.$$" "$out/machine.json"
     # The GPUs the runs use, as CUDA sees them (CUDA_VISIBLE_DEVICES counts): "4 x NVIDIA H100 80GB HBM3".
     models=$(grep -o '"name": "[^"]*"' "$out/machine.json" | sed 's/^"name": "//; s/"$//' | sort | uniq -c |

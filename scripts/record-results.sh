@@ -213,8 +213,8 @@ for step in ${steps//,/ }; do
         rm -rf "$out/large/06_fwi_shot_parallel-files" ;;
     esac
 done
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
+quick_query nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+quick_query nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
 # Paths in the results relative to the repository or to the results folder, as the docs quote them.
 find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
     -print0 | xargs -0 -r python3 "$ROOT/scripts/relative_paths.py" "$out" "$ROOT"
