@@ -21,7 +21,9 @@
 #                  where a reference costs several gradients of 2-3 s per run)
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
 #   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
-# Without a GPU it says so in one line and exits 3. Exit 1 when any run failed or was not verified.
+# Without a GPU (nvidia-smi lists none) it says so in one line and exits 3, before it builds; also exit 3
+# when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime). Exit 1 when
+# any run failed or was not verified.
 # DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2), as is a
 # DIR that cannot be written.
 set -uo pipefail
@@ -75,17 +77,25 @@ if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* ]]; then
 fi
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
+no_gpu() {
+    echo "compare: no CUDA GPU visible ($1); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
+    exit 3
+}
+# Without a GPU there is nothing to compare: said before the build, which would take minutes for nothing.
+quick_query nvidia-smi -L >/dev/null 2>&1 || no_gpu "nvidia-smi -L fails or does not answer"
 
 configure_and_build default || exit $?
 bin="$BUILD_DIR"
 cd "$ROOT"
 
-# The GPUs the programs will see, counted the way they count them (common/visible_gpus).
-visible=$("$bin/common/visible_gpus" 2>/dev/null) || visible=0
-if [ "$visible" -eq 0 ]; then
-    echo "compare: no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
+# The GPUs the programs will see, counted the way they count them (common/visible_gpus): CUDA_VISIBLE_DEVICES
+# may hide the GPUs nvidia-smi lists, or the driver be too old for the CUDA runtime.
+visible=$(quick_query "$bin/common/visible_gpus")
+if ! [[ "$visible" =~ ^[0-9]{1,6}$ ]]; then
+    echo "compare: $bin/common/visible_gpus gave no GPU count ('$visible'); is the build broken?" >&2
     exit 3
 fi
+[ "$visible" -gt 0 ] || no_gpu "to CUDA: check nvidia-smi and CUDA_VISIBLE_DEVICES"
 if [ -z "$gpu_list" ]; then
     gpu_counts=$(seq -s " " 1 "$visible")
 else

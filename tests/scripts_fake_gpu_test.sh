@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The scripts' answers about GPUs, with a fake nvidia-smi first on PATH and a copy of scripts/ in a
-# scratch repository: record-results.sh says "no GPU" (exit 3) before any other check, and refuses a
-# CUDA_VISIBLE_DEVICES that hides GPUs (exit 2). No GPU, nothing built or installed.
+# The scripts' answers about GPUs, with fake ones: a fake nvidia-smi first on PATH, and a copy of scripts/
+# in a scratch repository whose build/ holds a fake visible_gpus, and whose common.sh builds nothing
+# (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3) before the build
+# and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides GPUs (exit 2);
+# compare.sh refuses a GPU count that is not a number (exit 3). No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -31,6 +33,9 @@ for i in $(seq 0 $((FAKE_GPUS - 1))); do
   esac
 done'
 
+# visible_gpus prints FAKE_VISIBLE (CUDA's count); its --env-json fails (compare.sh then warns).
+fake "$scratch/build/common/visible_gpus" '[ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"'
+
 # run VAR=value... -- COMMAND...: COMMAND with the fake tools first on PATH; sets out (stdout and stderr),
 # code, and built (what configure_and_build was asked).
 run() {
@@ -53,10 +58,20 @@ expect() {
 }
 
 # ---- no GPU: exit 3 before the build, and before CUDA_VISIBLE_DEVICES is looked at ----
+run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
+[ -z "$built" ] || fail "compare_no_gpu: built before saying there is no GPU ($built)"
 run FAKE_GPUS=0 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
 expect record_results_no_gpu 3 "record-results: no CUDA GPU visible"
 run FAKE_GPUS=2 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
 expect record_results_some_gpus 2 "CUDA_VISIBLE_DEVICES='0' hides some of the machine's GPUs"
+
+# ---- compare.sh after the build: CUDA's count must be a number, and 0 is no GPU ----
+run FAKE_GPUS=1 FAKE_VISIBLE=junk -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_count_not_a_number 3 "visible_gpus gave no GPU count ('junk')"
+[ "$built" = "configure_and_build default" ] || fail "compare_count_not_a_number: the build was not asked for ($built)"
+run FAKE_GPUS=1 FAKE_VISIBLE=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_cuda_sees_none 3 "compare: no CUDA GPU visible (to CUDA"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
