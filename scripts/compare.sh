@@ -213,8 +213,12 @@ done
 result_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$2" "$1" 2>/dev/null; }
 shots=$(result_field shots "$runs/01_single_gpu-1gpu.json")
 gradient_bytes=$(result_field gradient_bytes "$runs/01_single_gpu-1gpu.json")
-if [ -z "$shots" ] || [ -z "$gradient_bytes" ]; then
+if [ -z "$shots" ] && [ -z "$gradient_bytes" ]; then
     echo "compare: 01_single_gpu left no RESULT, so the scaling model's inputs are not measured"
+elif ! [[ "$shots" =~ ^[1-9][0-9]{0,5}$ && "$gradient_bytes" =~ ^[1-9][0-9]{0,14}$ ]]; then
+    # Checked before the arithmetic below: a null (None here) would end the script there.
+    echo "compare: 01_single_gpu's RESULT gives shots '$shots' and gradient_bytes '$gradient_bytes', not positive" \
+         "integers, so the scaling model's inputs are not measured"
 else
     # 2 warm-up calls and batches of 5 (the lessons' sweeps: 5 and 20): the model needs one time per size,
     # and a 03 sweep of a 64 MiB gradient through host memory would otherwise take a minute per GPU count.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The scripts' answers about GPUs, with fake ones: a fake nvidia-smi first on PATH, and a copy of scripts/
-# in a scratch repository whose build/ holds a fake visible_gpus, and whose common.sh builds nothing
-# (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3) before the build
-# and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides GPUs (exit 2);
-# compare.sh refuses a GPU count that is not a number (exit 3). No GPU, nothing built or installed.
+# in a scratch repository whose build/ holds a fake visible_gpus and 01_single_gpu, and whose common.sh
+# builds nothing (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3)
+# before the build and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides
+# GPUs (exit 2); compare.sh refuses a GPU count that is not a number (exit 3) and, given a RESULT of 01
+# whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic.
+# No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -35,6 +37,10 @@ done'
 
 # visible_gpus prints FAKE_VISIBLE (CUDA's count); its --env-json fails (compare.sh then warns).
 fake "$scratch/build/common/visible_gpus" '[ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"'
+
+# 01 writes a RESULT of the fwi kind with null shots and gradient_bytes (--json PATH).
+fake "$scratch/build/01_single_gpu/01_single_gpu" 'while [ $# -gt 1 ] && [ "$1" != --json ]; do shift; done
+printf "{\"kind\": \"fwi\", \"shots\": null, \"gradient_bytes\": null}\n" >"$2"'
 
 # run VAR=value... -- COMMAND...: COMMAND with the fake tools first on PATH; sets out (stdout and stderr),
 # code, and built (what configure_and_build was asked).
@@ -72,6 +78,12 @@ expect compare_count_not_a_number 3 "visible_gpus gave no GPU count ('junk')"
 [ "$built" = "configure_and_build default" ] || fail "compare_count_not_a_number: the build was not asked for ($built)"
 run FAKE_GPUS=1 FAKE_VISIBLE=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
 expect compare_cuda_sees_none 3 "compare: no CUDA GPU visible (to CUDA"
+
+# ---- compare.sh with a RESULT of 01 whose shots are null: the table, without the model's inputs ----
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
+expect compare_null_shots 1 "gives shots 'None' and gradient_bytes 'None', not positive integers"
+[[ "$out" == *"invalid RESULT"* && -f "$tmp/compare/comparison.md" ]] ||
+    fail "compare_null_shots: no table with the RESULT's problem, or no comparison.md"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
