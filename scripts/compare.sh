@@ -27,7 +27,7 @@
 # DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2), as is a
 # DIR that cannot be written.
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 
 bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the flags)" >&2; exit 2; }
 

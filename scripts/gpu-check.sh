@@ -14,7 +14,7 @@
 # unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
 # tests) where none is visible, or compute-sanitizer where it is missing (all before any runs).
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 all_steps=(build tests faults sanitizers benchmarks main)
 steps=("$@")

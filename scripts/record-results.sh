@@ -15,7 +15,7 @@
 # GPUs. The build step starts from an empty build/ folder, so --out may not lie in it. Exit 1 when any
 # step failed (the others still run) or the paths in the results could not be made relative.
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 
 bad_flag() { echo "record-results: $1" >&2; exit 2; }

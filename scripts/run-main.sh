@@ -6,4 +6,4 @@
 case "${1:-}" in
     -h|--help) echo "scripts/run-main.sh: the main job, scripts/compare.sh; it takes compare.sh's flags:"; echo ;;
 esac
-exec "$(dirname "${BASH_SOURCE[0]}")/compare.sh" "$@"
+exec "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/compare.sh" "$@"

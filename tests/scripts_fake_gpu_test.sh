@@ -5,7 +5,7 @@
 # before the build and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides
 # GPUs (exit 2); compare.sh refuses a GPU count that is not a number (exit 3) and, given a RESULT of 01
 # whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic.
-# No GPU, nothing built or installed.
+# Then every script through a symbolic link. No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -84,6 +84,15 @@ run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp
 expect compare_null_shots 1 "gives shots 'None' and gradient_bytes 'None', not positive integers"
 [[ "$out" == *"invalid RESULT"* && -f "$tmp/compare/comparison.md" ]] ||
     fail "compare_null_shots: no table with the RESULT's problem, or no comparison.md"
+
+# ---- through a symbolic link: the scripts find common.sh where they are, not where the link is ----
+mkdir "$tmp/links"
+for script in compare.sh gpu-check.sh record-results.sh run-tests.sh run-main.sh cluster/hostfile-run.sh; do
+    ln -s "$repo/scripts/$script" "$tmp/links/${script#cluster/}"
+    run -- "$tmp/links/${script#cluster/}" --help
+    expect "$script --help through a link" 0 ""
+    [ -n "$out" ] || fail "$script --help through a link printed nothing"
+done
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
