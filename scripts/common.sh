@@ -64,10 +64,13 @@ version_at_least() {
 
 # "3.28.3" from `cmake --version`; "12.4" from `nvcc --version` (empty when not found).
 cmake_version() { cmake --version 2>/dev/null | sed -n 's/^cmake[^0-9]*\([0-9][0-9.]*\).*/\1/p' | head -n 1 || true; }
-# The nvcc CMake will use: CUDACXX, else CUDAToolkit_ROOT's, else the first on PATH (empty: none).
+# The nvcc CMake will use: CUDACXX's first word (the rest are flags; a name without / is looked up on
+# PATH, as check_cuda_environment reads it), else CUDAToolkit_ROOT's, else the first on PATH (empty: none).
 nvcc_path() {
-    if [ -n "${CUDACXX:-}" ] && [ -x "$CUDACXX" ]; then
-        printf '%s\n' "$CUDACXX"
+    local compiler
+    read -r compiler _ <<<"${CUDACXX:-}"
+    if [ -n "$compiler" ] && command -v -- "$compiler" 2>/dev/null; then
+        return 0
     elif [ -n "${CUDAToolkit_ROOT:-}" ] && [ -x "$CUDAToolkit_ROOT/bin/nvcc" ]; then
         printf '%s\n' "$CUDAToolkit_ROOT/bin/nvcc"
     else
@@ -236,7 +239,8 @@ plan_missing_packages() {
 
 # Installs the Debian/Ubuntu packages that are missing, and only those, so it also runs where nothing
 # can be installed as long as everything is already there. FWI_INSTALL_DRY_RUN=1 prints the plan
-# ("would install: ..." or "nothing to install") and returns without running apt.
+# without running apt: "nothing to install" (and returns), or "would install: ..." and exit 3, since the
+# build would only fail later without them (cmake: command not found).
 install_missing_packages() {
     local plan dry_run=0
     install_dry_run && dry_run=1
@@ -244,8 +248,10 @@ install_missing_packages() {
     local missing=()
     read -r -a missing <<<"$plan"
     if [ "$dry_run" = 1 ]; then
-        if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; else echo "would install: ${missing[*]}"; fi
-        return 0
+        if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; return 0; fi
+        echo "would install: ${missing[*]}"
+        echo "error: a dry run (FWI_INSTALL_DRY_RUN=1) installs nothing, and the suite needs these; stopping" >&2
+        exit 3
     fi
     if [ ${#missing[@]} -eq 0 ]; then return 0; fi
     echo "installing missing packages: ${missing[*]}"
@@ -287,6 +293,16 @@ run_with_timeout() {
     wait "$child"
     local status=$?
     trap - INT TERM
+    return $status
+}
+
+# quick_query COMMAND...: a query that answers at once when all is well (nvidia-smi, visible_gpus, mpirun
+# --version), under a 60 s limit: a hung driver or launcher would otherwise block the script for good.
+# COMMAND's exit status; 124 (or 137) when it was stopped, with a line on stderr saying so.
+quick_query() {
+    timeout --kill-after=10 60 "$@"
+    local status=$?
+    [ $status -ne 124 ] && [ $status -ne 137 ] || echo "warning: '$*' did not answer within 60 s, so it was stopped" >&2
     return $status
 }
 

@@ -16,7 +16,11 @@ against the GPU count, one line per pattern and variant; left out with a warning
 missing).
 
 Every RESULT is checked against its schema (docs/RESULT.md, scripts/result_schema.py) and only its
-fields are read; a RESULT that does not follow the schema shows the first problem as its row's status.
+fields are read; a RESULT that does not follow the schema is not read at all, and its row's status shows
+the first problem. A row the model cannot predict (an input missing, a sweep of one size) gets a note
+saying why; a machine.json that does not follow the env schema is left out with a warning.
+Exit 0 when every run finished verified, 1 when one did not, 2 for a DIR without runs/manifest.tsv or a
+manifest that lists no runs, is not UTF-8 or is not compare.sh's.
 Speedup is against 01_single_gpu's time per gradient measured in the same comparison; efficiency is
 speedup / GPUs. The programs' own speedup against the single-GPU reference they run in-process (when
 they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
@@ -63,8 +67,15 @@ class BadManifest(ValueError):
 
 def read_manifest(runs_dir):
     path = os.path.join(runs_dir, "manifest.tsv")
-    with open(path) as f:
-        entries = list(csv.DictReader(f, delimiter="\t"))
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            entries = list(csv.DictReader(f, delimiter="\t"))
+    except UnicodeDecodeError as error:
+        raise BadManifest("%s: not UTF-8 text (byte %d)" % (path, error.start))
+    except csv.Error as error:
+        raise BadManifest("%s: %s" % (path, error))
+    if not entries:
+        raise BadManifest("%s lists no runs (a header line and one line per run expected)" % path)
     for line, entry in enumerate(entries, start=2):
         columns = ("role", "pattern", "variant", "gpus", "status", "json", "log")
         missing = [key for key in columns if entry.get(key) is None]
@@ -121,7 +132,9 @@ def schema_status(status, problems):
 
 
 def read_runs(runs_dir):
-    """(manifest entry, RESULT or None, status text) of every run, in manifest order."""
+    """(manifest entry, RESULT or None, status text) of every run, in manifest order. The RESULT is kept only
+    when it follows the schema (an fwi row also shows the times of a run that failed), so that every
+    field read from it has its type."""
     runs = []
     for entry in read_manifest(runs_dir):
         result = read_json(os.path.join(runs_dir, entry["json"])) if entry["json"] else None
@@ -129,15 +142,18 @@ def read_runs(runs_dir):
         if result is not None:
             if entry["status"] == "0" and field(result, "verified") is False:
                 status = "NOT VERIFIED"
-            status = schema_status(status, validate(result))
+            problems = validate(result)
+            status = schema_status(status, problems)
+            if problems:
+                result = None
         runs.append((entry, result if status == "ok" or entry["role"] == "fwi" else None, status))
     return runs
 
 
 def build_rows(runs):
     """One row per FWI run, in manifest order, with speedup and efficiency against 01's run."""
-    baseline = next((field(r, "time_per_gradient_s") for e, r, _ in runs
-                     if e["role"] == "fwi" and e["pattern"] == BASELINE and e["status"] == "0" and r), None)
+    baseline = next((field(r, "time_per_gradient_s") for e, r, s in runs
+                     if e["role"] == "fwi" and e["pattern"] == BASELINE and s == "ok"), None)
     rows = []
     for entry, result, status in runs:
         if entry["role"] != "fwi":
@@ -178,7 +194,7 @@ class ModelInputs:
         for entry, result, status in runs:
             if result is None or status != "ok":
                 continue
-            if entry["role"] in ("fwi", "batch") and entry["pattern"] == BASELINE:
+            if entry["role"] in ("fwi", "batch") and entry["pattern"] == BASELINE and result["shots"] > 0:
                 self.compute_of_shots[result["shots"]] = field(result, "phases_s.compute.median")
                 if entry["role"] == "fwi":
                     self.update_s = field(result, "phases_s.update.median")
@@ -221,14 +237,20 @@ def add_predictions(rows, inputs):
         if missing:
             notes.append("%s: not predicted: %s" % (label, missing))
             continue
-        model = inputs.predict(row)
+        try:
+            model = inputs.predict(row)
+            if not model["gradient"] > 0:
+                raise ValueError("the model's gradient time is %g s (its inputs measured no time)" % model["gradient"])
+            predicted = dict(predicted_speedup=inputs.baseline_s / model["gradient"],
+                             prediction_error=row["time_per_gradient_ms"] / (1e3 * model["gradient"]) - 1)
+        except (ValueError, ArithmeticError) as error:  # inputs the model cannot use (a sweep of one size, ...)
+            notes.append("%s: not predicted: %s" % (label, error))
+            continue
         loss_name, loss_s = scaling_model.biggest_loss(model["losses"])
         row.update(predicted_gradient_ms=1e3 * model["gradient"], predicted_iteration_ms=1e3 * model["iteration"],
                    predicted_compute_ms=1e3 * model["compute"], predicted_combine_ms=1e3 * model["combine"],
-                   largest_share=model["largest_share"],
-                   predicted_speedup=inputs.baseline_s / model["gradient"],
-                   prediction_error=row["time_per_gradient_ms"] / (1e3 * model["gradient"]) - 1,
-                   biggest_loss="%s %.2f ms" % (loss_name, 1e3 * loss_s))
+                   largest_share=model["largest_share"], biggest_loss="%s %.2f ms" % (loss_name, 1e3 * loss_s),
+                   **predicted)
         if abs(row["prediction_error"]) > PREDICTION_TOLERANCE:
             notes.append("%s: measured %.2f ms, predicted %.2f ms (%+.0f%%): %s" % (
                 label, row["time_per_gradient_ms"], row["predicted_gradient_ms"], 100 * row["prediction_error"],
@@ -353,6 +375,9 @@ def draw_chart(plt, path, rows, title, machine):
 
 
 def main(argv):
+    if argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) != 2 or not os.path.isfile(os.path.join(argv[1], "runs", "manifest.tsv")):
         print("usage: python3 scripts/compare.py DIR   (DIR: scripts/compare.sh's output, with runs/manifest.tsv)",
               file=sys.stderr)
@@ -369,7 +394,9 @@ def main(argv):
     notes = add_predictions(rows, inputs)
     machine = read_json(os.path.join(directory, "machine.json"))
     if machine is not None and validate_env(machine):
-        print("warning: %s/machine.json: %s" % (directory, "; ".join(validate_env(machine))), file=sys.stderr)
+        print("warning: %s/machine.json: %s; it is left out" % (directory, "; ".join(validate_env(machine))),
+              file=sys.stderr)
+        machine = None
     problems = sorted({r["problem"] for r in rows if r["problem"]})
     title = ", ".join(problems) if problems else "no results"
     text = "\n".join([format_table(rows)] + notes + [""] + describe_inputs(inputs, rows))

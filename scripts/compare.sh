@@ -21,11 +21,13 @@
 #                  where a reference costs several gradients of 2-3 s per run)
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
 #   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
-# Without a GPU it says so in one line and exits 3. Exit 1 when any run failed or was not verified.
+# Without a GPU (nvidia-smi lists none) it says so in one line and exits 3, before it builds; also exit 3
+# when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime). Exit 1 when
+# any run failed or was not verified.
 # DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2), as is a
 # DIR that cannot be written.
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 
 bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the flags)" >&2; exit 2; }
 
@@ -75,17 +77,25 @@ if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* ]]; then
 fi
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
+no_gpu() {
+    echo "compare: no CUDA GPU visible ($1); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
+    exit 3
+}
+# Without a GPU there is nothing to compare: said before the build, which would take minutes for nothing.
+quick_query nvidia-smi -L >/dev/null 2>&1 || no_gpu "nvidia-smi -L fails or does not answer"
 
 configure_and_build default || exit $?
 bin="$BUILD_DIR"
 cd "$ROOT"
 
-# The GPUs the programs will see, counted the way they count them (common/visible_gpus).
-visible=$("$bin/common/visible_gpus" 2>/dev/null) || visible=0
-if [ "$visible" -eq 0 ]; then
-    echo "compare: no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
+# The GPUs the programs will see, counted the way they count them (common/visible_gpus): CUDA_VISIBLE_DEVICES
+# may hide the GPUs nvidia-smi lists, or the driver be too old for the CUDA runtime.
+visible=$(quick_query "$bin/common/visible_gpus")
+if ! [[ "$visible" =~ ^[0-9]{1,6}$ ]]; then
+    echo "compare: $bin/common/visible_gpus gave no GPU count ('$visible'); is the build broken?" >&2
     exit 3
 fi
+[ "$visible" -gt 0 ] || no_gpu "to CUDA: check nvidia-smi and CUDA_VISIBLE_DEVICES"
 if [ -z "$gpu_list" ]; then
     gpu_counts=$(seq -s " " 1 "$visible")
 else
@@ -106,14 +116,14 @@ echo "made by scripts/compare.sh: the next comparison with this --out deletes th
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "CUDA_VISIBLE_DEVICES: ${CUDA_VISIBLE_DEVICES-(unset: every GPU)}"
     echo "every GPU of the machine (nvidia-smi, which ignores CUDA_VISIBLE_DEVICES; machine.json has the ones used):"
-    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+    quick_query nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
     nvcc --version | tail -n 1
-    mpirun --version 2>&1 | head -n 1
-    nvidia-smi topo -m
+    quick_query mpirun --version 2>&1 | head -n 1
+    quick_query nvidia-smi topo -m
 } >"$out/machine.txt.tmp.$$" 2>&1
 mv -f "$out/machine.txt.tmp.$$" "$out/machine.txt"
 models=""
-if "$bin/common/visible_gpus" --env-json >"$out/machine.json.tmp.$$"; then
+if quick_query "$bin/common/visible_gpus" --env-json >"$out/machine.json.tmp.$$"; then
     mv -f "$out/machine.json.tmp.$$" "$out/machine.json"
     # The GPUs the runs use, as CUDA sees them (CUDA_VISIBLE_DEVICES counts): "4 x NVIDIA H100 80GB HBM3".
     models=$(grep -o '"name": "[^"]*"' "$out/machine.json" | sed 's/^"name": "//; s/"$//' | sort | uniq -c |
@@ -203,8 +213,12 @@ done
 result_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$2" "$1" 2>/dev/null; }
 shots=$(result_field shots "$runs/01_single_gpu-1gpu.json")
 gradient_bytes=$(result_field gradient_bytes "$runs/01_single_gpu-1gpu.json")
-if [ -z "$shots" ] || [ -z "$gradient_bytes" ]; then
+if [ -z "$shots" ] && [ -z "$gradient_bytes" ]; then
     echo "compare: 01_single_gpu left no RESULT, so the scaling model's inputs are not measured"
+elif ! [[ "$shots" =~ ^[1-9][0-9]{0,5}$ && "$gradient_bytes" =~ ^[1-9][0-9]{0,14}$ ]]; then
+    # Checked before the arithmetic below: a null (None here) would end the script there.
+    echo "compare: 01_single_gpu's RESULT gives shots '$shots' and gradient_bytes '$gradient_bytes', not positive" \
+         "integers, so the scaling model's inputs are not measured"
 else
     # 2 warm-up calls and batches of 5 (the lessons' sweeps: 5 and 20): the model needs one time per size,
     # and a 03 sweep of a 64 MiB gradient through host memory would otherwise take a minute per GPU count.

@@ -7,12 +7,14 @@
 #
 # tests and faults first check that CUDA sees a GPU where nvidia-smi lists one: a GPU test skips where
 # CUDA sees none (a driver older than the runtime, say), and would pass the step unseen.
+# Each step is stopped at a generous limit (10 min for verify, 30 for a benchmark, 2 h for main, 1 h for
+# the others), which only a hang reaches: TIMEOUT in the summary.
 # Logs go to out/gpu-check/; when $OUT is set (the device tool), the summary, the comparison table and
 # chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
 # unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
 # tests) where none is visible, or compute-sanitizer where it is missing (all before any runs).
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 all_steps=(build tests faults sanitizers benchmarks main)
 steps=("$@")
@@ -37,27 +39,41 @@ cd "$ROOT"
 summary=()
 failed=0
 
-# step NAME LOGFILE COMMAND...: runs the command, appends its output to LOGFILE, records PASS/FAIL.
+# step NAME LOGFILE SECONDS COMMAND...: runs the command, stopped after SECONDS (generous: a step that
+# takes longer hangs), appends its output to LOGFILE, records PASS/FAIL/TIMEOUT. SECONDS "-": COMMAND is a
+# function of this script, which timeout cannot run (the commands in it have limits of their own).
 step() {
-    local name="$1" log="$logs/$2"
-    shift 2
+    local name="$1" log="$logs/$2" limit="$3"
+    shift 3
     echo "=== $name: $*" | tee -a "$log"
-    local start=$SECONDS
-    "$@" >>"$log" 2>&1
-    local code=$?
+    local start=$SECONDS code
+    if [ "$limit" = - ]; then
+        "$@" >>"$log" 2>&1
+    else
+        run_with_timeout "$limit" "$@" >>"$log" 2>&1
+    fi
+    code=$?
     local result=PASS
-    [ $code -ne 0 ] && { result="FAIL (exit $code)"; failed=1; }
+    # 137: killed 30 s after the SIGTERM at the limit (or by another SIGKILL)
+    if [ "$limit" != - ] && { [ $code -eq 124 ] || { [ $code -eq 137 ] && [ $((SECONDS - start)) -ge "$limit" ]; }; }; then
+        result="TIMEOUT (${limit} s)"
+        echo "=== $name: stopped after $limit s, its limit" | tee -a "$log"
+        failed=1
+    elif [ $code -ne 0 ]; then
+        result="FAIL (exit $code)"
+        failed=1
+    fi
     summary+=("$(printf '%-28s %-16s %4ds' "$name" "$result" $((SECONDS - start)))")
     tail -n 15 "$log"
 }
 
 gpu_listed=yes
-gpus="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" || {
+gpus="$(quick_query nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" || {
     gpu_listed=no
     # build and tests run without a GPU (its tests show as skipped); the other steps measure one.
     for s in "${steps[@]}"; do
         is_one_of "$s" build tests && continue
-        echo "gpu-check: no GPU visible (nvidia-smi fails), and step '$s' runs on one; build and tests run without" >&2
+        echo "gpu-check: no GPU visible (nvidia-smi fails or does not answer), and step '$s' runs on one; build and tests run without" >&2
         exit 3
     done
     gpus="no GPU visible (nvidia-smi fails): every GPU test will show as skipped"
@@ -79,31 +95,34 @@ verify=("$bin/01_single_gpu/01_single_gpu" --verify)
 cuda_sees_the_gpus() {
     [ "$gpu_listed" = yes ] || return 0
     local seen
-    seen=$("$bin/common/visible_gpus") || { echo "gpu-check: $bin/common/visible_gpus failed (build first)"; return 1; }
+    seen=$(quick_query "$bin/common/visible_gpus")
+    [[ "$seen" =~ ^[0-9]{1,6}$ ]] || { echo "gpu-check: $bin/common/visible_gpus gave no GPU count ('$seen'; build first)"; return 1; }
     [ "$seen" -gt 0 ] && return 0
     echo "gpu-check: nvidia-smi lists GPUs, but CUDA sees none${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')}: every GPU test would be skipped; build/doctor/doctor --checks devices says why"
     return 1
 }
 
+# The limits of the steps, in seconds: several times what each takes on one H100 (the build 5-10 min,
+# racecheck up to 10 min), so that only a hang reaches one.
 for s in "${steps[@]}"; do
     case "$s" in
-        build) step build build.log configure_and_build default ;;
+        build) step build build.log 3600 bash -c 'source "$1/scripts/common.sh" && configure_and_build default' bash "$ROOT" ;;
         tests)
-            step cuda_sees_the_gpus tests.log cuda_sees_the_gpus
-            step tests tests.log ctest --preset default -E fault -j3 --output-on-failure ;;
+            step cuda_sees_the_gpus tests.log - cuda_sees_the_gpus
+            step tests tests.log 3600 ctest --preset default -E fault -j3 --output-on-failure ;;
         # 10 trials per kind of failure, each waiting for a timeout: minutes, so a step of its own.
         faults)
-            step cuda_sees_the_gpus faults.log cuda_sees_the_gpus
-            step fault_tests faults.log ctest --preset default -R fault -j3 --output-on-failure ;;
+            step cuda_sees_the_gpus faults.log - cuda_sees_the_gpus
+            step fault_tests faults.log 3600 ctest --preset default -R fault -j3 --output-on-failure ;;
         sanitizers)
-            step verify sanitizer.log "${verify[@]}"
-            step memcheck sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 1 "${verify[@]}"
-            step racecheck sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 1 "${verify[@]}" ;;
+            step verify sanitizer.log 600 "${verify[@]}"
+            step memcheck sanitizer.log 3600 compute-sanitizer --tool memcheck --error-exitcode 1 "${verify[@]}"
+            step racecheck sanitizer.log 3600 compute-sanitizer --tool racecheck --error-exitcode 1 "${verify[@]}" ;;
         benchmarks)
-            step bench_propagator bench.log "$bin/bench/bench_propagator" \
+            step bench_propagator bench.log 1800 "$bin/bench/bench_propagator" \
                 --benchmark_out="$logs/bench_propagator.json" --benchmark_out_format=json
-            step bench_allreduce bench.log "$bin/02_allreduce_primitives/bench_allreduce" --benchmark_min_time=0.05s ;;
-        main) step main_job main.log "$ROOT/scripts/compare.sh" --out "$logs/compare" ;;
+            step bench_allreduce bench.log 1800 "$bin/02_allreduce_primitives/bench_allreduce" --benchmark_min_time=0.05s ;;
+        main) step main_job main.log 7200 "$ROOT/scripts/compare.sh" --out "$logs/compare" ;;
     esac
 done
 

@@ -10,12 +10,12 @@
 #   --out    where to write (default: docs/results/<GPUs>x<model>-<UTC date>, e.g. 2xH200-2026-11-22);
 #            an existing folder is refused (exit 2): results are kept, not overwritten
 #   --steps  a comma list of the steps to run, in the order given (default: all seven, in this order)
-# It records whole machines: with CUDA_VISIBLE_DEVICES set it refuses (exit 2), as the results folder and
-# the figures name the machine's GPUs. The build step starts from an empty build/ folder, so --out may
-# not lie in it. Without a GPU it says so in one line and exits 3. Exit 1 when any step failed (the
-# others still run).
+# Without a GPU it says so in one line and exits 3. It records whole machines: with CUDA_VISIBLE_DEVICES
+# hiding some of the GPUs it refuses (exit 2), as the results folder and the figures name the machine's
+# GPUs. The build step starts from an empty build/ folder, so --out may not lie in it. Exit 1 when any
+# step failed (the others still run) or the paths in the results could not be made relative.
 set -uo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 
 bad_flag() { echo "record-results: $1" >&2; exit 2; }
@@ -50,19 +50,21 @@ check_out() {
     [ -z "$why" ] || bad_flag "--out: $why"
 }
 [ -z "$out" ] || { out="$(realpath -m -- "$out")"; check_out; rmdir "$out"; }  # ours, just made and empty
+# The GPUs first: without one there is nothing to record, whatever CUDA_VISIBLE_DEVICES says.
+if ! listing="$(quick_query nvidia-smi -L 2>/dev/null)" || [ -z "$listing" ]; then
+    echo "record-results: no CUDA GPU visible (nvidia-smi -L fails, does not answer or lists none); results are measured on GPUs" >&2
+    exit 3
+fi
+gpus=$(grep -c . <<<"$listing")
 # The whole machine: CUDA_VISIBLE_DEVICES, if set (a Slurm allocation sets it), must name every GPU.
 if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
     listed=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
-    [ "$listed" -eq "$(nvidia-smi -L 2>/dev/null | wc -l)" ] ||
+    [ "$listed" -eq "$gpus" ] ||
         bad_flag "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides some of the machine's GPUs: the results record the whole machine, named by its GPUs; unset it (env -u CUDA_VISIBLE_DEVICES scripts/record-results.sh ...)"
 fi
 check_cuda_environment  # before the build step, whose own refusal would end up in its log only
-if ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "record-results: no CUDA GPU visible (nvidia-smi -L fails); results are measured on GPUs" >&2
-    exit 3
-fi
-gpus=$(nvidia-smi -L | wc -l)
-model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')  # "NVIDIA H100 80GB HBM3": H100
+# The model: the second word of the first GPU's name ("NVIDIA H100 80GB HBM3": H100).
+model=$(quick_query nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')
 [ -n "$out" ] || out="$(realpath -m -- "$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)")"
 check_out
 failed=0
@@ -213,10 +215,13 @@ for step in ${steps//,/ }; do
         rm -rf "$out/large/06_fwi_shot_parallel-files" ;;
     esac
 done
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
+quick_query nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+quick_query nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
 # Paths in the results relative to the repository or to the results folder, as the docs quote them.
-find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
-    -print0 | xargs -0 -r python3 "$ROOT/scripts/relative_paths.py" "$out" "$ROOT"
+if ! find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
+        -print0 | xargs -0 -r python3 "$ROOT/scripts/relative_paths.py" "$out" "$ROOT"; then
+    echo "record-results: the paths in $out could not all be made relative (above); some keep this machine's" >&2
+    failed=1
+fi
 echo "record-results: wrote $out ($(du -sh "$out" | cut -f1)); timings in $out/timings.tsv"
 exit $failed

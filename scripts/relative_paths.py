@@ -7,7 +7,9 @@ usage: relative_paths.py RESULTS_FOLDER REPOSITORY FILE...
 In each FILE, rewritten in place, "<folder>/x" becomes "x" and the folder itself, where it ends a word (a
 command's last argument, a quoted path), becomes ".". RESULTS_FOLDER is taken first, as it lies inside
 the repository. Plain text, not a sed pattern: a path may hold characters a pattern reads as its own.
+Exit 2 when a FILE is not a file that can be read and written (checked for all before any is changed).
 """
+import os
 import re
 import sys
 
@@ -22,16 +24,28 @@ def relative_paths(text, folders):
 
 
 def main(argv):
+    if argv in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) < 3:
         print("relative_paths: " + next(line for line in __doc__.splitlines() if line.startswith("usage:")),
               file=sys.stderr)
         return 2
     folders, files = argv[:2], argv[2:]
+    # Every file is checked before any is rewritten.
     for path in files:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            text = f.read()
-        with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(relative_paths(text, folders))
+        if not os.path.isfile(path) or not os.access(path, os.R_OK | os.W_OK):
+            print("relative_paths: '%s' is not a file that can be read and written" % path, file=sys.stderr)
+            return 2
+    for path in files:
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as f:
+                text = f.read()
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(relative_paths(text, folders))
+        except OSError as error:
+            print("relative_paths: %s: %s" % (path, error.strerror), file=sys.stderr)
+            return 2
     return 0
 
 

@@ -3,6 +3,7 @@
 
 usage: python3 scripts/result_schema.py [--kind KIND] FILE...
        python3 scripts/result_schema.py --env FILE...
+       python3 scripts/result_schema.py --help
 
 Each FILE is a program's output (every line holding `RESULT {json}` is checked) or the file its --json
 flag wrote (one object). With --kind every RESULT must also be of that kind; with --env each FILE holds one
@@ -281,6 +282,9 @@ def read_results(path, single_object):
 
 def main(argv):
     args = argv[1:]
+    if args in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     env_only = "--env" in args
     kind = None
     if "--kind" in args:
@@ -306,7 +310,7 @@ def main(argv):
             if problem:
                 problems.append("%s: %s" % (where, problem))
                 continue
-            if kind and obj.get("kind") != kind:
+            if kind and isinstance(obj, dict) and obj.get("kind") != kind:  # not an object: validate says so
                 problems.append("%s: kind: expected %s, got %s" % (where, json.dumps(kind), json.dumps(obj.get("kind"))))
             problems += ["%s: %s" % (where, text) for text in (validate_env(obj) if env_only else validate(obj))]
         for text in problems:

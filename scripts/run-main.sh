@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The suite's main job on the GPUs present: builds everything, then runs the cross-pattern comparison
 # (scripts/compare.sh: 01, 03, 04, 05 and 06 on the same problem for 1 to all GPUs, one table and a
-# chart). Flags are passed on (e.g. --problem large). Without a GPU it says so in one line and exits 3.
+# chart). Flags are passed on (e.g. --problem large). Without a GPU it says so in one line and exits 3,
+# before it builds.
 case "${1:-}" in
     -h|--help) echo "scripts/run-main.sh: the main job, scripts/compare.sh; it takes compare.sh's flags:"; echo ;;
 esac
-exec "$(dirname "${BASH_SOURCE[0]}")/compare.sh" "$@"
+exec "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/compare.sh" "$@"

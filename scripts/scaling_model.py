@@ -102,3 +102,13 @@ def predict(shots, gpus, compute_of_shots, combine_s, update_s):
 def biggest_loss(losses):
     """(name, seconds) of the largest loss."""
     return max(losses.items(), key=lambda item: item[1])
+
+
+if __name__ == "__main__":  # a module of compare.py: run alone, it says what it computes
+    import sys
+
+    if sys.argv[1:] not in ([], ["-h"], ["--help"]):
+        print("scaling_model: a module of scripts/compare.py; it takes no arguments (--help prints what it models)",
+              file=sys.stderr)
+        sys.exit(2)
+    print(__doc__)

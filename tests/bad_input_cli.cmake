@@ -200,6 +200,49 @@ add_exit_test(cli_gpu_check_steps_in_one_argument CODE 2 TEXT "unknown step 'bui
 add_exit_test(cli_gpu_check_repeated_step CODE 2 TEXT "step 'tests' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh tests faults tests)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
+# run-tests.sh checks what it passes to ctest before it builds (--bogus once built everything, then ctest
+# ignored it); --help anywhere is the help.
+add_exit_test(cli_run_tests_help_after_flags CODE 0 TEXT "" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu --help)
+add_exit_test(cli_run_tests_unknown_flag CODE 2 TEXT "run-tests: unknown flag '--bogus'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu --bogus)
+add_exit_test(cli_run_tests_bare_word CODE 2 TEXT "run-tests: 'cpu' is not a flag" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh cpu)
+add_exit_test(cli_run_tests_missing_value CODE 2 TEXT "run-tests: -R: missing value" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu -R)
+add_exit_test(cli_run_tests_flag_as_value CODE 2 TEXT "run-tests: -E: '-V' is a flag, not a value" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -E -V)
+add_exit_test(cli_run_tests_bad_parallel CODE 2 TEXT "run-tests: -j: '0' is not a number of tests" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -j0)
+add_exit_test(cli_run_tests_bad_repeat CODE 2 TEXT "run-tests: --repeat: 'until-ok:2' is not MODE:N" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --repeat until-ok:2)
+add_exit_test(cli_run_tests_repeated_flag CODE 2 TEXT "run-tests: --timeout given twice" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --timeout 60 -L cpu --timeout 90)
+add_exit_test(cli_run_tests_own_preset CODE 2 TEXT "run-tests: --preset is the script's own" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --preset ci)
+add_exit_test(cli_run_tests_own_config CODE 2 TEXT "run-tests: -C is the script's own" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -C Release)
+# run_if_gpus.sh, through which the GPU tests run: a GPU counter that fails, is missing or prints no number
+# fails the test (exit 3) instead of skipping it, so a broken build does not hide behind "skipped"; the
+# counter's 0 skips it (77).
+set(run_if_gpus ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/common/run_if_gpus.sh)
+add_exit_test(cli_run_if_gpus_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${run_if_gpus} --help)
+add_exit_test(cli_run_if_gpus_bad_count CODE 2 TEXT "(MIN_GPUS in 1..999)" TIMEOUT 20
+              COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> two true)
+add_exit_test(cli_run_if_gpus_no_command CODE 2 TEXT "usage: run_if_gpus.sh" TIMEOUT 20
+              COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> 1)
+add_exit_test(cli_run_if_gpus_counter_missing CODE 3 TEXT "no_such_counter failed (exit 127)" TIMEOUT 20
+              COMMAND ${run_if_gpus} ${CMAKE_CURRENT_BINARY_DIR}/no_such_counter 1 true)
+add_exit_test(cli_run_if_gpus_counter_fails CODE 3 TEXT "the GPU counter false failed (exit 1)" TIMEOUT 20
+              COMMAND ${run_if_gpus} false 1 true)
+add_exit_test(cli_run_if_gpus_counter_not_a_number CODE 3 TEXT "not a number of GPUs" TIMEOUT 20
+              COMMAND ${run_if_gpus} pwd 1 true)
+add_exit_test(cli_run_if_gpus_skips CODE 77 TEXT "" TIMEOUT 60 ENVIRONMENT CUDA_VISIBLE_DEVICES=
+              COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> 1 false)
+# CI's script takes no arguments (--help once started a full build).
+add_exit_test(cli_ci_run_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run --help)
+add_exit_test(cli_ci_run_argument CODE 2 TEXT ".ci/run: takes no arguments" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run -L cpu)
 # CUDA settings from the environment that CMake would keep in its cache, or take silently: refused before
 # anything is installed or configured.
 add_exit_test(cli_run_tests_bad_cudaarchs CODE 2 TEXT "CUDAARCHS='junk' is not a list of CUDA architectures"
@@ -228,9 +271,8 @@ add_exit_test(cli_compare_repeated_gpu_count CODE 2 TEXT "--gpus: 1 is listed tw
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,2,1)
 add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,lessons,build)
-# Results are of whole machines, and never kept where the build step deletes them.
-add_exit_test(cli_record_results_some_gpus CODE 2 TEXT "CUDA_VISIBLE_DEVICES='0' hides some of the machine's GPUs" TIMEOUT 20
-              ENVIRONMENT CUDA_VISIBLE_DEVICES=0 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps lessons)
+# Results are never kept where the build step deletes them. (Of whole machines: scripts_fake_gpu, with a
+# fake nvidia-smi, as a real one would let a run on a machine of one GPU start recording.)
 add_exit_test(cli_record_results_out_in_build CODE 2 TEXT "is inside the build folder, which the build step deletes"
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out ${PROJECT_SOURCE_DIR}/build/results)
 # The stored results, which the docs' figures come from, are never replaced.
@@ -250,3 +292,4 @@ add_empty_value_test(compare_empty_run_timeout compare.sh --run-timeout)
 add_empty_value_test(compare_empty_out compare.sh --out)
 add_empty_value_test(run_main_empty_gpus run-main.sh --gpus)
 add_empty_value_test(record_results_empty_out record-results.sh --out)
+add_empty_value_test(run_tests_empty_label run-tests.sh -L)

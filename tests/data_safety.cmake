@@ -12,6 +12,12 @@ add_test(NAME data_safety_kill_while_writing
                  $<TARGET_FILE:atomic_write_stress> 20)
 set_tests_properties(data_safety_kill_while_writing PROPERTIES LABELS cpu TIMEOUT 300
                      ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# A trial count that is not one (abc, 0) is refused, not run as no trial that passes.
+foreach(trials abc 0)
+  add_exit_test(data_safety_kill_while_writing_${trials}_trials CODE 2 TEXT "TRIALS '${trials}' is not an integer in 1..9999"
+                TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/kill_while_writing.sh
+                                   $<TARGET_FILE:atomic_write_stress> ${trials})
+endforeach()
 
 set(data_safety_check ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/data_safety_checks.sh)
 

@@ -3,14 +3,18 @@
 generated block passes --check, the same block with one figure changed by hand fails it, a table of
 measured figures outside any block fails it unless it is marked as quoted, and a block naming results
 that do not exist is an error (exit 2). Then --check over the repository's own docs: every figure there
-is what its stored results make, or quoted.
+is what its stored results make, or quoted. Results a generator cannot use are an error (exit 2) that
+names the problem, not a traceback.
 
 usage: docs_figures_test.py PATH/TO/scripts/docs_figures.py WORK_DIR
 """
 import os
+import re
+import shutil
 import subprocess
 import sys
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = "docs/results/4xH200-2026-11-22/compare-default"
 
 
@@ -22,6 +26,43 @@ def fail(message):
 def run(script, *args):
     process = subprocess.run([sys.executable, script] + list(args), capture_output=True, text=True, timeout=300)
     return process.returncode, process.stdout + process.stderr
+
+
+def check_bad_results(script, work, page):
+    """Results a generator cannot use are an error naming the problem (exit 2), never a traceback: a JSON
+    list where a RESULT should be, NaN, a RESULT of another kind, a generator given too few words, a value
+    of the wrong type, a comparison whose times are all 0."""
+    def write(path, text):
+        with open(path, "w") as f:
+            f.write(text)
+    write(os.path.join(work, "list.json"), "[1]\n")
+    write(os.path.join(work, "list.log"), "$ program\noutput\n")
+    sweep = os.path.join(ROOT, "docs/results/4xH100-2026-11-26/compare-default/runs/sweep-05_nccl_mpi-nccl-4gpu")
+    with open(sweep + ".json") as f:
+        write(os.path.join(work, "nan.json"), f.read().replace('"time_s": ', '"time_s": NaN, "x": ', 1))
+    write(os.path.join(work, "timings.tsv"), "step\tseconds\texit\tcommand\nbuild\t12\n")  # no command
+    zero = os.path.join(work, "zero")
+    shutil.rmtree(zero, ignore_errors=True)
+    shutil.copytree(os.path.join(ROOT, RESULTS), zero)
+    for name in os.listdir(os.path.join(zero, "runs")):
+        if name.endswith(".json"):
+            path = os.path.join(zero, "runs", name)
+            with open(path) as f:
+                text = f.read()
+            write(path, re.sub(r'"(time_s|time_per_gradient_s|min|median|max)": [0-9.e+-]+', r'"\1": 0', text))
+    cases = [("sweep %s/list" % work, "RESULT: expected object, got array"),
+             ("details %s/list" % work, "RESULT: expected object, got array"),
+             ("log %s/list" % work, "list.json: expected a JSON object"),
+             ("sweep %s/nan" % work, "NaN is not a JSON number"),
+             ("details %s" % sweep, "kind: expected fwi, got allreduce_sweep"),
+             ("sweep", "'sweep': wrong number of arguments"),
+             ("timings %s" % work, "TypeError"),
+             ("comparison %s" % zero, None), ("model %s" % zero, None)]
+    for spec, expected in cases:
+        write(page, "<!-- figure: %s -->\n<!-- end figure -->\n" % spec)
+        code, output = run(script, page)
+        if "Traceback" in output or code != (0 if expected is None else 2) or expected and expected not in output:
+            fail("figure '%s': exit %d, expected %s:\n%s" % (spec, code, expected or "0", output))
 
 
 def main():
@@ -68,6 +109,8 @@ def main():
     code, output = run(script, "--check", page)
     if code != 2 or "does not exist" not in output:
         fail("a block naming missing results: exit %d, expected 2 saying so:\n%s" % (code, output))
+
+    check_bad_results(script, work, page)
 
     code, output = run(script, "--check")
     if code != 0:

@@ -7,8 +7,17 @@
 #
 # usage: tests/kill_while_writing.sh ATOMIC_WRITE_STRESS [TRIALS]   (default 20)
 set -uo pipefail
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    echo "usage: tests/kill_while_writing.sh ATOMIC_WRITE_STRESS [TRIALS]" >&2
+    exit 2
+fi
 program="$1"
 trials="${2:-20}"
+# Checked: seq of a word or of 0 gives no trial at all, and the test would pass having checked nothing.
+if ! [[ "$trials" =~ ^[1-9][0-9]{0,3}$ ]]; then
+    echo "kill_while_writing: TRIALS '$trials' is not an integer in 1..9999" >&2
+    exit 2
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT  # a folder of our own, from mktemp
 

@@ -51,6 +51,24 @@ class RelativePaths(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("usage", result.stderr)
 
+    def test_command_line_missing_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "run.log")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(REPO + "/x\n")
+            result = subprocess.run([sys.executable, SCRIPT, RESULTS, REPO, path, os.path.join(tmp, "missing.log")],
+                                    capture_output=True, text=True)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("missing.log' is not a file that can be read and written", result.stderr)
+            self.assertNotIn("Traceback", result.stderr)
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual(f.read(), REPO + "/x\n")  # checked before any file is rewritten
+
+    def test_help(self):
+        result = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0)
+        self.assertIn("usage: relative_paths.py", result.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -163,6 +163,20 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(self.run_script(os.path.join(directory, "missing.log"))[0], 2)
             self.assertEqual(self.run_script()[0], 2)
 
+    def test_a_file_that_is_not_an_object(self):
+        with tempfile.TemporaryDirectory() as directory:
+            for text, name in (("null", "null"), ("[1]", "array"), ('"s"', "string")):
+                path = self.write(directory, "r.json", text + "\n")
+                code, output = self.run_script("--kind", "fwi", path)
+                self.assertEqual(code, 1, output)
+                self.assertIn("r.json: RESULT: expected object, got %s" % name, output)
+                self.assertNotIn("Traceback", output)
+
+    def test_help(self):
+        code, output = self.run_script("--help")
+        self.assertEqual(code, 0, output)
+        self.assertIn("usage: python3 scripts/result_schema.py", output)
+
 
 def field_names(spec):
     """Every field name inside a spec, recursively."""

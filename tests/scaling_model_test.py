@@ -8,6 +8,7 @@ usage: scaling_model_test.py PATH/TO/scripts PATH/TO/tests/data
 import json
 import math
 import os
+import subprocess
 import sys
 
 
@@ -137,6 +138,13 @@ def main():
     falling = model.combine_from_sweep(sweep([(4000, 1.2e-4), (8000, 0.9e-4)]), 4000)
     if falling["predicted_s"] != 1.2e-4 or not math.isinf(falling["beta_Bps"]):
         fail("a falling sweep: %s, expected 1.2e-4 s at G with an infinite beta" % falling)
+    # Run alone, the module prints what it models for --help, and refuses anything else.
+    script = os.path.join(sys.argv[1], "scaling_model.py")
+    helped = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=60)
+    if helped.returncode != 0 or "predicted gradient(N)" not in helped.stdout:
+        fail("scaling_model.py --help: exit %d, printed %r" % (helped.returncode, helped.stdout + helped.stderr))
+    if subprocess.run([sys.executable, script, "--bogus"], capture_output=True, timeout=60).returncode != 2:
+        fail("scaling_model.py --bogus is not refused with exit 2")
     print("PASSED")
     return 0
 

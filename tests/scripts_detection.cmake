@@ -5,3 +5,8 @@
 add_test(NAME scripts_detection
          COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scripts_detection_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(scripts_detection PROPERTIES LABELS cpu TIMEOUT 60)
+# What compare.sh and record-results.sh say about the GPUs, with a fake nvidia-smi and a scratch copy of
+# scripts/ that builds nothing (tests/scripts_fake_gpu_test.sh); the scripts run through symbolic links.
+add_test(NAME scripts_fake_gpu
+         COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scripts_fake_gpu_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(scripts_fake_gpu PROPERTIES LABELS cpu TIMEOUT 120)

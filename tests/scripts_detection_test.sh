@@ -2,7 +2,8 @@
 # What scripts/common.sh's install_missing_packages decides on a fresh machine, without installing
 # anything: fake cmake, nvcc, mpicxx, mpirun, g++, python3 and apt-cache (shell scripts printing a
 # version) first on PATH, temporary include folders in place of the system ones (FWI_NCCL_SEARCH_DIRS,
-# FWI_INCLUDE_DIRS), and the plan printed instead of run (FWI_INSTALL_DRY_RUN=1); the last cases run it
+# FWI_INCLUDE_DIRS), and the plan printed instead of run (FWI_INSTALL_DRY_RUN=1); scripts/run-tests.sh
+# through it to a fake cmake and ctest (what it passes on, what it refuses); the last cases run it
 # for real against a fake apt-get and sudo (a fresh machine's apt-get update). No GPU, no root.
 #
 # usage: tests/scripts_detection_test.sh [REPO_ROOT]     exit 0 when every case passes
@@ -18,7 +19,7 @@ sys="$tmp/sys/include" # stands for /usr/include and the other system folders
 mkdir -p "$bin" "$sys/doctest" "$sys/benchmark" "$tmp/tools"
 # PATH is the fake tools and links to the few real utilities common.sh and they use, nothing else: a real
 # cmake or mpirun of this machine must not be seen.
-for tool in dirname sed head sort tr readlink grep id cat touch; do
+for tool in dirname sed head sort tr readlink grep id cat touch nproc; do
     real="$(command -v "$tool")" || { echo "this test needs $tool" >&2; exit 1; }
     ln -s "$real" "$tmp/tools/$tool"
 done
@@ -28,7 +29,11 @@ touch "$sys/doctest/doctest.h" "$sys/benchmark/benchmark.h"
 # fake NAME BODY: an executable shell script on the fake PATH.
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$bin/$1" && chmod +x "$bin/$1"; }
 # The versions come from the environment, so each case sets only what it changes.
-fake cmake 'echo "cmake version ${FAKE_CMAKE_VERSION:-3.28.3}"; echo; echo "CMake suite maintained and supported by Kitware (kitware.com/cmake)."'
+# cmake and ctest log any other call in FAKE_CALLS (scripts/run-tests.sh's build and test).
+export FAKE_CALLS="$tmp/calls.log"
+fake ctest 'echo "ctest $*" >>"$FAKE_CALLS"'
+fake cmake '[ "$1" = --version ] || { echo "cmake $*" >>"$FAKE_CALLS"; exit 0; }
+echo "cmake version ${FAKE_CMAKE_VERSION:-3.28.3}"; echo; echo "CMake suite maintained and supported by Kitware (kitware.com/cmake)."'
 fake nvcc 'echo "nvcc: NVIDIA (R) Cuda compiler driver"
 echo "Copyright (c) 2005-2024 NVIDIA Corporation"
 echo "Cuda compilation tools, release ${FAKE_CUDA_VERSION:-12.8}, V${FAKE_CUDA_VERSION:-12.8}.93"
@@ -88,9 +93,10 @@ check() {
     fi
 }
 
-# (a) NCCL absent, apt knows libnccl-dev: the plan installs it (and only it).
+# (a) NCCL absent, apt knows libnccl-dev: the plan installs it (and only it). A dry run with something to
+# install stops there (exit 3): the build would fail without it.
 detect FAKE_APT_NCCL=yes
-check "nccl_absent_package_available" 0 '^would install: libnccl-dev$'
+check "nccl_absent_package_available" 3 '^would install: libnccl-dev$'
 
 # (b) NCCL absent, no package: exit 3, one message naming libnccl-dev and NCCL_ROOT.
 detect FAKE_APT_NCCL=no
@@ -100,7 +106,7 @@ check "nccl_absent_no_package" 3 'libnccl-dev.*NCCL_ROOT'
 detect FAKE_APT_NCCL=old
 check "nccl_package_too_old" 3 'libnccl-dev.*2\.11\.4.*2\.14.*NCCL_ROOT'
 detect FAKE_APT_NCCL=epoch
-check "nccl_package_with_epoch" 0 '^would install: libnccl-dev$'
+check "nccl_package_with_epoch" 3 '^would install: libnccl-dev$'
 detect FAKE_APT_NCCL=none
 check "nccl_absent_package_not_installable" 3 'libnccl-dev.*NCCL_ROOT'
 rm "$bin/apt-cache"
@@ -126,6 +132,29 @@ out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT -u FWI_INSTA
 code=$?
 check "everything_present_real_run" 0 '^done$' 'install'
 
+# run_tests ARG...: scripts/run-tests.sh in a dry run with the fake tools; sets out and code, and calls to
+# what cmake and ctest were asked to do.
+run_tests() {
+    rm -f "$FAKE_CALLS"
+    out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDA_PATH -u CUDA_HOME -u CUDAToolkit_ROOT -u CUDACXX -u CUDAARCHS \
+               -u CMAKE_PREFIX_PATH PATH="$fake_path" FWI_INSTALL_DRY_RUN=1 FWI_NCCL_SEARCH_DIRS="$sys" \
+               FWI_INCLUDE_DIRS="$sys" "$BASH" "$repo/scripts/run-tests.sh" "$@" 2>&1)"
+    code=$?
+    calls="$(paste -sd'|' "$FAKE_CALLS" 2>/dev/null)"
+}
+# run-tests.sh passes what ctest takes on to it, after the build; refuses anything else before it.
+run_tests -L cpu -LE mpi -j2 --timeout 60 --repeat until-pass:2 -R 'a b' --output-on-failure
+check "run_tests_passes_ctest_flags" 0 '^nothing to install$'
+[ "$calls" = "cmake --preset default|cmake --build --preset default -j $(nproc)|ctest --preset default -L cpu -LE mpi -j2 --timeout 60 --repeat until-pass:2 -R a b --output-on-failure" ] ||
+    { echo "FAIL run_tests_passes_ctest_flags: calls: $calls"; failures=$((failures + 1)); }
+run_tests
+check "run_tests_without_arguments" 0 '^nothing to install$'
+[ "$calls" = "cmake --preset default|cmake --build --preset default -j $(nproc)|ctest --preset default" ] ||
+    { echo "FAIL run_tests_without_arguments: calls: $calls"; failures=$((failures + 1)); }
+run_tests -L cpu --bogus
+check "run_tests_unknown_flag" 2 "unknown flag '--bogus'"
+[ -z "$calls" ] || { echo "FAIL run_tests_unknown_flag: ran $calls"; failures=$((failures + 1)); }
+
 # (e) nvcc older than CUDA 12.4: exit 3 naming both versions.
 detect FAKE_CUDA_VERSION=12.0
 check "cuda_too_old" 3 'CUDA 12\.0.*CUDA 12\.4'
@@ -146,6 +175,13 @@ printf '#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n' >"$t
 chmod +x "$tmp/cuda-12.8/bin/nvcc"
 detect FAKE_CUDA_VERSION=12.0 CUDACXX="$tmp/cuda-12.8/bin/nvcc"
 check "cuda_from_CUDACXX" 0 '^nothing to install$'
+# CMake takes CUDACXX's first word as the compiler, the rest as flags, and a name without / from PATH.
+detect FAKE_CUDA_VERSION=12.0 CUDACXX="$tmp/cuda-12.8/bin/nvcc -ccbin g++"
+check "cuda_from_CUDACXX_with_flags" 0 '^nothing to install$'
+ln -s "$tmp/cuda-12.8/bin/nvcc" "$bin/nvcc-12.8"
+detect FAKE_CUDA_VERSION=12.0 CUDACXX="nvcc-12.8"
+check "cuda_from_CUDACXX_on_PATH" 0 '^nothing to install$'
+rm "$bin/nvcc-12.8"
 
 # Where CMake's FindNCCL looks besides the system folders: NCCL_ROOT, NCCL_HOME, the CUDA toolkit's include.
 rm "$sys/nccl.h"
@@ -166,7 +202,12 @@ check "nccl_too_old" 3 'NCCL 2\.12\.12.*NCCL 2\.14'
 # Several things missing at once: all in one plan.
 rm "$sys/nccl.h" "$sys/doctest/doctest.h" "$bin/mpirun"
 detect FAKE_APT_NCCL=yes
-check "several_missing" 0 '^would install: openmpi-bin doctest-dev libnccl-dev$'
+check "several_missing" 3 '^would install: openmpi-bin doctest-dev libnccl-dev$'
+# run-tests.sh in a dry run with something missing stops at the plan: no configure, build or test (it
+# went on into the build, which then failed for the tool missing).
+FAKE_APT_NCCL=yes run_tests
+check "run_tests_dry_run_stops" 3 '^would install: openmpi-bin doctest-dev libnccl-dev$'
+[ -z "$calls" ] || { echo "FAIL run_tests_dry_run_stops: ran $calls"; failures=$((failures + 1)); }
 
 # Without the dry run, a fresh machine: apt-get update before concluding that no package has NCCL.
 # Nothing was installed above (every case was a dry run, or had nothing missing).

@@ -27,7 +27,7 @@
 set -uo pipefail
 FWI_RECIPE="hostfile-run.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 

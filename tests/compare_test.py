@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""CPU tests of scripts/compare.py, the comparison's table, on a copy of a stored comparison
+(docs/results) spoiled one way at a time: a RESULT that does not follow the schema is not read (its row
+says why), a row the scaling model cannot predict gets a note, a machine.json without a GPU's name is left
+out, and a manifest that is not UTF-8 or lists no runs is refused (exit 2). Never a traceback.
+
+usage: compare_test.py
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "compare.py")
+STORED = os.path.join(ROOT, "docs", "results", "4xH200-2026-11-22", "compare-default")
+
+
+class Compare(unittest.TestCase):
+    def setUp(self):
+        self.work = tempfile.mkdtemp()
+        self.dir = os.path.join(self.work, "compare")
+        self.fresh()
+
+    def fresh(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.copytree(STORED, self.dir)
+
+    def tearDown(self):
+        shutil.rmtree(self.work)
+
+    def edit(self, pattern, change):
+        """change(obj) on every RESULT of DIR/runs whose name matches pattern."""
+        paths = glob.glob(os.path.join(self.dir, "runs", pattern))
+        self.assertTrue(paths, pattern)
+        for path in paths:
+            with open(path) as f:
+                obj = json.load(f)
+            change(obj)
+            with open(path, "w") as f:
+                json.dump(obj, f)
+
+    def run_compare(self, expected_code):
+        process = subprocess.run([sys.executable, SCRIPT, self.dir], capture_output=True, text=True, timeout=120)
+        output = process.stdout + process.stderr
+        self.assertNotIn("Traceback", output)
+        self.assertEqual(process.returncode, expected_code, output)
+        return output
+
+    def test_stored_comparison(self):
+        self.assertNotIn("not predicted", self.run_compare(0))
+
+    def test_result_off_schema_is_not_read(self):
+        self.edit("01_single_gpu-1gpu.json", lambda r: r.update(time_per_gradient_s="abc"))
+        self.edit("05_nccl_mpi-2gpu.json", lambda r: r.update(combine_share="x"))
+        self.edit("05_nccl_mpi-3gpu.json", lambda r: r["verification"].update(grad_rel_diff="x"))
+        output = self.run_compare(1)
+        self.assertIn("invalid RESULT: time_per_gradient_s: expected number", output)
+        self.assertIn("invalid RESULT: combine_share: expected number", output)
+        self.assertIn("invalid RESULT: verification.grad_rel_diff: expected number", output)
+
+    def test_sweeps_the_model_cannot_use(self):
+        for sizes, reason in (([], "the sweep has 0 size(s)"), ([0], "the sweep has 1 size(s)"),
+                              ([0, 0], "an alpha-beta line needs two different sizes")):
+            self.fresh()
+            self.edit("sweep-*.json", lambda r: r.update(sizes=[r["sizes"][k] for k in sizes]))
+            self.assertIn("05_nccl_mpi 2 GPU(s): not predicted: " + reason, self.run_compare(0))
+
+    def test_no_shots_and_no_time(self):
+        self.edit("01_single_gpu-1gpu.json", lambda r: r.update(shots=0))
+        self.assertIn("not predicted: no verified 01_single_gpu run of all 8 shots", self.run_compare(0))
+        self.fresh()
+
+        def no_time(r):
+            for size in r.get("sizes", []):
+                size["time_s"] = 0
+            if r["kind"] == "fwi":
+                r["time_per_gradient_s"] = 0
+                for phase in r["phases_s"].values():
+                    phase.update(min=0, median=0, max=0)
+        self.edit("*.json", no_time)
+        self.assertIn("not predicted: the model's gradient time is 0 s", self.run_compare(0))
+
+    def test_machine_json_without_a_gpu_name(self):
+        path = os.path.join(self.dir, "machine.json")
+        with open(path) as f:
+            machine = json.load(f)
+        del machine["gpus"][0]["name"]
+        with open(path, "w") as f:
+            json.dump(machine, f)
+        self.assertIn("machine.json: env.gpus[0].name: missing; it is left out", self.run_compare(0))
+
+    def test_bad_manifest(self):
+        manifest = os.path.join(self.dir, "runs", "manifest.tsv")
+        with open(manifest, "ab") as f:
+            f.write(b"fwi\t\xff\t\t1\t0\tx.json\tx.log\n")
+        self.assertIn("manifest.tsv: not UTF-8 text", self.run_compare(2))
+        for text in ("", "role\tpattern\tvariant\tgpus\tstatus\tjson\tlog\n"):
+            with open(manifest, "w") as f:
+                f.write(text)
+            self.assertIn("manifest.tsv lists no runs", self.run_compare(2))
+
+    def test_help(self):
+        process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(process.returncode, 0)
+        self.assertIn("usage: python3 scripts/compare.py DIR", process.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

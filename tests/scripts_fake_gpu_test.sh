@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The scripts' answers about GPUs, with fake ones: a fake nvidia-smi first on PATH, and a copy of scripts/
+# in a scratch repository whose build/ holds a fake visible_gpus and 01_single_gpu, and whose common.sh
+# builds nothing (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3)
+# before the build and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides
+# GPUs (exit 2); compare.sh refuses a GPU count that is not a number (exit 3) and, given a RESULT of 01
+# whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic.
+# Then every script through a symbolic link. No GPU, nothing built or installed.
+#
+# usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
+set -uo pipefail
+repo="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)"
+[ -f "$repo/scripts/common.sh" ] || { echo "no $repo/scripts/common.sh" >&2; exit 1; }
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT  # ours, from mktemp
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+calls="$tmp/calls.log"
+mkdir -p "$tmp/bin"
+
+# The scratch repository: scripts/ copied, configure_and_build logging instead of building.
+scratch="$tmp/repo"
+mkdir -p "$scratch/build/common" "$scratch/build/01_single_gpu"
+cp -r "$repo/scripts" "$scratch/"
+printf '\nconfigure_and_build() { echo "configure_and_build $*" >>"%s"; }\n' "$calls" >>"$scratch/scripts/common.sh"
+# fake PATH NAME BODY: an executable shell script.
+fake() { printf '#!/bin/sh\n%s\n' "$2" >"$1" && chmod +x "$1"; }
+# nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu), or fails when FAKE_GPUS is 0.
+fake "$tmp/bin/nvidia-smi" '[ "${FAKE_GPUS:-0}" -gt 0 ] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
+for i in $(seq 0 $((FAKE_GPUS - 1))); do
+  case "$*" in
+    -L) echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)" ;;
+    *query-gpu*) echo "NVIDIA H100 80GB HBM3, 570.00, 81559 MiB" ;;
+  esac
+done'
+
+# visible_gpus prints FAKE_VISIBLE (CUDA's count); its --env-json fails (compare.sh then warns).
+fake "$scratch/build/common/visible_gpus" '[ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"'
+
+# 01 writes a RESULT of the fwi kind with null shots and gradient_bytes (--json PATH).
+fake "$scratch/build/01_single_gpu/01_single_gpu" 'while [ $# -gt 1 ] && [ "$1" != --json ]; do shift; done
+printf "{\"kind\": \"fwi\", \"shots\": null, \"gradient_bytes\": null}\n" >"$2"'
+
+# run VAR=value... -- COMMAND...: COMMAND with the fake tools first on PATH; sets out (stdout and stderr),
+# code, and built (what configure_and_build was asked).
+run() {
+    local vars=()
+    while [ "$1" != -- ]; do vars+=("$1"); shift; done
+    shift
+    rm -f "$calls"
+    out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" "${vars[@]}" "$@" 2>&1)"
+    code=$?
+    built="$(cat "$calls" 2>/dev/null)"
+}
+# expect NAME CODE TEXT: the last run exited CODE and printed TEXT, and printed no shell error.
+expect() {
+    if [ "$code" -eq "$2" ] && [[ "$out" == *"$3"* ]] && ! grep -Eq 'unbound variable|integer expression|command not found|No such file' <<<"$out"; then
+        echo "ok:   $1"
+    else
+        fail "$1: exit $code (expected $2 and the text '$3'), output:"
+        sed 's/^/    /' <<<"$out"
+    fi
+}
+
+# ---- no GPU: exit 3 before the build, and before CUDA_VISIBLE_DEVICES is looked at ----
+run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
+[ -z "$built" ] || fail "compare_no_gpu: built before saying there is no GPU ($built)"
+run FAKE_GPUS=0 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
+expect record_results_no_gpu 3 "record-results: no CUDA GPU visible"
+run FAKE_GPUS=2 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
+expect record_results_some_gpus 2 "CUDA_VISIBLE_DEVICES='0' hides some of the machine's GPUs"
+
+# ---- compare.sh after the build: CUDA's count must be a number, and 0 is no GPU ----
+run FAKE_GPUS=1 FAKE_VISIBLE=junk -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_count_not_a_number 3 "visible_gpus gave no GPU count ('junk')"
+[ "$built" = "configure_and_build default" ] || fail "compare_count_not_a_number: the build was not asked for ($built)"
+run FAKE_GPUS=1 FAKE_VISIBLE=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_cuda_sees_none 3 "compare: no CUDA GPU visible (to CUDA"
+
+# ---- compare.sh with a RESULT of 01 whose shots are null: the table, without the model's inputs ----
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
+expect compare_null_shots 1 "gives shots 'None' and gradient_bytes 'None', not positive integers"
+[[ "$out" == *"invalid RESULT"* && -f "$tmp/compare/comparison.md" ]] ||
+    fail "compare_null_shots: no table with the RESULT's problem, or no comparison.md"
+
+# ---- through a symbolic link: the scripts find common.sh where they are, not where the link is ----
+mkdir "$tmp/links"
+for script in compare.sh gpu-check.sh record-results.sh run-tests.sh run-main.sh cluster/hostfile-run.sh; do
+    ln -s "$repo/scripts/$script" "$tmp/links/${script#cluster/}"
+    run -- "$tmp/links/${script#cluster/}" --help
+    expect "$script --help through a link" 0 ""
+    [ -n "$out" ] || fail "$script --help through a link printed nothing"
+done
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures check(s) failed"
+    exit 1
+fi
+echo "all checks passed"
