@@ -17,8 +17,13 @@ public:
         NCCL_CHECK(ncclCommInitAll(comms_.data(), group.size(), devices.data()));
     }
     ~Nccl() override {
-        // A hung communicator cannot be destroyed (that waits for its work); aborting never waits.
-        for (ncclComm_t comm : comms_) devices_unresponsive() ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+        // A hung communicator cannot be destroyed (that waits for its work); aborting does not wait for it.
+        for (ncclComm_t comm : comms_) {
+            if (devices_unresponsive())
+                nccl_abort(comm);
+            else
+                ncclCommDestroy(comm);
+        }
     }
 
     std::string name() const override { return "nccl"; }

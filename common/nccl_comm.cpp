@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -141,6 +144,37 @@ std::string apply_nccl_transport(const std::string& transport) {
            "host)";
 }
 
+void nccl_abort(ncclComm_t comm) {
+    static std::mutex one_at_a_time;
+    const std::lock_guard<std::mutex> serial(one_at_a_time);
+    // The watcher outlives this call when the abort hangs, so what it shares with it is reference-counted.
+    struct Watch {
+        std::mutex mutex;
+        std::condition_variable finished;
+        bool done = false;
+    };
+    const auto watch = std::make_shared<Watch>();
+    std::thread([watch] {
+        std::unique_lock<std::mutex> lock(watch->mutex);
+        const auto limit = std::chrono::duration<double>(kNcclAbortLimitSeconds);
+        if (watch->finished.wait_for(lock, limit, [&] { return watch->done; })) return;
+        std::fprintf(stderr,
+                     "environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL "
+                     "versions); ending the process\n",
+                     kNcclAbortLimitSeconds);
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(kExitEnvironment);
+    }).detach();
+    ncclCommAbort(comm);
+    forget(comm);
+    {
+        const std::lock_guard<std::mutex> lock(watch->mutex);
+        watch->done = true;
+    }
+    watch->finished.notify_one();
+}
+
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
                    const std::string& what, double timeout_s) {
     std::string detail;
@@ -151,10 +185,7 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
     const std::vector<int> ranks = ranks_of(comms, nranks);
     // Abort never waits for peers: it stops this rank's kernels and frees the communicator, so the
     // program can exit instead of hanging on a rank that will never answer.
-    for (ncclComm_t comm : comms) {
-        ncclCommAbort(comm);
-        forget(comm);
-    }
+    for (ncclComm_t comm : comms) nccl_abort(comm);
     throw EnvironmentError(nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail));
 }
 

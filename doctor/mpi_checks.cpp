@@ -110,7 +110,7 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
     } catch (const std::exception& error) {
         note(error);
     }
-    if (comm) ncclCommAbort(comm);  // the peers may still wait for this rank: abort, never finalize
+    if (comm) nccl_abort(comm);  // the peers may still wait for this rank: abort, never finalize
     return outcome;
 }
 
