@@ -108,7 +108,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
 
     // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast.
     trigger_test_fault(fault, FaultPoint::bootstrap, rank, o.timeout_s);  // a test hook, as below
-    const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
+    const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
 
     // 4. The FWI loop, the combine being one NCCL allreduce.
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
@@ -134,7 +134,7 @@ int run_bench(const Options& o) {
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
     print_layout(rank, ranks, device, "", o.timeout_s);
-    const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
+    const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
     const long long wrong = run_allreduce_bench(comm, rank, ranks, o.sweep, o.timeout_s, o.json);
     nccl_destroy_all({comm}, o.timeout_s);
     if (rank == 0 && wrong != 0)

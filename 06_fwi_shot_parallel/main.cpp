@@ -158,13 +158,14 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
     };
 }
 
-void write_final_files(const Problem& p, const Options& o, const FwiState& state, const MemberRecord& record) {
+void write_final_files(const Problem& p, const Options& o, const FwiState& state, const MemberRecord& record,
+                       int first_iteration) {
     write_model_npy(p, o.out, "final_model.npy", state.velocity);
     write_model_npy(p, o.out, "first_gradient.npy", record.first_gradient);
     write_model_npy(p, o.out, "final_gradient.npy", record.final_gradient);
     write_loss_history(o.out, state);
-    // Snapshots exist once a run (this one, or the one it resumed) has reached a multiple of --save-every.
-    const bool snapshots_written = o.save_every > 0 && o.iterations >= o.save_every;
+    // This run wrote snapshots when one of its iterations was a multiple of --save-every.
+    const bool snapshots_written = o.save_every > 0 && o.iterations / o.save_every * o.save_every >= first_iteration;
     const std::string snapshots =
         snapshots_written ? "the model every " + std::to_string(o.save_every) + " iterations, " : std::string();
     std::printf("wrote the true, initial and final model, %sthe first and final gradient and the loss history "
@@ -214,7 +215,7 @@ int run_fwi(const Problem& p, const Options& o) {
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }
-    const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s);
+    const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
 
     // 3. The FWI loop from where the checkpoint left it; the combine is one NCCL allreduce.
     const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& s) { nccl_sum(s, comm, o.timeout_s); },
@@ -226,7 +227,7 @@ int run_fwi(const Problem& p, const Options& o) {
 
     // 4. Rank 0: the files, the single-GPU run of the same iterations, the check and the report.
     state.velocity = record.final_model;
-    write_final_files(p, o, state, record);
+    write_final_files(p, o, state, record, start.iterations_done + 1);
     const ReferenceRun reference =
         with_reference ? run_reference(share, start.velocity, o.iterations - start.iterations_done) : ReferenceRun{};
     report(p, run, with_reference ? &reference : nullptr, o.json);

@@ -76,13 +76,14 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
 }
 
 // The first of Google Benchmark's flags given twice ("" if none): it would take the last one, and which
-// was meant is a guess, as for the suite's own flags.
+// was meant is a guess, as for the suite's own flags. --benchmark_context is the exception: each one
+// adds its key=value pairs.
 inline std::string repeated_benchmark_flag(int argc, char** argv) {
     std::vector<std::string> seen;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         const std::string flag = arg.substr(0, arg.find('='));
-        if (flag.rfind("--benchmark_", 0) != 0) continue;
+        if (flag.rfind("--benchmark_", 0) != 0 || flag == "--benchmark_context") continue;
         if (std::find(seen.begin(), seen.end(), flag) != seen.end()) return flag;
         seen.push_back(flag);
     }

@@ -144,7 +144,7 @@ std::string apply_nccl_transport(const std::string& transport) {
            "host)";
 }
 
-void nccl_abort(ncclComm_t comm) {
+void nccl_abort(ncclComm_t comm, double limit_s) {
     static std::mutex one_at_a_time;
     const std::lock_guard<std::mutex> serial(one_at_a_time);
     // The watcher outlives this call when the abort hangs, so what it shares with it is reference-counted.
@@ -154,14 +154,14 @@ void nccl_abort(ncclComm_t comm) {
         bool done = false;
     };
     const auto watch = std::make_shared<Watch>();
-    std::thread([watch] {
+    std::thread([watch, limit_s] {
         std::unique_lock<std::mutex> lock(watch->mutex);
-        const auto limit = std::chrono::duration<double>(kNcclAbortLimitSeconds);
+        const auto limit = std::chrono::duration<double>(limit_s);
         if (watch->finished.wait_for(lock, limit, [&] { return watch->done; })) return;
         std::fprintf(stderr,
                      "environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL "
                      "versions); ending the process\n",
-                     kNcclAbortLimitSeconds);
+                     limit_s);
         std::fflush(stdout);
         std::fflush(stderr);
         std::_Exit(kExitEnvironment);

@@ -53,10 +53,10 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
 
 // ncclCommAbort, the way every abort of the suite goes: one at a time in the process, as NCCL before 2.19
 // does not support aborts from several threads at once, and within a limit, as some versions hang in the
-// abort itself (joining a proxy thread stuck in the network). Past the limit (kNcclAbortLimitSeconds) the
-// process ends with exit 3 and a line saying so, rather than hang on its way out.
+// abort itself (joining a proxy thread stuck in the network). Past `limit_s` the process ends with exit 3
+// and a line saying so, rather than hang on its way out.
 constexpr double kNcclAbortLimitSeconds = 30.0;
-void nccl_abort(ncclComm_t comm);
+void nccl_abort(ncclComm_t comm, double limit_s = kNcclAbortLimitSeconds);
 
 // ncclGetUniqueId (the id every rank of a new communicator must be given), after keeping NVLink SHARP
 // (multicast) off: NCCL_NVLS_ENABLE=0 unless the user set it. Every program of the suite runs that way.

@@ -6,7 +6,7 @@
 
 namespace fwi {
 
-ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double timeout_s) {
+ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double ranks_timeout_s, double init_timeout_s) {
     int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -18,13 +18,13 @@ ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double timeout_s) {
         // in MPI, rather than inside NCCL's init; one that never comes (stopped, hung in its set-up) ends
         // it through this guard. The wait includes the ranks' set-up before it: rank 0 modelling every
         // shot's data for its reference, a slow CUDA start on another node.
-        const WaitTimeout guard("the other ranks before NCCL's init (rank 0's NCCL id)", timeout_s);
+        const WaitTimeout guard("the other ranks before NCCL's init (rank 0's NCCL id)", ranks_timeout_s);
         MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
         // Line the ranks up before the timed init: MPI_Bcast may return on rank 0 before the others have
         // the id, and a rank still busy would count against the others' --timeout.
         MPI_CHECK(MPI_Barrier(comm));
     }
-    return nccl_init_rank(size, id, rank, timeout_s);
+    return nccl_init_rank(size, id, rank, init_timeout_s);
 }
 
 }  // namespace fwi

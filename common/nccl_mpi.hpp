@@ -9,8 +9,10 @@ namespace fwi {
 // Creates a non-blocking NCCL communicator over the ranks of `comm` (NCCL rank = rank in `comm`), on the
 // current device: the caller selects its GPU first (select_gpu_for_rank in mpi_env.hpp). Rank 0 calls
 // ncclGetUniqueId, MPI_Bcast sends it to every rank, an MPI_Barrier lines the ranks up (both under a
-// WaitTimeout: exit 3 when a rank does not come within `timeout_s`), and every rank calls nccl_init_rank
-// with the timeout. Collective over `comm`.
-ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double timeout_s);
+// WaitTimeout: exit 3 when a rank does not come within `ranks_timeout_s`), and every rank calls
+// nccl_init_rank with `init_timeout_s`. Collective over `comm`. (Two limits for doctor, whose watchdog
+// must report a rank that never comes before the WaitTimeout ends the process; the lessons pass
+// --timeout for both.)
+ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double ranks_timeout_s, double init_timeout_s);
 
 }  // namespace fwi

@@ -89,7 +89,7 @@ std::vector<std::string> add_problem_flags(ArgParser& parser, Problem& p) {
     parser.add_int("--nx", &p.nx, 16, 16384, "grid cells across");
     parser.add_double("--dh", &p.dh, 0.1, 1000.0, "cell size (m)");
     parser.add_double("--dt", &p.dt, 1e-6, 0.1, "time step (s)");
-    parser.add_int("--nt", &p.nt, 2, 100000, "time steps");
+    parser.add_int("--nt", &p.nt, 2, kMaxTimeSteps, "time steps");
     // Thinner layers are unstable with this PML (measured on the default problem: 1 cell, the misfit reaches
     // 1e59; 2 cells, it rises), and without a layer the default problem stalled before its first step.
     parser.add_int("--absorb-width", &p.absorb_width, Problem::kMinAbsorbWidth, 200,
@@ -176,14 +176,21 @@ void check_reflection_recorded(const Problem& p, const std::vector<float>& truth
     const double earliest = wavelet_start + rows * p.dh / fastest;
     // With a little slack for rounding, so that the --nt the message suggests is never refused itself.
     if ((p.nt - 1) * p.dt >= earliest * (1.0 - 1e-9)) return;
-    char text[600];
+    const double shortest_nt = std::ceil(earliest / p.dt) + 1;  // a double: it may be past any int
+    char allowed[120];
+    if (shortest_nt <= kMaxTimeSteps)
+        std::snprintf(allowed, sizeof allowed, "allowed --nt at least %.0f", shortest_nt);
+    else
+        std::snprintf(allowed, sizeof allowed, "no --nt up to %d is long enough at --dt %g: a larger --dt", kMaxTimeSteps,
+                      p.dt);
+    char text[700];
     std::snprintf(text, sizeof text,
                   "--nt: the recording (%d steps, %.3g s) ends before any wave can reach a receiver from where the "
                   "true model differs from the initial one (row %d, %g m deep): that takes at least %.3g s at %g m/s "
-                  "after the wavelet starts at %.3g s (one period before --delay); allowed --nt at least %d, or a "
-                  "shallower difference, or a shorter --delay",
+                  "after the wavelet starts at %.3g s (one period before --delay); %s, or a shallower difference, "
+                  "or a shorter --delay",
                   p.nt, (p.nt - 1) * p.dt, first_row, first_row * p.dh, rows * p.dh / fastest, fastest,
-                  wavelet_start, static_cast<int>(std::ceil(earliest / p.dt)) + 1);
+                  wavelet_start, allowed);
     throw UsageError(text);
 }
 

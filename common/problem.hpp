@@ -11,6 +11,8 @@ namespace fwi {
 
 // The most FWI iterations a run may ask for (--iterations of every FWI program).
 constexpr int kMaxIterations = 100000;
+// The most time steps a problem may have (--nt).
+constexpr int kMaxTimeSteps = 100000;
 
 struct Problem {
     std::string name = "default";

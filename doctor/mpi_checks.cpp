@@ -83,7 +83,7 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
         }
     };
     try {
-        comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, deadline.remaining());
+        comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, backstop_seconds(deadline), deadline.remaining());
         buffers = std::make_unique<RankBuffers>(device, rank, options.nccl_bytes / sizeof(float));
         stream = std::make_unique<GpuStream>(device);
         allreduce();  // the first call also connects the ranks
@@ -110,7 +110,8 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
     } catch (const std::exception& error) {
         note(error);
     }
-    if (comm) nccl_abort(comm);  // the peers may still wait for this rank: abort, never finalize
+    // The peers may still wait for this rank: abort, never finalize.
+    if (comm) nccl_abort(comm, backstop_seconds(deadline));
     return outcome;
 }
 
