@@ -16,16 +16,7 @@ fi
 visible_gpus=$1
 needed=$2
 shift 2
-have=$(quick_query "$visible_gpus")
-status=$?
-if [ $status -ne 0 ]; then
-    echo "run_if_gpus: the GPU counter $visible_gpus failed (exit $status), so the GPUs cannot be counted" >&2
-    exit 3
-fi
-if ! [[ "$have" =~ ^[0-9]{1,6}$ ]]; then
-    echo "run_if_gpus: the GPU counter $visible_gpus printed '$have', not a number of GPUs" >&2
-    exit 3
-fi
+have=$(count_visible_gpus "$visible_gpus") || exit 3
 if [ "$have" -lt "$needed" ]; then
     echo "needs $needed GPU(s), $have visible: skipped"
     exit 77

@@ -306,6 +306,24 @@ quick_query() {
     return $status
 }
 
+# count_visible_gpus COUNTER: how many GPUs CUDA shows this process, as the programs count them (COUNTER:
+# the build's common/visible_gpus), under quick_query's limit. The number on stdout; or, when the counter
+# fails, does not answer or prints no number (a broken build), a message on stderr and status 1.
+count_visible_gpus() {
+    local count status
+    count=$(quick_query "$1")
+    status=$?
+    if [ $status -ne 0 ]; then
+        echo "the GPU counter $1 failed (exit $status), so the GPUs cannot be counted" >&2
+        return 1
+    fi
+    if ! [[ "$count" =~ ^[0-9]{1,6}$ ]]; then
+        echo "the GPU counter $1 printed '$count', not a number of GPUs" >&2
+        return 1
+    fi
+    echo "$count"
+}
+
 # The CUDA settings CMake takes from the environment, checked before they reach it: CMake keeps a
 # CUDAARCHS in the build folder's cache even when it failed, so a mistyped one would break later builds
 # without it too, and an empty one builds for nvcc's oldest default GPU without a word. Exit 2 (CUDAARCHS)

@@ -90,11 +90,7 @@ cd "$ROOT"
 
 # The GPUs the programs will see, counted the way they count them (common/visible_gpus): CUDA_VISIBLE_DEVICES
 # may hide the GPUs nvidia-smi lists, or the driver be too old for the CUDA runtime.
-visible=$(quick_query "$bin/common/visible_gpus")
-if ! [[ "$visible" =~ ^[0-9]{1,6}$ ]]; then
-    echo "compare: $bin/common/visible_gpus gave no GPU count ('$visible'); is the build broken?" >&2
-    exit 3
-fi
+visible=$(count_visible_gpus "$bin/common/visible_gpus") || { echo "compare: is the build broken?" >&2; exit 3; }
 [ "$visible" -gt 0 ] || no_gpu "to CUDA: check nvidia-smi and CUDA_VISIBLE_DEVICES"
 if [ -z "$gpu_list" ]; then
     gpu_counts=$(seq -s " " 1 "$visible")

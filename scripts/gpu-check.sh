@@ -95,8 +95,7 @@ verify=("$bin/01_single_gpu/01_single_gpu" --verify)
 cuda_sees_the_gpus() {
     [ "$gpu_listed" = yes ] || return 0
     local seen
-    seen=$(quick_query "$bin/common/visible_gpus")
-    [[ "$seen" =~ ^[0-9]{1,6}$ ]] || { echo "gpu-check: $bin/common/visible_gpus gave no GPU count ('$seen'; build first)"; return 1; }
+    seen=$(count_visible_gpus "$bin/common/visible_gpus" 2>&1) || { echo "gpu-check: $seen (build first)"; return 1; }
     [ "$seen" -gt 0 ] && return 0
     echo "gpu-check: nvidia-smi lists GPUs, but CUDA sees none${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')}: every GPU test would be skipped; build/doctor/doctor --checks devices says why"
     return 1

@@ -74,7 +74,7 @@ expect record_results_some_gpus 2 "CUDA_VISIBLE_DEVICES='0' hides some of the ma
 
 # ---- compare.sh after the build: CUDA's count must be a number, and 0 is no GPU ----
 run FAKE_GPUS=1 FAKE_VISIBLE=junk -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
-expect compare_count_not_a_number 3 "visible_gpus gave no GPU count ('junk')"
+expect compare_count_not_a_number 3 "visible_gpus printed 'junk', not a number of GPUs"
 [ "$built" = "configure_and_build default" ] || fail "compare_count_not_a_number: the build was not asked for ($built)"
 run FAKE_GPUS=1 FAKE_VISIBLE=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
 expect compare_cuda_sees_none 3 "compare: no CUDA GPU visible (to CUDA"
