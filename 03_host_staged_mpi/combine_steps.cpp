@@ -47,7 +47,7 @@ struct ChunkInFlight {
 // collective), or started with MPI_Iallreduce and finished by MPI_Wait/MPI_Test.
 MPI_Request start_chunk_sum(float* host, const Chunk& chunk, int in_flight, MPI_Comm comm) {
     if (in_flight == 1) {
-        combine_chunk_on_host(host, chunk, Combine::sum, comm);
+        sum_chunk_over_ranks(host, chunk, comm);
         return MPI_REQUEST_NULL;
     }
     if (chunk.count > size_t(INT_MAX)) throw UsageError("--chunk-kb: a chunk must hold at most INT_MAX floats");
@@ -67,7 +67,7 @@ CombineTimes combine_whole(StagingCopies& copies, size_t count, MPI_Comm comm) {
     copies.wait_on_host(0);
     times.to_host = phase.seconds();
     phase.restart();
-    combine_chunk_on_host(copies.host(), whole, Combine::sum, comm);
+    sum_chunk_over_ranks(copies.host(), whole, comm);
     times.mpi = phase.seconds();
     phase.restart();
     copies.start_to_device(0, whole);
@@ -130,7 +130,7 @@ CombineTimes combine_pipelined(StagingCopies& copies, size_t count, const Pipeli
 
 CombineTimes combine_in_place(float* values, size_t count, MPI_Comm comm) {
     HostTimer wall;
-    combine_chunk_on_host(values, Chunk{0, count}, Combine::sum, comm);
+    sum_chunk_over_ranks(values, Chunk{0, count}, comm);
     CombineTimes times;
     times.wall = times.mpi = wall.seconds();
     return times;

@@ -15,22 +15,13 @@ std::vector<Chunk> chunk_ranges(size_t total, size_t chunk_elements) {
     return chunks;
 }
 
-void combine_chunk_on_host(float* values, const Chunk& chunk, Combine how, MPI_Comm comm) {
-    int ranks = 1;
-    MPI_CHECK(MPI_Comm_size(comm, &ranks));
+void sum_chunk_over_ranks(float* values, const Chunk& chunk, MPI_Comm comm) {
     // MPI counts are int: split a chunk larger than INT_MAX elements into several calls.
     for (size_t done = 0; done < chunk.count;) {
         const int count = static_cast<int>(std::min<size_t>(chunk.count - done, INT_MAX));
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values + chunk.offset + done, count, MPI_FLOAT, MPI_SUM, comm));
         done += count;
     }
-    if (how == Combine::sum) return;
-    const float scale = 1.0f / static_cast<float>(ranks);
-    for (size_t i = chunk.offset; i < chunk.offset + chunk.count; ++i) values[i] *= scale;
-}
-
-void combine_on_host(float* values, size_t count, size_t chunk_elements, Combine how, MPI_Comm comm) {
-    for (const Chunk& chunk : chunk_ranges(count, chunk_elements)) combine_chunk_on_host(values, chunk, how, comm);
 }
 
 }  // namespace fwi
