@@ -33,10 +33,6 @@ struct Options {
     bool verify = false;
 };
 
-void write_model(const Problem& p, const std::string& dir, const char* name, const std::vector<float>& model) {
-    write_npy(dir + "/" + name + ".npy", model.data(), {size_t(p.nz), size_t(p.nx)});
-}
-
 int run_fwi(const Problem& p, const Options& options) {
     // A bad --out or --json is refused before the run (and before the GPU check), not after it; --out
     // first, since --json may name a file in it (but not one of the run's own files).
@@ -52,10 +48,10 @@ int run_fwi(const Problem& p, const Options& options) {
     ThreadTeam alone(1, 60.0);
     const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, options.iterations);
 
-    write_model(p, options.out, "true_model", true_model(p));
-    write_model(p, options.out, "initial_model", initial_model(p));
-    write_model(p, options.out, "final_model", record.final_model);
-    write_model(p, options.out, "first_gradient", record.first_gradient);
+    write_model_npy(p, options.out, "true_model.npy", true_model(p));
+    write_model_npy(p, options.out, "initial_model.npy", initial_model(p));
+    write_model_npy(p, options.out, "final_model.npy", record.final_model);
+    write_model_npy(p, options.out, "first_gradient.npy", record.first_gradient);
     share.set_model(true_model(p));  // the observed gathers are the traces of the true model
     const std::vector<float> observed = share.propagator().forward(share.shots());
     write_npy(options.out + "/observed_gathers.npy", observed.data(), {size_t(p.nshots), size_t(p.nt), size_t(p.nrec)});

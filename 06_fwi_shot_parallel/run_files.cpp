@@ -24,11 +24,6 @@ std::string snapshot_file_name(int iteration) {
     return name;
 }
 
-void write_model_npy(const Problem& problem, const std::string& dir, const std::string& name,
-                     const std::vector<float>& values) {
-    write_npy(dir + "/" + name, values.data(), {size_t(problem.nz), size_t(problem.nx)});
-}
-
 void write_loss_history(const std::string& dir, const FwiState& state) {
     std::vector<int> iterations;
     std::vector<double> relative;

@@ -13,10 +13,6 @@ namespace fwi {
 // "model_iter_0005.npy": the model after that many iterations.
 std::string snapshot_file_name(int iteration);
 
-// An nz x nx array (a model or a gradient) as DIR/NAME.
-void write_model_npy(const Problem& problem, const std::string& dir, const std::string& name,
-                     const std::vector<float>& values);
-
 // DIR/loss_history.csv (iteration,misfit,relative_misfit,iteration_seconds) and DIR/loss_history.json
 // ({"iteration": [...], "misfit": [...], "relative_misfit": [...], "iteration_seconds": [...]}).
 void write_loss_history(const std::string& dir, const FwiState& state);

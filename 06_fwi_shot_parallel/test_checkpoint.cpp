@@ -16,6 +16,7 @@
 
 #include "checkpoint.hpp"
 #include "errors.hpp"
+#include "output.hpp"
 #include "run_files.hpp"
 
 using namespace fwi;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "problem.hpp"
 #include "run_env.hpp"
 
 namespace fwi {
@@ -165,6 +166,11 @@ void write_npy(const std::string& path, const float* data, const std::vector<siz
     bytes += header;
     bytes.append(reinterpret_cast<const char*>(data), count * sizeof(float));
     write_file_atomically(path, bytes);
+}
+
+void write_model_npy(const Problem& problem, const std::string& dir, const std::string& name,
+                     const std::vector<float>& values) {
+    write_npy(dir + "/" + name, values.data(), {size_t(problem.nz), size_t(problem.nx)});
 }
 
 namespace {

@@ -14,6 +14,8 @@
 
 namespace fwi {
 
+struct Problem;
+
 // The version of the RESULT schema that emit_result writes as "schema_version" (docs/RESULT.md).
 constexpr int kResultSchemaVersion = 2;
 
@@ -91,6 +93,10 @@ void write_json_file(const std::string& path, const std::string& json);
 
 // Writes a C-order float32 array as a NumPy .npy file (format version 1.0), atomically. Throws on I/O failure.
 void write_npy(const std::string& path, const float* data, const std::vector<size_t>& shape);
+
+// An nz x nx array of `problem` (a model or a gradient) as DIR/NAME, NAME ending in .npy.
+void write_model_npy(const Problem& problem, const std::string& dir, const std::string& name,
+                     const std::vector<float>& values);
 
 // Every file the suite writes goes through this: the bytes go to a temporary file of a unique name in
 // the same folder (PATH.tmp.PID.N), which is fsynced and renamed over PATH, and the folder is fsynced.
