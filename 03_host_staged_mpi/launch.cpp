@@ -58,8 +58,7 @@ void require_named_variants_available(const Options& o, const std::vector<Varian
 }
 
 bool too_few_gpus_anywhere(double timeout_s) {
-    WaitTimeout guard("the other ranks' GPU count", timeout_s);
-    const double short_here = visible_gpu_count() < node_local_rank(MPI_COMM_WORLD).size ? 1.0 : 0.0;
+    const double short_here = visible_gpu_count() < ranks_on_this_node(timeout_s) ? 1.0 : 0.0;
     return reduce_over_ranks(short_here, MPI_MAX, "the GPU count of the other nodes", timeout_s) > 0.0;
 }
 
@@ -84,6 +83,7 @@ int report_placement(int device, const std::string& shots_text, double timeout_s
         std::printf("  %s\n", p.line);
         gpus.insert(p.gpu);
     }
+    // Only rank 0 gathered the placements (the others count 0 GPUs), so the maximum is rank 0's count.
     return int(reduce_over_ranks(double(gpus.size()), MPI_MAX, "the GPU count", timeout_s));
 }
 

@@ -22,8 +22,6 @@ struct Options : ShotParallelOptions {
 // Parses the flags (false after --help) and validates the problem, and that it fits in host memory.
 bool parse_options(int argc, char** argv, Problem& problem, Options& o);
 
-// True when parse_options would stop at --help (it prints the help only where ArgParser::set_prints_help
-// allows); throws the same UsageError as parse_options for bad input.
 // A variant named in --combine that cannot run here is an error; "all" skips it with a line.
 void require_named_variants_available(const Options& o, const std::vector<VariantSpec>& specs);
 

@@ -6,12 +6,13 @@
 // update on its GPU. The SUM of the ranks' gradients is the gradient over all shots, so every iteration
 // equals 01_single_gpu's up to float rounding.
 // What you learn: one GPU per rank from the node-local rank; what staging through the host costs
-// (device-to-host copy, MPI, host-to-device copy: the three steps of combine_through_host below); how
+// (device-to-host copy, MPI, host-to-device copy: the three steps of combine_whole in combine_steps.cpp); how
 // pinned memory and a chunked pipeline that overlaps the three cut it; what a CUDA-aware MPI changes.
 // --combine picks the variants: pageable, pinned, pipelined, cuda_aware (only where MPI reports CUDA
 // support), or all.
 // How it works: every rank runs the loop of common/shot_parallel.hpp (compute, wait, combine, update)
-// once per variant; the pipelined and CUDA-aware combines are behind DeviceCombine (device_combine.cu);
+// once per variant; every combine is behind DeviceCombine (device_combine.cu), its host logic in
+// combine_steps.cpp;
 // launch.cpp holds the flags and the placement report; bench.cpp is --bench-allreduce.
 // What you should see (mpirun -np 2 on 2 GPUs): per variant a line per iteration, the speedup line against the
 // 1-GPU reference run by rank 0, a RESULT line, and a table of the variants with their copy and MPI
@@ -46,38 +47,12 @@ struct StagingTimes {
 
 // ---- the combine: through host memory ------------------------------------------------------------
 
-// pageable and pinned: the whole gradient (and the misfit) down to the host, summed there by MPI, and
-// back up. `host` is pageable (a std::vector) or pinned (cudaHostAlloc) memory: the copies are the same
-// calls, only their speed differs.
-void combine_through_host(GpuShare& share, float* host, StagingTimes& times, double timeout_s) {
-    const size_t count = share.gradient_count();
-    double misfit = 0.0;
-    HostTimer clock;
-    // 1. device -> host
-    CUDA_CHECK(cudaMemcpyAsync(host, share.gradient(), count * sizeof(float), cudaMemcpyDeviceToHost, share.stream()));
-    CUDA_CHECK(cudaMemcpyAsync(&misfit, share.misfit(), sizeof misfit, cudaMemcpyDeviceToHost, share.stream()));
-    CUDA_CHECK(cudaStreamSynchronize(share.stream()));
-    times.to_host.push_back(clock.seconds());
-    // 2. the sum over the ranks, by MPI, in host memory
-    clock.restart();
-    {
-        WaitTimeout guard("MPI_Allreduce of the gradient", timeout_s);
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &misfit, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    }
-    times.mpi.push_back(clock.seconds());
-    // 3. host -> device
-    clock.restart();
-    CUDA_CHECK(cudaMemcpyAsync(share.gradient(), host, count * sizeof(float), cudaMemcpyHostToDevice, share.stream()));
-    CUDA_CHECK(cudaMemcpyAsync(share.misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, share.stream()));
-    CUDA_CHECK(cudaStreamSynchronize(share.stream()));
-    times.to_device.push_back(clock.seconds());
-}
-
-// pipelined and cuda_aware: the gradient through DeviceCombine (chunks whose copies and MPI overlap, or
-// the device pointer handed to MPI), then the misfit, 8 bytes, the simple way.
-void combine_with(DeviceCombine& combine, GpuShare& share, StagingTimes& times, double timeout_s) {
-    double misfit = share.download_misfit();
+// Every variant: the gradient through DeviceCombine (pageable and pinned: the three steps of combine_whole
+// in combine_steps.cpp; pipelined: chunks whose copies and MPI overlap; cuda_aware: the device pointer
+// handed to MPI), then the misfit, 8 bytes, the simple way. --bench-allreduce and the CPU tests run the
+// same DeviceCombine and combine steps.
+void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, StagingTimes& times, double timeout_s) {
+    double misfit = share.download_misfit();  // also waits until the gradient is complete
     {
         WaitTimeout guard("MPI_Allreduce of the gradient", timeout_s);
         const CombineTimes t = combine.combine(share.gradient_count());
@@ -92,7 +67,8 @@ void combine_with(DeviceCombine& combine, GpuShare& share, StagingTimes& times, 
 
 // ---- one variant's FWI run -------------------------------------------------------------------------
 
-struct Run {
+// What every variant's run shares.
+struct VariantContext {
     const Problem& p;
     const Options& o;
     int gpus;
@@ -107,53 +83,48 @@ struct VariantRun {
 };
 
 // Runs the FWI loop with one variant's combine.
-VariantRun run_variant(Run& r, const VariantSpec& spec) {
+VariantRun run_variant(VariantContext& r, const VariantSpec& spec) {
     const int rank = world_rank();
     VariantLine line{spec.label()};
-    const bool through_host = spec.name == "pageable" || spec.name == "pinned";
-    std::unique_ptr<DeviceCombine> device_combine;
-    if (!through_host) {
-        device_combine = std::make_unique<DeviceCombine>(spec, r.share.gradient(), r.share.gradient_count(), MPI_COMM_WORLD);
-        if (!device_combine->unavailable_reason().empty()) {
-            if (rank == 0) std::printf("\n%s: skipped: %s\n", spec.label().c_str(), device_combine->unavailable_reason().c_str());
-            line.skipped = true;
-            return {line, {}};
-        }
+    DeviceCombine device_combine(spec, r.share.gradient(), r.share.gradient_count(), MPI_COMM_WORLD);
+    if (!device_combine.unavailable_reason().empty()) {
+        if (rank == 0) std::printf("\n%s: skipped: %s\n", spec.label().c_str(), device_combine.unavailable_reason().c_str());
+        line.skipped = true;
+        return {line, {}};
     }
     if (rank == 0) std::printf("\n== %s: %s\n", spec.label().c_str(), spec.description().c_str());
 
-    std::vector<float> pageable(spec.name == "pageable" ? r.share.gradient_count() : 0);
-    std::unique_ptr<PinnedBuffer> pinned;
-    if (spec.name == "pinned") pinned = std::make_unique<PinnedBuffer>(r.share.gradient_count());
     StagingTimes times;
     const CombineStep combine = [&](GpuShare& share) {
-        if (through_host)
-            combine_through_host(share, pinned ? pinned->data() : pageable.data(), times, r.o.timeout_s);
-        else
-            combine_with(*device_combine, share, times, r.o.timeout_s);
+        combine_gradient_and_misfit(device_combine, share, times, r.o.timeout_s);
     };
-    r.share.set_model(initial_model(r.p));
+    r.share.set_model(initial_model(r.p));  // every variant starts from the initial model: the previous one changed it
     const MemberRecord record = run_iterations(r.team, rank, r.share, combine, 1, r.o.iterations);
-    for (auto* phase : {&times.to_host, &times.mpi, &times.to_device}) phase->erase(phase->begin());  // the warm-up's
+    // run_iterations' untimed warm-up combine recorded times too: drop them
+    for (auto* phase : {&times.to_host, &times.mpi, &times.to_device}) phase->erase(phase->begin());
     RunSummary run = summarize(r.team, rank, record, "03_host_staged_mpi", spec.name, 1);
     if (rank != 0) return {line, run};
 
     run.gpus = r.gpus;  // ranks may share a GPU (a test on a 1-GPU machine)
-    line = {spec.label(), false, false, run.time_per_gradient, run.combine.median,
-            run.combine.median / run.time_per_iteration, median(times.to_host), median(times.mpi), median(times.to_device)};
+    line.per_gradient = run.time_per_gradient;
+    line.combine = run.combine.median;
+    line.share = run.combine.median / run.time_per_iteration;
+    line.to_host = median(times.to_host);
+    line.mpi = median(times.mpi);
+    line.to_device = median(times.to_device);
     run.details.add("to_host_s", line.to_host).add("mpi_s", line.mpi).add("to_device_s", line.to_device);
     if (spec.name == "pipelined") run.details.add("chunk_kb", spec.chunk_kb).add("in_flight", spec.pipeline.in_flight);
     return {line, run};
 }
 
-int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& specs, int gpus) {
+int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& specs, const ShotRange& mine, int gpus) {
     const int rank = world_rank();
     const bool with_reference = rank == 0 && !o.no_reference;
-    GpuShare share(p, split_shots(p.nshots, world_size(), rank), initial_model(p),
+    GpuShare share(p, mine, initial_model(p),
                    with_reference ? Observed::all_shots : Observed::own_shots);
     if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
-    Run r{p, o, gpus, share, team};
+    VariantContext r{p, o, gpus, share, team};
     std::vector<VariantRun> runs;
     for (const VariantSpec& spec : specs) runs.push_back(run_variant(r, spec));
     if (rank != 0) return kExitOk;
@@ -202,7 +173,7 @@ int run(int argc, char** argv) {
         o.bench ? "" : ", shots " + std::to_string(mine.first) + ".." + std::to_string(mine.first + mine.count - 1);
     const int gpus = report_placement(device, shots_text, o.timeout_s);
     if (o.bench) return run_bench_allreduce(specs, o.sweep, gpus, o.timeout_s, o.json);
-    return run_fwi(problem, o, specs, gpus);
+    return run_fwi(problem, o, specs, mine, gpus);
 }
 
 }  // namespace
