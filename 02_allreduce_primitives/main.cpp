@@ -30,6 +30,7 @@
 #include "cuda_check.hpp"
 #include "errors.hpp"
 #include "gpu_group.hpp"
+#include "nccl_comm.hpp"
 
 using namespace fwi;
 
@@ -97,9 +98,7 @@ bool parse_options(int argc, char** argv, Options& options) {
 }
 
 void print_setup(const GpuGroup& group) {
-    int nccl_version = 0;
-    ncclGetVersion(&nccl_version);
-    std::printf("# %d GPU(s), NCCL %d (NCCL_NVLS_ENABLE=%s)\n", group.size(), nccl_version,
+    std::printf("# %d GPU(s), NCCL %s (NCCL_NVLS_ENABLE=%s)\n", group.size(), nccl_version_string().c_str(),
                 std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "0");
     for (int rank = 0; rank < group.size(); ++rank)
         std::printf("#   GPU %d: %s, %d SMs\n", rank, group.device_name(rank).c_str(), group.multiprocessors(rank));

@@ -64,7 +64,9 @@ void combine_from_own_thread(GpuShare& share, ncclComm_t comm, double timeout_s)
 
 // --driver group: GPU 0's thread issues the allreduces of every GPU. Inside ncclGroupStart/ncclGroupEnd
 // the calls only record the work; ncclGroupEnd launches them all together, so no call waits for a GPU
-// whose call has not been made yet. The other threads wait until it is issued, then for their GPU.
+// whose call has not been made yet. The other threads wait at the barrier until it is issued, then for
+// their GPU: waiting before, on a stream still empty, would return at once, and update() would then be
+// queued ahead of the allreduce and read the gradient before it is summed.
 void combine_from_one_thread(const std::vector<GpuShare*>& shares, const std::vector<ncclComm_t>& comms, int g,
                              ThreadTeam& team, double timeout_s) {
     if (g == 0) {

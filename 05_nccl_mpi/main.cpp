@@ -55,7 +55,7 @@ struct Options : ShotParallelOptions {
 // is the gradient over all shots). One GPU per process, so nothing needs grouping across GPUs; the group
 // only bundles the two calls into one launch. The wait has a timeout: a rank that died would leave a
 // plain cudaStreamSynchronize waiting forever.
-void combine(GpuShare& share, ncclComm_t comm, double timeout_s) {
+void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
     NCCL_CHECK(ncclGroupStart());
     NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
                              share.stream()));
@@ -81,8 +81,9 @@ void print_layout(int rank, int ranks, int device, const std::string& shots, dou
     std::fflush(stdout);
 }
 
-void print_header(const char* mode, const Options& o, int ranks) {
-    std::printf("05_nccl_mpi: %s, %d rank%s (one GPU each), %s\n", mode, ranks, ranks > 1 ? "s" : "",
+// `what`: the problem's summary, or "--bench-allreduce".
+void print_header(const char* what, const Options& o, int ranks) {
+    std::printf("05_nccl_mpi: %s, %d rank%s (one GPU each), %s\n", what, ranks, ranks > 1 ? "s" : "",
                 nccl_version_string().c_str());
     std::printf("  %s\n", o.transport_line.c_str());
     if (o.verbose) std::printf("  %s\n", nccl_transport_hint().c_str());
@@ -116,7 +117,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& mine_share) {
         // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
         if (++combines == 2) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
-        combine(mine_share, comm, o.timeout_s);
+        nccl_sum(mine_share, comm, o.timeout_s);
     }, 1, o.iterations);
     const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
     nccl_destroy_all({comm}, o.timeout_s);

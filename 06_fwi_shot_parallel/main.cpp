@@ -64,7 +64,7 @@ void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
                              share.stream()));
     NCCL_CHECK(ncclAllReduce(share.misfit(), share.misfit(), 1, ncclDouble, ncclSum, comm, share.stream()));
     NCCL_CHECK(ncclGroupEnd());
-    wait_for_nccl({comm}, {share.stream()}, "NCCL allreduce of the gradient", timeout_s);
+    wait_for_nccl({comm}, {share.stream()}, "ncclAllReduce of the gradient and misfit", timeout_s);
 }
 
 // ---- a long run: resume, progress files, checkpoints ---------------------------------------------

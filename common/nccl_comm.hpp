@@ -79,8 +79,8 @@ void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);
 // "rank 1 of 4", "ranks 0, 1, 2, 3 of 4"; an unknown rank (-1) or size (0) shows as "?"
 std::string describe_ranks(const std::vector<int>& ranks, int nranks);
 
-// The message of a failed wait, e.g. "NCCL allreduce of the gradient on rank 0 of 2: timed out after
-// 10 s; aborted the communicator. Hint: ..." `detail` is NCCL's error string for a failure.
+// The message of a failed wait, e.g. "ncclAllReduce of the gradient and misfit on rank 0 of 2: not
+// finished after 10 s (--timeout); aborted the communicator. Hint: ..." `detail` is NCCL's error string for a failure.
 std::string nccl_wait_failure_message(const std::string& what, const std::vector<int>& ranks, int nranks,
                                       WaitOutcome outcome, double timeout_s, const std::string& detail);
 

@@ -126,7 +126,8 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
         if (it == first_iteration)  // kept on the device for the check against the reference
             CUDA_CHECK(cudaMemcpyAsync(first_gradient.data(), share.gradient(), first_gradient.bytes(),
                                        cudaMemcpyDeviceToDevice, share.stream()));
-        clock.lap();
+        clock.lap();  // leaves out the copy's enqueue; the copy runs ahead of the update on the stream, so
+                      // the first iteration's update includes its few microseconds
         share.update();
         t.update = clock.lap();
 

@@ -9,8 +9,9 @@
 //
 // The model is checked at the end of the run. Every update scales its step by the gradient's largest
 // value, so each iteration carries the rounding difference into the next gradient and the two runs
-// drift apart slowly: measured 8e-5 relative L2 after 20 iterations on 4 GPUs, about 1e-7 after 3. A
-// wrong update (a missed or doubled step of --step-size m/s) moves the model by 1e-2 or more.
+// drift apart slowly: measured 4e-5 relative L2 after 20 iterations on 4 GPUs (06's run in its README),
+// about 1e-7 after 3. A wrong update (a missed or doubled step of --step-size m/s) moves the model by
+// 1e-2 or more.
 #pragma once
 
 namespace fwi::tolerance {

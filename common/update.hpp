@@ -25,7 +25,7 @@ namespace fwi {
 // of 40 m/s (nvidia-h100-x1, docs/PERFORMANCE.md).
 void update_model(const Problem& problem, const std::vector<float>& gradient, std::vector<float>& velocity);
 
-// The depth weight of each row, (z + 1 / nz)^power, computed in double on the host so that host and
+// The depth weight of each row, ((z + 1) / nz)^power, computed in double on the host so that host and
 // device use the same float values.
 std::vector<float> depth_weights(const Problem& problem);
 

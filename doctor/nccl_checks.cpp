@@ -34,7 +34,7 @@ RankBuffers::RankBuffers(int device, int rank, size_t count)
     std::vector<float> input(count);
     for (size_t i = 0; i < count; ++i) input[i] = closed_form_input(rank, i);
     CUDA_CHECK(cudaMemcpy(send_.get(), input.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(receive_.get(), 0xFF, count * sizeof(float)));  // all ones: NaN, never a sum
+    CUDA_CHECK(cudaMemset(receive_.get(), 0xFF, count * sizeof(float)));  // every bit set: a NaN, never a sum
 }
 
 void RankBuffers::allreduce(ncclComm_t comm, cudaStream_t stream, size_t count) const {
