@@ -15,8 +15,8 @@ std::string cell_of(const Problem& p, size_t index) {
     return "row " + std::to_string(index / p.nx) + ", column " + std::to_string(index % p.nx);
 }
 
-std::vector<float>::const_iterator first_not_finite(const std::vector<float>& model) {
-    return std::find_if(model.begin(), model.end(), [](float v) { return !std::isfinite(v); });
+std::vector<float>::const_iterator first_not_finite(const std::vector<float>& values) {
+    return std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
 }
 
 }  // namespace
@@ -65,6 +65,14 @@ void require_finite_model(const Problem& p, const std::vector<float>& model, int
                                 format_number(*not_finite) + " at " + cell_of(p, size_t(not_finite - model.begin())) +
                                 ": the update diverged (a non-finite gradient); the run stops before anything "
                                 "keeps that model");
+}
+
+void require_finite_gradient(const Problem& p, const std::vector<float>& gradient, const std::string& which) {
+    const auto not_finite = first_not_finite(gradient);
+    if (not_finite != gradient.end())
+        throw VerificationError(which + " is " + format_number(*not_finite) + " at " +
+                                cell_of(p, size_t(not_finite - gradient.begin())) +
+                                ": the wave fields or the combine produced a value that is not a finite number");
 }
 
 }  // namespace fwi

@@ -27,4 +27,10 @@ void check_stable(const Problem& problem, double velocity, const std::string& so
 // only in the model itself, which no checkpoint, output file or comparison may take.
 void require_finite_model(const Problem& problem, const std::vector<float>& model, int iteration);
 
+// Throws VerificationError (exit 1) naming `which` (e.g. "the first gradient") and the first non-finite
+// cell unless every cell of `gradient` is finite. The update cannot be relied on to show it: it leaves the
+// top --mask-rows rows (the sources and receivers) alone and scales its step by the largest finite value,
+// so a NaN there, or a gradient of NaN alone, leaves the model and the misfit as they were.
+void require_finite_gradient(const Problem& problem, const std::vector<float>& gradient, const std::string& which);
+
 }  // namespace fwi

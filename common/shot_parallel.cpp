@@ -149,6 +149,8 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
     record.final_gradient = share.download_gradient();
     record.final_model = share.download_model();
     require_finite_model(share.problem(), record.final_model, last_iteration);  // the last update's result
+    require_finite_gradient(share.problem(), record.first_gradient, "the first gradient");
+    require_finite_gradient(share.problem(), record.final_gradient, "the last iteration's gradient");
     return record;
 }
 

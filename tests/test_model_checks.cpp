@@ -2,6 +2,7 @@
 // names the model's source, the cell and the limit.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -111,4 +112,18 @@ TEST_CASE("require_finite_model stops a run whose update made the model non-fini
     CHECK_THROWS_WITH_AS(require_finite_model(p, with_cell(p, std::numeric_limits<float>::quiet_NaN()), 7),
                          doctest::Contains("the model after iteration 7 has velocity nan at row 10, column 20"),
                          VerificationError);
+}
+
+TEST_CASE("require_finite_gradient stops a run whose gradient is not finite, in a masked row too") {
+    const Problem p = problem_preset("small");
+    const std::vector<float> zero(p.model_cells(), 0.0f);
+    CHECK_NOTHROW(require_finite_gradient(p, zero, "the first gradient"));
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        std::vector<float> gradient = zero;
+        gradient[size_t(1) * p.nx + 3] = bad;  // row 1: inside --mask-rows, which the update leaves alone
+        const std::string expected =
+            std::string("the first gradient is ") + (std::isnan(bad) ? "nan" : "inf") + " at row 1, column 3";
+        CHECK_THROWS_WITH_AS(require_finite_gradient(p, gradient, "the first gradient"),
+                             doctest::Contains(expected.c_str()), VerificationError);
+    }
 }
