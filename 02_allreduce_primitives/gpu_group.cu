@@ -31,16 +31,6 @@ __global__ void count_wrong_kernel(const float* data, size_t count, int ranks, u
     if (mine) atomicAdd(wrong, mine);
 }
 
-int visible_gpus() {
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess || count == 0)
-        throw EnvironmentError(std::string("no CUDA GPU found (cudaGetDeviceCount: ") +
-                               (status == cudaSuccess ? "0 devices" : cudaGetErrorString(status)) +
-                               "); this program needs at least one NVIDIA GPU and its driver");
-    return count;
-}
-
 }  // namespace
 
 bool devices_unresponsive() { return g_devices_unresponsive; }
@@ -79,7 +69,8 @@ template class DeviceArray<unsigned long long>;
 
 GpuGroup::GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access)
     : timeout_seconds_(timeout_seconds), peer_access_left_off_(peer_access == PeerAccess::leave_off) {
-    const int visible = visible_gpus();
+    require_gpus(1);
+    const int visible = visible_gpu_count();
     size_ = gpus == 0 ? std::min(visible, kMaxRanks) : gpus;
     if (size_ > visible)
         throw EnvironmentError("--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +

@@ -14,6 +14,7 @@
 
 #include "allreduce_sweep.hpp"
 #include "allreduce_variant.hpp"
+#include "device.hpp"
 #include "gpu_group.hpp"
 
 using namespace fwi;
@@ -57,11 +58,6 @@ long long run_back_to_back_and_count_wrong(AllreduceVariant& variant, size_t cou
     for (int i = 0; i < 5; ++i) variant.run(count);
     variant.wait();
     return variant.count_wrong(count);
-}
-
-int visible_gpus() {
-    int count = 0;
-    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }
 
 void check_every_variant(int gpus, PeerAccess peer_access = PeerAccess::enable) {
@@ -110,7 +106,7 @@ TEST_CASE("one GPU: via_gpu0 and nccl give the exact sum, the P2P variants say t
 TEST_CASE("two GPUs: every variant gives the exact sum") { check_every_variant(2); }
 
 TEST_CASE("two GPUs without peer access: via_gpu0, ring and nccl give the exact sum, p2p_kernel says why not") {
-    if (visible_gpus() < 2) {
+    if (visible_gpu_count() < 2) {
         MESSAGE("one GPU visible: no pair to leave without peer access");
         return;
     }
@@ -118,7 +114,7 @@ TEST_CASE("two GPUs without peer access: via_gpu0, ring and nccl give the exact 
 }
 
 TEST_CASE("all GPUs: every variant gives the exact sum") {
-    const int gpus = std::min(visible_gpus(), kMaxRanks);
+    const int gpus = std::min(visible_gpu_count(), kMaxRanks);
     if (gpus <= 2) {
         MESSAGE("all visible GPUs = " << gpus << ", already covered");
         return;
@@ -136,7 +132,7 @@ int main(int argc, char** argv) {
         else
             doctest_args.push_back(argv[i]);
     }
-    const int gpus = visible_gpus();
+    const int gpus = visible_gpu_count();
     if (gpus < min_gpus) {
         std::printf("skipped: needs %d GPU(s), found %d\n", min_gpus, gpus);
         return fwi::kExitSkipped;

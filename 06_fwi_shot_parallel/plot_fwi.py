@@ -147,6 +147,11 @@ def save(fig, plt, directory, name, written):
 
 
 def main(argv):
+    if argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    if len(argv) == 2 and not os.path.isdir(argv[1]):
+        print("plot_fwi.py: no such folder: %s" % argv[1], file=sys.stderr)
     if len(argv) != 2 or not os.path.isdir(argv[1]):
         print("usage: python3 plot_fwi.py DIR   (DIR: the --out folder of an FWI run)", file=sys.stderr)
         return 2

@@ -134,9 +134,12 @@ def test_plot_script(args):
                 if f.read(8) != b"\x89PNG\r\n\x1a\n":
                     fail(name + " is not a PNG file")
         print("pictures made: " + ", ".join(pictures))
-    code, _ = run([sys.executable, args.plot_script, os.path.join(folder, "no_such_folder")], timeout_s=60)
-    if code != 2:
-        fail("plot_fwi.py on a missing folder exited %d, expected 2" % code)
+    code, output = run([sys.executable, args.plot_script, os.path.join(folder, "no_such_folder")], timeout_s=60)
+    if code != 2 or "no such folder" not in output:
+        fail("plot_fwi.py on a missing folder exited %d, expected 2 naming it:\n%s" % (code, output))
+    code, output = run([sys.executable, args.plot_script, "--help"], timeout_s=60)
+    if code != 0 or "usage: python3 plot_fwi.py DIR" not in output:
+        fail("plot_fwi.py --help exited %d, expected 0 with its usage:\n%s" % (code, output))
 
     # Stray and damaged files: a name that is not the run's is left alone, a damaged input is named, exit 2.
     write_npy_floats(os.path.join(folder, "model_iter_abcd.npy"), (2, 2), [0.0] * 4)

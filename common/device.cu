@@ -57,7 +57,7 @@ void require_gpus(int needed) {
             ? "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
                   ", older than the CUDA runtime this program was built with (" + cuda_version_text(runtime) +
                   "): update the driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver)
-            : "check nvidia-smi and CUDA_VISIBLE_DEVICES; the doctor program says what is wrong";
+            : "check nvidia-smi and CUDA_VISIBLE_DEVICES; build/doctor/doctor says what is wrong";
     throw EnvironmentError("this program needs " + std::to_string(needed) + " CUDA GPU" + (needed > 1 ? "s" : "") +
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
 }
