@@ -98,7 +98,7 @@ bool parse_options(int argc, char** argv, Options& options) {
 }
 
 void print_setup(const GpuGroup& group) {
-    std::printf("# %d GPU(s), NCCL %s (NCCL_NVLS_ENABLE=%s)\n", group.size(), nccl_version_string().c_str(),
+    std::printf("# %d GPU(s), %s (NCCL_NVLS_ENABLE=%s)\n", group.size(), nccl_version_string().c_str(),
                 std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "0");
     for (int rank = 0; rank < group.size(); ++rank)
         std::printf("#   GPU %d: %s, %d SMs\n", rank, group.device_name(rank).c_str(), group.multiprocessors(rank));

@@ -157,8 +157,11 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         SilentReporter silent;
         if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return finish_out(selects_nothing());
         if (!silent.reported) return finish_out(kExitOk);  // listed, not run: no GPU needed
-        std::fprintf(stderr, "%s: environment: no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)\n",
-                     program);
+        try {
+            require_gpus(1);  // its message tells a driver older than the runtime from no GPU at all
+        } catch (const EnvironmentError& error) {
+            std::fprintf(stderr, "%s: environment: %s\n", program, error.what());
+        }
         return finish_out(kExitEnvironment);
     }
     const size_t ran = benchmark::RunSpecifiedBenchmarks();

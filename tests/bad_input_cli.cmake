@@ -156,7 +156,7 @@ add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "usage: visible_gpus" CO
 # hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag, a bad value of one of
 # their --benchmark_* flags or a filter that selects nothing (checked first), and good values accepted.
 foreach(bench bench_propagator bench_allreduce)
-  add_exit_test(cli_${bench}_no_gpu CODE 3 TEXT "no CUDA GPU visible" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+  add_exit_test(cli_${bench}_no_gpu CODE 3 TEXT "needs 1 CUDA GPU and 0 are visible" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=1)
   add_exit_test(cli_${bench}_unknown_flag CODE 2 TEXT "--frobnicate" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --frobnicate)

@@ -163,7 +163,7 @@ foreach(bench bench_propagator bench_allreduce)
            COMMAND ${data_safety_check} user-file 2 "selects no benchmark"
                    $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json --benchmark_filter=NoSuchCase)
   add_test(NAME data_safety_${bench}_out_kept_without_gpu
-           COMMAND ${data_safety_check} user-file 3 "no CUDA GPU visible"
+           COMMAND ${data_safety_check} user-file 3 "needs 1 CUDA GPU and 0 are visible"
                    $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json)
   add_test(NAME data_safety_${bench}_out_kept_when_listing
            COMMAND ${data_safety_check} user-file 0 ""
