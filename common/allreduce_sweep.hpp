@@ -1,4 +1,4 @@
-// The allreduce sweep of 02, 03 and 05, in nccl-tests' shape: this harness owns the flags, the sizes, the
+// The allreduce sweep of 02, 03 and 05 (and doctor's check 5), in nccl-tests' shape: this harness owns the flags, the sizes, the
 // warm-up, the timing, the tally of the checks, the table and the RESULT; a variant supplies only what
 // differs, how it sets up, runs and checks one allreduce (nccl-tests' one small file per collective).
 // Both layouts run through it: one process driving several GPUs (02: the process is the only
@@ -96,7 +96,8 @@ public:
     virtual void run(size_t count) = 0;
     // Returns once everything setup() and run() started is done.
     virtual void wait() = 0;
-    // Elements of this participant's results that differ from allreduce_expected_sum, after wait().
+    // Elements of this participant's results that differ from the exact sum of the inputs the variant
+    // wrote (allreduce_expected_sum for allreduce_input), after wait().
     virtual long long count_wrong(size_t count) = 0;
     // Text for the end of this size's row (the algorithm chosen at this size, where the time went), asked
     // once after the size's runs.

@@ -111,9 +111,8 @@ std::vector<Real> CpuPropagator<Real>::adjoint(int shot, const std::vector<Real>
         for (int zp = 0; zp < l.nz_padded; ++zp)
             for (int xp = 0; xp < l.nx_padded; ++xp) {
                 const size_t i = l.index(zp, xp);
-                const LayerFields<Real> layer_fields{delta1.data(), rho_x.data(), i, rho_z.data(), i, stride};
                 const Real coupling = laplacian(zeta1.data(), i, stride) + adjoint_source[i] +
-                                      layer_coupling(l, zp, xp, layer_fields);
+                                      layer_coupling(l, zp, xp, delta1.data(), rho_x.data(), rho_z.data(), i, stride);
                 const Real coupled = courant_[i] * coupling;
                 if (!l.in_layer(zp, xp)) {
                     zeta[i] = coupled + Real(2) * zeta1[i] - zeta2[i];

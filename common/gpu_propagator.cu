@@ -565,32 +565,37 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     choose_batches();
 }
 
+namespace {
+int even_batch(int shots, int most) {
+    const int batches = (shots + most - 1) / most;
+    return (shots + batches - 1) / batches;
+}
+
+// Device memory a new workspace may take: what is free now, less 5% and 256 MiB kept for the CUDA graphs
+// and other users.
+double usable_free_bytes() {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return std::max(0.0, 0.95 * double(free_bytes) - 256.0 * 1024 * 1024);
+}
+}  // namespace
+
+int GpuPropagator::shots_that_fit_memory() const {
+    // The observed traces of every shot (set_observed) come out of the same memory, if not yet allocated.
+    const double observed_to_come = double(observed_bytes()) - double(observed_.bytes());
+    const double usable = usable_free_bytes() - std::max(0.0, observed_to_come);
+    return static_cast<int>(std::max(0.0, usable / gradient_bytes_per_shot()));
+}
+
 // Two batch sizes: the forward pass keeps the history of `gradient_batch_` shots, and the adjoint pass
 // works through them in groups of `adjoint_batch_`. Each is as many shots as keep one step's working set
 // (the fields a step reads and writes again in the next one) within 45% of the L2 cache, because the step
 // kernels are fastest when those fields stay in L2, and only about half of it holds them: data that SMs all
 // over the chip read is kept twice, once near each half of the SMs (measured on an H200,
 // docs/PERFORMANCE.md). The forward's working set is about two thirds of the adjoint's. The shots are then
-// spread evenly over the batches (8 shots at most 5 at a time: 4 + 4, not 5 + 3). Measured on an H100
-// (50 MiB L2), default problem: forward 8 and adjoint 4 at a time 64 ms per gradient, both 4 at a time 69 ms,
-// both 8 at a time 71 ms (docs/PERFORMANCE.md).
-namespace {
-int even_batch(int shots, int most) {
-    const int batches = (shots + most - 1) / most;
-    return (shots + batches - 1) / batches;
-}
-}  // namespace
-
-int GpuPropagator::shots_that_fit_memory() const {
-    size_t free_bytes = 0, total_bytes = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    // The observed traces of every shot (set_observed) come out of the same memory, if not yet allocated;
-    // keep 5% and 256 MiB of the rest for the CUDA graphs and other users.
-    const double observed_to_come = double(observed_bytes()) - double(observed_.bytes());
-    const double usable = 0.95 * double(free_bytes) - 256.0 * 1024 * 1024 - std::max(0.0, observed_to_come);
-    return static_cast<int>(std::max(0.0, usable / gradient_bytes_per_shot()));
-}
-
+// spread evenly over the batches (8 shots at most 5 at a time: 4 + 4, not 5 + 3). Measured in the second
+// round on an H100 (50 MiB L2; docs/PERFORMANCE.md, "Where the gradient's time goes"), default problem:
+// forward 8 and adjoint 4 at a time 64 ms per gradient, both 4 at a time 69 ms, both 8 at a time 71 ms.
 void GpuPropagator::choose_batches() {
     int device = 0, l2_bytes = 0;
     CUDA_CHECK(cudaGetDevice(&device));
@@ -1011,7 +1016,7 @@ void GpuPropagator::start_batch(const std::vector<int>& shots, size_t first, int
     CUDA_CHECK(cudaMemsetAsync(w.x.data(), 0, w.x.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(w.px.data(), 0, w.px.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(w.pz.data(), 0, w.pz.bytes(), stream_));
-    CUDA_CHECK(cudaMemsetAsync(w.traces.data(), 0, w.traces.bytes(), stream_));  // u[0] = 0 is never written
+    CUDA_CHECK(cudaMemsetAsync(w.traces.data(), 0, w.traces.bytes(), stream_));  // trace sample 0 (u[0] = 0): the steps record u[n+1] only
 }
 
 void GpuPropagator::start_adjoint() {
@@ -1024,9 +1029,7 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
     NvtxRange range("forward");
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;
     const size_t per_shot = sizeof(float) * forward_floats_per_shot(layout_, trace_samples);
-    size_t free_bytes = 0, total_bytes = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const int fits = static_cast<int>(0.9 * double(free_bytes) / per_shot);
+    const int fits = static_cast<int>(usable_free_bytes() / per_shot);
     const int batch_size = std::min<int>(int(shots.size()), std::max(fits, 1));
     std::vector<float> traces(shots.size() * trace_samples);
     ensure_workspace(Mode::forward_only, batch_size, 0);

@@ -88,7 +88,8 @@ public:
     void require_gradient_fits() const;
     // The most device memory this propagator has held.
     size_t peak_allocated_bytes() const { return peak_allocated_bytes_; }
-    // "gradient: 2.4 GiB per shot, batch of 8 shots, 19.6 GiB of 79.1 GiB free"
+    // "gradient needs 2.16 GiB per shot (the imaging terms of every step are kept): 8 shots, forward 8 and
+    // adjoint 4 at a time; 61.3 of 79.2 GiB free"
     std::string memory_report() const;
 
     const FieldLayout& layout() const { return layout_; }

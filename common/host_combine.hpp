@@ -1,7 +1,7 @@
-// Combining a gradient across MPI ranks through host memory: the portable pattern that works with any
-// MPI. The buffer is split into chunks (so a pipelined caller can overlap the copies of one chunk with
-// the reduction of another); each chunk is summed across ranks in place. A sum, not an average: the sum of the
-// ranks' gradients is the gradient over all shots.
+// Summing a buffer over MPI ranks in place, a chunk at a time: 03's host-staged combines pass host
+// memory (the portable pattern that works with any MPI; chunks let a pipelined caller overlap the copies
+// of one chunk with the sum of another), its cuda_aware combine device memory. A sum, not an average:
+// the sum of the ranks' gradients is the gradient over all shots.
 #pragma once
 
 #include <mpi.h>

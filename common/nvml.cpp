@@ -42,7 +42,6 @@ struct Nvml::Api {
     NvmlReturn (*shutdown)() = nullptr;
     const char* (*error_string)(NvmlReturn) = nullptr;
     NvmlReturn (*driver_version)(char*, unsigned) = nullptr;
-    NvmlReturn (*cuda_driver_version)(int*) = nullptr;
     NvmlReturn (*count)(unsigned*) = nullptr;
     NvmlReturn (*handle_by_bus_id)(const char*, NvmlDevice*) = nullptr;
     NvmlReturn (*common_ancestor)(NvmlDevice, NvmlDevice, int*) = nullptr;
@@ -83,9 +82,6 @@ Nvml::Nvml() : api_(new Api) {
     api_->shutdown = load<decltype(api_->shutdown)>(library, "nvmlShutdown");
     api_->error_string = load<decltype(api_->error_string)>(library, "nvmlErrorString");
     api_->driver_version = load<decltype(api_->driver_version)>(library, "nvmlSystemGetDriverVersion");
-    api_->cuda_driver_version =
-        load<decltype(api_->cuda_driver_version)>(library, "nvmlSystemGetCudaDriverVersion_v2",
-                                                  "nvmlSystemGetCudaDriverVersion");
     api_->count = load<decltype(api_->count)>(library, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
     api_->handle_by_bus_id =
         load<decltype(api_->handle_by_bus_id)>(library, "nvmlDeviceGetHandleByPciBusId_v2",
@@ -117,12 +113,6 @@ std::string Nvml::driver_version() const {
     char version[96] = {};
     if (!available_ || !api_->driver_version || api_->driver_version(version, sizeof version - 1) != kNvmlSuccess)
         return "";
-    return version;
-}
-
-int Nvml::cuda_driver_version() const {
-    int version = 0;
-    if (!available_ || !api_->cuda_driver_version || api_->cuda_driver_version(&version) != kNvmlSuccess) return 0;
     return version;
 }
 

@@ -38,7 +38,6 @@ public:
     const std::string& error() const { return error_; }
 
     std::string driver_version() const;  // "580.82.07"; "" when unknown
-    int cuda_driver_version() const;     // 13000 for CUDA 13.0; 0 when unknown
     int gpu_count() const;               // every GPU the driver sees, whatever CUDA_VISIBLE_DEVICES says; -1 unknown
 
     // links[i * n + j] between GPUs i and j; throws std::runtime_error when NVML cannot find a GPU.

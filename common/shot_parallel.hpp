@@ -11,9 +11,10 @@
 //   combine  the lesson's own code, until this GPU holds the sum over all GPUs
 //   update   the model update, on the device
 //
-// The gradient and the model stay in device memory through all of it; the host sees one 8-byte misfit
-// per iteration (for the progress line), and copies of the gradient and model only after the last
-// iteration, for verification and output.
+// The gradient and the model stay in device memory through all of it. The host sees the 8-byte misfit
+// (the propagator returns it on the host, compute() uploads it for the combine, and the progress line
+// reads the combined one back), and copies of the gradient and model only after the last iteration, for
+// verification and output, or when a lesson asks for them (06's snapshots and checkpoints).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 // The discrete wave operator, written once for host and device (the CPU reference and the GPU kernels
-// both call these functions, so they cannot drift apart).
+// both call these functions, so they cannot drift apart; the one exception, layer_coupling, says so).
 //
 // Constant-density acoustic wave equation, second order in time, 8th order in space, with c = (v dt/dh)^2
 // and L the dimensionless 8th-order Laplacian. Inside the model:
@@ -133,17 +133,6 @@ FWI_HD LayerAdjoint<Real> layer_adjoint(Real coupled, Real zeta1, Real zeta2, Re
     return r;
 }
 
-// Where the adjoint's layer coupling reads its inputs: delta[m+1] and rho_x[m] along the cell's row
-// (step 1 from index `along_x`), rho_z[m] along its column (step `z_step` from index `along_z`).
-template <typename Real>
-struct LayerFields {
-    const Real* delta;
-    const Real* rho_x;
-    size_t along_x;
-    const Real* rho_z;
-    size_t along_z, z_step;
-};
-
 // Layout of one stored field: the model (nz x nx) plus `width` absorbing cells on every side (the
 // "padded" grid) plus the zero halo. Rows are padded to a multiple of 32 floats for aligned access, with
 // a few slack rows and columns (zero, never used) so the GPU's 16-byte loads of 4 x 4 cell blocks
@@ -219,17 +208,20 @@ struct FieldLayout {
     FWI_HD size_t z_band_cells() const { return static_cast<size_t>(2 * width) * nx_padded; }
 };
 
-// The adjoint's coupling to the layer's fields at one cell, Lx delta - Dx rho_x - Dz rho_z (see
-// layer_adjoint), reading only where they can be non-zero: rho_x lives in the x band, rho_z in the z
-// band, delta in both; so the three stencils are needed only within kStencilRadius of a band.
+// The adjoint's coupling to the layer's fields at cell (zp, xp), stored at index i, Lx delta - Dx rho_x -
+// Dz rho_z (see layer_adjoint; delta is delta[m+1], the rhos rho[m]), reading only where they can be
+// non-zero: rho_x lives in the x band, rho_z in the z band, delta in both; so the three stencils are
+// needed only within kStencilRadius of a band. The CPU reference calls it; the GPU's adjoint border
+// kernel sums the same terms without these branches, and the GPU-vs-CPU tests keep the two together.
 template <typename Real>
-FWI_HD Real layer_coupling(const FieldLayout& l, int zp, int xp, const LayerFields<Real>& f) {
+FWI_HD Real layer_coupling(const FieldLayout& l, int zp, int xp, const Real* delta, const Real* rho_x,
+                           const Real* rho_z, size_t i, size_t stride) {
     const bool near_x = l.near_x_band(xp), near_z = l.near_z_band(zp);
     const bool in_z_band = zp < l.width || zp >= l.nz_padded - l.width;
     Real coupling = Real(0);
-    if (near_x || in_z_band) coupling += second_difference(f.delta, f.along_x, 1);
-    if (near_x) coupling -= first_difference(f.rho_x, f.along_x, 1);
-    if (near_z) coupling -= first_difference(f.rho_z, f.along_z, f.z_step);
+    if (near_x || in_z_band) coupling += second_difference(delta, i, 1);
+    if (near_x) coupling -= first_difference(rho_x, i, 1);
+    if (near_z) coupling -= first_difference(rho_z, i, stride);
     return coupling;
 }
 

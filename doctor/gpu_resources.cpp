@@ -22,13 +22,13 @@ void wait_for_event(cudaEvent_t event, const Deadline& deadline, const std::stri
     throw DeviceHang(what, deadline.seconds());
 }
 
-GpuBuffer::GpuBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
+GpuBuffer::GpuBuffer(int device, size_t bytes) : device_(device) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaMalloc(&data_, bytes));
 }
 
 GpuBuffer::GpuBuffer(GpuBuffer&& other) noexcept
-    : device_(other.device_), bytes_(other.bytes_), data_(std::exchange(other.data_, nullptr)) {}
+    : device_(other.device_), data_(std::exchange(other.data_, nullptr)) {}
 
 GpuBuffer::~GpuBuffer() {
     if (!data_ || gpu_work_hung()) return;

@@ -32,11 +32,9 @@ public:
     template <typename T>
     T* as() const { return static_cast<T*>(data_); }
     void* get() const { return data_; }
-    size_t bytes() const { return bytes_; }
 
 private:
     int device_;
-    size_t bytes_;
     void* data_ = nullptr;
 };
 
@@ -50,7 +48,6 @@ public:
     GpuStream& operator=(GpuStream&&) = delete;
 
     cudaStream_t get() const { return stream_; }
-    int device() const { return device_; }
     // Records an event on the stream and waits for it (wait_for_event).
     void finish(const Deadline& deadline, const std::string& what) const;
 

@@ -1,5 +1,6 @@
 // The verified allreduce of doctor's NCCL checks (5: one process, all GPUs; 7: one rank per GPU under
 // MPI): every rank's input is small integers, so the float sum is exact and any wrong element counts.
+// Implemented in nccl_checks.cpp, beside check 5.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,7 +33,6 @@ public:
     // Elements of the result that differ from the exact sum over `ranks`; call once the stream is idle.
     long long count_wrong(int ranks) const { return count_wrong(ranks, count_); }
     long long count_wrong(int ranks, size_t count) const;
-    size_t count() const { return count_; }
 
 private:
     int device_;
