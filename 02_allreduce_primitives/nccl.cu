@@ -14,6 +14,9 @@ public:
         prepare_nccl();  // NVLink SHARP off unless the user set it; NCCL's version in the RESULT
         std::vector<int> devices(group.size());
         for (int rank = 0; rank < group.size(); ++rank) devices[rank] = rank;
+        // Blocking communicators on purpose, as nccl-tests makes them, so that the reference is timed as
+        // NCCL is usually run. Their init is the one wait --timeout cannot bound; where it hangs, doctor's
+        // check 5 (and 04) make the same communicators with a time limit (nccl_init_all).
         NCCL_CHECK(ncclCommInitAll(comms_.data(), group.size(), devices.data()));
     }
     ~Nccl() override {
