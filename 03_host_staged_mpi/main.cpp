@@ -6,14 +6,14 @@
 // update on its GPU. The SUM of the ranks' gradients is the gradient over all shots, so every iteration
 // equals 01_single_gpu's up to float rounding.
 // What you learn: one GPU per rank from the node-local rank; what staging through the host costs
-// (device-to-host copy, MPI, host-to-device copy: the three steps of combine_whole in combine_steps.cpp); how
-// pinned memory and a chunked pipeline that overlaps the three cut it; what a CUDA-aware MPI changes.
+// (device-to-host copy, MPI, host-to-device copy: the three steps of combine_whole in
+// combine_steps.cpp); how pinned memory and a chunked pipeline that overlaps the three cut it; what a
+// CUDA-aware MPI changes.
 // --combine picks the variants: pageable, pinned, pipelined, cuda_aware (only where MPI reports CUDA
 // support), or all.
 // How it works: every rank runs the loop of common/shot_parallel.hpp (compute, wait, combine, update)
 // once per variant; every combine is behind DeviceCombine (device_combine.cu), its host logic in
-// combine_steps.cpp;
-// launch.cpp holds the flags and the placement report; bench.cpp is --bench-allreduce.
+// combine_steps.cpp; launch.cpp holds the flags and the placement report; bench.cpp is --bench-allreduce.
 // What you should see (mpirun -np 2 on 2 GPUs): per variant a line per iteration, the speedup line against the
 // 1-GPU reference run by rank 0, a RESULT line, and a table of the variants with their copy and MPI
 // times; "cuda_aware: skipped: ..." where MPI is not CUDA-aware.
@@ -21,7 +21,6 @@
 #include <mpi.h>
 
 #include <cstdio>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -98,7 +97,7 @@ VariantRun run_variant(VariantContext& r, const VariantSpec& spec) {
     const CombineStep combine = [&](GpuShare& share) {
         combine_gradient_and_misfit(device_combine, share, times, r.o.timeout_s);
     };
-    r.share.set_model(initial_model(r.p));  // every variant starts from the initial model: the previous one changed it
+    r.share.set_model(initial_model(r.p));  // every variant starts from it: the previous one changed the model
     const MemberRecord record = run_iterations(r.team, rank, r.share, combine, 1, r.o.iterations);
     // run_iterations' untimed warm-up combine recorded times too: drop them
     for (auto* phase : {&times.to_host, &times.mpi, &times.to_device}) phase->erase(phase->begin());
