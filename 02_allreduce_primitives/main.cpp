@@ -17,7 +17,6 @@
 // What you should see: one table per variant with 0 in #wrong and its RESULT line, then a summary per
 // size.
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <algorithm>
 #include <cstdio>

@@ -5,8 +5,6 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cuda_runtime.h>
-
 #include <cstdio>
 #include <cstring>
 #include <string>

@@ -1,5 +1,5 @@
 // The classic allreduce check: rank r contributes r + 0.001 i at element i, so over W ranks the sum is
-// W (W-1)/2 + 0.001 i W and the average (W-1)/2 + 0.001 i.
+// W (W-1)/2 + 0.001 i W.
 #pragma once
 
 #include <algorithm>

@@ -31,7 +31,8 @@ PinnedBuffer::~PinnedBuffer() {
 }
 
 // Both streams are blocking streams (cudaStreamCreate): they wait for work the caller queued on the
-// legacy default stream, such as the upload of the gradient.
+// legacy default stream, such as the bench's upload of its buffer. Work on a non-blocking stream, such
+// as the FWI run's gradient, the caller waits for before combine() (its contract).
 CudaStagingCopies::CudaStagingCopies(float* device, float* host) : device_(device), host_(host) {
     CUDA_CHECK(cudaStreamCreate(&to_host_stream_));
     CUDA_CHECK(cudaStreamCreate(&to_device_stream_));

@@ -87,7 +87,8 @@ VariantRun run_variant(VariantContext& r, const VariantSpec& spec) {
     VariantLine line{spec.label()};
     DeviceCombine device_combine(spec, r.share.gradient(), r.share.gradient_count(), MPI_COMM_WORLD);
     if (!device_combine.unavailable_reason().empty()) {
-        if (rank == 0) std::printf("\n%s: skipped: %s\n", spec.label().c_str(), device_combine.unavailable_reason().c_str());
+        if (rank == 0)
+            std::printf("\n%s: skipped: %s\n", spec.label().c_str(), device_combine.unavailable_reason().c_str());
         line.skipped = true;
         return {line, {}};
     }
@@ -116,7 +117,8 @@ VariantRun run_variant(VariantContext& r, const VariantSpec& spec) {
     return {line, run};
 }
 
-int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& specs, const ShotRange& mine, int gpus) {
+int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& specs, const ShotRange& mine,
+            int gpus) {
     const int rank = world_rank();
     const bool with_reference = rank == 0 && !o.no_reference;
     GpuShare share(p, mine, initial_model(p),

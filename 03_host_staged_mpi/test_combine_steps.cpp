@@ -3,14 +3,13 @@
 // rules allow: a to-host copy happens only when its arrival is asked about (as late as possible), a
 // to-device copy reads the staging buffer the moment it is started (as early as possible). A schedule that
 // reads a chunk before it arrived, or copies it back before its sum is done, gives wrong numbers here.
-// Checked with the classic values: rank r contributes r + 0.001 i; the sum is W (W-1)/2 + 0.001 i W and
-// the average (W-1)/2 + 0.001 i, identical on every rank.
+// Checked with the classic values: rank r contributes r + 0.001 i; the sum is W (W-1)/2 + 0.001 i W,
+// identical on every rank.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -84,15 +83,9 @@ private:
     bool not_yet_ = false;
 };
 
-// The sum on every element, the average derived from it, and the same bits on every rank.
+// The sum on every element, and the same bits on every rank.
 void check_classic_sum(const std::vector<float>& values) {
-    const int ranks = world_size();
-    CHECK(count_wrong_sums(values.data(), values.size(), ranks) == 0);
-    for (size_t i = 0; i < values.size(); ++i) {
-        const double average = double(values[i]) / ranks;
-        if (std::abs(average - ((ranks - 1) / 2.0 + 0.001 * double(i))) > 1e-6 * std::max(1.0, average))
-            FAIL_CHECK("average wrong at element " << i << ": " << average);
-    }
+    CHECK(count_wrong_sums(values.data(), values.size(), world_size()) == 0);
     std::vector<float> rank0 = values;
     MPI_Bcast(rank0.data(), int(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
     CHECK(std::memcmp(rank0.data(), values.data(), values.size() * sizeof(float)) == 0);

@@ -1,6 +1,7 @@
-// The allreduce sweep of 02, 03 and 05 (and doctor's check 5), in nccl-tests' shape: this harness owns the flags, the sizes, the
-// warm-up, the timing, the tally of the checks, the table and the RESULT; a variant supplies only what
-// differs, how it sets up, runs and checks one allreduce (nccl-tests' one small file per collective).
+// The allreduce sweep of 02, 03 and 05 (and doctor's check 5), in nccl-tests' shape: this harness owns
+// the flags, the sizes, the warm-up, the timing, the tally of the checks, the table and the RESULT; a
+// variant supplies only what differs, how it sets up, runs and checks one allreduce (nccl-tests' one
+// small file per collective).
 // Both layouts run through it: one process driving several GPUs (02: the process is the only
 // participant) and one rank per GPU (03, 05: every rank is a participant and runs the same sweep). The
 // ranks agree on times and #wrong through a reduce they inject, so this file needs neither MPI nor NCCL.

@@ -1016,7 +1016,8 @@ void GpuPropagator::start_batch(const std::vector<int>& shots, size_t first, int
     CUDA_CHECK(cudaMemsetAsync(w.x.data(), 0, w.x.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(w.px.data(), 0, w.px.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(w.pz.data(), 0, w.pz.bytes(), stream_));
-    CUDA_CHECK(cudaMemsetAsync(w.traces.data(), 0, w.traces.bytes(), stream_));  // trace sample 0 (u[0] = 0): the steps record u[n+1] only
+    // Trace sample 0 (u[0] = 0) is never written: the steps record u[n+1].
+    CUDA_CHECK(cudaMemsetAsync(w.traces.data(), 0, w.traces.bytes(), stream_));
 }
 
 void GpuPropagator::start_adjoint() {

@@ -80,7 +80,8 @@ void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);
 std::string describe_ranks(const std::vector<int>& ranks, int nranks);
 
 // The message of a failed wait, e.g. "ncclAllReduce of the gradient and misfit on rank 0 of 2: not
-// finished after 10 s (--timeout); aborted the communicator. Hint: ..." `detail` is NCCL's error string for a failure.
+// finished after 10 s (--timeout); aborted the communicator. Hint: ..." `detail` is NCCL's error string
+// for a failure.
 std::string nccl_wait_failure_message(const std::string& what, const std::vector<int>& ranks, int nranks,
                                       WaitOutcome outcome, double timeout_s, const std::string& detail);
 
