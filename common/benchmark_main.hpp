@@ -153,15 +153,13 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
-    if (visible_gpu_count() == 0) {
+    try {
+        require_gpus(1);
+    } catch (const EnvironmentError& no_gpu) {  // its message tells a too old driver from no GPU at all
         SilentReporter silent;
         if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return finish_out(selects_nothing());
         if (!silent.reported) return finish_out(kExitOk);  // listed, not run: no GPU needed
-        try {
-            require_gpus(1);  // its message tells a driver older than the runtime from no GPU at all
-        } catch (const EnvironmentError& error) {
-            std::fprintf(stderr, "%s: environment: %s\n", program, error.what());
-        }
+        std::fprintf(stderr, "%s: environment: %s\n", program, no_gpu.what());
         return finish_out(kExitEnvironment);
     }
     const size_t ran = benchmark::RunSpecifiedBenchmarks();
