@@ -90,9 +90,10 @@ int main(int argc, char** argv) {
         parser.add_string("--json", &options.json, "also write the RESULT object to this file");
         parser.add_switch("--verify", &options.verify,
                           "compare GPU and CPU reference on the (small by default) problem instead");
-        parser.add_used_only({"--iterations", "--out", "--step-size", "--gradient-depth-power", "--mask-rows"},
-                             [&options] { return !options.verify; },
-                             "without --verify (it computes one gradient: no model update, no model files)");
+        parser.add_used_only(
+            {"--iterations", "--out", "--step-size", "--gradient-depth-power", "--mask-rows"},
+            [&options] { return !options.verify; },
+            "without --verify (it computes one gradient: no model update, no model files)");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem, parser);
         require_host_memory(problem, 1, options.verify);

@@ -31,15 +31,16 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
     const int n = p.nshots;
     const auto shots_text = [n](int done) { return std::to_string(done) + " of " + std::to_string(n) + " shots"; };
     ProgressReport progress("CPU reference", n * (1.0 + kGradientPerTraces));
-    const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots(
-        [&](int done) { progress.done(done, "traces of " + shots_text(done)); });
+    const std::vector<float> observed = CpuPropagator<float>(p, true_model(p)).model_all_shots([&](int done) {
+        progress.done(done, "traces of " + shots_text(done));
+    });
     const std::vector<float> gpu_observed = gpu.observed_traces_of(shots);
     const Difference traces = compare(gpu_observed, observed);
     std::printf("  traces:   %s\n", describe(traces).c_str());
 
     std::vector<float> cpu_gradient;
-    const double cpu_misfit = CpuPropagator<float>(p, initial_model(p)).misfit_gradient(
-        shots, observed, cpu_gradient, [&](int done) {
+    const double cpu_misfit =
+        CpuPropagator<float>(p, initial_model(p)).misfit_gradient(shots, observed, cpu_gradient, [&](int done) {
             progress.done(n + kGradientPerTraces * done, "traces done, gradient of " + shots_text(done));
         });
     // Each side inverts the data it modelled itself, as a run does. The residual (modelled minus observed)
@@ -56,8 +57,7 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
     std::printf("  misfit:   GPU %.6e, CPU %.6e, rel diff %.1e\n", g.misfit, cpu_misfit, misfit_diff);
     std::printf("  gradient: %s\n", describe(gradient).c_str());
 
-    const bool ok = traces.relative_l2 < kCpuTraces && gradient.relative_l2 < kCpuGradient &&
-                    misfit_diff < kCpuTraces;
+    const bool ok = traces.relative_l2 < kCpuTraces && gradient.relative_l2 < kCpuGradient && misfit_diff < kCpuTraces;
     JsonObject result;
     result.add("kind", "verify")
         .add("pattern", "01_single_gpu")
@@ -67,17 +67,14 @@ int verify_against_cpu(const Problem& p, const std::string& json_path) {
         .add("traces_rel_l2", traces.relative_l2)
         .add("gradient_rel_l2", gradient.relative_l2)
         .add("misfit_rel_diff", misfit_diff)
-        .add("tolerances", JsonObject()
-                               .add("traces", kCpuTraces)
-                               .add("gradient", kCpuGradient)
-                               .add("misfit", kCpuTraces))
+        .add("tolerances",
+             JsonObject().add("traces", kCpuTraces).add("gradient", kCpuGradient).add("misfit", kCpuTraces))
         .add("verified", ok);
     emit_result(result, json_path);
     if (!ok)
         throw VerificationError("GPU differs from the CPU reference beyond rel L2 " + format_number(kCpuTraces) +
                                 " (traces, misfit) / " + format_number(kCpuGradient) + " (gradient)");
-    std::printf("verify: PASSED (tolerances: traces and misfit %.0e, gradient %.0e)\n", kCpuTraces,
-                kCpuGradient);
+    std::printf("verify: PASSED (tolerances: traces and misfit %.0e, gradient %.0e)\n", kCpuTraces, kCpuGradient);
     return kExitOk;
 }
 

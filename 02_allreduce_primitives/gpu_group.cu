@@ -38,9 +38,9 @@ bool devices_unresponsive() { return g_devices_unresponsive; }
 void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what) {
     if (wait_for_event_within(event, timeout_seconds)) return;
     g_devices_unresponsive = true;
-    throw EnvironmentError(what + " did not finish within " + format_number(timeout_seconds) +
-                           " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and the peer "
-                           "access report above");
+    throw EnvironmentError(
+        what + " did not finish within " + format_number(timeout_seconds) +
+        " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and the peer access report above");
 }
 
 template <typename T>

@@ -59,8 +59,8 @@ std::vector<std::string> split_variant_list(const std::string& list) {
 
 bool parse_options(int argc, char** argv, Options& options) {
     ArgParser parser("02_allreduce_primitives",
-                     "Hand-rolled allreduce variants across the GPUs of one process, timed beside NCCL over a "
-                     "sweep of sizes (nccl-tests-style tables).");
+                     "Hand-rolled allreduce variants across the GPUs of one process, timed beside NCCL over a sweep of "
+                     "sizes (nccl-tests-style tables).");
     parser.add_int("--gpus", &options.gpus, 0, kMaxRanks, "GPUs to use, 0 = all visible (at most 8)");
     add_allreduce_sweep_flags(parser, options.sweep);
     parser.add_string("--variants", &options.variants, "comma list of via_gpu0, ring, p2p_kernel, nccl");
@@ -72,23 +72,23 @@ bool parse_options(int argc, char** argv, Options& options) {
                       "leave peer access off, as on a machine without P2P: via_gpu0's and ring's copies are staged "
                       "through host memory, p2p_kernel cannot run, and NCCL gets NCCL_P2P_DISABLE=1");
     parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
-                      "seconds any wait on a GPU may take before the program gives up (exit 3); the nccl "
-                      "variant's init is not bounded");
+                      "seconds any wait on a GPU may take before the program gives up (exit 3); the nccl variant's "
+                      "init is not bounded");
     const auto variants_include = [&options](const std::string& name) {
         const std::vector<std::string> names = split_variant_list(options.variants);
         return std::find(names.begin(), names.end(), name) != names.end();
     };
-    parser.add_used_only({"--ring-chunks"}, [variants_include] { return variants_include("ring"); },
-                         "when --variants includes ring");
-    parser.add_used_only({"--no-peer-access"},
-                         [variants_include] {
-                             return variants_include("via_gpu0") || variants_include("ring") ||
-                                    variants_include("nccl");
-                         },
-                         "when --variants includes via_gpu0, ring or nccl (p2p_kernel cannot run without peer "
-                         "access)");
-    parser.add_used_only({"--one-shot-max-bytes"}, [variants_include] { return variants_include("p2p_kernel"); },
-                         "when --variants includes p2p_kernel");
+    parser.add_used_only(
+        {"--ring-chunks"}, [variants_include] { return variants_include("ring"); }, "when --variants includes ring");
+    parser.add_used_only(
+        {"--no-peer-access"},
+        [variants_include] {
+            return variants_include("via_gpu0") || variants_include("ring") || variants_include("nccl");
+        },
+        "when --variants includes via_gpu0, ring or nccl (p2p_kernel cannot run without peer access)");
+    parser.add_used_only(
+        {"--one-shot-max-bytes"}, [variants_include] { return variants_include("p2p_kernel"); },
+        "when --variants includes p2p_kernel");
     parser.add_string("--json", &options.json_path, "also write the RESULT object to this file (the last variant's)");
     if (!parser.parse(argc, argv)) return false;
     validate_allreduce_sweep_options(options.sweep);

@@ -44,9 +44,11 @@ __device__ void barrier_with_peers(const BarrierArgs& barrier, unsigned long lon
     if (peer < barrier.ranks && peer != barrier.rank) {
         const size_t slot = size_t(blockIdx.x) * kMaxRanks;
         __threadfence_system();
-        cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> signal(barrier.flags[peer][slot + barrier.rank]);
+        cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> signal(
+            barrier.flags[peer][slot + barrier.rank]);
         signal.store(epoch, cuda::memory_order_release);
-        cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> arrived(barrier.flags[barrier.rank][slot + peer]);
+        cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> arrived(
+            barrier.flags[barrier.rank][slot + peer]);
         const unsigned long long started = global_time_ns();
         while (arrived.load(cuda::memory_order_acquire) < epoch) {
             const unsigned long long waited = global_time_ns() - started;
@@ -86,8 +88,8 @@ public:
 
     std::string name() const override { return "p2p_kernel"; }
     std::string description() const override {
-        return "kernels load peers' buffers directly; one-shot (all GPUs sum everything) or two-shot "
-               "(reduce-scatter by loads, all-gather by stores), GPU-side barriers";
+        return "kernels load peers' buffers directly; one-shot (all GPUs sum everything) or two-shot (reduce-scatter "
+               "by loads, all-gather by stores), GPU-side barriers";
     }
     std::string unavailable_reason() const override {
         if (group_.size() < 2) return "needs 2 or more GPUs with peer access";
@@ -128,7 +130,7 @@ public:
             }
             CUDA_CHECK(cudaSetDevice(rank));
             p2p_allreduce_kernel<<<blocks, kSumThreads, 0, group_.stream(rank)>>>(operands, range.begin, range.end,
-                                                                                 barrier, epoch_);
+                                                                                  barrier, epoch_);
             CUDA_CHECK_LAUNCH();
         }
     }

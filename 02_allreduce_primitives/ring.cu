@@ -64,11 +64,11 @@ public:
 
     std::string name() const override { return "ring"; }
     std::string description() const override {
-        return "reduce-scatter + all-gather around a ring: peer copies and reduction kernels, chunks pipelined "
-               "over streams" +
-               std::string(group_.pairs_without_peer_access().empty() ? ""
-                                                                      : "; without peer access, copies staged "
-                                                                        "through host memory");
+        return "reduce-scatter + all-gather around a ring: peer copies and reduction kernels, chunks pipelined over "
+               "streams" +
+               std::string(group_.pairs_without_peer_access().empty()
+                               ? ""
+                               : "; without peer access, copies staged through host memory");
     }
     std::string unavailable_reason() const override { return group_.size() < 2 ? "needs 2 or more GPUs" : ""; }
 
@@ -112,7 +112,8 @@ private:
         const PerRank& theirs = ranks_[sender];
         cudaStream_t stream = mine.streams[chunk % kPipelineStreams];
         CUDA_CHECK(cudaSetDevice(rank));
-        CUDA_CHECK(cudaStreamWaitEvent(stream, step == 0 ? theirs.started : theirs.chunk_done[chunk][(step - 1) % 2], 0));
+        CUDA_CHECK(
+            cudaStreamWaitEvent(stream, step == 0 ? theirs.started : theirs.chunk_done[chunk][(step - 1) % 2], 0));
 
         const float* source = (what.from_send_buffer ? group_.send(sender) : group_.recv(sender)) + range.begin;
         const size_t bytes = range.size() * sizeof(float);

@@ -22,8 +22,7 @@ RingStep ring_step(int ranks, int rank, int step) {
     return {RingPhase::AllGather, ((rank - gather_step) % ranks + ranks) % ranks, false};
 }
 
-RingPlan::RingPlan(size_t count, int ranks, int max_chunks, size_t min_chunk_elements)
-    : count_(count), ranks_(ranks) {
+RingPlan::RingPlan(size_t count, int ranks, int max_chunks, size_t min_chunk_elements) : count_(count), ranks_(ranks) {
     const size_t segment_size = largest_segment();
     const size_t wanted = (segment_size + max_chunks - 1) / max_chunks;
     const size_t at_least = std::max(wanted, min_chunk_elements);

@@ -30,8 +30,8 @@ enum class RingPhase { ReduceScatter, AllGather };
 
 struct RingStep {
     RingPhase phase;
-    int segment;           // the segment the rank receives (and the sender sends) at this step
-    bool from_send_buffer; // the sender reads its input buffer (step 0), not its partial result
+    int segment;            // the segment the rank receives (and the sender sends) at this step
+    bool from_send_buffer;  // the sender reads its input buffer (step 0), not its partial result
 };
 
 inline int ring_steps(int ranks) { return 2 * (ranks - 1); }

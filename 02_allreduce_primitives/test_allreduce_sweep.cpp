@@ -348,8 +348,8 @@ TEST_CASE("the table: nccl-tests' columns, a note, the average bus bandwidth") {
           "#       size(B)        count   type    time(us)  algbw(GB/s)  busbw(GB/s)  #wrong\n");
     const SweepRow row{786432, 43.57e-6, 3, "<- FWI gradient 384x512 floats"};
     CHECK(sweep_table_row(row, 4) ==
-          "         786432       196608  float       43.57        18.05        27.07       3  "
-          "<- FWI gradient 384x512 floats\n");
+          "         786432       196608  float       43.57        18.05        27.07       3  <- FWI gradient 384x512 "
+          "floats\n");
     CHECK(sweep_table_row({8, 51.96e-6, 0, ""}, 4) ==
           "              8            2  float       51.96         0.00         0.00       0\n");
     SweepResult result;

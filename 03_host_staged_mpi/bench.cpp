@@ -140,8 +140,8 @@ int run_bench_allreduce(const std::vector<VariantSpec>& specs, const AllreduceSw
     };
     if (layout.reports)
         std::printf(
-            "# --bench-allreduce: %d ranks on %d GPU(s); time = median of %d batches of up to %d combines (after "
-            "%d untimed), each batch started by all ranks together, of the slowest rank\n",
+            "# --bench-allreduce: %d ranks on %d GPU(s); time = median of %d batches of up to %d combines (after %d "
+            "untimed), each batch started by all ranks together, of the slowest rank\n",
             layout.ranks, gpus, options.repeats, options.iters, options.warmup);
 
     const size_t max_count = allreduce_sweep_sizes(options).back() / sizeof(float);

@@ -139,11 +139,11 @@ CombineTimes combine_in_place(float* values, size_t count, MPI_Comm comm) {
 std::string cuda_aware_unavailable_reason() {
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     if (MPIX_Query_cuda_support() == 1) return "";
-    return "this MPI was built with CUDA support, but MPIX_Query_cuda_support() reports it off at run time "
-           "(Open MPI: check the smcuda/UCX components, e.g. ompi_info | grep -i cuda)";
+    return "this MPI was built with CUDA support, but MPIX_Query_cuda_support() reports it off at run time (Open MPI: "
+           "check the smcuda/UCX components, e.g. ompi_info | grep -i cuda)";
 #elif defined(MPIX_CUDA_AWARE_SUPPORT)
-    return "this MPI was built without CUDA support (mpi-ext.h defines MPIX_CUDA_AWARE_SUPPORT 0), so it cannot "
-           "read device pointers; the host-staged variants are the portable way";
+    return "this MPI was built without CUDA support (mpi-ext.h defines MPIX_CUDA_AWARE_SUPPORT 0), so it cannot read "
+           "device pointers; the host-staged variants are the portable way";
 #else
     return "this MPI does not say whether it is CUDA-aware (no MPIX_CUDA_AWARE_SUPPORT in mpi-ext.h), so device "
            "pointers are not passed to it";

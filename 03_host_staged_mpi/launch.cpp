@@ -36,12 +36,13 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
     parser.add_switch("--bench-allreduce", &o.bench, "time the combine alone over a sweep of sizes instead of FWI");
     add_allreduce_sweep_flags(parser, o.sweep, &o.bench);
     refuse_fwi_flags_with_bench(parser, problem_flags, &o.bench);
-    parser.add_used_only({"--chunk-kb", "--in-flight"},
-                         [&o] {
-                             const std::vector<std::string> names = combine_variants(o.combine);
-                             return std::find(names.begin(), names.end(), "pipelined") != names.end();
-                         },
-                         "when --combine runs pipelined (all, or a list that names it)");
+    parser.add_used_only(
+        {"--chunk-kb", "--in-flight"},
+        [&o] {
+            const std::vector<std::string> names = combine_variants(o.combine);
+            return std::find(names.begin(), names.end(), "pipelined") != names.end();
+        },
+        "when --combine runs pipelined (all, or a list that names it)");
     if (!parser.parse(argc, argv)) return false;
     validate(problem, parser);
     require_host_memory(problem, ranks_on_this_node(o.timeout_s));
@@ -70,8 +71,8 @@ int report_placement(int device, const std::string& shots_text, double timeout_s
     char bus_id[32] = {};
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
     const std::string host = mpi_processor_name();
-    std::snprintf(mine.line, sizeof mine.line, "rank %d: host %s, GPU %d %s [%s]%s", world_rank(), host.c_str(),
-                  device, describe_device(device).c_str(), bus_id, shots_text.c_str());
+    std::snprintf(mine.line, sizeof mine.line, "rank %d: host %s, GPU %d %s [%s]%s", world_rank(), host.c_str(), device,
+                  describe_device(device).c_str(), bus_id, shots_text.c_str());
     std::snprintf(mine.gpu, sizeof mine.gpu, "%s/%s", host.c_str(), bus_id);
     std::vector<Placement> all(world_rank() == 0 ? world_size() : 0, none);
     {

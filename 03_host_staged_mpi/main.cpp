@@ -27,11 +27,11 @@
 #include "cuda_check.hpp"
 #include "device_combine.hpp"
 #include "errors.hpp"
-#include "output.hpp"
 #include "launch.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
 #include "mpi_team.hpp"
+#include "output.hpp"
 #include "shot_parallel.hpp"
 #include "timing.hpp"
 
@@ -121,8 +121,7 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
             int gpus) {
     const int rank = world_rank();
     const bool with_reference = rank == 0 && !o.no_reference;
-    GpuShare share(p, mine, initial_model(p),
-                   with_reference ? Observed::all_shots : Observed::own_shots);
+    GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
     if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     VariantContext r{p, o, gpus, share, team};
@@ -131,7 +130,8 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
     if (rank != 0) return kExitOk;
 
     // Rank 0: the single-GPU reference on its share, then each variant's check and report.
-    const ReferenceRun reference = with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
+    const ReferenceRun reference =
+        with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
     std::vector<VariantLine> lines;
     std::string failed;
     for (VariantRun& run : runs) {
@@ -147,7 +147,8 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
         }
         lines.push_back(run.line);
     }
-    if (lines.size() > 1) print_variant_table(lines, share.gradient_count() * sizeof(float), world_size(), o.iterations);
+    if (lines.size() > 1)
+        print_variant_table(lines, share.gradient_count() * sizeof(float), world_size(), o.iterations);
     if (!failed.empty()) throw VerificationError("variant(s) " + failed + " failed verification (see above)");
     return kExitOk;
 }
@@ -169,7 +170,8 @@ int run(int argc, char** argv) {
     }
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, o.timeout_s);
     if (rank == 0)
-        std::printf("03_host_staged_mpi: %d rank(s), %s\n", ranks, o.bench ? "--bench-allreduce" : problem.summary().c_str());
+        std::printf("03_host_staged_mpi: %d rank(s), %s\n", ranks,
+                    o.bench ? "--bench-allreduce" : problem.summary().c_str());
     const std::string shots_text =
         o.bench ? "" : ", shots " + std::to_string(mine.first) + ".." + std::to_string(mine.first + mine.count - 1);
     const int gpus = report_placement(device, shots_text, o.timeout_s);

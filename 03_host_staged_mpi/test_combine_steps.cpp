@@ -17,9 +17,9 @@
 
 #include "classic_values.hpp"
 #include "combine_steps.hpp"
-#include "registered_ranks.hpp"
 #include "errors.hpp"
 #include "mpi_env.hpp"
+#include "registered_ranks.hpp"
 #include "variants.hpp"
 
 using namespace fwi;

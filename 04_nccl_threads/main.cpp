@@ -25,9 +25,9 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
-#include "output.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
+#include "output.hpp"
 #include "problem.hpp"
 #include "shot_parallel.hpp"
 #include "team.hpp"
@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
         Problem problem = preset_from_args(argc, argv);
         Options options;
         ArgParser parser("04_nccl_threads",
-                         "Shot-parallel FWI on all GPUs of one process; gradients combined with ncclAllReduce, "
-                         "driven by one thread per GPU or by one thread with group calls.");
+                         "Shot-parallel FWI on all GPUs of one process; gradients combined with ncclAllReduce, driven "
+                         "by one thread per GPU or by one thread with group calls.");
         add_problem_flags(parser, problem);
         add_shot_parallel_flags(parser, options);
         parser.add_switch("--verbose", &options.verbose, "print how to see which transport NCCL uses");

@@ -91,8 +91,8 @@ TEST_CASE("ranks are described in one or several") {
 }
 
 TEST_CASE("a timeout message names the operation, the ranks, the timeout and what was done") {
-    const std::string message = nccl_wait_failure_message("ncclAllReduce of the gradient", {0}, 2,
-                                                           WaitOutcome::timed_out, 10.0, "");
+    const std::string message =
+        nccl_wait_failure_message("ncclAllReduce of the gradient", {0}, 2, WaitOutcome::timed_out, 10.0, "");
     CHECK(message.find("ncclAllReduce of the gradient on rank 0 of 2") == 0);
     CHECK(message.find("not finished after 10 s (--timeout)") != std::string::npos);
     CHECK(message.find("aborted the communicator") != std::string::npos);
@@ -100,8 +100,8 @@ TEST_CASE("a timeout message names the operation, the ranks, the timeout and wha
 }
 
 TEST_CASE("a failure message carries NCCL's error") {
-    const std::string message = nccl_wait_failure_message("NCCL communicator creation", {0, 1}, 2,
-                                                           WaitOutcome::failed, 60.0, "remote process exited");
+    const std::string message = nccl_wait_failure_message("NCCL communicator creation", {0, 1}, 2, WaitOutcome::failed,
+                                                          60.0, "remote process exited");
     CHECK(message.find("NCCL communicator creation on ranks 0, 1 of 2: failed: remote process exited") == 0);
     CHECK(message.find("aborted the communicators") != std::string::npos);
 }
@@ -129,9 +129,9 @@ TEST_CASE("--transport network turns NCCL's peer and shared-memory transports of
     setenv("NCCL_P2P_DISABLE", "0", 1);  // an explicit --transport network wins over the environment
     const char* network_argv[] = {"test", "--transport", "network"};
     REQUIRE(network_parser.parse(3, network_argv));
-    CHECK(apply_nccl_transport(transport) ==
-          "transport: network (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: what crossing nodes costs, measured on one "
-          "host)");
+    CHECK(
+        apply_nccl_transport(transport) ==
+        "transport: network (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: what crossing nodes costs, measured on one host)");
     CHECK(std::string(std::getenv("NCCL_P2P_DISABLE")) == "1");
     CHECK(std::string(std::getenv("NCCL_SHM_DISABLE")) == "1");
     const std::string env = run_env_json().str();

@@ -26,13 +26,13 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
-#include "output.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
 #include "mpi_team.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
+#include "output.hpp"
 #include "problem.hpp"
 #include "shot_parallel.hpp"
 #include "test_fault.hpp"
@@ -114,17 +114,21 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     // 4. The FWI loop, the combine being one NCCL allreduce.
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     int combines = 0;
-    const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& mine_share) {
-        // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
-        if (++combines == 2) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
-        nccl_sum(mine_share, comm, o.timeout_s);
-    }, 1, o.iterations);
+    const MemberRecord record = run_iterations(
+        team, rank, share,
+        [&](GpuShare& mine_share) {
+            // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
+            if (++combines == 2) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
+            nccl_sum(mine_share, comm, o.timeout_s);
+        },
+        1, o.iterations);
     const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
     nccl_destroy_all({comm}, o.timeout_s);
 
     // 5. Rank 0 runs the single-GPU reference on its share, checks against it and reports.
     if (rank != 0) return kExitOk;
-    const ReferenceRun reference = with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
+    const ReferenceRun reference =
+        with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
     report(p, run, with_reference ? &reference : nullptr, o.json);
     return kExitOk;
 }
@@ -172,8 +176,9 @@ int main(int argc, char** argv) {
         validate_allreduce_sweep_options(options.sweep);
         const TestFault fault = parse_test_fault(fault_spec);  // after parse: --help wins over a bad spec
         if (fault.kind != FaultKind::none && options.bench_allreduce)
-            throw UsageError("--test-fault: used only without --bench-allreduce (the faults fire in the FWI's "
-                             "set-up and first timed combine)");
+            throw UsageError(
+                "--test-fault: used only without --bench-allreduce (the faults fire in the FWI's set-up and first "
+                "timed combine)");
         if (fault.rank >= world_size())
             throw UsageError("--test-fault: rank " + std::to_string(fault.rank) + " does not exist; allowed 0.." +
                              std::to_string(world_size() - 1));

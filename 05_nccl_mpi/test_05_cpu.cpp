@@ -30,9 +30,9 @@ TEST_CASE("the three faults parse with their point and rank") {
 }
 
 TEST_CASE("a malformed fault is a usage error naming the flag") {
-    for (const char* spec : {"bogus:1", "exit-before-allreduce", "exit-before-allreduce:", "exit-before-allreduce:-1",
-                             "exit-before-allreduce:x", ":1", "exit:1", "exit-before-:1", "-before-allreduce:1",
-                             "exit-before-update:1"}) {
+    for (const char* spec :
+         {"bogus:1", "exit-before-allreduce", "exit-before-allreduce:", "exit-before-allreduce:-1",
+          "exit-before-allreduce:x", ":1", "exit:1", "exit-before-:1", "-before-allreduce:1", "exit-before-update:1"}) {
         CAPTURE(spec);
         CHECK_THROWS_WITH_AS(parse_test_fault(spec), doctest::Contains("--test-fault"), UsageError);
     }

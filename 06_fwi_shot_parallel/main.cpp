@@ -25,9 +25,9 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
+#include "model_checks.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
-#include "model_checks.hpp"
 #include "mpi_team.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
@@ -89,13 +89,13 @@ void check_checkpoint_kept(const Options& o) {
     std::error_code ignored;
     const bool resumes_out = !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
     if (o.overwrite && resumes_out)
-        throw UsageError("--overwrite: it would delete the checkpoint that --resume " + o.resume +
-                         " continues from (--out " + o.out + " is the same folder); leave out --overwrite to "
-                         "continue that run, or --resume to start afresh");
+        throw UsageError(
+            "--overwrite: it would delete the checkpoint that --resume " + o.resume + " continues from (--out " +
+            o.out + " is the same folder); leave out --overwrite to continue that run, or --resume to start afresh");
     if (o.overwrite || resumes_out || !std::filesystem::exists(existing, ignored)) return;
-    throw UsageError("--out: '" + o.out + "' holds a checkpoint (" + existing + ") that this run would overwrite; "
-                     "continue it with --resume " + o.out + ", choose another --out, or give --overwrite to start "
-                     "afresh over it");
+    throw UsageError("--out: '" + o.out + "' holds a checkpoint (" + existing +
+                     ") that this run would overwrite; continue it with --resume " + o.out +
+                     ", choose another --out, or give --overwrite to start afresh over it");
 }
 
 // Rank 0 reads the checkpoint and sends its bytes to every rank, so the folder need only be visible to
@@ -106,8 +106,8 @@ FwiState starting_state(const Problem& p, const Options& o, int ranks) {
     {
         // A file on a stalled network file system, or a rank that never reaches the broadcasts (launched
         // with other flags), would leave the ranks waiting forever.
-        const WaitTimeout guard("the checkpoint " + checkpoint_path(o.resume) + " (read by rank 0, sent to every "
-                                "rank)", o.timeout_s);
+        const WaitTimeout guard("the checkpoint " + checkpoint_path(o.resume) + " (read by rank 0, sent to every rank)",
+                                o.timeout_s);
         // read_checkpoint refuses a file larger than this problem's checkpoint can be: at most 16384^2 floats
         // and a few MiB, so the count fits MPI's int.
         if (world_rank() == 0) bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p)));
@@ -168,9 +168,10 @@ void write_final_files(const Problem& p, const Options& o, const FwiState& state
     const bool snapshots_written = o.save_every > 0 && o.iterations / o.save_every * o.save_every >= first_iteration;
     const std::string snapshots =
         snapshots_written ? "the model every " + std::to_string(o.save_every) + " iterations, " : std::string();
-    std::printf("wrote the true, initial and final model, %sthe first and final gradient and the loss history "
-                "(.csv, .json) to %s/\n",
-                snapshots.c_str(), o.out.c_str());
+    std::printf(
+        "wrote the true, initial and final model, %sthe first and final gradient and the loss history (.csv, .json) to "
+        "%s/\n",
+        snapshots.c_str(), o.out.c_str());
 }
 
 std::string shots_per_rank(int nshots, int ranks) {
@@ -201,10 +202,11 @@ int run_fwi(const Problem& p, const Options& o) {
     // 2. One GPU per rank; NCCL bootstrapped over MPI.
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0)
-        std::printf("06_fwi_shot_parallel: %s, %d iterations on %d rank%s, one GPU each (%s); rank 0 on %s\n"
-                    "shots per rank: %s\n%s\n",
-                    p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
-                    describe_device(device).c_str(), shots_per_rank(p.nshots, ranks).c_str(), transport.c_str());
+        std::printf(
+            "06_fwi_shot_parallel: %s, %d iterations on %d rank%s, one GPU each (%s); rank 0 on %s\n"
+            "shots per rank: %s\n%s\n",
+            p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
+            describe_device(device).c_str(), shots_per_rank(p.nshots, ranks).c_str(), transport.c_str());
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const bool with_reference = rank == 0 && !o.no_reference;
     GpuShare share(p, mine, state.velocity, with_reference ? Observed::all_shots : Observed::own_shots);
@@ -218,9 +220,9 @@ int run_fwi(const Problem& p, const Options& o) {
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
 
     // 3. The FWI loop from where the checkpoint left it; the combine is one NCCL allreduce.
-    const MemberRecord record = run_iterations(team, rank, share, [&](GpuShare& s) { nccl_sum(s, comm, o.timeout_s); },
-                                               start.iterations_done + 1, o.iterations,
-                                               rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
+    const MemberRecord record = run_iterations(
+        team, rank, share, [&](GpuShare& s) { nccl_sum(s, comm, o.timeout_s); }, start.iterations_done + 1,
+        o.iterations, rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
     const RunSummary run = summarize(team, rank, record, "06_fwi_shot_parallel", "", start.iterations_done + 1);
     nccl_destroy_all({comm}, o.timeout_s);
     if (rank != 0) return kExitOk;
@@ -257,8 +259,9 @@ int main(int argc, char** argv) {
         add_nccl_transport_flag(parser, options.transport);
         parser.add_int("--kill-after-checkpoint", &options.kill_after_checkpoint, 0, 100000,
                        "testing: rank 0 SIGKILLs itself right after writing this iteration's checkpoint");
-        parser.add_used_only({"--kill-after-checkpoint"}, [&options] { return options.checkpoint_every > 0; },
-                             "with --checkpoint-every above 0");
+        parser.add_used_only(
+            {"--kill-after-checkpoint"}, [&options] { return options.checkpoint_every > 0; },
+            "with --checkpoint-every above 0");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem, parser);
         require_host_memory(problem, ranks_on_this_node(options.timeout_s));

@@ -51,7 +51,8 @@ std::string plot_script_path() {
     std::error_code error;
     const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", error);
     if (!error) {
-        const std::filesystem::path installed = program.parent_path() / ".." / "share" / "multi_gpu_fwi" / "plot_fwi.py";
+        const std::filesystem::path installed =
+            program.parent_path() / ".." / "share" / "multi_gpu_fwi" / "plot_fwi.py";
         if (std::filesystem::exists(installed, error)) return installed.lexically_normal().string();
     }
     return FWI_PLOT_SCRIPT;
@@ -60,8 +61,9 @@ std::string plot_script_path() {
 bool draw_pictures(const std::string& script, const std::string& dir, double timeout_s) {
     const std::string by_hand = "python3 " + script + " " + dir;
     if (!std::filesystem::exists(script)) {
-        std::fprintf(stderr, "warning: the plotting script %s is not there (was the source tree moved?): no PNG "
-                     "pictures\n", script.c_str());
+        std::fprintf(stderr,
+                     "warning: the plotting script %s is not there (was the source tree moved?): no PNG pictures\n",
+                     script.c_str());
         return false;
     }
     std::fflush(stdout);
@@ -88,16 +90,20 @@ bool draw_pictures(const std::string& script, const std::string& dir, double tim
         },
         timeout_s, steady_seconds, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
     if (outcome == WaitOutcome::failed) {
-        std::fprintf(stderr, "warning: cannot wait for the plotting script (%s): its pictures may be missing; "
-                     "make them later with: %s\n", std::strerror(wait_error), by_hand.c_str());
+        std::fprintf(stderr,
+                     "warning: cannot wait for the plotting script (%s): its pictures may be missing; make them later "
+                     "with: %s\n",
+                     std::strerror(wait_error), by_hand.c_str());
         return false;
     }
     if (outcome == WaitOutcome::timed_out) {
         kill(child, SIGKILL);
         while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
         }
-        std::fprintf(stderr, "warning: the plotting script ran for more than %.0f s and was stopped: no PNG "
-                     "pictures; make them later with: %s\n", timeout_s, by_hand.c_str());
+        std::fprintf(stderr,
+                     "warning: the plotting script ran for more than %.0f s and was stopped: no PNG pictures; make "
+                     "them later with: %s\n",
+                     timeout_s, by_hand.c_str());
         return false;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;

@@ -9,8 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
@@ -259,8 +259,9 @@ TEST_CASE("loss history: CSV and JSON with one row per iteration") {
     CHECK(csv.find("\n2,6.000000000e+00,0.750000000,0.250000\n") != std::string::npos);
     CHECK(csv.find("\n3,2.000000000e+00,0.250000000,0.125000\n") != std::string::npos);
     const std::string json = read_file(folder.str() + "/loss_history.json");
-    CHECK(json == "{\"iteration\": [1, 2, 3], \"misfit\": [8, 6, 2], \"relative_misfit\": [1, 0.75, 0.25], "
-                  "\"iteration_seconds\": [0.5, 0.25, 0.125]}\n");
+    CHECK(json ==
+          "{\"iteration\": [1, 2, 3], \"misfit\": [8, 6, 2], \"relative_misfit\": [1, 0.75, 0.25], "
+          "\"iteration_seconds\": [0.5, 0.25, 0.125]}\n");
     CHECK(snapshot_file_name(5) == "model_iter_0005.npy");
 }
 

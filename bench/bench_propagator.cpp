@@ -224,17 +224,39 @@ void skip_on_error(benchmark::State& state) {
 
 // Each case under its own name, run by skip_on_error; the sustained case last: it leaves the GPU at its
 // power limit.
-BENCHMARK(skip_on_error<Gradient>)->Name("Gradient")->UseManualTime()->Unit(benchmark::kMillisecond)
-    ->Iterations(1)->Repetitions(30)->ReportAggregatesOnly();
+BENCHMARK(skip_on_error<Gradient>)
+    ->Name("Gradient")
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(30)
+    ->ReportAggregatesOnly();
 // One repetition of 5 iterations: the medians over them are computed inside, per batch size.
-BENCHMARK(skip_on_error<GradientBatches>)->Name("GradientBatches")->UseManualTime()
-    ->Unit(benchmark::kMillisecond)->Iterations(5);
-BENCHMARK(skip_on_error<CopyBandwidth>)->Name("CopyBandwidth")->UseManualTime()->Unit(benchmark::kMillisecond)
-    ->Repetitions(3)->ReportAggregatesOnly();
-BENCHMARK(skip_on_error<ForwardStep>)->Name("ForwardStep")->Arg(8192)->Arg(2048)->Arg(512)->UseManualTime()
-    ->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly();
-BENCHMARK(skip_on_error<GradientSustained>)->Name("GradientSustained")->UseManualTime()
-    ->Unit(benchmark::kMillisecond)->Iterations(150);
+BENCHMARK(skip_on_error<GradientBatches>)
+    ->Name("GradientBatches")
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(skip_on_error<CopyBandwidth>)
+    ->Name("CopyBandwidth")
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly();
+BENCHMARK(skip_on_error<ForwardStep>)
+    ->Name("ForwardStep")
+    ->Arg(8192)
+    ->Arg(2048)
+    ->Arg(512)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly();
+BENCHMARK(skip_on_error<GradientSustained>)
+    ->Name("GradientSustained")
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(150);
 
 int main(int argc, char** argv) {
     const char* cases = "Gradient, GradientBatches, CopyBandwidth, ForwardStep/<n> or GradientSustained";

@@ -72,16 +72,16 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
     if (parser.has_flag("--gpus")) parser.add_alias("-g", "--gpus");
     if (requested) {
         const std::vector<std::string> all = parser.flags();
-        parser.add_used_only({all.begin() + long(before), all.end()}, [requested] { return *requested; },
-                             "with --bench-allreduce");
+        parser.add_used_only(
+            {all.begin() + long(before), all.end()}, [requested] { return *requested; }, "with --bench-allreduce");
     }
 }
 
 void refuse_fwi_flags_with_bench(ArgParser& parser, std::vector<std::string> problem_flags, const bool* bench) {
     problem_flags.insert(problem_flags.end(), {"--iterations", "--no-reference"});
-    parser.add_used_only(problem_flags, [bench] { return !*bench; },
-                         "without --bench-allreduce (its sweep times the combine alone, at the default problem's "
-                         "gradient size)");
+    parser.add_used_only(
+        problem_flags, [bench] { return !*bench; },
+        "without --bench-allreduce (its sweep times the combine alone, at the default problem's gradient size)");
 }
 
 void validate_allreduce_sweep_options(const AllreduceSweepOptions& options) {

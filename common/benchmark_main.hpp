@@ -53,8 +53,7 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
         char* end = nullptr;
         const double t = std::strtod(v, &end);
         const bool suffix_ok = *end == '\0' || ((*end == 's' || *end == 'x') && end[1] == '\0');
-        if (end == v || !suffix_ok || !(t > 0.0) || t > 1e6)
-            return "a positive number of seconds";
+        if (end == v || !suffix_ok || !(t > 0.0) || t > 1e6) return "a positive number of seconds";
     }
     if (const char* v = value_of("--benchmark_min_warmup_time")) {
         char* end = nullptr;
@@ -65,9 +64,9 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
     if (const char* v = value_of("--benchmark_perf_counters"))
         if (*v != '\0') return "empty: CPU performance counters measure nothing of the GPU work timed here";
     // Google Benchmark takes any other word for a switch as true ("--benchmark_list_tests=maybe").
-    for (const char* flag : {"--benchmark_list_tests", "--benchmark_display_aggregates_only",
-                             "--benchmark_report_aggregates_only", "--benchmark_counters_tabular",
-                             "--benchmark_enable_random_interleaving"})
+    for (const char* flag :
+         {"--benchmark_list_tests", "--benchmark_display_aggregates_only", "--benchmark_report_aggregates_only",
+          "--benchmark_counters_tabular", "--benchmark_enable_random_interleaving"})
         if (const char* v = value_of(flag))
             if (!one_of(v, {"true", "false", "yes", "no", "1", "0"})) return "one of true|false|yes|no|1|0";
     if (const char* v = value_of("--benchmark_color"))
@@ -127,8 +126,10 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
             std::FILE* file = std::fopen(out_temporary.c_str(), "rb");
             const bool has_results = file && std::fgetc(file) != EOF;
             if (file) std::fclose(file);
-            if (status == kExitOk && has_results) std::rename(out_temporary.c_str(), out_path.c_str());
-            else std::remove(out_temporary.c_str());
+            if (status == kExitOk && has_results)
+                std::rename(out_temporary.c_str(), out_path.c_str());
+            else
+                std::remove(out_temporary.c_str());
         }
         return status;
     };

@@ -108,15 +108,15 @@ std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.
 std::string problem_fingerprint(const Problem& p) {
     std::ostringstream text;
     text.precision(17);
-    text << "problem " << p.name << "\nnz " << p.nz << "\nnx " << p.nx << "\ndh " << p.dh << "\ndt " << p.dt
-         << "\nnt " << p.nt << "\nabsorb_width " << p.absorb_width << "\nfreq " << p.freq << "\ndelay " << p.delay
-         << "\nnshots " << p.nshots << "\nsrc_depth " << p.src_depth << "\nsrc_x_first " << p.src_x_first
-         << "\nsrc_x_last " << p.src_x_last << "\nnrec " << p.nrec << "\nrec_depth " << p.rec_depth
-         << "\nrec_x_first " << p.rec_x_first << "\nrec_x_last " << p.rec_x_last << "\nmodel " << p.model
-         << "\nv_top " << p.v_top << "\nv_bottom " << p.v_bottom << "\ninterface_depth " << p.interface_depth
-         << "\nanomaly_dv " << p.anomaly_dv << "\nanomaly_radius " << p.anomaly_radius << "\nv_initial "
-         << p.v_initial << "\nv_min " << p.v_min << "\nv_max " << p.v_max << "\nstep_size " << p.step_size
-         << "\nmask_rows " << p.mask_rows << "\ngradient_depth_power " << p.gradient_depth_power << "\n";
+    text << "problem " << p.name << "\nnz " << p.nz << "\nnx " << p.nx << "\ndh " << p.dh << "\ndt " << p.dt << "\nnt "
+         << p.nt << "\nabsorb_width " << p.absorb_width << "\nfreq " << p.freq << "\ndelay " << p.delay << "\nnshots "
+         << p.nshots << "\nsrc_depth " << p.src_depth << "\nsrc_x_first " << p.src_x_first << "\nsrc_x_last "
+         << p.src_x_last << "\nnrec " << p.nrec << "\nrec_depth " << p.rec_depth << "\nrec_x_first " << p.rec_x_first
+         << "\nrec_x_last " << p.rec_x_last << "\nmodel " << p.model << "\nv_top " << p.v_top << "\nv_bottom "
+         << p.v_bottom << "\ninterface_depth " << p.interface_depth << "\nanomaly_dv " << p.anomaly_dv
+         << "\nanomaly_radius " << p.anomaly_radius << "\nv_initial " << p.v_initial << "\nv_min " << p.v_min
+         << "\nv_max " << p.v_max << "\nstep_size " << p.step_size << "\nmask_rows " << p.mask_rows
+         << "\ngradient_depth_power " << p.gradient_depth_power << "\n";
     return text.str();
 }
 
@@ -182,18 +182,19 @@ Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     const std::string path = checkpoint_path(dir);
     std::error_code ignored;
     if (std::filesystem::is_regular_file(dir, ignored))
-        throw UsageError("--resume: '" + dir + "' is a file; --resume takes the folder that holds the checkpoint "
-                         "(the run's --out folder)");
+        throw UsageError("--resume: '" + dir +
+                         "' is a file; --resume takes the folder that holds the checkpoint (the run's --out folder)");
     if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
-        throw UsageError("--resume: '" + path + "' is not a regular file (a folder, a pipe or a device is no "
-                         "checkpoint)");
+        throw UsageError("--resume: '" + path +
+                         "' is not a regular file (a folder, a pipe or a device is no checkpoint)");
     std::ifstream file(path, std::ios::binary);
     if (!file) throw UsageError("--resume: no checkpoint '" + path + "' (write one with --checkpoint-every)");
     const auto too_large = [&](const std::string& size) {
-        return UsageError("--resume: '" + path + "' is " + size + " bytes, more than a checkpoint of this run's "
-                          "problem can be (at most " + std::to_string(max_bytes) + " bytes: the model, the loss "
-                          "history and the problem's values); if it was written for a larger grid, give the same "
-                          "problem flags as the run that wrote it");
+        return UsageError("--resume: '" + path + "' is " + size +
+                          " bytes, more than a checkpoint of this run's problem can be (at most " +
+                          std::to_string(max_bytes) +
+                          " bytes: the model, the loss history and the problem's values); if it was written for a "
+                          "larger grid, give the same problem flags as the run that wrote it");
     };
     const uintmax_t size = std::filesystem::file_size(path, ignored);
     if (size != static_cast<uintmax_t>(-1) && size > max_bytes) throw too_large(std::to_string(size));
@@ -230,24 +231,27 @@ std::string check_resume(const Checkpoint& checkpoint, const std::string& path, 
             if (a != b && ++found <= kShown) differences += "\n  checkpoint: " + printable(a) + "  |  this run: " + b;
         }
         if (found > kShown) differences += "\n  (and " + std::to_string(found - kShown) + " more)";
-        throw UsageError("--resume: the checkpoint '" + path + "' belongs to another problem; give the same problem flags as the "
-                         "run that wrote it. Differences:" + differences);
+        throw UsageError(
+            "--resume: the checkpoint '" + path +
+            "' belongs to another problem; give the same problem flags as the run that wrote it. Differences:" +
+            differences);
     }
     // The checksum proves the bytes are the ones written, not that the model in them is one a run can
     // continue from (a diverged run, a file made by another tool).
     check_model(problem, checkpoint.state.velocity, "--resume: the model in '" + path + "'");
     if (checkpoint.state.iterations_done >= kMaxIterations)
         throw UsageError("--resume: the checkpoint '" + path + "' already holds " +
-                         std::to_string(checkpoint.state.iterations_done) + " iterations, the most --iterations "
-                         "allows: the run it belongs to is complete");
+                         std::to_string(checkpoint.state.iterations_done) +
+                         " iterations, the most --iterations allows: the run it belongs to is complete");
     if (checkpoint.state.iterations_done >= iterations)
         throw UsageError("--iterations: the checkpoint already holds " +
                          std::to_string(checkpoint.state.iterations_done) + " iterations; allowed " +
                          std::to_string(checkpoint.state.iterations_done + 1) + " or more to continue");
     if (checkpoint.ranks != ranks)
         return "the checkpoint was written by a run on " + std::to_string(checkpoint.ranks) + " ranks, this one has " +
-               std::to_string(ranks) + ": it continues correctly, but the gradient sums are taken in another "
-               "order, so the result differs from an uninterrupted run in float rounding";
+               std::to_string(ranks) +
+               ": it continues correctly, but the gradient sums are taken in another order, so the result differs from "
+               "an uninterrupted run in float rounding";
     return "";
 }
 

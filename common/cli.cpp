@@ -72,11 +72,25 @@ long long parse_bytes(const std::string& flag, const std::string& text, const st
     const bool no_digits = end == text.c_str();
     long long unit = 1;
     switch (*end) {
-        case '\0': break;
-        case 'K': case 'k': unit = kKiB; ++end; break;
-        case 'M': case 'm': unit = kKiB * kKiB; ++end; break;
-        case 'G': case 'g': unit = kKiB * kKiB * kKiB; ++end; break;
-        default: break;
+        case '\0':
+            break;
+        case 'K':
+        case 'k':
+            unit = kKiB;
+            ++end;
+            break;
+        case 'M':
+        case 'm':
+            unit = kKiB * kKiB;
+            ++end;
+            break;
+        case 'G':
+        case 'g':
+            unit = kKiB * kKiB * kKiB;
+            ++end;
+            break;
+        default:
+            break;
     }
     if (text.empty() || starts_with_space(text) || no_digits || *end != '\0')
         throw UsageError(flag + ": '" + text + "' is not a size" + allowed);
@@ -108,8 +122,7 @@ void ArgParser::add_int(const std::string& flag, int* target, int min, int max, 
          }});
 }
 
-void ArgParser::add_double(const std::string& flag, double* target, double min, double max,
-                           const std::string& help) {
+void ArgParser::add_double(const std::string& flag, double* target, double min, double max, const std::string& help) {
     const std::string range = format_number(min) + ".." + format_number(max);
     add({flag, help, range, true, [target] { return format_number(*target); },
          [=](const std::string& text) {
@@ -128,8 +141,8 @@ void ArgParser::add_string(const std::string& flag, std::string* target, const s
          }});
 }
 
-void ArgParser::add_choice(const std::string& flag, std::string* target,
-                           const std::vector<std::string>& choices, const std::string& help) {
+void ArgParser::add_choice(const std::string& flag, std::string* target, const std::vector<std::string>& choices,
+                           const std::string& help) {
     std::string range;
     for (const auto& choice : choices) range += (range.empty() ? "" : "|") + choice;
     add({flag, help, range, true, [target] { return *target; },
@@ -226,9 +239,9 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         // Two values for one flag: which one was meant is a guess, so neither is taken. A flag and its
         // alias are one flag.
         if (const auto [earlier, first] = given_.emplace(option->flag, arg); !first)
-            throw UsageError(earlier->second == arg ? arg + " given twice"
-                                                    : option->flag + " given twice (as " + earlier->second +
-                                                          " and " + arg + ")");
+            throw UsageError(earlier->second == arg
+                                 ? arg + " given twice"
+                                 : option->flag + " given twice (as " + earlier->second + " and " + arg + ")");
         const std::string name = given_name(arg, option->flag);
         if (!option->takes_value) {
             if (has_inline_value) throw UsageError(name + ": takes no value");

@@ -70,7 +70,7 @@ private:
     struct Option {
         std::string flag;
         std::string help;
-        std::string range;                 // shown in help and error messages; empty for switches
+        std::string range;  // shown in help and error messages; empty for switches
         bool takes_value = true;
         std::function<std::string()> show;  // current value as text
         std::function<void(const std::string&)> set;
@@ -95,6 +95,7 @@ private:
 std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text, const std::string& allowed);
 // The same for a list of choices, where an item given twice ("ring,ring") is refused too: it would run
 // the same thing twice under one name.
-std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text, const std::string& allowed);
+std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text,
+                                           const std::string& allowed);
 
 }  // namespace fwi

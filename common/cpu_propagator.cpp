@@ -58,11 +58,11 @@ std::vector<Real> CpuPropagator<Real>::forward(int shot, const std::vector<Real>
                     continue;
                 }
                 const int xb = l.x_band_index(zp, xp), zb = l.z_band_index(zp, xp);
-                const LayerForward<Real> r = layer_forward(
-                    u[i], u_prev[i], x[i], x_prev[i], second_difference(u.data(), i, 1),
-                    second_difference(u.data(), i, stride), first_difference(u.data(), i, 1),
-                    first_difference(u.data(), i, stride), xb >= 0 ? px_prev[xb] : Real(0),
-                    zb >= 0 ? pz_prev[zb] : Real(0), courant_[i], columns_[xp], rows_[zp]);
+                const LayerForward<Real> r =
+                    layer_forward(u[i], u_prev[i], x[i], x_prev[i], second_difference(u.data(), i, 1),
+                                  second_difference(u.data(), i, stride), first_difference(u.data(), i, 1),
+                                  first_difference(u.data(), i, stride), xb >= 0 ? px_prev[xb] : Real(0),
+                                  zb >= 0 ? pz_prev[zb] : Real(0), courant_[i], columns_[xp], rows_[zp]);
                 u_next[i] = r.u_next;
                 x_next[i] = r.x_next;
                 if (xb >= 0) px[xb] = r.px;
@@ -119,8 +119,8 @@ std::vector<Real> CpuPropagator<Real>::adjoint(int shot, const std::vector<Real>
                     if (image) (*imaging)[i] += zeta1[i] * laplacian(u, i, stride);
                     continue;
                 }
-                const LayerAdjoint<Real> r = layer_adjoint(coupled, zeta1[i], zeta2[i], delta1[i], delta2[i],
-                                                           rho_x[i], rho_z[i], columns_[xp], rows_[zp]);
+                const LayerAdjoint<Real> r = layer_adjoint(coupled, zeta1[i], zeta2[i], delta1[i], delta2[i], rho_x[i],
+                                                           rho_z[i], columns_[xp], rows_[zp]);
                 zeta[i] = r.zeta;
                 delta[i] = r.delta;
                 rho_x_next[i] = r.rho_x;

@@ -24,7 +24,8 @@ public:
 
     // Receiver traces [nt][nrec] of one shot fired with `wavelet` (nt samples; sample n drives the step
     // n -> n+1, so the last is unused). With `history`, also keeps what the gradient needs.
-    std::vector<Real> forward(int shot, const std::vector<Real>& wavelet, ForwardHistory<Real>* history = nullptr) const;
+    std::vector<Real> forward(int shot, const std::vector<Real>& wavelet,
+                              ForwardHistory<Real>* history = nullptr) const;
 
     // The adjoint of `forward` applied to `residual` [nt][nrec]. With `history` and `imaging`, adds the
     // imaging sum (dJ/dc times c, on the stored grid) to `imaging`. Returns the adjoint with respect to

@@ -13,31 +13,34 @@ namespace fwi {
 
 // How to build the suite again for the GPUs present: a fresh configure without CUDAARCHS, so that
 // CMakeLists.txt chooses the architectures from the GPUs it sees.
-constexpr const char* kRebuildForTheseGpus = "build again for the GPUs present: `env -u CUDAARCHS cmake --preset "
-                                             "default --fresh && cmake --build --preset default`";
+constexpr const char* kRebuildForTheseGpus =
+    "build again for the GPUs present: `env -u CUDAARCHS cmake --preset default --fresh && cmake --build --preset "
+    "default`";
 
 // What to do about a GPU out of memory, too many peers, and the errors of a build made for other GPUs
 // than this one; "" for every other error.
 inline std::string cuda_error_hint(cudaError_t status) {
     if (status == cudaErrorMemoryAllocation)
-        return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi "
-               "lists them), or by this run, which is then too large for it";
+        return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi lists "
+               "them), or by this run, which is then too large for it";
     if (status == cudaErrorNoKernelImageForDevice)
         return std::string("this build has no code for this GPU's compute capability; ") + kRebuildForTheseGpus;
     if (status == cudaErrorTooManyPeers)
         return "a GPU can have peer access to only so many others at once (8 on a machine without NVSwitch): on a "
                "machine with more GPUs, give CUDA_VISIBLE_DEVICES at most 9 of them";
     if (status == cudaErrorUnsupportedPtxVersion)
-        return std::string("this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which "
-                           "cannot compile it; update the driver, or ") + kRebuildForTheseGpus;
+        return std::string(
+                   "this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which cannot "
+                   "compile it; update the driver, or ") +
+               kRebuildForTheseGpus;
     return "";
 }
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
     const std::string hint = cuda_error_hint(status);
-    const std::string message = std::string("CUDA call `") + call + "` failed at " + file + ":" +
-                                std::to_string(line) + ": " + cudaGetErrorName(status) + " (" +
-                                cudaGetErrorString(status) + ")" + (hint.empty() ? "" : ": " + hint);
+    const std::string message = std::string("CUDA call `") + call + "` failed at " + file + ":" + std::to_string(line) +
+                                ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")" +
+                                (hint.empty() ? "" : ": " + hint);
     if (status == cudaErrorMemoryAllocation) {
         cudaGetLastError();  // not sticky: clear it, or the next launch check would report it again
         throw DeviceMemoryError(message);
@@ -47,11 +50,10 @@ inline std::string cuda_error_hint(cudaError_t status) {
 
 }  // namespace fwi
 
-#define CUDA_CHECK(call)                                                        \
-    do {                                                                        \
-        const cudaError_t cuda_check_status_ = (call);                          \
-        if (cuda_check_status_ != cudaSuccess)                                  \
-            ::fwi::throw_cuda_error(cuda_check_status_, #call, __FILE__, __LINE__); \
+#define CUDA_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        const cudaError_t cuda_check_status_ = (call);                                                                 \
+        if (cuda_check_status_ != cudaSuccess) ::fwi::throw_cuda_error(cuda_check_status_, #call, __FILE__, __LINE__); \
     } while (0)
 
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

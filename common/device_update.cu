@@ -21,18 +21,22 @@ __device__ float scaled_gradient(const float* gradient, const float* weights, in
 __global__ void largest_kernel(const float* gradient, const float* weights, int nx, size_t first, size_t cells,
                                unsigned* largest_bits) {
     float largest = 0.0f;
-    for (size_t i = first + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < cells; i += size_t(gridDim.x) * blockDim.x)
+    for (size_t i = first + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < cells;
+         i += size_t(gridDim.x) * blockDim.x)
         largest = fmaxf(largest, fabsf(scaled_gradient(gradient, weights, nx, i)));
-    for (int offset = 16; offset > 0; offset /= 2) largest = fmaxf(largest, __shfl_down_sync(0xffffffffu, largest, offset));
+    for (int offset = 16; offset > 0; offset /= 2)
+        largest = fmaxf(largest, __shfl_down_sync(0xffffffffu, largest, offset));
     if (threadIdx.x % 32 == 0) atomicMax(largest_bits, __float_as_uint(largest));
 }
 
 __global__ void update_kernel(const float* gradient, const float* weights, int nx, size_t first, size_t cells,
-                              const unsigned* largest_bits, float step_size, float v_min, float v_max, float* velocity) {
+                              const unsigned* largest_bits, float step_size, float v_min, float v_max,
+                              float* velocity) {
     const float largest = __uint_as_float(*largest_bits);
     if (largest == 0.0f) return;  // a zero gradient leaves the model unchanged
     const float step = step_size / largest;
-    for (size_t i = first + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < cells; i += size_t(gridDim.x) * blockDim.x)
+    for (size_t i = first + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < cells;
+         i += size_t(gridDim.x) * blockDim.x)
         velocity[i] = updated_velocity(velocity[i], scaled_gradient(gradient, weights, nx, i), step, v_min, v_max);
 }
 
@@ -50,11 +54,11 @@ void DeviceModelUpdate::apply(const float* gradient, float* velocity, cudaStream
     const unsigned blocks = unsigned(std::min<size_t>((cells + kBlock - 1) / kBlock, 1024));
     CUDA_CHECK(cudaMemsetAsync(largest_bits_.data(), 0, sizeof(unsigned), stream));
     largest_kernel<<<blocks, kBlock, 0, stream>>>(gradient, depth_weights_.data(), p.nx, first, cells,
-                                                 largest_bits_.data());
+                                                  largest_bits_.data());
     CUDA_CHECK_LAUNCH();
     update_kernel<<<blocks, kBlock, 0, stream>>>(gradient, depth_weights_.data(), p.nx, first, cells,
-                                                largest_bits_.data(), float(p.step_size), float(p.v_min),
-                                                float(p.v_max), velocity);
+                                                 largest_bits_.data(), float(p.step_size), float(p.v_min),
+                                                 float(p.v_max), velocity);
     CUDA_CHECK_LAUNCH();
 }
 

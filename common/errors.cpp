@@ -11,8 +11,8 @@ int run_reporting_errors(const char* program_name, const std::function<int()>& b
     try {
         return body();
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "%s: error: %s\n(run with --help for all flags and their ranges)\n",
-                     program_name, e.what());
+        std::fprintf(stderr, "%s: error: %s\n(run with --help for all flags and their ranges)\n", program_name,
+                     e.what());
         return kExitBadInput;
     } catch (const EnvironmentError& e) {
         std::fprintf(stderr, "%s: environment: %s\n", program_name, e.what());
@@ -22,11 +22,11 @@ int run_reporting_errors(const char* program_name, const std::function<int()>& b
         return kExitVerificationFailed;
     } catch (const std::bad_alloc& e) {
         // Host memory (std::bad_alloc) or, from Thrust, device memory: what() tells them apart.
-        std::fprintf(stderr,
-                     "%s: environment: an allocation failed (%s): the run needs more memory than this process "
-                     "may have; make the run smaller, or raise the memory limit (ulimit -v, a container's or "
-                     "job's limit)\n",
-                     program_name, e.what());
+        std::fprintf(
+            stderr,
+            "%s: environment: an allocation failed (%s): the run needs more memory than this process may have; make "
+            "the run smaller, or raise the memory limit (ulimit -v, a container's or job's limit)\n",
+            program_name, e.what());
         return kExitEnvironment;
     } catch (const std::exception& e) {
         // Anything else is a bug or an unexpected library failure; report it as an environment problem.
@@ -42,8 +42,10 @@ int run_program(const char* program_name, const std::function<int()>& body) {
     // A run whose output could not all be written (standard output closed, or on a full disk) lost lines
     // and its RESULT: no success, as a help text that cannot be written is none (cli.cpp).
     if (code == kExitOk && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
-        std::fprintf(stderr, "%s: environment: standard output could not be written (closed, or on a full disk): "
-                             "what the run printed is lost\n", program_name);
+        std::fprintf(stderr,
+                     "%s: environment: standard output could not be written (closed, or on a full disk): what the run "
+                     "printed is lost\n",
+                     program_name);
         return kExitEnvironment;
     }
     return code;

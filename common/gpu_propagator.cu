@@ -101,7 +101,7 @@ struct ForwardStep {
     float* x_next;
     const float* px_prev;  // P[n-1], x and z bands
     const float* pz_prev;
-    float* px;             // P[n]
+    float* px;  // P[n]
     float* pz;
     const int* source_cell;  // per shot of the batch
     float source_amplitude;  // wavelet sample n (the same wavelet for every shot)
@@ -122,7 +122,7 @@ struct AdjointStep {
     float* delta;
     const float* rho_x;  // rho[m]
     const float* rho_z;
-    float* rho_x_next;   // rho[m-1]
+    float* rho_x_next;  // rho[m-1]
     float* rho_z_next;
     const float* residual;  // [shot][nt][nrec], injected at the receivers at step m
     // Imaging: the per-shot sum image of xi[k+1] Gx[k] + zeta[k+1] Gz[k] = zeta[k+1] h[k] + delta[k+1] gx[k]
@@ -142,12 +142,18 @@ namespace {
 
 __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void store4(float* p, const float4& value) { *reinterpret_cast<float4*>(p) = value; }
-__device__ __forceinline__ float lane(const float4& q, int v) { return v == 0 ? q.x : v == 1 ? q.y : v == 2 ? q.z : q.w; }
+__device__ __forceinline__ float lane(const float4& q, int v) {
+    return v == 0 ? q.x : v == 1 ? q.y : v == 2 ? q.z : q.w;
+}
 __device__ __forceinline__ void set_lane(float4& q, int v, float value) {
-    if (v == 0) q.x = value;
-    else if (v == 1) q.y = value;
-    else if (v == 2) q.z = value;
-    else q.w = value;
+    if (v == 0)
+        q.x = value;
+    else if (v == 1)
+        q.y = value;
+    else if (v == 2)
+        q.z = value;
+    else
+        q.w = value;
 }
 constexpr float4 kZero4 = {0.0f, 0.0f, 0.0f, 0.0f};
 
@@ -337,9 +343,8 @@ __global__ void __launch_bounds__(kInnerThreadsX* kInnerThreadsY)
         const float4 zeta2 = load4(a.zeta2 + field + row_base);
         float4 image = kImage ? load4(a.image + field + row_base) : kZero4;
         const float4 h = kImage ? __ldcs(reinterpret_cast<const float4*>(a.h + field + row_base)) : kZero4;
-        const float4 h_later = kImage && a.h_later
-                                   ? __ldcs(reinterpret_cast<const float4*>(a.h_later + field + row_base))
-                                   : kZero4;
+        const float4 h_later =
+            kImage && a.h_later ? __ldcs(reinterpret_cast<const float4*>(a.h_later + field + row_base)) : kZero4;
         float4 zeta;
 #pragma unroll
         for (int v = 0; v < kCellColumns; ++v) {
@@ -396,8 +401,8 @@ __global__ void __launch_bounds__(kBorderThreads)
         const int r = k.receiver_of_col[xp];
         if (r >= 0) coupling += a.residual[shot * k.trace_samples + static_cast<size_t>(a.m) * k.nrec + r];
     }
-    coupling += second_difference(delta_next, i, 1) - first_difference(rho_x, i, 1) -
-                first_difference(rho_z, i, l.stride);
+    coupling +=
+        second_difference(delta_next, i, 1) - first_difference(rho_x, i, 1) - first_difference(rho_z, i, l.stride);
     const float coupled = c * coupling;
     if (!l.in_layer(zp, xp)) {
         a.zeta[field + i] = coupled + 2.0f * zeta1 - zeta2;
@@ -466,9 +471,9 @@ struct GpuPropagator::Workspace {
     Mode mode;
     int capacity, adjoint_capacity;
     DeviceBuffer<float> u, x, px, pz;
-    DeviceBuffer<float> h, gx;                              // history, gradient mode only
+    DeviceBuffer<float> h, gx;                             // history, gradient mode only
     DeviceBuffer<float> zeta, delta, rho_x, rho_z, image;  // adjoint, gradient mode only
-    DeviceBuffer<float> traces;                             // synthetic traces, then residuals
+    DeviceBuffer<float> traces;                            // synthetic traces, then residuals
     DeviceBuffer<int> source_cell, shot_ids;
     // Gradient mode: the misfit of each batch, summed on the device (so that the host never waits between
     // the passes), and the scratch space of that sum.
@@ -646,8 +651,8 @@ std::string GpuPropagator::memory_report() const {
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     char text[256];
     std::snprintf(text, sizeof text,
-                  "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): %d shots, forward "
-                  "%d and adjoint %d at a time; %.1f of %.1f GiB free",
+                  "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): %d shots, forward %d "
+                  "and adjoint %d at a time; %.1f of %.1f GiB free",
                   gib(gradient_bytes_per_shot()), problem_.nshots, gradient_batch_, adjoint_batch_, gib(free_bytes),
                   gib(total_bytes));
     return text;
@@ -662,12 +667,12 @@ void GpuPropagator::require_gradient_fits() const {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     char text[512];
-    std::snprintf(text, sizeof text,
-                  "the gradient needs %.1f GiB of device memory for one shot, beside %.1f GiB for the observed "
-                  "traces of every shot (--nshots x --nt x --nrec floats), and %.1f GiB is free (of which 5%% and "
-                  "256 MiB are kept for other uses); use a smaller grid (--nz, --nx), fewer time steps (--nt), shots "
-                  "(--nshots) or receivers (--nrec)",
-                  gib(gradient_bytes_per_shot()), gib(observed_bytes()), gib(free_bytes + observed_.bytes()));
+    std::snprintf(
+        text, sizeof text,
+        "the gradient needs %.1f GiB of device memory for one shot, beside %.1f GiB for the observed traces of every "
+        "shot (--nshots x --nt x --nrec floats), and %.1f GiB is free (of which 5%% and 256 MiB are kept for other "
+        "uses); use a smaller grid (--nz, --nx), fewer time steps (--nt), shots (--nshots) or receivers (--nrec)",
+        gib(gradient_bytes_per_shot()), gib(observed_bytes()), gib(free_bytes + observed_.bytes()));
     throw DeviceMemoryError(text);
 }
 
@@ -689,7 +694,7 @@ void GpuPropagator::velocity_changed() {
     const dim3 block(32, 8);
     for (float* courant : {courant_.data(), forward_courant_.data() + kForwardShift}) {
         courant_kernel<<<padded_grid(layout_, block), block, 0, stream_>>>(courant, velocity_.data(), layout_,
-                                                                       float(problem_.dt / problem_.dh));
+                                                                           float(problem_.dt / problem_.dh));
         CUDA_CHECK_LAUNCH();
     }
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -772,10 +777,10 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
     w->shot_ids = DeviceBuffer<int>(batch);
     workspace_ = std::move(w);
     allocated_bytes_ = fixed_bytes();
-    for (const DeviceBuffer<float>* b : {&workspace_->u, &workspace_->x, &workspace_->px, &workspace_->pz,
-                                         &workspace_->h, &workspace_->gx,
-                                         &workspace_->traces, &workspace_->zeta, &workspace_->delta,
-                                         &workspace_->rho_x, &workspace_->rho_z, &workspace_->image})
+    for (const DeviceBuffer<float>* b :
+         {&workspace_->u, &workspace_->x, &workspace_->px, &workspace_->pz, &workspace_->h, &workspace_->gx,
+          &workspace_->traces, &workspace_->zeta, &workspace_->delta, &workspace_->rho_x, &workspace_->rho_z,
+          &workspace_->image})
         allocated_bytes_ += b->bytes();
     peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
 }
@@ -786,8 +791,13 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
     const size_t field_set = size_t(batch) * l.cells;  // one slot: all shots of the batch
     const size_t x_set = size_t(batch) * l.x_band_cells(), z_set = size_t(batch) * l.z_band_cells();
     const size_t frame_set = size_t(batch) * l.frame_cells();
-    const StepConstants k{l, forward_courant_.data() + kForwardShift, rows_.data(), columns_.data(),
-                          acquisition_.receiver_row, receiver_of_col_.data(), size_t(problem_.nt) * problem_.nrec,
+    const StepConstants k{l,
+                          forward_courant_.data() + kForwardShift,
+                          rows_.data(),
+                          columns_.data(),
+                          acquisition_.receiver_row,
+                          receiver_of_col_.data(),
+                          size_t(problem_.nt) * problem_.nrec,
                           problem_.nrec};
     const bool keep_history = mode == Mode::gradient;
     const InnerRegion inner = step_region(false);
@@ -844,8 +854,14 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
     const size_t field_set = size_t(count) * l.cells;
     const size_t history_set = size_t(batch) * l.cells, history_frame_set = size_t(batch) * l.frame_cells();
     const size_t trace_samples = size_t(problem_.nt) * problem_.nrec;
-    const StepConstants k{l, courant_.data(), rows_.data(), columns_.data(), acquisition_.receiver_row,
-                          receiver_of_col_.data(), trace_samples, problem_.nrec};
+    const StepConstants k{l,
+                          courant_.data(),
+                          rows_.data(),
+                          columns_.data(),
+                          acquisition_.receiver_row,
+                          receiver_of_col_.data(),
+                          trace_samples,
+                          problem_.nrec};
     const InnerRegion inner = step_region(true);
     const int nt = problem_.nt;
     const int chains = begin_chains(count, true);
@@ -901,8 +917,8 @@ InnerRegion GpuPropagator::step_region(bool adjoint) const {
 template <typename Step>
 void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, int batch, int cell_rows,
                                 void (*inner_kernel)(StepConstants, Step, InnerRegion),
-                                void (*border_kernel)(StepConstants, Step, InnerRegion, int),
-                                const StepConstants& k, const Step& a) {
+                                void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
+                                const Step& a) {
     CUDA_CHECK(cudaEventRecord(chain.fork, chain.main));
     CUDA_CHECK(cudaStreamWaitEvent(chain.side, chain.fork));
     const dim3 grid = inner_grid(inner, batch, cell_rows);
@@ -910,8 +926,8 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
         inner_kernel<<<grid, dim3(kInnerThreadsX, kInnerThreadsY), 0, chain.main>>>(k, a, inner);
     const int cells = static_cast<int>(inner.border_cells(layout_));
     if (cells > 0)
-        border_kernel<<<dim3((cells + kBorderThreads - 1) / kBorderThreads, 1, batch), kBorderThreads, 0,
-                        chain.side>>>(k, a, inner, cells);
+        border_kernel<<<dim3((cells + kBorderThreads - 1) / kBorderThreads, 1, batch), kBorderThreads, 0, chain.side>>>(
+            k, a, inner, cells);
     CUDA_CHECK(cudaEventRecord(chain.join, chain.side));
     CUDA_CHECK(cudaStreamWaitEvent(chain.main, chain.join));
 }
@@ -990,8 +1006,10 @@ cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint
     if (auto found = graphs_.find(key); found != graphs_.end()) return found->second;
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    if (adjoint_count > 0) capture_adjoint(batch, adjoint_first, adjoint_count);
-    else capture_forward(mode, batch);
+    if (adjoint_count > 0)
+        capture_adjoint(batch, adjoint_first, adjoint_count);
+    else
+        capture_forward(mode, batch);
     CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     CUDA_CHECK_LAUNCH();
     if (programmatic_steps_) make_steps_programmatic(graph);
@@ -1078,8 +1096,9 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
             if (batch_size <= 1 || fits < 1) throw;
             gradient_batch_ = fits;
             adjoint_batch_ = std::min(adjoint_batch_, gradient_batch_);
-            std::fprintf(stderr, "note: the GPU's free memory no longer holds the gradient of %d shots at a time "
-                                 "(other processes or ranks on this GPU took some): %d at a time from now on\n",
+            std::fprintf(stderr,
+                         "note: the GPU's free memory no longer holds the gradient of %d shots at a time (other "
+                         "processes or ranks on this GPU took some): %d at a time from now on\n",
                          batch_size, gradient_batch_);
         }
     }
@@ -1110,7 +1129,7 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
         forward_timers[b].stop(stream_);
         const size_t samples = batch * trace_samples;
         residual_kernel<<<unsigned((samples + 255) / 256), 256, 0, stream_>>>(w.traces.data(), observed_.data(),
-                                                                             w.shot_ids.data(), trace_samples, batch);
+                                                                              w.shot_ids.data(), trace_samples, batch);
         CUDA_CHECK_LAUNCH();
         size_t scratch_bytes = w.misfit_scratch.size();
         CUDA_CHECK(cub::DeviceReduce::TransformReduce(w.misfit_scratch.data(), scratch_bytes, w.traces.data(),

@@ -34,10 +34,10 @@ struct InnerRegion;
 
 // What gradient() returns on the host. The gradient itself stays in device memory (device_gradient()).
 struct GradientResult {
-    double misfit = 0.0;            // 0.5 sum (syn - obs)^2 over the shots
-    double device_seconds = 0.0;    // CUDA events around the whole computation
-    double forward_seconds = 0.0;   // of which the forward time loops
-    double adjoint_seconds = 0.0;   // and the adjoint time loops
+    double misfit = 0.0;           // 0.5 sum (syn - obs)^2 over the shots
+    double device_seconds = 0.0;   // CUDA events around the whole computation
+    double forward_seconds = 0.0;  // of which the forward time loops
+    double adjoint_seconds = 0.0;  // and the adjoint time loops
 };
 
 class GpuPropagator {
@@ -131,7 +131,7 @@ private:
     size_t fixed_bytes() const;     // model, geometry and observed traces
     size_t observed_bytes() const;  // the observed traces of every shot, allocated or not
     void require_observed_fits();
-    void release_workspace();  // the workspace and the graphs captured on it
+    void release_workspace();           // the workspace and the graphs captured on it
     int shots_that_fit_memory() const;  // gradient shots the free device memory holds at once
     void choose_batches();
 

@@ -39,8 +39,7 @@ std::string in_gib(size_t bytes) {
 // sit beside them.
 HostMemoryNeed host_memory_needed(const Problem& p, int trace_copies, bool with_cpu_reference) {
     HostMemoryNeed need;
-    need.traces =
-        sizeof(float) * size_t(std::max(1, trace_copies)) * size_t(p.nshots) * size_t(p.nt) * size_t(p.nrec);
+    need.traces = sizeof(float) * size_t(std::max(1, trace_copies)) * size_t(p.nshots) * size_t(p.nt) * size_t(p.nrec);
     if (with_cpu_reference) need.history = sizeof(float) * size_t(p.nt) * history_floats_per_step(p);
     return need;
 }
@@ -60,17 +59,19 @@ void require_host_memory(const Problem& p, int trace_copies, bool with_cpu_refer
     const size_t available = physical_memory_bytes();
     if (available == 0 || need.total() <= available) return;
     const bool copies = trace_copies > 1;
-    std::string message = "host memory: the run needs at least " + in_gib(need.total()) + " and this machine has " +
-                          in_gib(available) + ": the observed traces of every shot, --nshots x --nt x --nrec = " +
-                          std::to_string(p.nshots) + " x " + std::to_string(p.nt) + " x " + std::to_string(p.nrec) +
-                          " floats" + (copies ? ", once for each of the " + std::to_string(trace_copies) +
-                                                    " GPU threads or ranks on this machine"
-                                              : std::string()) +
-                          " (" + in_gib(need.traces) + ")";
+    std::string message =
+        "host memory: the run needs at least " + in_gib(need.total()) + " and this machine has " + in_gib(available) +
+        ": the observed traces of every shot, --nshots x --nt x --nrec = " + std::to_string(p.nshots) + " x " +
+        std::to_string(p.nt) + " x " + std::to_string(p.nrec) + " floats" +
+        (copies ? ", once for each of the " + std::to_string(trace_copies) + " GPU threads or ranks on this machine"
+                : std::string()) +
+        " (" + in_gib(need.traces) + ")";
     if (with_cpu_reference)
-        message += ", and the CPU reference's wavefields of one shot at every step, --nt x the --nz x --nx grid "
-                   "with its absorbing layer = " + std::to_string(p.nt) + " x " +
-                   std::to_string(history_floats_per_step(p)) + " floats (" + in_gib(need.history) + ")";
+        message +=
+            ", and the CPU reference's wavefields of one shot at every step, --nt x the --nz x --nx grid with its "
+            "absorbing layer = " +
+            std::to_string(p.nt) + " x " + std::to_string(history_floats_per_step(p)) + " floats (" +
+            in_gib(need.history) + ")";
     message += "; use fewer shots (--nshots), time steps (--nt) or receivers (--nrec)";
     if (with_cpu_reference) message += ", or a smaller grid (--nz, --nx)";
     if (copies) message += ", or fewer GPUs or ranks on this machine";

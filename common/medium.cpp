@@ -9,7 +9,7 @@ std::vector<PmlAxis<double>> pml_profile(const Problem& p, int padded_length) {
     const int width = p.absorb_width;
     if (width == 0) return axis;
     const double e_max = kPmlStrength * p.v_max / (width * p.dh) * p.dt;  // eta_max dt
-    const int far_start = padded_length - width;                            // first cell of the far layer
+    const int far_start = padded_length - width;                          // first cell of the far layer
     for (int i = 0; i < padded_length; ++i) {
         // depth: cells into the layer (1..width); direction: +1 where eta grows with the index.
         int depth = 0, direction = 0;

@@ -31,12 +31,12 @@ std::vector<PmlAxis<Real>> pml_profile_as(const Problem& problem, int padded_len
 }
 
 struct Acquisition {
-    int source_row = 0;                 // padded row of every shot
-    std::vector<int> source_col;        // padded column, one per shot
-    int receiver_row = 0;               // padded row of every receiver
-    std::vector<int> receiver_col;      // padded column, one per receiver
-    std::vector<int> receiver_of_col;   // per padded column: receiver index, or -1
-    std::vector<float> wavelet;         // added to the source cell's update at each step (nt samples)
+    int source_row = 0;                // padded row of every shot
+    std::vector<int> source_col;       // padded column, one per shot
+    int receiver_row = 0;              // padded row of every receiver
+    std::vector<int> receiver_col;     // padded column, one per receiver
+    std::vector<int> receiver_of_col;  // per padded column: receiver index, or -1
+    std::vector<float> wavelet;        // added to the source cell's update at each step (nt samples)
 };
 
 Acquisition make_acquisition(const Problem& problem, const FieldLayout& layout);

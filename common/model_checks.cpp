@@ -61,10 +61,10 @@ void check_model(const Problem& p, const std::vector<float>& model, const std::s
 void require_finite_model(const Problem& p, const std::vector<float>& model, int iteration) {
     const auto not_finite = first_not_finite(model);
     if (not_finite != model.end())
-        throw VerificationError("the model after iteration " + std::to_string(iteration) + " has velocity " +
-                                format_number(*not_finite) + " at " + cell_of(p, size_t(not_finite - model.begin())) +
-                                ": the update diverged (a non-finite gradient); the run stops before anything "
-                                "keeps that model");
+        throw VerificationError(
+            "the model after iteration " + std::to_string(iteration) + " has velocity " + format_number(*not_finite) +
+            " at " + cell_of(p, size_t(not_finite - model.begin())) +
+            ": the update diverged (a non-finite gradient); the run stops before anything keeps that model");
 }
 
 void require_finite_gradient(const Problem& p, const std::vector<float>& gradient, const std::string& which) {

@@ -14,15 +14,14 @@ namespace fwi {
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     MPI_Error_string(status, text, &length);
-    throw EnvironmentError(std::string("MPI call `") + call + "` failed at " + file + ":" +
-                           std::to_string(line) + ": " + std::string(text, length));
+    throw EnvironmentError(std::string("MPI call `") + call + "` failed at " + file + ":" + std::to_string(line) +
+                           ": " + std::string(text, length));
 }
 
 }  // namespace fwi
 
-#define MPI_CHECK(call)                                                         \
-    do {                                                                        \
-        const int mpi_check_status_ = (call);                                   \
-        if (mpi_check_status_ != MPI_SUCCESS)                                   \
-            ::fwi::throw_mpi_error(mpi_check_status_, #call, __FILE__, __LINE__); \
+#define MPI_CHECK(call)                                                                                             \
+    do {                                                                                                            \
+        const int mpi_check_status_ = (call);                                                                       \
+        if (mpi_check_status_ != MPI_SUCCESS) ::fwi::throw_mpi_error(mpi_check_status_, #call, __FILE__, __LINE__); \
     } while (0)

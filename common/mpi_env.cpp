@@ -55,8 +55,8 @@ constexpr LaunchVariable kMpiLauncherVariables[] = {
     {"OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun",
      "Start it with the mpirun of the MPI this program was built with: `mpirun -np N`"},
     {"PMI_SIZE", "MPICH/Intel MPI's mpiexec (Hydra) or srun --mpi=pmi2",
-     "Start it with the mpirun of the MPI this program was built with (`mpirun -np N`), or with "
-     "`srun --mpi=pmix -n N` under Slurm"},
+     "Start it with the mpirun of the MPI this program was built with (`mpirun -np N`), or with `srun --mpi=pmix -n N` "
+     "under Slurm"},
     {"MV2_COMM_WORLD_SIZE", "MVAPICH's mpirun_rsh",
      "Start it with the mpirun of the MPI this program was built with: `mpirun -np N`"},
 };
@@ -82,8 +82,8 @@ int ranks_named_by(const LaunchEnvironment& environment, const LaunchVariable& v
     if (errno == ERANGE || value > std::numeric_limits<int>::max())
         throw EnvironmentError(std::string(variable.name) + "=" + found->second + " (set by " + variable.set_by +
                                ") is more ranks than MPI can start (at most " +
-                               std::to_string(std::numeric_limits<int>::max()) + "), which no launcher sets: unset "
-                               "it, or start the program again with its launcher");
+                               std::to_string(std::numeric_limits<int>::max()) +
+                               "), which no launcher sets: unset it, or start the program again with its launcher");
     return static_cast<int>(value);
 }
 
@@ -93,10 +93,10 @@ std::string with_ranks(std::string text, int ranks) {
 }
 
 std::string mismatch_message(const LaunchVariable& variable, int ranks) {
-    return "the environment says " + std::to_string(ranks) + " ranks (" + variable.name + "=" +
-           std::to_string(ranks) + ", set by " + variable.set_by +
-           ") but MPI started this process alone (MPI_Comm_size(MPI_COMM_WORLD) = 1): each process would run "
-           "the whole job by itself. " +
+    return "the environment says " + std::to_string(ranks) + " ranks (" + variable.name + "=" + std::to_string(ranks) +
+           ", set by " + variable.set_by +
+           ") but MPI started this process alone (MPI_Comm_size(MPI_COMM_WORLD) = 1): each process would run the whole "
+           "job by itself. " +
            with_ranks(variable.launch, ranks) + "; for one rank on purpose, `mpirun -np 1` or unset " + variable.name;
 }
 
@@ -158,8 +158,8 @@ void require_same_command_line(const char* name, int argc, char** argv) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, largest, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
     }
     if (largest[0] != ~largest[1])
-        throw UsageError("the ranks were given different command lines; start every rank with the same program "
-                         "and arguments");
+        throw UsageError(
+            "the ranks were given different command lines; start every rank with the same program and arguments");
 }
 
 bool asks_for_help(int argc, char** argv) {
@@ -206,8 +206,8 @@ struct Watcher : WaitTimeout::State {
             armed_changed.wait_until(lock, until);
             if (armed && deadline == until && Clock::now() >= until) {
                 std::fprintf(stderr,
-                             "%s: environment: no progress for %.0f s waiting for %s (another rank failed, hung or "
-                             "is much slower; raise --timeout if it is only slow)\n",
+                             "%s: environment: no progress for %.0f s waiting for %s (another rank failed, hung or is "
+                             "much slower; raise --timeout if it is only slow)\n",
                              process_name.c_str(), timeout_s, what.c_str());
                 std::fflush(stderr);
                 std::fflush(stdout);

@@ -27,7 +27,7 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
 // SLURM_NTASKS and SLURM_NPROCS (Slurm) and WORLD_SIZE (torchrun). Throws EnvironmentError when one of
 // them names more ranks than MPI can count (past an int): a broken environment, not a rank count.
 using LaunchEnvironment = std::map<std::string, std::string>;  // variable -> value, for those set
-LaunchEnvironment launch_environment();  // the variables above, from this process's environment
+LaunchEnvironment launch_environment();                        // the variables above, from this process's environment
 std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environment);
 
 // Guards a blocking MPI call that waits on other ranks (a collective, a barrier), which MPI itself

@@ -33,9 +33,9 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     const int gpus = visible_gpu_count();
     if (gpus == 0)
-        throw EnvironmentError("rank " + std::to_string(rank) + " on host " + mpi_processor_name() +
-                               " sees no CUDA GPU (check nvidia-smi, CUDA_VISIBLE_DEVICES and the launcher's GPU "
-                               "binding)");
+        throw EnvironmentError(
+            "rank " + std::to_string(rank) + " on host " + mpi_processor_name() +
+            " sees no CUDA GPU (check nvidia-smi, CUDA_VISIBLE_DEVICES and the launcher's GPU binding)");
     const int device = gpu_for_local_rank(local.rank, gpus);
     CUDA_CHECK(cudaSetDevice(device));
 
@@ -65,10 +65,10 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
                                std::to_string(distinct) + (distinct > 1 ? " ranks" : " rank") +
                                " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)");
     if (sharing_mine.front() == local.rank && sharing_mine.size() > 1)
-        std::fprintf(stderr,
-                     "warning: %s; node-local ranks %s share GPU %d (%s), so timings "
-                     "are not those of one rank per GPU\n",
-                     what.c_str(), join(sharing_mine).c_str(), device, mine.data());
+        std::fprintf(
+            stderr,
+            "warning: %s; node-local ranks %s share GPU %d (%s), so timings are not those of one rank per GPU\n",
+            what.c_str(), join(sharing_mine).c_str(), device, mine.data());
     return device;
 }
 

@@ -9,11 +9,10 @@
 
 #include "errors.hpp"
 
-#define NCCL_CHECK(call)                                                                        \
-    do {                                                                                        \
-        const ncclResult_t nccl_check_status_ = (call);                                         \
-        if (nccl_check_status_ != ncclSuccess && nccl_check_status_ != ncclInProgress)          \
-            throw ::fwi::EnvironmentError(std::string("NCCL call `") + #call + "` failed at " +  \
-                                          __FILE__ + ":" + std::to_string(__LINE__) + ": " +    \
-                                          ncclGetErrorString(nccl_check_status_));              \
+#define NCCL_CHECK(call)                                                                                             \
+    do {                                                                                                             \
+        const ncclResult_t nccl_check_status_ = (call);                                                              \
+        if (nccl_check_status_ != ncclSuccess && nccl_check_status_ != ncclInProgress)                               \
+            throw ::fwi::EnvironmentError(std::string("NCCL call `") + #call + "` failed at " + __FILE__ + ":" +     \
+                                          std::to_string(__LINE__) + ": " + ncclGetErrorString(nccl_check_status_)); \
     } while (0)

@@ -121,8 +121,8 @@ std::string nccl_version_string() { return "NCCL " + nccl_version_number(); }
 
 std::string nccl_transport_hint() {
     return "to see the transports NCCL picks, run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH: lines like "
-           "'Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM' are NVLink or PCIe peer copies, 'via SHM' goes through "
-           "host memory, 'via NET/IB' or 'NET/Socket' crosses nodes";
+           "'Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM' are NVLink or PCIe peer copies, 'via SHM' goes through host "
+           "memory, 'via NET/IB' or 'NET/Socket' crosses nodes";
 }
 
 void add_nccl_transport_flag(ArgParser& parser, std::string& transport) {
@@ -159,8 +159,8 @@ void nccl_abort(ncclComm_t comm, double limit_s) {
         const auto limit = std::chrono::duration<double>(limit_s);
         if (watch->finished.wait_for(lock, limit, [&] { return watch->done; })) return;
         std::fprintf(stderr,
-                     "environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL "
-                     "versions); ending the process\n",
+                     "environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL versions); "
+                     "ending the process\n",
                      limit_s);
         std::fflush(stdout);
         std::fflush(stderr);
@@ -242,8 +242,7 @@ void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
 
 std::string describe_ranks(const std::vector<int>& ranks, int nranks) {
     std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-    for (size_t i = 0; i < ranks.size(); ++i)
-        text += (i ? ", " : "") + (ranks[i] < 0 ? "?" : std::to_string(ranks[i]));
+    for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + (ranks[i] < 0 ? "?" : std::to_string(ranks[i]));
     return text + " of " + (nranks > 0 ? std::to_string(nranks) : "?");
 }
 
@@ -253,8 +252,8 @@ std::string nccl_wait_failure_message(const std::string& what, const std::vector
     std::string message = what + " on " + describe_ranks(ranks, nranks) + ": ";
     if (outcome == WaitOutcome::timed_out)
         message += "not finished after " + format_number(timeout_s) + " s (--timeout); " + aborted +
-                   ". Hint: another rank has probably died, hung or never made the same call; look for its "
-                   "error above, or rerun with NCCL_DEBUG=WARN";
+                   ". Hint: another rank has probably died, hung or never made the same call; look for its error "
+                   "above, or rerun with NCCL_DEBUG=WARN";
     else
         message += "failed: " + detail + "; " + aborted +
                    ". Hint: a peer rank or its GPU failed; rerun with NCCL_DEBUG=WARN for NCCL's own message";

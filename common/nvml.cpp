@@ -13,10 +13,10 @@ namespace {
 using NvmlReturn = int;  // nvmlReturn_t: 0 = NVML_SUCCESS
 using NvmlDevice = struct NvmlDeviceOpaque*;
 constexpr NvmlReturn kNvmlSuccess = 0;
-constexpr int kNvmlFeatureEnabled = 1;      // nvmlEnableState_t
-constexpr int kNvlinkRemoteGpu = 0;         // nvmlIntNvLinkDeviceType_t
+constexpr int kNvmlFeatureEnabled = 1;  // nvmlEnableState_t
+constexpr int kNvlinkRemoteGpu = 0;     // nvmlIntNvLinkDeviceType_t
 constexpr int kNvlinkRemoteSwitch = 2;
-constexpr unsigned kMaxLinksProbed = 32;    // above NVML_NVLINK_MAX_LINKS (18 today); probing stops at the first error
+constexpr unsigned kMaxLinksProbed = 32;  // above NVML_NVLINK_MAX_LINKS (18 today); probing stops at the first error
 
 // nvmlPciInfo_t as the _v2 calls fill it; only domain, bus and device are read, and those sit at the
 // same offsets in the older layout too. The spare bytes guard against a longer future layout.
@@ -56,13 +56,20 @@ struct Nvml::Api {
 
 std::string pcie_path_name(int nvml_topology_level) {
     switch (nvml_topology_level) {
-        case 0: return "BRD";    // NVML_TOPOLOGY_INTERNAL: the same board
-        case 10: return "PIX";   // NVML_TOPOLOGY_SINGLE: one PCIe switch
-        case 20: return "PXB";   // NVML_TOPOLOGY_MULTIPLE: several PCIe switches, no host bridge
-        case 30: return "PHB";   // NVML_TOPOLOGY_HOSTBRIDGE: a PCIe host bridge
-        case 40: return "NODE";  // NVML_TOPOLOGY_NODE: host bridges within one NUMA node
-        case 50: return "SYS";   // NVML_TOPOLOGY_SYSTEM: across NUMA nodes (the SMP interconnect)
-        default: return "?";
+        case 0:
+            return "BRD";  // NVML_TOPOLOGY_INTERNAL: the same board
+        case 10:
+            return "PIX";  // NVML_TOPOLOGY_SINGLE: one PCIe switch
+        case 20:
+            return "PXB";  // NVML_TOPOLOGY_MULTIPLE: several PCIe switches, no host bridge
+        case 30:
+            return "PHB";  // NVML_TOPOLOGY_HOSTBRIDGE: a PCIe host bridge
+        case 40:
+            return "NODE";  // NVML_TOPOLOGY_NODE: host bridges within one NUMA node
+        case 50:
+            return "SYS";  // NVML_TOPOLOGY_SYSTEM: across NUMA nodes (the SMP interconnect)
+        default:
+            return "?";
     }
 }
 
@@ -83,9 +90,8 @@ Nvml::Nvml() : api_(new Api) {
     api_->error_string = load<decltype(api_->error_string)>(library, "nvmlErrorString");
     api_->driver_version = load<decltype(api_->driver_version)>(library, "nvmlSystemGetDriverVersion");
     api_->count = load<decltype(api_->count)>(library, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
-    api_->handle_by_bus_id =
-        load<decltype(api_->handle_by_bus_id)>(library, "nvmlDeviceGetHandleByPciBusId_v2",
-                                               "nvmlDeviceGetHandleByPciBusId");
+    api_->handle_by_bus_id = load<decltype(api_->handle_by_bus_id)>(library, "nvmlDeviceGetHandleByPciBusId_v2",
+                                                                    "nvmlDeviceGetHandleByPciBusId");
     api_->common_ancestor = load<decltype(api_->common_ancestor)>(library, "nvmlDeviceGetTopologyCommonAncestor");
     api_->link_state = load<decltype(api_->link_state)>(library, "nvmlDeviceGetNvLinkState");
     api_->remote_pci = load<decltype(api_->remote_pci)>(library, "nvmlDeviceGetNvLinkRemotePciInfo_v2",

@@ -27,8 +27,10 @@ size_t utf8_sequence_length(const std::string& text, size_t i) {
     const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
     const unsigned char lead = byte(i);
     if (lead < 0x80) return 1;
-    const size_t length = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
-                          : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+    const size_t length = lead >= 0xC2 && lead <= 0xDF   ? 2
+                          : lead >= 0xE0 && lead <= 0xEF ? 3
+                          : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                         : 0;
     if (length == 0 || i + length > text.size()) return 0;
     for (size_t k = 1; k < length; ++k)
         if ((byte(i + k) & 0xC0) != 0x80) return 0;
@@ -57,10 +59,18 @@ std::string json_quote(const std::string& text) {
             continue;
         }
         switch (ch) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
                 if (static_cast<unsigned char>(ch) < 0x20) {
                     char code[8];
@@ -153,15 +163,22 @@ void write_npy(const std::string& path, const float* data, const std::vector<siz
         count *= shape[d];
     }
     shape_text << (shape.size() == 1 ? ",)" : ")");
-    std::string header =
-        "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text.str() + ", }";
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text.str() + ", }";
     // The magic (6) + version (2) + header length (2) + header + newline is padded to a multiple of 64.
     const size_t unpadded = 10 + header.size() + 1;
     header.append((64 - unpadded % 64) % 64, ' ');
     header += '\n';
 
     const uint16_t header_length = static_cast<uint16_t>(header.size());
-    std::string bytes = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(header_length & 0xff),
+    std::string bytes = {'\x93',
+                         'N',
+                         'U',
+                         'M',
+                         'P',
+                         'Y',
+                         1,
+                         0,
+                         static_cast<char>(header_length & 0xff),
                          static_cast<char>(header_length >> 8)};
     bytes += header;
     bytes.append(reinterpret_cast<const char*>(data), count * sizeof(float));
@@ -299,8 +316,9 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
     std::error_code ignored;
     if (fs::equivalent(folder_of(path), folder, ignored))
         throw UsageError(flag + ": '" + path + "' could replace one of the run's own files in the folder of " +
-                         folder_flag + " (" + folder + ": models .npy, the loss history .csv and loss_history.json, "
-                         "pictures .png, the checkpoint .fwi); give it another name or folder");
+                         folder_flag + " (" + folder +
+                         ": models .npy, the loss history .csv and loss_history.json, pictures .png, the checkpoint "
+                         ".fwi); give it another name or folder");
 }
 
 void make_directories(const std::string& path) {

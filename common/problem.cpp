@@ -111,10 +111,10 @@ std::vector<std::string> add_problem_flags(ArgParser& parser, Problem& p) {
     parser.add_double("--anomaly-dv", &p.anomaly_dv, -5000.0, 5000.0, "anomaly: peak velocity change (m/s)");
     parser.add_double("--anomaly-radius", &p.anomaly_radius, 0.01, 1.0,
                       "anomaly: standard deviation as a fraction of nz");
-    parser.add_used_only({"--v-bottom", "--interface-depth"}, [&p] { return p.model == "two-layer"; },
-                         "with --model two-layer");
-    parser.add_used_only({"--anomaly-dv", "--anomaly-radius"}, [&p] { return p.model == "anomaly"; },
-                         "with --model anomaly");
+    parser.add_used_only(
+        {"--v-bottom", "--interface-depth"}, [&p] { return p.model == "two-layer"; }, "with --model two-layer");
+    parser.add_used_only(
+        {"--anomaly-dv", "--anomaly-radius"}, [&p] { return p.model == "anomaly"; }, "with --model anomaly");
     parser.add_double("--v-initial", &p.v_initial, 100.0, 10000.0, "starting model velocity (m/s)");
     parser.add_double("--v-min", &p.v_min, 100.0, 10000.0, "lowest velocity the update may produce (m/s)");
     parser.add_double("--v-max", &p.v_max, 100.0, 10000.0, "highest velocity the update may produce (m/s)");
@@ -141,8 +141,7 @@ void require_in(const char* flag, int value, int lo, int hi, const std::string& 
 std::string true_model_flags(const Problem& p) {
     if (p.model == "two-layer")
         return "--model two-layer: --v-top " + format_number(p.v_top) + ", --v-bottom " + format_number(p.v_bottom);
-    return "--model anomaly: --v-top " + format_number(p.v_top) + " + --anomaly-dv " +
-           format_number(p.anomaly_dv);
+    return "--model anomaly: --v-top " + format_number(p.v_top) + " + --anomaly-dv " + format_number(p.anomaly_dv);
 }
 
 }  // namespace
@@ -181,23 +180,23 @@ void check_reflection_recorded(const Problem& p, const std::vector<float>& truth
     if (shortest_nt <= kMaxTimeSteps)
         std::snprintf(allowed, sizeof allowed, "allowed --nt at least %.0f", shortest_nt);
     else
-        std::snprintf(allowed, sizeof allowed, "no --nt up to %d is long enough at --dt %g: a larger --dt", kMaxTimeSteps,
-                      p.dt);
+        std::snprintf(allowed, sizeof allowed, "no --nt up to %d is long enough at --dt %g: a larger --dt",
+                      kMaxTimeSteps, p.dt);
     char text[700];
-    std::snprintf(text, sizeof text,
-                  "--nt: the recording (%d steps, %.3g s) ends before any wave can reach a receiver from where the "
-                  "true model differs from the initial one (row %d, %g m deep): that takes at least %.3g s at %g m/s "
-                  "after the wavelet starts at %.3g s (one period before --delay); %s, or a shallower difference, "
-                  "or a shorter --delay",
-                  p.nt, (p.nt - 1) * p.dt, first_row, first_row * p.dh, rows * p.dh / fastest, fastest,
-                  wavelet_start, allowed);
+    std::snprintf(
+        text, sizeof text,
+        "--nt: the recording (%d steps, %.3g s) ends before any wave can reach a receiver from where the true model "
+        "differs from the initial one (row %d, %g m deep): that takes at least %.3g s at %g m/s after the wavelet "
+        "starts at %.3g s (one period before --delay); %s, or a shallower difference, or a shorter --delay",
+        p.nt, (p.nt - 1) * p.dt, first_row, first_row * p.dh, rows * p.dh / fastest, fastest, wavelet_start, allowed);
     throw UsageError(text);
 }
 
 }  // namespace
 
 void validate(const Problem& p) {
-    require_in("--absorb-width", p.absorb_width, Problem::kMinAbsorbWidth, 200, "cells; a thinner absorbing layer is unstable");
+    require_in("--absorb-width", p.absorb_width, Problem::kMinAbsorbWidth, 200,
+               "cells; a thinner absorbing layer is unstable");
     require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");
     // Only the two-layer model has an interface (and only with it may --interface-depth be given).
     if (p.model == "two-layer" && p.interface_depth != 0)
@@ -222,8 +221,8 @@ void validate(const Problem& p) {
                          std::to_string(rec_span) + " (columns --rec-x-first " + std::to_string(p.rec_x_first) +
                          "..--rec-x-last " + std::to_string(p.rec_x_last) + ")");
     if (p.v_min >= p.v_max)
-        throw UsageError("--v-min: " + format_number(p.v_min) + " must be below --v-max (" +
-                         format_number(p.v_max) + ")");
+        throw UsageError("--v-min: " + format_number(p.v_min) + " must be below --v-max (" + format_number(p.v_max) +
+                         ")");
     if (p.delay > (p.nt - 1) * p.dt)
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
                          format_number((p.nt - 1) * p.dt) + " s");
@@ -238,9 +237,9 @@ void validate(const Problem& p) {
     // The initial model is v-initial everywhere: a true model that is too (v-top = v-bottom = v-initial, or
     // an anomaly of 0 m/s in v-top = v-initial) gives data the initial model already fits.
     if (truth == initial)
-        throw UsageError("nothing to invert: the true model (" + true_model_flags(p) + ") is the initial model (" +
-                         initial_flags + ") in every cell, so the misfit is zero from the start; give a true "
-                         "model that differs from --v-initial");
+        throw UsageError(
+            "nothing to invert: the true model (" + true_model_flags(p) + ") is the initial model (" + initial_flags +
+            ") in every cell, so the misfit is zero from the start; give a true model that differs from --v-initial");
 
     // Dispersion: below 2 cells per wavelength the grid cannot represent the wave at all; below 5 the
     // 8th-order stencil's phase error shows.
@@ -257,8 +256,8 @@ void validate(const Problem& p) {
     }
     if (cells_per_wavelength < 5.0)
         std::fprintf(stderr,
-                     "warning: only %.1f cells per shortest wavelength (v %g m/s, %g Hz, dh %g m); "
-                     "expect numerical dispersion below 5\n",
+                     "warning: only %.1f cells per shortest wavelength (v %g m/s, %g Hz, dh %g m); expect numerical "
+                     "dispersion below 5\n",
                      cells_per_wavelength, v_slowest, max_frequency(p), p.dh);
     check_reflection_recorded(p, truth, initial);
 }
@@ -291,8 +290,8 @@ namespace {
 std::vector<int> spread(int count, int first, int last) {
     std::vector<int> columns(count);
     for (int i = 0; i < count; ++i)
-        columns[i] = count == 1 ? first
-                                : static_cast<int>(std::lround(first + double(i) * (last - first) / (count - 1)));
+        columns[i] =
+            count == 1 ? first : static_cast<int>(std::lround(first + double(i) * (last - first) / (count - 1)));
     return columns;
 }
 }  // namespace

@@ -17,30 +17,30 @@ constexpr int kMaxTimeSteps = 100000;
 struct Problem {
     std::string name = "default";
     // Grid and time stepping.
-    int nz = 384, nx = 512;          // cells (z is depth, rows; x is columns)
-    double dh = 6.0;                 // cell size, m
-    double dt = 0.0008;              // time step, s
-    int nt = 2000;                   // time steps
-    int absorb_width = 20;           // absorbing cells added on every side of the model
+    int nz = 384, nx = 512;                    // cells (z is depth, rows; x is columns)
+    double dh = 6.0;                           // cell size, m
+    double dt = 0.0008;                        // time step, s
+    int nt = 2000;                             // time steps
+    int absorb_width = 20;                     // absorbing cells added on every side of the model
     static constexpr int kMinAbsorbWidth = 3;  // thinner layers are unstable (problem.cpp)
     // Ricker wavelet.
-    double freq = 14.0;              // peak frequency, Hz
-    double delay = 0.08;             // time of the peak, s
+    double freq = 14.0;   // peak frequency, Hz
+    double delay = 0.08;  // time of the peak, s
     // Acquisition: shots on one row, receivers on one row, both spread evenly between two columns.
     int nshots = 8, src_depth = 2, src_x_first = 20, src_x_last = 491;
     int nrec = 128, rec_depth = 4, rec_x_first = 0, rec_x_last = 511;
     // Models.
-    std::string model = "two-layer"; // two-layer | anomaly
-    double v_top = 1500.0, v_bottom = 2500.0;       // two-layer: above and below the interface
-    int interface_depth = 0;                        // two-layer: first row of the lower layer; 0: nz/2
-    double anomaly_dv = 250.0;                      // anomaly: Gaussian of this amplitude in v_top
-    double anomaly_radius = 0.125;                  // ... with this standard deviation, fraction of nz
-    double v_initial = 1500.0;                      // starting model: constant
+    std::string model = "two-layer";           // two-layer | anomaly
+    double v_top = 1500.0, v_bottom = 2500.0;  // two-layer: above and below the interface
+    int interface_depth = 0;                   // two-layer: first row of the lower layer; 0: nz/2
+    double anomaly_dv = 250.0;                 // anomaly: Gaussian of this amplitude in v_top
+    double anomaly_radius = 0.125;             // ... with this standard deviation, fraction of nz
+    double v_initial = 1500.0;                 // starting model: constant
     // Model update (common/update.hpp).
-    double v_min = 1000.0, v_max = 3000.0;          // the update clips the model to this range
-    double step_size = 40.0;                        // largest velocity change per iteration, m/s
-    int mask_rows = 10;                             // rows from the surface the update leaves alone
-    double gradient_depth_power = 2.0;              // the update scales the gradient by (depth/nz)^this
+    double v_min = 1000.0, v_max = 3000.0;  // the update clips the model to this range
+    double step_size = 40.0;                // largest velocity change per iteration, m/s
+    int mask_rows = 10;                     // rows from the surface the update leaves alone
+    double gradient_depth_power = 2.0;      // the update scales the gradient by (depth/nz)^this
 
     size_t model_cells() const { return static_cast<size_t>(nz) * nx; }
     // "384x512, 8 shots, nt 2000"

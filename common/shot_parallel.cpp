@@ -16,7 +16,8 @@
 namespace fwi {
 
 void add_shot_parallel_flags(ArgParser& parser, ShotParallelOptions& options, const std::string& json_note) {
-    parser.add_int("--iterations", &options.iterations, 1, kMaxIterations, "FWI iterations (all timed, after a warm-up)");
+    parser.add_int("--iterations", &options.iterations, 1, kMaxIterations,
+                   "FWI iterations (all timed, after a warm-up)");
     parser.add_switch("--no-reference", &options.no_reference,
                       "skip the single-GPU reference run (no speedup, no comparison)");
     parser.add_double("--timeout", &options.timeout_s, 1.0, 86400.0,
@@ -90,11 +91,12 @@ private:
 
 void print_progress(const IterationDone& done, double first_misfit, double median_iteration) {
     const Phases& t = done.phases;
-    std::printf("iteration %3d/%d  misfit %.6e (%.4f of first)  compute %7.2f  wait %5.2f  combine %6.3f  "
-                "update %5.2f ms  iteration %7.2f ms  ETA %.1f s\n",
-                done.iteration, done.iterations, done.misfit, first_misfit > 0.0 ? done.misfit / first_misfit : 1.0,
-                1e3 * t.compute, 1e3 * t.wait, 1e3 * t.combine, 1e3 * t.update, 1e3 * t.iteration(),
-                median_iteration * (done.iterations - done.iteration));
+    std::printf(
+        "iteration %3d/%d  misfit %.6e (%.4f of first)  compute %7.2f  wait %5.2f  combine %6.3f  update %5.2f ms  "
+        "iteration %7.2f ms  ETA %.1f s\n",
+        done.iteration, done.iterations, done.misfit, first_misfit > 0.0 ? done.misfit / first_misfit : 1.0,
+        1e3 * t.compute, 1e3 * t.wait, 1e3 * t.combine, 1e3 * t.update, 1e3 * t.iteration(),
+        median_iteration * (done.iterations - done.iteration));
     std::fflush(stdout);
 }
 
@@ -194,7 +196,9 @@ double median_of_slowest(const std::vector<std::vector<double>>& per_member, siz
     return median(slowest);
 }
 
-JsonObject spread_json(const RunSummary::Spread& s) { return JsonObject().add("min", s.min).add("median", s.median).add("max", s.max); }
+JsonObject spread_json(const RunSummary::Spread& s) {
+    return JsonObject().add("min", s.min).add("median", s.median).add("max", s.max);
+}
 
 std::string tolerance_text(double value) {
     char text[32];
@@ -260,8 +264,9 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
     if (!std::isfinite(misfit_first) || !std::isfinite(misfit_final))
         failures.push_back("the misfit is not a finite number");
     else if (misfit_first == 0.0)
-        failures.push_back("the misfit is zero from the first iteration: the starting model already fits the "
-                           "observed data over the recorded window, so there is nothing to invert or to verify");
+        failures.push_back(
+            "the misfit is zero from the first iteration: the starting model already fits the observed data over the "
+            "recorded window, so there is nothing to invert or to verify");
     else if (run.misfits.size() >= 2 && !(misfit_final < misfit_first))
         failures.push_back("the misfit did not decrease over the iterations (" +
                            misfit_trend(run.misfits, run.first_iteration) + ")");
@@ -289,8 +294,8 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
             failures.push_back("the first gradient matches the single-GPU run, but the final model differs beyond " +
                                tolerance_text(tolerance::kModel) + " (reference misfit " +
                                misfit_trend(reference->misfits, run.first_iteration) +
-                               "); a fixed-size update that overshoots amplifies float rounding each iteration: "
-                               "check long runs by their first gradient (fewer --iterations) or use --no-reference");
+                               "); a fixed-size update that overshoots amplifies float rounding each iteration: check "
+                               "long runs by their first gradient (fewer --iterations) or use --no-reference");
         verification.add("grad_rel_diff", gradient.relative_l2)
             .add("misfit_rel_diff", misfit_diff)
             .add("model_rel_diff", model.relative_l2);
@@ -302,11 +307,12 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
                     run.time_per_gradient, run.misfits.size(), run.gpus > 1 ? "; no reference run" : "");
         verification.add("grad_rel_diff", nullptr).add("misfit_rel_diff", nullptr).add("model_rel_diff", nullptr);
     }
-    std::printf("phases (ms; min / median / max over the GPUs): compute %.2f / %.2f / %.2f, wait %.2f / %.2f / %.2f, "
-                "combine %.3f / %.3f / %.3f, update %.3f / %.3f / %.3f\n",
-                1e3 * run.compute.min, 1e3 * run.compute.median, 1e3 * run.compute.max, 1e3 * run.wait.min,
-                1e3 * run.wait.median, 1e3 * run.wait.max, 1e3 * run.combine.min, 1e3 * run.combine.median,
-                1e3 * run.combine.max, 1e3 * run.update.min, 1e3 * run.update.median, 1e3 * run.update.max);
+    std::printf(
+        "phases (ms; min / median / max over the GPUs): compute %.2f / %.2f / %.2f, wait %.2f / %.2f / %.2f, combine "
+        "%.3f / %.3f / %.3f, update %.3f / %.3f / %.3f\n",
+        1e3 * run.compute.min, 1e3 * run.compute.median, 1e3 * run.compute.max, 1e3 * run.wait.min,
+        1e3 * run.wait.median, 1e3 * run.wait.max, 1e3 * run.combine.min, 1e3 * run.combine.median,
+        1e3 * run.combine.max, 1e3 * run.update.min, 1e3 * run.update.median, 1e3 * run.update.max);
     std::printf("combine: %.1f%% of an iteration; misfit %.4e -> %.4e; models on all %s identical: %s\n",
                 100.0 * run.combine.median / run.time_per_iteration, misfit_first, misfit_final, gpus.c_str(),
                 run.models_identical ? "yes" : "NO");
@@ -354,9 +360,9 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
     }
     const std::string misfit_check =
         run.misfits.size() >= 2 ? "the misfit decreased" : "the misfit is finite (one iteration: nothing to compare)";
-    std::printf("verified: %s\n", reference ? "first gradient, misfit and final model match the single-GPU run"
-                                   : run.gpus > 1 ? ("every GPU holds the same model; " + misfit_check).c_str()
-                                                  : misfit_check.c_str());
+    std::printf("verified: %s\n", reference      ? "first gradient, misfit and final model match the single-GPU run"
+                                  : run.gpus > 1 ? ("every GPU holds the same model; " + misfit_check).c_str()
+                                                 : misfit_check.c_str());
 }
 
 }  // namespace fwi

@@ -110,8 +110,8 @@ struct Phases {
 
 // What the first member sees after each iteration (progress, snapshots, checkpoints).
 struct IterationDone {
-    int iteration = 0;   // 1-based, counting iterations done before a resume
-    int iterations = 0;  // the last iteration of the run
+    int iteration = 0;    // 1-based, counting iterations done before a resume
+    int iterations = 0;   // the last iteration of the run
     double misfit = 0.0;  // combined
     Phases phases;
     GpuShare& share;
@@ -121,7 +121,7 @@ using AfterIteration = std::function<void(const IterationDone&)>;
 // What one GPU measured and holds after run_iterations.
 struct MemberRecord {
     std::vector<Phases> phases;
-    std::vector<double> misfits;  // combined; the same on every GPU
+    std::vector<double> misfits;                                     // combined; the same on every GPU
     std::vector<float> first_gradient, final_model, final_gradient;  // combined gradients
 };
 
@@ -164,7 +164,6 @@ RunSummary summarize(Team& team, int member, const MemberRecord& record, const s
 // Prints the verdict, the speedup line and the RESULT line (kind "fwi"), and throws VerificationError
 // when a check fails: the GPUs' models differ, the misfit did not decrease or is not finite, or (with a
 // reference) the first gradient, first misfit or final model differ beyond the tolerances.
-void report(const Problem& problem, const RunSummary& run, const ReferenceRun* reference,
-            const std::string& json_path);
+void report(const Problem& problem, const RunSummary& run, const ReferenceRun* reference, const std::string& json_path);
 
 }  // namespace fwi

@@ -14,7 +14,8 @@ std::vector<int> ShotRange::shots() const {
 
 ShotRange split_shots(int nshots, int parts, int part, const std::string& what) {
     if (parts < 1 || part < 0 || part >= parts)
-        throw UsageError("shot split: part " + std::to_string(part) + " of " + std::to_string(parts) + " does not exist");
+        throw UsageError("shot split: part " + std::to_string(part) + " of " + std::to_string(parts) +
+                         " does not exist");
     if (parts > nshots)
         throw UsageError("--nshots: " + std::to_string(nshots) + " shots cannot keep " + std::to_string(parts) + " " +
                          what + " busy; use at least as many shots as " + what + " (or fewer " + what + ")");

@@ -95,9 +95,9 @@ struct LayerForward {
 };
 
 template <typename Real>
-FWI_HD LayerForward<Real> layer_forward(Real u, Real u_prev, Real x, Real x_prev, Real lap_x, Real lap_z,
-                                        Real du_x, Real du_z, Real px_prev, Real pz_prev, Real c,
-                                        PmlAxis<Real> ax, PmlAxis<Real> az) {
+FWI_HD LayerForward<Real> layer_forward(Real u, Real u_prev, Real x, Real x_prev, Real lap_x, Real lap_z, Real du_x,
+                                        Real du_z, Real px_prev, Real pz_prev, Real c, PmlAxis<Real> ax,
+                                        PmlAxis<Real> az) {
     LayerForward<Real> r;
     r.px = ax.decay * px_prev + ax.gain * du_x;
     r.pz = az.decay * pz_prev + az.gain * du_z;
@@ -121,8 +121,8 @@ struct LayerAdjoint {
 };
 
 template <typename Real>
-FWI_HD LayerAdjoint<Real> layer_adjoint(Real coupled, Real zeta1, Real zeta2, Real delta1, Real delta2,
-                                        Real rho_x, Real rho_z, PmlAxis<Real> ax, PmlAxis<Real> az) {
+FWI_HD LayerAdjoint<Real> layer_adjoint(Real coupled, Real zeta1, Real zeta2, Real delta1, Real delta2, Real rho_x,
+                                        Real rho_z, PmlAxis<Real> ax, PmlAxis<Real> az) {
     LayerAdjoint<Real> r;
     r.zeta = (coupled + (Real(2) - az.e * az.e) * zeta1 - (Real(1) - az.e) * zeta2) * az.inverse;
     const Real xi1 = zeta1 + delta1, xi2 = zeta2 + delta2;
@@ -144,12 +144,12 @@ struct FieldLayout {
     static constexpr int kSlackRows = 4, kSlackColumns = 4;
     static constexpr int kLeadColumns = 8;  // 8 floats are 32 bytes
     static_assert(kLeadColumns >= kHalo && kLeadColumns % 4 == 0, "the halo, and 16-byte loads aligned");
-    int nz = 0, nx = 0;          // physical model
-    int width = 0;               // absorbing cells on each side
+    int nz = 0, nx = 0;  // physical model
+    int width = 0;       // absorbing cells on each side
     int nz_padded = 0, nx_padded = 0;
-    int rows = 0;                // nz_padded + 2 kHalo + kSlackRows
-    int stride = 0;              // floats per stored row, >= kLeadColumns + nx_padded + kHalo + kSlackColumns
-    size_t cells = 0;            // rows * stride: floats per stored field
+    int rows = 0;      // nz_padded + 2 kHalo + kSlackRows
+    int stride = 0;    // floats per stored row, >= kLeadColumns + nx_padded + kHalo + kSlackColumns
+    size_t cells = 0;  // rows * stride: floats per stored field
 
     static FieldLayout make(int nz, int nx, int width) {
         FieldLayout l;
@@ -164,9 +164,7 @@ struct FieldLayout {
         return l;
     }
     // Flat index of padded-grid cell (zp, xp), 0 <= zp < nz_padded, 0 <= xp < nx_padded.
-    FWI_HD size_t index(int zp, int xp) const {
-        return static_cast<size_t>(zp + kHalo) * stride + (xp + kLeadColumns);
-    }
+    FWI_HD size_t index(int zp, int xp) const { return static_cast<size_t>(zp + kHalo) * stride + (xp + kLeadColumns); }
     size_t padded_cells() const { return static_cast<size_t>(nz_padded) * nx_padded; }
 
     // The absorbing layer: the x band (left and right `width` columns, all rows) and the z band (top

@@ -60,8 +60,7 @@ void ThreadTeam::barrier(int, const std::string& what) {
         return;
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
-    const bool passed =
-        all_arrived_.wait_until(lock, deadline, [&] { return generation_ != generation || broken_; });
+    const bool passed = all_arrived_.wait_until(lock, deadline, [&] { return generation_ != generation || broken_; });
     if (broken_) throw EnvironmentError("another GPU's thread failed before " + what);
     if (!passed) {
         broken_ = true;

@@ -7,7 +7,8 @@ namespace fwi {
 
 std::vector<float> depth_weights(const Problem& p) {
     std::vector<float> weights(p.nz);
-    for (int z = 0; z < p.nz; ++z) weights[z] = static_cast<float>(std::pow(double(z + 1) / p.nz, p.gradient_depth_power));
+    for (int z = 0; z < p.nz; ++z)
+        weights[z] = static_cast<float>(std::pow(double(z + 1) / p.nz, p.gradient_depth_power));
     return weights;
 }
 

@@ -7,8 +7,7 @@ namespace fwi {
 
 std::string describe(const Difference& d) {
     char text[128];
-    std::snprintf(text, sizeof text, "rel L2 %.2e, max abs %.2e (of %.3g)", d.relative_l2, d.max_abs,
-                  d.ref_max_abs);
+    std::snprintf(text, sizeof text, "rel L2 %.2e, max abs %.2e (of %.3g)", d.relative_l2, d.max_abs, d.ref_max_abs);
     return text;
 }
 

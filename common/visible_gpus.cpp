@@ -16,9 +16,10 @@ int main(int argc, char** argv) {
             std::printf("%s\n", fwi::run_env_json().str().c_str());
             return fwi::kExitOk;
         }
-        const char* usage = "usage: visible_gpus [--env-json]\n"
-                            "  prints how many CUDA GPUs this process sees, or with --env-json this machine's\n"
-                            "  description (the env object of a RESULT)\n";
+        const char* usage =
+            "usage: visible_gpus [--env-json]\n"
+            "  prints how many CUDA GPUs this process sees, or with --env-json this machine's\n"
+            "  description (the env object of a RESULT)\n";
         if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
             std::fputs(usage, stdout);
             return fwi::kExitOk;

@@ -27,8 +27,7 @@ GpuBuffer::GpuBuffer(int device, size_t bytes) : device_(device) {
     CUDA_CHECK(cudaMalloc(&data_, bytes));
 }
 
-GpuBuffer::GpuBuffer(GpuBuffer&& other) noexcept
-    : device_(other.device_), data_(std::exchange(other.data_, nullptr)) {}
+GpuBuffer::GpuBuffer(GpuBuffer&& other) noexcept : device_(other.device_), data_(std::exchange(other.data_, nullptr)) {}
 
 GpuBuffer::~GpuBuffer() {
     if (!data_ || gpu_work_hung()) return;

@@ -30,7 +30,9 @@ public:
     GpuBuffer& operator=(GpuBuffer&&) = delete;
 
     template <typename T>
-    T* as() const { return static_cast<T*>(data_); }
+    T* as() const {
+        return static_cast<T*>(data_);
+    }
     void* get() const { return data_; }
 
 private:

@@ -93,8 +93,8 @@ Variables relevant_variables_in_effect() {
 bool worth_showing(const std::string& name) {
     if (!starts_with(name, "OMPI_")) return true;
     static const char* const kUserSettings[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_MCA_btl",
-                                                "OMPI_MCA_pml", "OMPI_MCA_mtl", "OMPI_MCA_coll", "OMPI_MCA_osc",
-                                                "OMPI_MCA_opal_cuda", "OMPI_MCA_mpi_cuda"};
+                                                "OMPI_MCA_pml",         "OMPI_MCA_mtl",           "OMPI_MCA_coll",
+                                                "OMPI_MCA_osc",         "OMPI_MCA_opal_cuda",     "OMPI_MCA_mpi_cuda"};
     for (const char* prefix : kUserSettings)
         if (starts_with(name, prefix)) return true;
     return false;
@@ -139,8 +139,9 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
         bool slows;  // when set to anything but 0
     };
     static const Known kKnown[] = {
-        {"NCCL_P2P_DISABLE", "NCCL does not use P2P (NVLink or PCIe) between GPUs; data goes through host memory, "
-                             "several times slower", true},
+        {"NCCL_P2P_DISABLE",
+         "NCCL does not use P2P (NVLink or PCIe) between GPUs; data goes through host memory, several times slower",
+         true},
         {"NCCL_SHM_DISABLE", "NCCL does not use shared host memory between processes", true},
         {"NCCL_P2P_LEVEL", "limits P2P to GPU pairs at most this far apart (NVL, PIX, PXB, PHB, SYS)", true},
         {"NCCL_ALGO", "forces NCCL's algorithm; its own choice is usually faster", true},
@@ -153,7 +154,8 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
     for (const Known& known : kKnown) {
         if (!is_set(variables, known.name)) continue;
         const std::string value = value_of(variables, known.name);
-        notes.push_back({known.name, std::string(known.name) + "=" + value, known.meaning, known.slows && value != "0"});
+        notes.push_back(
+            {known.name, std::string(known.name) + "=" + value, known.meaning, known.slows && value != "0"});
     }
     return notes;
 }
@@ -188,12 +190,12 @@ Cause most_likely_cause(const NoGpuFacts& facts) {
     const DriverTraces& traces = facts.traces;
     if (facts.driver_version == 0 && traces.kernel_module.empty())
         return {"no NVIDIA driver: no kernel module (/proc/driver/nvidia) and no libcuda.so.1",
-                "install the NVIDIA driver until `nvidia-smi` lists the GPUs; in a container, start it with "
-                "--gpus all (NVIDIA Container Toolkit)"};
+                "install the NVIDIA driver until `nvidia-smi` lists the GPUs; in a container, start it with --gpus all "
+                "(NVIDIA Container Toolkit)"};
     if (facts.driver_version == 0)
         return {"the kernel module is loaded but libcuda.so.1 (the driver's user-space part) was not found",
-                "install the user-space driver libraries of the same version as the kernel module; in a "
-                "container, use the NVIDIA Container Toolkit (--gpus all), which mounts them"};
+                "install the user-space driver libraries of the same version as the kernel module; in a container, use "
+                "the NVIDIA Container Toolkit (--gpus all), which mounts them"};
     if (facts.visible_devices_set)
         return {"CUDA_VISIBLE_DEVICES='" + facts.visible_devices + "' hides " +
                     (facts.nvml_gpus > 0 ? "the " + std::to_string(facts.nvml_gpus) + " GPUs the driver sees"
@@ -230,8 +232,8 @@ Finding diagnose_no_gpu(const NoGpuFacts& facts) {
     const DriverTraces& traces = facts.traces;
     finding.details = {
         "cudaGetDeviceCount: " + facts.cuda_error,
-        "CUDA driver: " + (facts.driver_version ? cuda_version_text(facts.driver_version)
-                                                : std::string("not found (libcuda.so.1)")) +
+        "CUDA driver: " +
+            (facts.driver_version ? cuda_version_text(facts.driver_version) : std::string("not found (libcuda.so.1)")) +
             "; CUDA runtime of this build: " + cuda_version_text(facts.runtime_version),
         "kernel module: " + (traces.kernel_module.empty() ? std::string("not loaded (no /proc/driver/nvidia/version)")
                                                           : traces.kernel_module),
@@ -321,17 +323,17 @@ void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_
     const bool active = (groups > 0 || hints.enabled_by_option) && !hints.disabled_by_option;
     const bool translating = active && !hints.passthrough;
     finding.details.push_back("IOMMU: " + std::string(active ? "active" : "not active") + " (" +
-                              std::to_string(groups) + " IOMMU groups; kernel options: " +
-                              (options.empty() ? "none" : options) + ")" +
+                              std::to_string(groups) +
+                              " IOMMU groups; kernel options: " + (options.empty() ? "none" : options) + ")" +
                               (translating ? ", translating device addresses (no iommu=pt)" : ""));
     finding.facts.add("iommu_groups", groups)
         .add("iommu_kernel_options", options)
         .add("iommu_translating", translating);
     if (translating && pcie_peer_pairs)
-        problems.push_back({"the IOMMU translates PCIe peer traffic",
-                            "PCIe P2P through a translating IOMMU is slow or returns wrong data: boot with iommu=pt "
-                            "(intel_iommu=on iommu=pt) or turn the IOMMU off, and check ACS with "
-                            "`lspci -vvv | grep -i acsctl`"});
+        problems.push_back(
+            {"the IOMMU translates PCIe peer traffic",
+             "PCIe P2P through a translating IOMMU is slow or returns wrong data: boot with iommu=pt (intel_iommu=on "
+             "iommu=pt) or turn the IOMMU off, and check ACS with `lspci -vvv | grep -i acsctl`"});
 }
 
 }  // namespace

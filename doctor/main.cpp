@@ -70,15 +70,15 @@ bool runs_in_mode(const std::string& id, bool mpi) {
 
 bool parse_options(int argc, char** argv, Options& options) {
     ArgParser parser("doctor",
-                     "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, "
-                     "latency), NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a "
-                     "time limit; exit 0 nothing failed, 1 something failed, 2 bad command line, 3 no GPU visible.");
+                     "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, latency), "
+                     "NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a time limit; "
+                     "exit 0 nothing failed, 1 something failed, 2 bad command line, 3 no GPU visible.");
     parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
                       "seconds each check may take before it is reported as FAIL (hung)");
     parser.add_int("--bandwidth-mib", &options.bandwidth_mib, 1, 4096, "MiB per copy in the bandwidth matrices");
     parser.add_int("--nccl-mib", &options.nccl_mib, 1, 4096,
-                   "largest NCCL allreduce, MiB per GPU: check 5 times 1, 32 and this many MiB (those up to it); "
-                   "check 7 allreduces 32 MiB, or this when smaller");
+                   "largest NCCL allreduce, MiB per GPU: check 5 times 1, 32 and this many MiB (those up to it); check "
+                   "7 allreduces 32 MiB, or this when smaller");
     parser.add_switch("--cross-check-bandwidth", &options.cross_check,
                       "also time 10 back-to-back 256 MiB copies per pair and compare with the matrix");
     parser.add_string("--checks", &options.checks,
@@ -90,20 +90,22 @@ bool parse_options(int argc, char** argv, Options& options) {
         const std::vector<std::string> selected = selected_checks(options.checks);
         return std::find(selected.begin(), selected.end(), id) != selected.end() && runs_in_mode(id, options.mpi);
     };
-    parser.add_used_only({"--bandwidth-mib", "--cross-check-bandwidth"}, [runs] { return runs("bandwidth"); },
-                         "when check 4 (bandwidth) runs: selected, without --mpi");
-    parser.add_used_only({"--nccl-mib"}, [runs] { return runs("nccl") || runs("mpi"); },
-                         "when check 5 (nccl, without --mpi) or check 7 (mpi, with --mpi) runs");
+    parser.add_used_only(
+        {"--bandwidth-mib", "--cross-check-bandwidth"}, [runs] { return runs("bandwidth"); },
+        "when check 4 (bandwidth) runs: selected, without --mpi");
+    parser.add_used_only(
+        {"--nccl-mib"}, [runs] { return runs("nccl") || runs("mpi"); },
+        "when check 5 (nccl, without --mpi) or check 7 (mpi, with --mpi) runs");
     if (!parser.parse(argc, argv)) return false;
     // A check named in --checks that this mode never runs is refused, as a flag the run would ignore is
     // (`--mpi --checks p2p` ran none of what it asked for). "all" names none: it is what the mode runs.
     if (options.checks != "all")
         for (const std::string& id : selected_checks(options.checks))
             if (!runs_in_mode(id, options.mpi))
-                throw UsageError("--checks: " + id +
-                                 (options.mpi ? " runs only without --mpi (a single-process check: run doctor "
-                                                "without mpirun for it)"
-                                              : " runs only with --mpi (mpirun -np <GPUs> doctor --mpi)"));
+                throw UsageError(
+                    "--checks: " + id +
+                    (options.mpi ? " runs only without --mpi (a single-process check: run doctor without mpirun for it)"
+                                 : " runs only with --mpi (mpirun -np <GPUs> doctor --mpi)"));
     // Refused now, not after every check has run; only rank 0 writes it, so only rank 0's view counts.
     if (!options.mpi || world_rank() == 0) check_writable(options.json_path, "--json");
     return true;

@@ -54,8 +54,7 @@ std::string cuda_aware_mpi() {
     const bool at_run_time = MPIX_Query_cuda_support() == 1;
     return std::string("built ") + (built ? "with" : "without") + " CUDA support, " +
            (at_run_time ? "CUDA-aware at run time" : "not CUDA-aware at run time") +
-           (at_run_time ? "" : " (device pointers must be staged through host memory, as 03 does, or go "
-                               "through NCCL)");
+           (at_run_time ? "" : " (device pointers must be staged through host memory, as 03 does, or go through NCCL)");
 #else
     return "unknown: this MPI has no MPIX_Query_cuda_support (Open MPI's mpi-ext.h)";
 #endif
@@ -148,7 +147,7 @@ std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
         const RankRecord& record = records[r];
         std::string nccl = "not run";
         if (r < outcomes.size())
-            nccl = outcomes[r].error[0] ? outcomes[r].error
+            nccl = outcomes[r].error[0]     ? outcomes[r].error
                    : outcomes[r].wrong == 0 ? "correct"
                    : outcomes[r].wrong > 0  ? std::to_string(outcomes[r].wrong) + " elements wrong"
                                             : "not run";
@@ -217,8 +216,9 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     if (!shared.empty()) {
         finding.status = Status::fail;
         finding.summary = shared.front() + (shared.size() > 1 ? " (and more)" : "") + "; NCCL over MPI not run";
-        finding.next = "start at most one rank per GPU on each host (mpirun -np <GPUs per node> --map-by "
-                       "ppr:<GPUs>:node), or give each rank its own CUDA_VISIBLE_DEVICES";
+        finding.next =
+            "start at most one rank per GPU on each host (mpirun -np <GPUs per node> --map-by ppr:<GPUs>:node), or "
+            "give each rank its own CUDA_VISIBLE_DEVICES";
         return finding;
     }
     int failed = 0;

@@ -23,21 +23,22 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline);
 // that it travels through MPI_Allgather / MPI_Gather as bytes (and can be tested without MPI).
 struct RankRecord {
     char host[64] = {};
-    char bus_id[32] = {};              // "" when the rank has no GPU
-    char visible_devices[48] = {};     // CUDA_VISIBLE_DEVICES, "(unset)" when unset
+    char bus_id[32] = {};           // "" when the rank has no GPU
+    char visible_devices[48] = {};  // CUDA_VISIBLE_DEVICES, "(unset)" when unset
     int local_rank = 0;
     int visible_gpus = 0;
     int device = -1;
 };
 
 struct RankOutcome {
-    long long wrong = -1;      // wrong result elements; -1 when the allreduce did not complete
-    double seconds = 0.0;      // median time of one allreduce (host clock)
-    char error[320] = {};      // why it did not complete
+    long long wrong = -1;  // wrong result elements; -1 when the allreduce did not complete
+    double seconds = 0.0;  // median time of one allreduce (host clock)
+    char error[320] = {};  // why it did not complete
 };
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);
-std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes);
+std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
+                                       const std::vector<RankOutcome>& outcomes);
 
 }  // namespace fwi::doctor

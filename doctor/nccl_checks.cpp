@@ -21,9 +21,9 @@
 namespace fwi::doctor {
 
 const char* const kNcclAdvice =
-    "a GPU pair with broken P2P hangs NCCL: retry with NCCL_P2P_DISABLE=1 (works then? P2P is the culprit, see "
-    "checks 2-4), then NCCL_SHM_DISABLE=1; NCCL_DEBUG=INFO shows the transports it picks; check `nvidia-smi` for "
-    "other processes on the GPUs";
+    "a GPU pair with broken P2P hangs NCCL: retry with NCCL_P2P_DISABLE=1 (works then? P2P is the culprit, see checks "
+    "2-4), then NCCL_SHM_DISABLE=1; NCCL_DEBUG=INFO shows the transports it picks; check `nvidia-smi` for other "
+    "processes on the GPUs";
 
 float closed_form_input(int rank, size_t index) { return float((rank + 1) * (1 + int(index % 7))); }
 
@@ -188,8 +188,8 @@ std::string link_comparison_line(const SweepRow& largest, int gpus, double p2p_o
     const double busbw = bus_bandwidth(largest.bytes, largest.seconds, gpus) / 1e9;
     char text[240];
     std::snprintf(text, sizeof text,
-                  "links: busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way of check 4's P2P copies "
-                  "(WARN below %.0f%%, at %zu MiB or more)",
+                  "links: busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way of check 4's P2P copies (WARN "
+                  "below %.0f%%, at %zu MiB or more)",
                   busbw, largest.bytes / kMiB, 100.0 * busbw / p2p_one_way_GBps, p2p_one_way_GBps,
                   100.0 * kLowBusBandwidthShare, kLinkComparisonMinBytes / kMiB);
     return text;
@@ -252,16 +252,16 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
         // environment or in an NCCL config file.
         std::vector<std::string> problems;
         if (system.can_access.size() == size_t(n) * n)  // check 2 knows which pairs have peer access
-            problems = transports_around_peer_access(log, n, [&](int i, int j) { return system.peer(i, j); },
-                                                     variables);
+            problems = transports_around_peer_access(
+                log, n, [&](int i, int j) { return system.peer(i, j); }, variables);
         const bool around_links = !problems.empty();
         if (const std::string low = low_bus_bandwidth(rows.back(), n, system.p2p_one_way_GBps); !low.empty())
             problems.push_back(low);
         if (!problems.empty()) {
             finding.status = Status::warn;
-            finding.summary += "; but " + problems.front() +
-                               (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)"
-                                                    : "");
+            finding.summary +=
+                "; but " + problems.front() +
+                (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)" : "");
             for (const auto& problem : problems) finding.details.push_back("WARN: " + problem);
             finding.next = around_links
                                ? "NCCL is not using the GPUs' peer links: unless you are diagnosing, unset the setting "

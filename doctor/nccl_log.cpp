@@ -63,11 +63,12 @@ std::string transport_family(const std::string& transport) { return transport.su
 
 std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured) {
     if (log.transports.empty())
-        return {std::string(captured ? "NCCL's log named no connections" : "NCCL_DEBUG was set by you, so doctor "
-                                                                           "did not capture NCCL's log") +
+        return {std::string(captured ? "NCCL's log named no connections"
+                                     : "NCCL_DEBUG was set by you, so doctor did not capture NCCL's log") +
                 "; " + nccl_transport_hint()};
-    std::vector<std::string> lines{"NCCL's connections (from its log; row = sending rank, column = receiving rank; "
-                                   "P2P = NVLink or PCIe peer copies, SHM = host memory, NET = network):"};
+    std::vector<std::string> lines{
+        "NCCL's connections (from its log; row = sending rank, column = receiving rank; P2P = NVLink or PCIe peer "
+        "copies, SHM = host memory, NET = network):"};
     for (const auto& line : format_matrix(ranks, "", 9, [&](int from, int to) {
              if (from == to) return std::string("X");
              const auto found = log.transports.find({from, to});

@@ -48,8 +48,9 @@ std::vector<std::string> nccl_timing_lines(const std::vector<SweepRow>& rows, in
                   "timed as nccl-tests does: after one checked call and up to %d warm-up calls, the median of %d "
                   "batches of %d back-to-back calls",
                   timing.warmup, timing.repeats, timing.iters);
-    std::vector<std::string> lines{line, "(fewer where a batch would pass 1 GiB) between CUDA events on every GPU's "
-                                         "stream, the slowest GPU's time per batch:"};
+    std::vector<std::string> lines{line,
+                                   "(fewer where a batch would pass 1 GiB) between CUDA events on every GPU's stream, "
+                                   "the slowest GPU's time per batch:"};
     std::snprintf(line, sizeof line, "%10s %12s %10s %12s %12s", "size", "calls/batch", "time(us)", "algbw(GB/s)",
                   "busbw(GB/s)");
     lines.push_back(line);
@@ -69,16 +70,16 @@ std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_
     const double busbw = bus_bandwidth(largest.bytes, largest.seconds, gpus) / 1e9;
     if (busbw >= kLowBusBandwidthShare * p2p_one_way_GBps) return "";
     char text[200];
-    std::snprintf(text, sizeof text,
-                  "busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way that the P2P copies of check 4 "
-                  "reached",
-                  busbw, largest.bytes / kMiB, 100.0 * busbw / p2p_one_way_GBps, p2p_one_way_GBps);
+    std::snprintf(
+        text, sizeof text,
+        "busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way that the P2P copies of check 4 reached", busbw,
+        largest.bytes / kMiB, 100.0 * busbw / p2p_one_way_GBps, p2p_one_way_GBps);
     return text;
 }
 
 std::vector<std::string> transports_around_peer_access(const NcclLog& log, int gpus,
-                                                        const std::function<bool(int, int)>& peer_access,
-                                                        const Variables& variables) {
+                                                       const std::function<bool(int, int)>& peer_access,
+                                                       const Variables& variables) {
     constexpr size_t kPairsNamed = 3;
     std::vector<std::string> problems;
     for (const std::string family : {"SHM", "NET"}) {
@@ -125,12 +126,11 @@ std::string nccl_peer_link_cause(const std::string& family, const NcclLog& log, 
         if (!in_environment) from_files.push_back(setting.name);
     }
     if (found.empty())
-        return family == "SHM"
-                   ? "no NCCL setting explains it, so NCCL ruled P2P out itself (as it does by default where the PCIe "
-                     "path between two GPUs goes through a CPU); NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows "
-                     "its reasons"
-                   : "no NCCL setting explains it; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why NCCL chose "
-                     "its network transport";
+        return family == "SHM" ? "no NCCL setting explains it, so NCCL ruled P2P out itself (as it does by default "
+                                 "where the PCIe path between two GPUs goes through a CPU); NCCL_DEBUG=INFO "
+                                 "NCCL_DEBUG_SUBSYS=INIT,GRAPH shows its reasons"
+                               : "no NCCL setting explains it; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why "
+                                 "NCCL chose its network transport";
     const std::string files = "an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)";
     std::string cause = join(found, " and ") + (found.size() == 1 ? " is set" : " are set");
     if (from_files.size() == found.size())

@@ -108,15 +108,15 @@ const char* const kTransferTexts[kTransfers] = {"copy without peer access (stage
 
 const char* const kPeerDataAdvice =
     "wrong data over P2P: on PCIe, disable ACS on the switches between the GPUs (BIOS or setpci) and boot with "
-    "iommu=pt (or the IOMMU off); in a VM the hypervisor must support P2P; look at `nvidia-smi topo -p2p r`, "
-    "`lspci -vvv | grep -i acsctl`, `dmesg | grep -i -e iommu -e xid`; until fixed, NCCL_P2P_DISABLE=1 keeps "
-    "NCCL correct (slower)";
+    "iommu=pt (or the IOMMU off); in a VM the hypervisor must support P2P; look at `nvidia-smi topo -p2p r`, `lspci "
+    "-vvv | grep -i acsctl`, `dmesg | grep -i -e iommu -e xid`; until fixed, NCCL_P2P_DISABLE=1 keeps NCCL correct "
+    "(slower)";
 const char* const kStagedDataAdvice =
-    "even copies staged through the host are wrong: suspect the GPU or its memory, not P2P: "
-    "`nvidia-smi -q -d ECC`, `dmesg | grep -i xid`, and NVIDIA's DCGM diagnostics (dcgmi diag -r 2)";
+    "even copies staged through the host are wrong: suspect the GPU or its memory, not P2P: `nvidia-smi -q -d ECC`, "
+    "`dmesg | grep -i xid`, and NVIDIA's DCGM diagnostics (dcgmi diag -r 2)";
 const char* const kPeerHangAdvice =
-    "a peer transfer that never ends: the P2P path is broken (IOMMU/ACS on PCIe, an NVLink down: `nvidia-smi "
-    "nvlink -s`, `dmesg | grep -i xid`); GPU work cannot be cancelled, so doctor stops here; if the GPU stays busy "
+    "a peer transfer that never ends: the P2P path is broken (IOMMU/ACS on PCIe, an NVLink down: `nvidia-smi nvlink "
+    "-s`, `dmesg | grep -i xid`); GPU work cannot be cancelled, so doctor stops here; if the GPU stays busy "
     "afterwards, reset it (`nvidia-smi -r`); meanwhile NCCL_P2P_DISABLE=1 avoids P2P";
 
 // Runs a check body; a transfer that hangs gets the P2P advice attached on its way to the runner.
@@ -142,7 +142,7 @@ public:
             const cudaStream_t stream = streams_.back().get();
             CUDA_CHECK(cudaMemsetAsync(flags_.back().get(), 0, sizeof(uint32_t), stream));
             fill_pattern_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_.back().as<uint32_t>(), words_,
-                                                                              device);
+                                                                             device);
             CUDA_CHECK_LAUNCH();
         }
         for (int device = 0; device < system.count; ++device)
@@ -160,12 +160,12 @@ public:
         if (transfer == kKernel) {
             if (first_pair && options_.injection.hang_peer_kernel)
                 wait_for_peer_flag_kernel<<<1, 1, 0, stream>>>(flags_[source].as<uint32_t>());
-            read_peer_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_[source].as<uint32_t>(),
-                                                                           destination, words_);
+            read_peer_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_[source].as<uint32_t>(), destination,
+                                                                          words_);
             CUDA_CHECK_LAUNCH();
             if (first_pair && options_.injection.corrupt_peer)
-                CUDA_CHECK(cudaMemsetAsync(destination + words_ / 2, 0, (words_ - words_ / 2) * sizeof(uint32_t),
-                                           stream));
+                CUDA_CHECK(
+                    cudaMemsetAsync(destination + words_ / 2, 0, (words_ - words_ / 2) * sizeof(uint32_t), stream));
         } else {
             CUDA_CHECK(cudaMemcpyPeerAsync(destination, reader, sources_[source].get(), source, bytes, stream));
         }
@@ -230,11 +230,12 @@ public:
     // Seconds of one copy of `bytes` from GPU `from` to GPU `to` (the same GPU: a local copy), on the
     // source's stream: the median of `repeats` timed copies after one warm-up.
     double one_way(int from, int to, size_t bytes, int copies, int repeats) {
-        return median_seconds(from, repeats, "copy " + gpu(from) + " -> " + gpu(to), [&] {
-                   for (int copy = 0; copy < copies; ++copy)
-                       CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[to].get(), to, sources_[from].get(), from, bytes,
-                                                      streams_[from].get()));
-               }) /
+        return median_seconds(from, repeats, "copy " + gpu(from) + " -> " + gpu(to),
+                              [&] {
+                                  for (int copy = 0; copy < copies; ++copy)
+                                      CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[to].get(), to, sources_[from].get(),
+                                                                     from, bytes, streams_[from].get()));
+                              }) /
                copies;
     }
 
@@ -434,14 +435,15 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
                 ++transfers;
                 if (results[transfer][at].ok()) continue;
                 staged_wrong = staged_wrong || transfer == kStaged;
-                const std::string line = gpu(reader) + " <- " + gpu(source) + ", " + kTransferTexts[transfer] +
-                                         ": " + describe(results[transfer][at]);
+                const std::string line = gpu(reader) + " <- " + gpu(source) + ", " + kTransferTexts[transfer] + ": " +
+                                         describe(results[transfer][at]);
                 if (wrong++ == 0) finding.summary = line;
                 finding.details.push_back(line);
             }
         }
-    finding.details.push_back("row = the GPU that receives, column = the GPU whose memory is read; S D K = staged "
-                              "copy, peer copy, peer-read kernel: + correct, x wrong, - not run (no peer access)");
+    finding.details.push_back(
+        "row = the GPU that receives, column = the GPU whose memory is read; S D K = staged copy, peer copy, peer-read "
+        "kernel: + correct, x wrong, - not run (no peer access)");
     for (const auto& line : format_matrix(n, "", 7, [&](int reader, int source) {
              if (reader == source) return std::string("X");
              std::string cell;
@@ -479,17 +481,21 @@ Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, co
     Finding finding;
     finding.id = "bandwidth";
     CopyTimer timer(system, options, deadline);
-    const bool complete = measure(system, options, timer, true, m, deadline) &&
-                          measure(system, options, timer, false, m, deadline);
+    const bool complete =
+        measure(system, options, timer, true, m, deadline) && measure(system, options, timer, false, m, deadline);
 
     const std::string size = std::to_string(options.bytes >> 20) + " MiB";
-    add_matrix(finding, "one way, P2P on (GB/s, " + size + " copies; row = source GPU, column = destination; "
-                        "diagonal = a copy within one GPU):", m.one_way_on, "%.1f");
+    add_matrix(finding,
+               "one way, P2P on (GB/s, " + size +
+                   " copies; row = source GPU, column = destination; diagonal = a copy within one GPU):",
+               m.one_way_on, "%.1f");
     add_matrix(finding, "one way, P2P off (GB/s; staged through host memory by the driver):", m.one_way_off, "%.1f");
     add_matrix(finding, "both ways at once, P2P on (GB/s, the two directions added):", m.both_ways_on, "%.1f");
     add_matrix(finding, "both ways at once, P2P off (GB/s):", m.both_ways_off, "%.1f");
-    add_matrix(finding, "latency of a 4-byte copy, P2P on (us, from " + std::to_string(kLatencyCopies) +
-                        " back-to-back copies):", m.latency_on, "%.2f");
+    add_matrix(
+        finding,
+        "latency of a 4-byte copy, P2P on (us, from " + std::to_string(kLatencyCopies) + " back-to-back copies):",
+        m.latency_on, "%.2f");
     add_matrix(finding, "latency of a 4-byte copy, P2P off (us):", m.latency_off, "%.2f");
     finding.facts.add("bytes", static_cast<long long>(options.bytes))
         .add("one_way_p2p_on_GBps", json_of(m.one_way_on))
@@ -517,12 +523,12 @@ Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, co
     for (const auto& problem : problems) finding.details.push_back("slow: " + problem);
     if (!problems.empty()) {
         finding.status = Status::warn;
-        finding.summary = problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
-                                                                        " more)"
-                                                                  : "");
-        finding.next = "a degraded NVLink (`nvidia-smi nvlink -s`, `nvidia-smi nvlink -e`) or a PCIe link trained at "
-                       "a lower width or generation (`nvidia-smi -q | grep -i -A3 'link width'`); P2P slower than "
-                       "staging usually means ACS routes it through the CPU";
+        finding.summary =
+            problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+        finding.next =
+            "a degraded NVLink (`nvidia-smi nvlink -s`, `nvidia-smi nvlink -e`) or a PCIe link trained at a lower "
+            "width or generation (`nvidia-smi -q | grep -i -A3 'link width'`); P2P slower than staging usually means "
+            "ACS routes it through the CPU";
     }
     if (!complete) {
         finding.status = Status::warn;

@@ -20,8 +20,10 @@ std::string describe(const PatternCheck& check) {
     if (check.zeros == check.words) return "all " + all + " words are zero";
     if (check.untouched == check.words) return "nothing arrived (all " + all + " words unchanged)";
     std::string text = std::to_string(check.wrong) + " of " + all + " words wrong";
-    if (check.zeros) text += " (" + std::to_string(check.zeros) + " zero)";
-    else if (check.untouched) text += " (" + std::to_string(check.untouched) + " unchanged)";
+    if (check.zeros)
+        text += " (" + std::to_string(check.zeros) + " zero)";
+    else if (check.untouched)
+        text += " (" + std::to_string(check.untouched) + " unchanged)";
     return text + ", first at word " + std::to_string(check.first_wrong);
 }
 

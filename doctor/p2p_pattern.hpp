@@ -22,15 +22,14 @@ constexpr uint32_t kPoisonWord = 0xFEFEFEFEu;
 
 // Odd, hence never zero and never the poison.
 DOCTOR_HD uint32_t pattern_word(int source_gpu, size_t index) {
-    return ((static_cast<uint32_t>(index) * 2654435761u) ^ (0x5bd1e995u * static_cast<uint32_t>(source_gpu + 1))) |
-           1u;
+    return ((static_cast<uint32_t>(index) * 2654435761u) ^ (0x5bd1e995u * static_cast<uint32_t>(source_gpu + 1))) | 1u;
 }
 
 struct PatternCheck {
     size_t words = 0;
-    size_t wrong = 0;       // words that differ from the source GPU's pattern
-    size_t zeros = 0;       // of those, words that read as zero
-    size_t untouched = 0;   // of those, words still holding the poison (never written)
+    size_t wrong = 0;      // words that differ from the source GPU's pattern
+    size_t zeros = 0;      // of those, words that read as zero
+    size_t untouched = 0;  // of those, words still holding the poison (never written)
     size_t first_wrong = 0;
     bool ok() const { return wrong == 0; }
 };

@@ -10,10 +10,14 @@ namespace fwi::doctor {
 
 const char* status_name(Status status) {
     switch (status) {
-        case Status::pass: return "PASS";
-        case Status::warn: return "WARN";
-        case Status::fail: return "FAIL";
-        case Status::skip: return "SKIP";
+        case Status::pass:
+            return "PASS";
+        case Status::warn:
+            return "WARN";
+        case Status::fail:
+            return "FAIL";
+        case Status::skip:
+            return "SKIP";
     }
     return "?";
 }
@@ -158,7 +162,9 @@ JsonObject Report::json_locked() const {
     JsonObject result;
     result.add("program", "doctor")
         .add("mode", mode_)
-        .add("status", code == kExitOk ? "ok" : code == kExitEnvironment ? "no_gpu" : "failed")
+        .add("status", code == kExitOk            ? "ok"
+                       : code == kExitEnvironment ? "no_gpu"
+                                                  : "failed")
         .add("exit_code", code)
         .add("total_seconds", timer_.seconds())
         .add("pass", counts[0])

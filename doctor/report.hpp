@@ -19,7 +19,7 @@ enum class Status { pass, warn, fail, skip };
 const char* status_name(Status status);  // "PASS", "WARN", "FAIL", "SKIP"
 
 struct Finding {
-    std::string id;                    // the check's key: "devices", "topology", "p2p", ...
+    std::string id;  // the check's key: "devices", "topology", "p2p", ...
     Status status = Status::pass;
     std::string summary;               // one line: what was found
     std::string next;                  // one line: what to try next (empty when nothing is to be done)
@@ -34,7 +34,7 @@ struct CheckInfo {
 };
 const std::vector<CheckInfo>& all_checks();
 const CheckInfo& check_info(const std::string& id);  // throws std::invalid_argument for an unknown id
-int check_number(const std::string& id);            // 1-based position in all_checks()
+int check_number(const std::string& id);             // 1-based position in all_checks()
 
 Finding skipped(const std::string& id, const std::string& reason);
 

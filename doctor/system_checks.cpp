@@ -66,8 +66,8 @@ std::string code_text(const BuildCode& code) {
 Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& architectures) {
     std::string without_code, older_ptx;
     for (const GpuCode& gpu : gpus) {
-        const std::string name = "GPU " + std::to_string(gpu.device) + " (sm_" +
-                                 std::to_string(gpu.compute_capability) + ")";
+        const std::string name =
+            "GPU " + std::to_string(gpu.device) + " (sm_" + std::to_string(gpu.compute_capability) + ")";
         if (!gpu.code.runs)
             without_code += (without_code.empty() ? "" : ", ") + name + ": " + gpu.code.load_error;
         else if (gpu.compute_capability >= 90 && !has_programmatic_wait(gpu.code))
@@ -82,9 +82,10 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
         verdict.next = kRebuildForTheseGpus;
     } else if (!older_ptx.empty()) {
         verdict.status = Status::warn;
-        verdict.summary = "this build (CUDA architectures " + architectures + ") has no code of 9.0 or later that "
-                          "these GPUs can run: " + older_ptx + ", which the driver compiles when a program loads, "
-                          "and the propagator steps without programmatic launch (slower)";
+        verdict.summary = "this build (CUDA architectures " + architectures +
+                          ") has no code of 9.0 or later that these GPUs can run: " + older_ptx +
+                          ", which the driver compiles when a program loads, and the propagator steps without "
+                          "programmatic launch (slower)";
         verdict.next = kRebuildForTheseGpus;
     }
     return verdict;
@@ -98,8 +99,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
     cudaGetLastError();  // a failed count leaves a sticky-looking error behind; clear it
     Finding finding = status == cudaSuccess && count > 0
                           ? Finding{}
-                          : no_gpu_finding(cudaGetErrorName(status == cudaSuccess ? cudaErrorNoDevice : status),
-                                           driver, runtime, variables, nvml);
+                          : no_gpu_finding(cudaGetErrorName(status == cudaSuccess ? cudaErrorNoDevice : status), driver,
+                                           runtime, variables, nvml);
     finding.id = "devices";
     finding.facts.add("environment", environment_json(variables));
     if (finding.status == Status::fail) {
@@ -138,8 +139,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
     finding.details.push_back(versions_line(driver, runtime, nvml));
     const int nvml_gpus = nvml.gpu_count();
     if (nvml_gpus > count)
-        finding.details.push_back("the driver sees " + std::to_string(nvml_gpus) + " GPUs; CUDA_VISIBLE_DEVICES shows " +
-                                  std::to_string(count));
+        finding.details.push_back("the driver sees " + std::to_string(nvml_gpus) +
+                                  " GPUs; CUDA_VISIBLE_DEVICES shows " + std::to_string(count));
     for (const auto& line : environment_lines(variables)) finding.details.push_back("environment: " + line);
     finding.facts.add("driver_version", driver)
         .add("runtime_version", runtime)
@@ -213,10 +214,10 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         return system.links.empty() ? std::string("-") : link_label(system.links[size_t(i) * n + j]);
     };
 
-    finding.details.push_back(system.links.empty() ? "links: " + nvml_problem
-                                                   : "links (NVML; NV# = NVLinks, else the PCIe path: PIX one "
-                                                     "switch, PXB several, PHB host bridge, NODE/SYS across bridges "
-                                                     "or CPU sockets):");
+    finding.details.push_back(system.links.empty()
+                                  ? "links: " + nvml_problem
+                                  : "links (NVML; NV# = NVLinks, else the PCIe path: PIX one switch, PXB several, PHB "
+                                    "host bridge, NODE/SYS across bridges or CPU sockets):");
     if (!system.links.empty())
         for (const auto& line : format_matrix(n, "", 7, [&](int i, int j) { return i == j ? "X" : link_at(i, j); }))
             finding.details.push_back(line);
@@ -242,14 +243,16 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
     if (!nvlink_without_access.empty()) {
         finding.status = Status::fail;
         finding.summary = "NVLink but no peer access between GPUs " + nvlink_without_access;
-        finding.next = "on NVSwitch machines start the fabric manager (systemctl status nvidia-fabricmanager); in a "
-                       "VM the hypervisor must pass P2P through; `nvidia-smi topo -p2p r` shows the driver's view";
+        finding.next =
+            "on NVSwitch machines start the fabric manager (systemctl status nvidia-fabricmanager); in a VM the "
+            "hypervisor must pass P2P through; `nvidia-smi topo -p2p r` shows the driver's view";
     } else if (!without_access.empty()) {
         finding.status = Status::warn;
-        finding.summary = "no peer access between GPUs " + without_access +
-                          ": copies between them go through host memory (slower)";
-        finding.next = "normal for GPUs on different CPU sockets or consumer GPUs; otherwise check "
-                       "`nvidia-smi topo -p2p r`, ACS on the PCIe switches and the IOMMU (check 6)";
+        finding.summary =
+            "no peer access between GPUs " + without_access + ": copies between them go through host memory (slower)";
+        finding.next =
+            "normal for GPUs on different CPU sockets or consumer GPUs; otherwise check `nvidia-smi topo -p2p r`, ACS "
+            "on the PCIe switches and the IOMMU (check 6)";
     } else {
         std::map<std::string, int> kinds;
         for (int i = 0; i < n; ++i)

@@ -61,8 +61,7 @@ TEST_CASE("a GPU matrix has a header row and one row per GPU, columns right-alig
 }
 
 TEST_CASE("matrix JSON is nested objects keyed by GPU, with the diagonal only when asked") {
-    CHECK(matrix_json(2, false, [](int i, int j) { return i * 10 + j; }).str() ==
-          R"({"0": {"1": 1}, "1": {"0": 10}})");
+    CHECK(matrix_json(2, false, [](int i, int j) { return i * 10 + j; }).str() == R"({"0": {"1": 1}, "1": {"0": 10}})");
     CHECK(matrix_json(1, true, [](int, int) { return 2.5; }).str() == R"({"0": {"0": 2.5}})");
 }
 
@@ -218,8 +217,8 @@ TEST_CASE("the environment: CUDA_*, NCCL_* and OMPI_* variables, sorted; mpirun'
 }
 
 TEST_CASE("NCCL settings that take its fast path away are marked; harmless ones are only noted") {
-    const auto notes = nccl_setting_notes(relevant_variables({"NCCL_P2P_DISABLE=1", "NCCL_NVLS_ENABLE=0",
-                                                              "NCCL_SHM_DISABLE=0"}));
+    const auto notes =
+        nccl_setting_notes(relevant_variables({"NCCL_P2P_DISABLE=1", "NCCL_NVLS_ENABLE=0", "NCCL_SHM_DISABLE=0"}));
     REQUIRE(notes.size() == 3);
     CHECK(contains(notes[0].text(), "NCCL_P2P_DISABLE=1: "));
     CHECK(notes[0].setting == "NCCL_P2P_DISABLE=1");
@@ -264,7 +263,8 @@ TEST_CASE("no GPU: the most likely cause comes first, and the facts are all list
     SUBCASE("a driver older than the runtime") {
         facts.driver_version = 12040;
         facts.traces.kernel_module = "NVRM version: 550";
-        CHECK(contains(diagnose_no_gpu(facts).summary, "supports CUDA 12.4, older than this build's runtime (CUDA 13.0)"));
+        CHECK(contains(diagnose_no_gpu(facts).summary,
+                       "supports CUDA 12.4, older than this build's runtime (CUDA 13.0)"));
     }
     SUBCASE("NVSwitch machine without the fabric manager") {
         facts.cuda_error = "cudaErrorSystemNotReady";
@@ -288,8 +288,9 @@ TEST_CASE("the build's code: none for a GPU fails, older PTX on a 9.0 GPU warns,
     CHECK(contains(older.next, "--fresh"));
     const Finding failed = build_code_verdict({{0, 90, none}, {1, 90, ptx80_on_90}}, "80-real");
     CHECK(failed.status == Status::fail);
-    CHECK(contains(failed.summary, "(CUDA architectures 80-real) has no code these GPUs can run (GPU 0 (sm_90): "
-                                   "cudaErrorNoKernelImageForDevice)"));
+    CHECK(contains(failed.summary,
+                   "(CUDA architectures 80-real) has no code these GPUs can run (GPU 0 (sm_90): "
+                   "cudaErrorNoKernelImageForDevice)"));
     CHECK(contains(failed.next, "--fresh"));
 }
 
@@ -362,9 +363,9 @@ TEST_CASE("a bus bandwidth under a quarter of the P2P copies' is named; a health
     CHECK(low_bus_bandwidth(slow, 2, 381.0) ==
           "busbw 22.0 GB/s at 256 MiB is 6% of the 381.0 GB/s one way that the P2P copies of check 4 reached");
     CHECK(low_bus_bandwidth(SweepRow{256 * kMiB, 268435456 / 96e9, 0, ""}, 2, 381.0).empty());  // 25%: not below
-    CHECK(low_bus_bandwidth(slow, 2, std::nan("")).empty());                           // check 4 did not run
-    CHECK(low_bus_bandwidth(slow, 1, 381.0).empty());                                  // one GPU
-    CHECK(low_bus_bandwidth(SweepRow{kMiB, kMiB / 5e9, 0, ""}, 2, 381.0).empty());     // too small to tell
+    CHECK(low_bus_bandwidth(slow, 2, std::nan("")).empty());                                    // check 4 did not run
+    CHECK(low_bus_bandwidth(slow, 1, 381.0).empty());                                           // one GPU
+    CHECK(low_bus_bandwidth(SweepRow{kMiB, kMiB / 5e9, 0, ""}, 2, 381.0).empty());              // too small to tell
 }
 
 TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; without peer access it is not") {
@@ -379,8 +380,9 @@ TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; wit
 
     const auto problems = transports_around_peer_access(log, 4, all_peers, p2p_disabled);
     REQUIRE(problems.size() == 2);
-    CHECK(problems[0] == "NCCL uses SHM between 2 pairs of GPUs that have peer access (GPU 0 and GPU 1, GPU 1 and "
-                         "GPU 2): NCCL_P2P_DISABLE=1 is set");
+    CHECK(problems[0] ==
+          "NCCL uses SHM between 2 pairs of GPUs that have peer access (GPU 0 and GPU 1, GPU 1 and GPU 2): "
+          "NCCL_P2P_DISABLE=1 is set");
     CHECK(problems[1] == "NCCL uses NET between GPU 0 and GPU 3, which have peer access: NCCL_P2P_DISABLE=1 is set");
 
     // GPU 1 has peer access to nobody: only the pair 0-3 is left, over NET.
@@ -406,8 +408,8 @@ TEST_CASE("the cause of SHM or NET: a setting from the environment or a config f
     const Variables both{{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}};
     CHECK(nccl_peer_link_cause("NET", log, both) == "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set");
     CHECK(nccl_peer_link_cause("NET", log, {{"NCCL_SHM_DISABLE", "1"}}) ==
-          "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set, NCCL_P2P_DISABLE in an NCCL config file "
-          "(NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
+          "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set, NCCL_P2P_DISABLE in an NCCL config file (NCCL_CONF_FILE, "
+          "~/.nccl.conf or /etc/nccl.conf)");
     CHECK(nccl_peer_link_cause("SHM", log, both) == "NCCL_P2P_DISABLE=1 is set");
     // A value that turns nothing off is no cause; NCCL_P2P_LEVEL limits P2P whatever its value.
     CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_DISABLE", "0"}}), "no NCCL setting explains it"));

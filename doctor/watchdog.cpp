@@ -57,8 +57,9 @@ void Watchdog::watch() {
         finding.summary = "did not finish within " + format_number(seconds_) +
                           " s: blocked in a call that cannot be interrupted (CUDA driver, NCCL or MPI)";
         finding.next =
-            "a hung driver shows in `nvidia-smi` (hangs too?) and `dmesg | grep -i xid`; a hung MPI job in "
-            "the other ranks' output; rerun this check alone with --checks " + id_ + " and NCCL_DEBUG=INFO";
+            "a hung driver shows in `nvidia-smi` (hangs too?) and `dmesg | grep -i xid`; a hung MPI job in the other "
+            "ranks' output; rerun this check alone with --checks " +
+            id_ + " and NCCL_DEBUG=INFO";
         lock.unlock();
         report_.abandon(std::move(finding));
     }

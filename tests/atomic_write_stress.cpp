@@ -30,9 +30,9 @@ constexpr int kJsonValues = 1000;
 void write_round(const std::string& dir, int round) {
     const std::vector<float> pattern(kRows * kColumns, float(round));
     // The checkpoint carries its own checksum; read_checkpoint checks it.
-    Checkpoint checkpoint{FwiState{round, pattern, std::vector<double>(round, 1.0 / round),
-                                   std::vector<double>(round, 0.5)},
-                          "stress round " + std::to_string(round) + "\n", 1};
+    Checkpoint checkpoint{
+        FwiState{round, pattern, std::vector<double>(round, 1.0 / round), std::vector<double>(round, 0.5)},
+        "stress round " + std::to_string(round) + "\n", 1};
     write_checkpoint(dir, checkpoint);
     write_npy(dir + "/pattern.npy", pattern.data(), {kRows, kColumns});
     std::vector<long long> values;
@@ -41,8 +41,9 @@ void write_round(const std::string& dir, int round) {
         values.push_back(round + k);
         sum += round + k;
     }
-    emit_result(JsonObject().add("kind", "atomic_write_stress").add("round", round).add("values", values).add("sum", sum),
-                dir + "/result.json");
+    emit_result(
+        JsonObject().add("kind", "atomic_write_stress").add("round", round).add("values", values).add("sum", sum),
+        dir + "/result.json");
 }
 
 int check_npy(const std::string& path) {
@@ -52,7 +53,8 @@ int check_npy(const std::string& path) {
         std::fprintf(stderr, "%s: not an .npy file (%zu bytes)\n", path.c_str(), bytes.size());
         return 1;
     }
-    const size_t header = size_t(static_cast<unsigned char>(bytes[8])) | size_t(static_cast<unsigned char>(bytes[9])) << 8;
+    const size_t header = size_t(static_cast<unsigned char>(bytes[8])) | size_t(static_cast<unsigned char>(bytes[9]))
+                                                                             << 8;
     const size_t expected = 10 + header + kRows * kColumns * sizeof(float);
     if (bytes.size() != expected) {
         std::fprintf(stderr, "%s: %zu bytes, a whole file has %zu\n", path.c_str(), bytes.size(), expected);

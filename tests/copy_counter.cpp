@@ -56,8 +56,8 @@ int cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int kind, void* st
 
 __attribute__((destructor)) static void report() {
     fprintf(stderr, "copy-counter: pid %d: to-device %ld copies %ld bytes, to-host %ld copies %ld bytes, default %ld\n",
-            static_cast<int>(getpid()), to_device_copies.load(), to_device_bytes.load(),
-            to_host_copies.load(), to_host_bytes.load(), default_copies.load());
+            static_cast<int>(getpid()), to_device_copies.load(), to_device_bytes.load(), to_host_copies.load(),
+            to_host_bytes.load(), default_copies.load());
 }
 
 }  // extern "C"

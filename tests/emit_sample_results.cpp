@@ -1,8 +1,8 @@
 // Writes the RESULT objects of the fwi skeleton's report (common/shot_parallel.cpp) for made-up runs,
 // one JSON file each, into the folder given as the first argument: a verified run against a
-// reference, a run without a reference, and failed ones (a wrong gradient, a zero or NaN misfit). The test that runs it then checks every file
-// against scripts/result_schema.py, so the schema is checked on what the real writer writes, no GPU
-// needed. Exit 1 when a case does not verify or fail as it should.
+// reference, a run without a reference, and failed ones (a wrong gradient, a zero or NaN misfit). The test that runs it
+// then checks every file against scripts/result_schema.py, so the schema is checked on what the real writer writes, no
+// GPU needed. Exit 1 when a case does not verify or fail as it should.
 #include <cmath>
 #include <cstdio>
 #include <string>

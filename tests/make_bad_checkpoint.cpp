@@ -20,8 +20,9 @@ using namespace fwi;
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr,
-                     "usage: make_bad_checkpoint DIR nan|negative|unstable|above-v-max|1000-iterations [problem flags]\n");
+        std::fprintf(
+            stderr,
+            "usage: make_bad_checkpoint DIR nan|negative|unstable|above-v-max|1000-iterations [problem flags]\n");
         return kExitBadInput;
     }
     const std::string dir = argv[1], kind = argv[2];

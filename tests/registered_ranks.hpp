@@ -20,8 +20,8 @@ inline bool world_has_registered_ranks(int argc, char** argv) {
         MPI_Comm_size(MPI_COMM_WORLD, &size);
         if (size == registered) return true;
         std::fprintf(stderr,
-                     "%s: MPI_COMM_WORLD has %d rank(s), but the test is registered for %d: the launcher did "
-                     "not start one MPI job (an mpirun of another MPI library than the one built against?)\n",
+                     "%s: MPI_COMM_WORLD has %d rank(s), but the test is registered for %d: the launcher did not start "
+                     "one MPI job (an mpirun of another MPI library than the one built against?)\n",
                      argv[0], size, registered);
         return false;
     }

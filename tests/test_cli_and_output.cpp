@@ -75,12 +75,14 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--help=1"}, "--help: takes no value"},
         {{"--nx", "--help=1"}, "--nx: missing value"},  // not a value, as --help is not
         // A flag the user did not give, refused for the preset's value: the message says where it came from.
-        {{"--nx", "256"}, "--src-x-last: 491 is outside the grid; allowed 20..255 (from --src-x-first to nx-1) "
-                          "(--src-x-last was not given: it is the default problem's value)"},
+        {{"--nx", "256"},
+         "--src-x-last: 491 is outside the grid; allowed 20..255 (from --src-x-first to nx-1) (--src-x-last was not "
+         "given: it is the default problem's value)"},
         {{"--problem", "large", "--nz", "100"}, "(--interface-depth was not given: it is the large problem's value)"},
         {{"--step-size", "0"}, "--step-size: 0 is out of range; allowed 0.1..1000"},
-        {{"--v-bottom", "1500"}, "nothing to invert: the true model (--model two-layer: --v-top 1500, --v-bottom 1500) "
-                                 "is the initial model (--v-initial 1500)"},
+        {{"--v-bottom", "1500"},
+         "nothing to invert: the true model (--model two-layer: --v-top 1500, --v-bottom 1500) is the initial model "
+         "(--v-initial 1500)"},
         {{"--model", "anomaly", "--anomaly-dv", "0"}, "nothing to invert"},
         {{"--v-top", "2000", "--v-bottom", "2000", "--v-initial", "2000"}, "nothing to invert"},
     };
@@ -146,8 +148,7 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
 }
 
 TEST_CASE("CUDA errors of a build for other GPUs, a full GPU or too many peers say what to do; others do not") {
-    CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("cmake --preset default --fresh") !=
-          std::string::npos);
+    CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("cmake --preset default --fresh") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorUnsupportedPtxVersion).find("update the driver") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorMemoryAllocation).find("nvidia-smi lists them") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorTooManyPeers).find("CUDA_VISIBLE_DEVICES") != std::string::npos);
@@ -175,7 +176,8 @@ TEST_CASE("a flag the run does not use is refused, by the name it was given") {
     parser.add_int("--level", &level, 0, 9, "");
     parser.add_int("--size", &size, 1, 64, "");
     parser.add_alias("-s", "--size");
-    parser.add_used_only({"--level", "--size"}, [&mode] { return mode == "fancy"; }, "with --mode fancy");
+    parser.add_used_only(
+        {"--level", "--size"}, [&mode] { return mode == "fancy"; }, "with --mode fancy");
     const auto parse = [&parser](std::vector<const char*> args) {
         args.insert(args.begin(), "test");
         return parser.parse(int(args.size()), args.data());
@@ -185,10 +187,13 @@ TEST_CASE("a flag the run does not use is refused, by the name it was given") {
     CHECK(parse({"--mode", "plain"}));                  // a default is not given: nothing to refuse
     CHECK_THROWS_WITH_AS(parse({"--mode", "plain", "--level", "3"}), "--level: used only with --mode fancy",
                          UsageError);
-    CHECK_THROWS_WITH_AS(parse({"--mode", "plain", "-s", "4"}), "-s (--size): used only with --mode fancy",
-                         UsageError);
-    CHECK_THROWS_AS(parser.add_used_only({"--bogus"}, [] { return true; }, ""), std::logic_error);
-    CHECK_THROWS_AS(parser.add_used_only({"-s"}, [] { return true; }, ""), std::logic_error);  // the flag, not an alias
+    CHECK_THROWS_WITH_AS(parse({"--mode", "plain", "-s", "4"}), "-s (--size): used only with --mode fancy", UsageError);
+    CHECK_THROWS_AS(parser.add_used_only(
+                        {"--bogus"}, [] { return true; }, ""),
+                    std::logic_error);
+    CHECK_THROWS_AS(parser.add_used_only(
+                        {"-s"}, [] { return true; }, ""),
+                    std::logic_error);  // the flag, not an alias
 }
 
 TEST_CASE("add_problem_flags names the flags it registers") {
@@ -229,7 +234,7 @@ TEST_CASE("find_value reads argv as parse does") {
     CHECK(value({"--nz", "64", "--problem", "small"}) == "small");
     CHECK(value({"--problem=large"}) == "large");
     CHECK(value({"--nz", "64"}).empty());
-    CHECK(value({"--problem", "--nz", "64"}).empty());  // parse reports the missing value
+    CHECK(value({"--problem", "--nz", "64"}).empty());       // parse reports the missing value
     CHECK(value({"--help", "--problem", "bogus"}).empty());  // parse stops at --help
     CHECK_THROWS_WITH_AS(value({"--problem", "small", "--problem=large"}), "--problem given twice", UsageError);
 }
@@ -340,8 +345,9 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
 
     CHECK(refusal(folder + "/new.json") == "(accepted)");
     CHECK(refusal(folder + "/existing.json") == "(accepted)");
-    CHECK(refusal("/dev/null") == "--json: cannot write '/dev/null': it is not a regular file (a device, a FIFO or "
-                                  "a socket), and the file written would replace it");
+    CHECK(refusal("/dev/null") ==
+          "--json: cannot write '/dev/null': it is not a regular file (a device, a FIFO or a socket), and the file "
+          "written would replace it");
     CHECK(refusal(folder + "/fifo").find("is not a regular file") != std::string::npos);
     CHECK(refusal(folder + "/link.json").find("is a symbolic link") != std::string::npos);
     CHECK(refusal(folder).find("is a folder") != std::string::npos);
@@ -363,15 +369,17 @@ TEST_CASE("RESULT objects are valid JSON") {
     inner.add("ok", true);
     JsonObject o;
     o.add("name", "a \"quoted\"\nline").add("count", 3).add("value", 0.5).add("missing", 1.0 / 0.0).add("inner", inner);
-    CHECK(o.str() == R"({"name": "a \"quoted\"\nline", "count": 3, "value": 0.5, "missing": null, "inner": {"ok": true}})");
+    CHECK(o.str() ==
+          R"({"name": "a \"quoted\"\nline", "count": 3, "value": 0.5, "missing": null, "inner": {"ok": true}})");
 }
 
 TEST_CASE("JSON strings stay UTF-8: well-formed sequences are kept, any other byte becomes U+FFFD") {
-    CHECK(json_quote("H\xc3\xa9l\xe2\x82\xac \xf0\x9f\x98\x80") == "\"H\xc3\xa9l\xe2\x82\xac \xf0\x9f\x98\x80\"");  // é € 😀
-    CHECK(json_quote("a\xff") == "\"a\\ufffd\"");                  // not a lead byte
-    CHECK(json_quote("\x80x") == "\"\\ufffdx\"");                  // a stray continuation byte
-    CHECK(json_quote("\xc3") == "\"\\ufffd\"");                    // truncated
-    CHECK(json_quote("\xc0\xaf") == "\"\\ufffd\\ufffd\"");         // overlong '/'
+    CHECK(json_quote("H\xc3\xa9l\xe2\x82\xac \xf0\x9f\x98\x80") ==
+          "\"H\xc3\xa9l\xe2\x82\xac \xf0\x9f\x98\x80\"");              // é € 😀
+    CHECK(json_quote("a\xff") == "\"a\\ufffd\"");                      // not a lead byte
+    CHECK(json_quote("\x80x") == "\"\\ufffdx\"");                      // a stray continuation byte
+    CHECK(json_quote("\xc3") == "\"\\ufffd\"");                        // truncated
+    CHECK(json_quote("\xc0\xaf") == "\"\\ufffd\\ufffd\"");             // overlong '/'
     CHECK(json_quote("\xed\xa0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate
     CHECK(json_quote("\x01") == "\"\\u0001\"");
 }
@@ -388,9 +396,9 @@ TEST_CASE("the model update is scaled, masked, clipped and deterministic") {
     std::vector<float> v(12, 1500.0f);
     const std::vector<float> g = {9, 9, 9, -1, 2, 0, -4, 1, 0, 0, 0, 0.5};
     update_model(p, g, v);
-    CHECK(v[0] == 1500.0f);                          // masked row
-    CHECK(v[3] == doctest::Approx(1502.5f));         // -1 * (-10 / 4)
-    CHECK(v[6] == 1510.0f);                          // largest |g| below the mask moves by step_size
+    CHECK(v[0] == 1500.0f);                   // masked row
+    CHECK(v[3] == doctest::Approx(1502.5f));  // -1 * (-10 / 4)
+    CHECK(v[6] == 1510.0f);                   // largest |g| below the mask moves by step_size
     CHECK(v[4] == doctest::Approx(1495.0f));
     std::vector<float> again(12, 1500.0f);
     update_model(p, g, again);

@@ -250,7 +250,7 @@ TEST_CASE("the gradient matches a centred difference of the misfit, on the edge 
     // cell, 8e-4 on the edge cells; without the layer's imaging term (its `- px`), 5e-2 on the edge cells.
     const double h = 0.1;
     const std::pair<std::string, std::vector<double>> directions[] = {{"every cell", everywhere},
-                                                                       {"edge cells", edge_cells}};
+                                                                      {"edge cells", edge_cells}};
     for (const auto& [name, direction] : directions) {
         const double derivative = dot(misfit.gradient, direction);
         const double centred = (misfit.at(direction, h) - misfit.at(direction, -h)) / (2 * h);
@@ -296,8 +296,9 @@ TEST_CASE("the CPU reference reports each shot as it finishes (01 --verify's pro
     const std::vector<float> observed =
         CpuPropagator<float>(p, true_model(p)).model_all_shots([&](int done) { modelled.push_back(done); });
     std::vector<float> gradient;
-    CpuPropagator<float>(p, initial_model(p)).misfit_gradient({2, 0}, observed, gradient,
-                                                              [&](int done) { imaged.push_back(done); });
+    CpuPropagator<float>(p, initial_model(p)).misfit_gradient({2, 0}, observed, gradient, [&](int done) {
+        imaged.push_back(done);
+    });
     CHECK(modelled == std::vector<int>{1, 2, 3});
     CHECK(imaged == std::vector<int>{1, 2});
 }

@@ -63,7 +63,8 @@ TEST_CASE("the GPU matches the CPU on grids with ragged edges and thin layers") 
     struct Grid {
         int nz, nx, nt, absorb_width;
     };
-    for (const Grid g : {Grid{150, 203, 300, 20}, Grid{61, 77, 301, Problem::kMinAbsorbWidth}, Grid{100, 130, 250, 7}}) {
+    for (const Grid g :
+         {Grid{150, 203, 300, 20}, Grid{61, 77, 301, Problem::kMinAbsorbWidth}, Grid{100, 130, 250, 7}}) {
         CAPTURE(g.nz);
         CAPTURE(g.nx);
         CAPTURE(g.absorb_width);
@@ -199,31 +200,31 @@ TEST_CASE("the model update on the device matches the host's, and is the same bi
 // Takes most of the GPU's free memory, as other processes (or other ranks on this GPU) can after a
 // propagator chose its batches. Runs alone (the "serial" suite: its own CTest test, RUN_SERIAL).
 TEST_SUITE("serial") {
-TEST_CASE("a gradient whose memory was taken after its batches were chosen runs in smaller batches") {
-    // A shot's gradient large enough (about 0.5 GiB) that the memory kept for other uses (5% and 256 MiB)
-    // leaves room for 2 shots in 3 shots' worth of memory.
-    Problem p = small_problem();
-    p.nt = 5000;
-    validate(p);
-    GpuPropagator gpu(p, true_model(p));
-    gpu.set_observed(gpu.forward(kAllShots));
-    gpu.set_velocity(initial_model(p));
-    gpu.set_batch_sizes(p.nshots, p.nshots);
-    gpu.gradient(kAllShots);
-    const std::vector<float> together = gpu.download_gradient();
+    TEST_CASE("a gradient whose memory was taken after its batches were chosen runs in smaller batches") {
+        // A shot's gradient large enough (about 0.5 GiB) that the memory kept for other uses (5% and 256 MiB)
+        // leaves room for 2 shots in 3 shots' worth of memory.
+        Problem p = small_problem();
+        p.nt = 5000;
+        validate(p);
+        GpuPropagator gpu(p, true_model(p));
+        gpu.set_observed(gpu.forward(kAllShots));
+        gpu.set_velocity(initial_model(p));
+        gpu.set_batch_sizes(p.nshots, p.nshots);
+        gpu.gradient(kAllShots);
+        const std::vector<float> together = gpu.download_gradient();
 
-    gpu.forward({0});  // replaces the gradient's workspace, so the next gradient allocates its own again
-    size_t free_bytes = 0, total_bytes = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    // Room for the gradient of 3 shots: not 4 at a time, and 2 with what is kept for other uses. (The forward
-    // workspace is freed before the gradient's is allocated, and adds to the room.)
-    const size_t room = 3 * gpu.gradient_bytes_per_shot();
-    REQUIRE(free_bytes > room);
-    DeviceBuffer<char> taken(free_bytes - room);
-    gpu.gradient(kAllShots);
-    CHECK(gpu.gradient_batch_size() == 2);
-    const Difference d = compare(gpu.download_gradient(), together);
-    MESSAGE("2 at a time after the memory was taken, against 4: " << describe(d));
-    CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
-}
+        gpu.forward({0});  // replaces the gradient's workspace, so the next gradient allocates its own again
+        size_t free_bytes = 0, total_bytes = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        // Room for the gradient of 3 shots: not 4 at a time, and 2 with what is kept for other uses. (The forward
+        // workspace is freed before the gradient's is allocated, and adds to the room.)
+        const size_t room = 3 * gpu.gradient_bytes_per_shot();
+        REQUIRE(free_bytes > room);
+        DeviceBuffer<char> taken(free_bytes - room);
+        gpu.gradient(kAllShots);
+        CHECK(gpu.gradient_batch_size() == 2);
+        const Difference d = compare(gpu.download_gradient(), together);
+        MESSAGE("2 at a time after the memory was taken, against 4: " << describe(d));
+        CHECK(d.relative_l2 < 1e-6);  // only the order of the sum over shots differs
+    }
 }

@@ -76,9 +76,9 @@ TEST_CASE("check_model refuses zero and negative velocities, naming the allowed 
 
 TEST_CASE("check_model refuses velocities outside --v-min..--v-max") {
     const Problem p = problem_preset("small");
-    CHECK(model_refusal(p, with_cell(p, 999.0f)).find("velocity 999 m/s at row 10, column 20 is outside the range the "
-                                                      "update keeps; allowed --v-min..--v-max = 1000..3000 m/s") !=
-          std::string::npos);
+    CHECK(model_refusal(p, with_cell(p, 999.0f))
+              .find("velocity 999 m/s at row 10, column 20 is outside the range the update keeps; allowed "
+                    "--v-min..--v-max = 1000..3000 m/s") != std::string::npos);
     CHECK(model_refusal(p, with_cell(p, 3001.0f)).find("velocity 3001 m/s at row 10, column 20 is outside") !=
           std::string::npos);
 }

@@ -27,8 +27,7 @@ class FakeNodes {
 public:
     explicit FakeNodes(const Placement& placement) {
         std::string list;
-        for (int rank = 0; rank < world_size(); ++rank)
-            list += (rank ? "," : "") + std::to_string(placement(rank));
+        for (int rank = 0; rank < world_size(); ++rank) list += (rank ? "," : "") + std::to_string(placement(rank));
         setenv("FWI_TEST_NODE_OF_RANK", list.c_str(), 1);
     }
     explicit FakeNodes(const std::string& list) { setenv("FWI_TEST_NODE_OF_RANK", list.c_str(), 1); }

@@ -95,13 +95,20 @@ private:
         skip_space();
         if (pos_ >= text_.size()) return false;
         switch (text_[pos_]) {
-            case '{': return sequence('{', '}', [this] { return string() && take(':') && value(); });
-            case '[': return sequence('[', ']', [this] { return value(); });
-            case '"': return string();
-            case 't': return literal("true");
-            case 'f': return literal("false");
-            case 'n': return literal("null");
-            default: return number();
+            case '{':
+                return sequence('{', '}', [this] { return string() && take(':') && value(); });
+            case '[':
+                return sequence('[', ']', [this] { return value(); });
+            case '"':
+                return string();
+            case 't':
+                return literal("true");
+            case 'f':
+                return literal("false");
+            case 'n':
+                return literal("null");
+            default:
+                return number();
         }
     }
 

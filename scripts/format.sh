@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Lays out the suite's C++ and CUDA files (.cpp, .hpp, .cu, .cuh) in the style of .clang-format, or,
+# with --check, lists the files that do not follow it and changes nothing.
+#
+# usage: scripts/format.sh [--check]
+# Needs clang-format 14 (clang-format-14, or a clang-format of major version 14): other versions lay
+# some constructs out differently, so their layout is not the style's. On Debian or Ubuntu:
+# apt-get install clang-format-14.
+# Exit codes: 0 every file follows the style (or now does); 1 with --check, files that do not (listed);
+# 2 bad arguments; 3 no clang-format 14 found.
+set -euo pipefail
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
+
+check=false
+for arg in "$@"; do
+    case "$arg" in
+        -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
+        --check) first_time "$arg" || { echo "format: --check given twice" >&2; exit 2; }; check=true ;;
+        *) echo "format: unknown argument '$arg' (scripts/format.sh --help)" >&2; exit 2 ;;
+    esac
+done
+
+# The first clang-format of major version 14 on PATH.
+clang_format=""
+for candidate in clang-format-14 clang-format; do
+    command -v "$candidate" >/dev/null || continue
+    if [[ "$("$candidate" --version)" =~ version\ 14\. ]]; then clang_format="$candidate"; break; fi
+done
+if [ -z "$clang_format" ]; then
+    echo "format: no clang-format 14 on PATH (found: $(clang-format --version 2>/dev/null || echo none));" \
+         "install clang-format-14" >&2
+    exit 3
+fi
+
+cd "$ROOT"
+# The files git tracks; in a copy without git, the same kinds of file outside build folders.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh')
+else
+    mapfile -t files < <(find . -path './build*' -prune -o -path ./out -prune -o \
+                              \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print | sort)
+fi
+
+if ! $check; then
+    "$clang_format" -i --style=file "${files[@]}"
+    echo "format: ${#files[@]} files laid out with $clang_format"
+    exit 0
+fi
+unformatted=()
+for file in "${files[@]}"; do
+    "$clang_format" --style=file --dry-run --Werror "$file" >/dev/null 2>&1 || unformatted+=("$file")
+done
+if [ ${#unformatted[@]} -gt 0 ]; then
+    echo "format: ${#unformatted[@]} of ${#files[@]} files do not follow .clang-format (scripts/format.sh lays them out):"
+    printf '  %s\n' "${unformatted[@]}"
+    exit 1
+fi
+echo "format: all ${#files[@]} files follow .clang-format ($clang_format)"
