@@ -47,7 +47,7 @@ void allreduce(benchmark::State& state, const std::string& name) {
         return;
     }
     // A case that timed out leaves its kernels on the GPUs: the next cases would queue behind them.
-    if (devices_unresponsive()) {
+    if (gpu_work_abandoned()) {
         state.SkipWithError("an earlier case timed out and left the GPUs busy");
         return;
     }
@@ -96,5 +96,5 @@ int main(int argc, char** argv) {
             ->Unit(benchmark::kMicrosecond);
     const int status = run_benchmarks("bench_allreduce", "allreduce/<variant>/<bytes>", argc, argv);
     // A case that timed out skipped itself and the cases after it: the run did not measure what it was asked to.
-    return status == kExitOk && devices_unresponsive() ? kExitEnvironment : status;
+    return finish_program(status == kExitOk && gpu_work_abandoned() ? kExitEnvironment : status);
 }

@@ -11,8 +11,6 @@ namespace fwi {
 
 namespace {
 
-bool g_devices_unresponsive = false;
-
 constexpr int kThreads = 256;
 
 unsigned blocks_for(size_t count) {
@@ -33,11 +31,9 @@ __global__ void count_wrong_kernel(const float* data, size_t count, int ranks, u
 
 }  // namespace
 
-bool devices_unresponsive() { return g_devices_unresponsive; }
-
 void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what) {
     if (wait_for_event_within(event, timeout_seconds)) return;
-    g_devices_unresponsive = true;
+    abandon_gpu_work();
     throw EnvironmentError(
         what + " did not finish within " + format_number(timeout_seconds) +
         " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and the peer access report above");
@@ -51,7 +47,7 @@ DeviceArray<T>::DeviceArray(int device, size_t count) : device_(device) {
 
 template <typename T>
 DeviceArray<T>::~DeviceArray() {
-    if (data_ && !devices_unresponsive()) {
+    if (data_ && !gpu_work_abandoned()) {
         cudaSetDevice(device_);
         cudaFree(data_);
     }
@@ -113,7 +109,7 @@ GpuGroup::GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access)
 }
 
 GpuGroup::~GpuGroup() {
-    if (devices_unresponsive()) return;
+    if (gpu_work_abandoned()) return;
     for (int rank = 0; rank < size_; ++rank) {
         cudaSetDevice(rank);
         cudaStreamDestroy(streams_[rank]);

@@ -15,12 +15,10 @@ namespace fwi {
 
 constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
 
-// True once a wait has timed out: the GPUs may be hung, so destructors leave device memory, streams and
-// communicators to the process exit (freeing would wait on the hung work forever).
-bool devices_unresponsive();
-
-// Waits for `event` (wait_for_event_within); after `timeout_seconds` marks the devices unresponsive and
-// throws EnvironmentError naming `what`.
+// Waits for `event` (wait_for_event_within); after `timeout_seconds` abandons the GPUs' work (the GPUs may
+// be hung: from then on destructors leave device memory, streams and communicators to the process's end,
+// as freeing would wait on the hung work forever; abandon_gpu_work) and throws EnvironmentError naming
+// `what`.
 void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what);
 
 // Device memory for `count` elements of T on one GPU.

@@ -1,6 +1,9 @@
 // nccl: the reference. One communicator per GPU from ncclCommInitAll (one process, all GPUs), and
 // the n ncclAllReduce calls grouped so NCCL launches them together.
+#include <exception>
+
 #include "allreduce_variant.hpp"
+#include "errors.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 
@@ -21,8 +24,10 @@ public:
     }
     ~Nccl() override {
         // A hung communicator cannot be destroyed (that waits for its work); aborting does not wait for it.
+        // So abort after a timeout, and on the way out of any error, which may have left an allreduce queued.
+        const bool may_hang = gpu_work_abandoned() || std::uncaught_exceptions() > 0;
         for (ncclComm_t comm : comms_) {
-            if (devices_unresponsive())
+            if (may_hang)
                 nccl_abort(comm);
             else
                 ncclCommDestroy(comm);

@@ -12,6 +12,7 @@
 
 #include "allreduce_variant.hpp"
 #include "cuda_check.hpp"
+#include "errors.hpp"
 #include "ring_schedule.hpp"
 #include "sum_kernel.cuh"
 
@@ -49,7 +50,7 @@ public:
         }
     }
     ~Ring() override {
-        if (devices_unresponsive()) return;
+        if (gpu_work_abandoned()) return;
         for (size_t rank = 0; rank < ranks_.size(); ++rank) {
             cudaSetDevice(static_cast<int>(rank));
             PerRank& mine = ranks_[rank];

@@ -3,6 +3,7 @@
 // so its bus bandwidth falls as GPUs are added: the baseline the other variants improve on.
 #include "allreduce_variant.hpp"
 #include "cuda_check.hpp"
+#include "errors.hpp"
 #include "sum_kernel.cuh"
 
 namespace fwi {
@@ -25,7 +26,7 @@ public:
         CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
     }
     ~ViaGpu0() override {
-        if (devices_unresponsive()) return;
+        if (gpu_work_abandoned()) return;
         for (size_t i = 0; i < gathered_event_.size(); ++i) {
             cudaEventDestroy(gathered_event_[i]);
             cudaEventDestroy(returned_event_[i]);

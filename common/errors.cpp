@@ -1,15 +1,22 @@
 #include "errors.hpp"
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 
 namespace fwi {
 
 namespace {
 
-int run_reporting_errors(const char* program_name, const std::function<int()>& body) {
+std::atomic<bool> g_gpu_work_abandoned{false};
+std::atomic<const char*> g_program_name{"program"};
+
+// Prints `error`'s message on stderr as its kind wants it and returns its exit code.
+int report_error(const char* program_name, std::exception_ptr error) {
     try {
-        return body();
+        std::rethrow_exception(error);
     } catch (const UsageError& e) {
         std::fprintf(stderr, "%s: error: %s\n(run with --help for all flags and their ranges)\n", program_name,
                      e.what());
@@ -32,23 +39,58 @@ int run_reporting_errors(const char* program_name, const std::function<int()>& b
         // Anything else is a bug or an unexpected library failure; report it as an environment problem.
         std::fprintf(stderr, "%s: unexpected error: %s\n", program_name, e.what());
         return kExitEnvironment;
+    } catch (...) {
+        std::fprintf(stderr, "%s: unexpected error (not a std::exception)\n", program_name);
+        return kExitEnvironment;
     }
 }
 
 }  // namespace
 
+void ignore_broken_pipes() { std::signal(SIGPIPE, SIG_IGN); }
+
+void abandon_gpu_work() { g_gpu_work_abandoned = true; }
+
+bool gpu_work_abandoned() { return g_gpu_work_abandoned; }
+
+int finish_program(int code) {
+    if (!gpu_work_abandoned()) return code;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
+}
+
+const char* running_program_name() { return g_program_name; }
+
+void exit_at_once(std::exception_ptr error, const std::string& note) {
+    const char* program_name = running_program_name();
+    std::fflush(stdout);
+    const int code = report_error(program_name, error);
+    std::fprintf(stderr, "%s: %s\n", program_name, note.c_str());
+    std::fflush(stderr);
+    std::_Exit(code);
+}
+
 int run_program(const char* program_name, const std::function<int()>& body) {
-    const int code = run_reporting_errors(program_name, body);
-    // A run whose output could not all be written (standard output closed, or on a full disk) lost lines
+    ignore_broken_pipes();
+    g_program_name = program_name;
+    int code = kExitOk;
+    try {
+        code = body();
+    } catch (...) {
+        code = report_error(program_name, std::current_exception());
+    }
+    // A run whose output could not all be written (standard output closed, on a full disk, or a pipe whose
+    // reader has gone) lost lines
     // and its RESULT: no success, as a help text that cannot be written is none (cli.cpp).
     if (code == kExitOk && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
         std::fprintf(stderr,
-                     "%s: environment: standard output could not be written (closed, or on a full disk): what the run "
-                     "printed is lost\n",
+                     "%s: environment: standard output could not be written (closed, on a full disk, or a pipe whose "
+                     "reader has gone): what the run printed is lost\n",
                      program_name);
-        return kExitEnvironment;
+        code = kExitEnvironment;
     }
-    return code;
+    return finish_program(code);
 }
 
 std::string format_number(double value) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -41,8 +42,31 @@ struct VerificationError : std::runtime_error {
 };
 
 // Runs a program body and turns the error kinds above into a message on stderr and the exit code. A body
-// that succeeded but whose standard output could not be written (closed, a full disk) exits 3.
+// that succeeded but whose standard output could not be written (closed, a full disk, a pipe whose reader
+// has gone: see ignore_broken_pipes) exits 3. After abandon_gpu_work, the process ends with that code at
+// once (std::_Exit) instead of returning it.
 int run_program(const char* program_name, const std::function<int()>& body);
+// The name run_program was given ("05_nccl_mpi (rank 1)"), for messages printed outside its error
+// reporting, such as a watcher thread's; "program" before run_program starts.
+const char* running_program_name();
+
+// A write to a pipe whose reader has gone (`program | head`) fails instead of killing the process with
+// SIGPIPE, which would end it without a message or an exit code of the suite's.
+void ignore_broken_pipes();
+
+// For GPU work that may never finish (a kernel or copy past its time limit): from now on run_program ends
+// the process right after its message, with std::_Exit, since a normal exit tears down the CUDA runtime,
+// which waits for that work forever. Freeing device memory waits for it too: skip it when this is set.
+void abandon_gpu_work();
+bool gpu_work_abandoned();
+// A program's last step: after abandon_gpu_work, flushes its output and ends the process with `code` at
+// once (std::_Exit); else returns `code`. run_program ends with it; so do mains that do not use run_program.
+int finish_program(int code);
+
+// For a thread that may be stuck in a CUDA call, which nothing can interrupt: reports `error` as
+// run_program would, then `note` on a line of its own, and ends the process at once with the error's exit
+// code (std::_Exit), without unwinding, whose destructors would free device memory and wait on that call.
+[[noreturn]] void exit_at_once(std::exception_ptr error, const std::string& note);
 
 // Numbers in messages. A double as every message (and --help's ranges and defaults) shows it: printf's
 // %g, six significant digits without trailing zeros ("3000", "1.5992", "0.0001", "1e-06"), not

@@ -16,13 +16,23 @@ ThreadTeam::ThreadTeam(int gpus, double timeout_s)
     : size_(gpus), timeout_s_(timeout_s), values_(gpus), models_(gpus, nullptr) {}
 
 void ThreadTeam::run(const std::function<void(int)>& fn) {
-    std::mutex error_mutex;
+    run_threads([&fn](int g) {
+        CUDA_CHECK(cudaSetDevice(g));
+        fn(g);
+    });
+}
+
+void ThreadTeam::run_threads(const std::function<void(int)>& fn) {
+    std::mutex progress_mutex;
+    std::condition_variable progress;
+    int finished = 0;
     std::exception_ptr first_error;
     const auto fail = [&](std::exception_ptr error) {
         {
-            std::lock_guard<std::mutex> lock(error_mutex);
+            std::lock_guard<std::mutex> lock(progress_mutex);
             if (!first_error) first_error = error;
         }
+        progress.notify_all();
         break_team();
     };
     std::vector<std::thread> threads;
@@ -30,15 +40,30 @@ void ThreadTeam::run(const std::function<void(int)>& fn) {
         for (int g = 0; g < size_; ++g)
             threads.emplace_back([&, g] {
                 try {
-                    CUDA_CHECK(cudaSetDevice(g));
                     fn(g);
                 } catch (...) {
                     fail(std::current_exception());
                 }
+                std::lock_guard<std::mutex> lock(progress_mutex);
+                ++finished;
+                progress.notify_all();
             });
     } catch (...) {  // a thread could not be started: the ones that were must still be joined
         fail(std::current_exception());
     }
+    // Every wait of a thread has its timeout, so the threads end, and after an error the others leave their
+    // barriers at once. But a thread stuck in a CUDA call (a hung kernel it synchronises with, or memory
+    // it frees on its way out) never returns, and joining it would hang with the error unreported. So once
+    // a thread has failed, the others get the team's timeout to finish; then the process ends without them.
+    const int started = static_cast<int>(threads.size());
+    std::unique_lock<std::mutex> lock(progress_mutex);
+    progress.wait(lock, [&] { return finished == started || first_error; });
+    if (!progress.wait_for(lock, std::chrono::duration<double>(timeout_s_), [&] { return finished == started; }))
+        exit_at_once(first_error, std::to_string(started - finished) + " of the GPUs' threads had not finished " +
+                                      format_number(timeout_s_) +
+                                      " s (--timeout) after that error, stuck in a CUDA call (a hung GPU?): the "
+                                      "program ends without waiting for them");
+    lock.unlock();
     for (auto& thread : threads) thread.join();
     if (first_error) std::rethrow_exception(first_error);
 }
@@ -60,9 +85,11 @@ void ThreadTeam::barrier(int, const std::string& what) {
         return;
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
-    const bool passed = all_arrived_.wait_until(lock, deadline, [&] { return generation_ != generation || broken_; });
+    const bool woken = all_arrived_.wait_until(lock, deadline, [&] { return generation_ != generation || broken_; });
+    // Passed first: the last member may have arrived and then failed before this thread woke up.
+    if (generation_ != generation) return;
     if (broken_) throw EnvironmentError("another GPU's thread failed before " + what);
-    if (!passed) {
+    if (!woken) {
         broken_ = true;
         all_arrived_.notify_all();
         throw EnvironmentError("timed out after " + format_number(timeout_s_) + " s waiting for " + what +

@@ -31,8 +31,11 @@ public:
     ThreadTeam(int gpus, double timeout_s);
     // Runs fn(g) for every GPU g on its own host thread, with device g current, and joins them all. An
     // error in one thread breaks the team: the others leave their barriers at once (instead of waiting
-    // out the timeout), and the first error is rethrown here.
+    // out the timeout), and the first error is rethrown here. A thread that has not finished the timeout
+    // after that error is stuck in a CUDA call: the process then ends at once with the error (exit_at_once).
     void run(const std::function<void(int gpu)>& fn);
+    // As run, without making a device current: one thread per member (the tests run it without a GPU).
+    void run_threads(const std::function<void(int member)>& fn);
 
     int size() const override { return size_; }
     int ranks() const override { return 1; }

@@ -192,6 +192,11 @@ add_exit_test(cli_help_unwritable CODE 3 TEXT "--help: cannot write the help tex
 # So is a run's output that cannot be written (run_program): here visible_gpus's count.
 add_exit_test(cli_output_unwritable CODE 3 TEXT "standard output could not be written"
               COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" >/dev/full" $<TARGET_FILE:visible_gpus>)
+# And a pipe whose reader has gone (`| head`): exit 3 with that message, not death by SIGPIPE (exit 141,
+# silent). `env --default-signal` undoes a SIGPIPE ignored by whatever started the test.
+add_exit_test(cli_output_reader_gone CODE 3 TEXT "a pipe whose reader has gone"
+              COMMAND ${BASH_EXECUTABLE} -c "(sleep 0.3 && exec env --default-signal=PIPE \"$0\") | true && exit \${PIPESTATUS[0]}"
+                      $<TARGET_FILE:visible_gpus>)
 add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)

@@ -2,8 +2,13 @@
 // plain threads (no GPU).
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -68,4 +73,56 @@ TEST_CASE("a member that never comes ends the barrier with an EnvironmentError n
     CHECK_THROWS_WITH_AS(team.barrier(0, "the slowest GPU's gradient"),
                          doctest::Contains("timed out after 0.2 s waiting for the slowest GPU's gradient"),
                          EnvironmentError);
+}
+
+TEST_CASE("a member that passed the barrier passes, even when the last one to arrive fails right after") {
+    // Member 1 arrives last, which releases member 0, and fails at once. Member 0 may wake only after the
+    // team is broken; it passed all the same, and must not be told that another thread failed first.
+    constexpr int kTrials = 300;
+    int told_failed = 0;
+    for (int trial = 0; trial < kTrials; ++trial) {
+        ThreadTeam team(2, 10.0);
+        std::atomic<bool> passed{false};
+        CHECK_THROWS_WITH_AS(team.run_threads([&](int m) {
+            if (m == 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            team.barrier(m, "the round");
+            if (m == 1) throw EnvironmentError("member 1 failed after the barrier");
+            passed = true;
+        }),
+                             "member 1 failed after the barrier", EnvironmentError);
+        told_failed += !passed;
+    }
+    CHECK(told_failed == 0);
+}
+
+TEST_CASE("a member stuck after another failed ends the process with the error, its timeout later") {
+    // Stands for a thread stuck in a CUDA call, which no timeout of its own ends: run_threads would join
+    // it forever. It ends the process instead (std::_Exit), so the test runs it in a child process.
+    int errors[2];
+    REQUIRE(pipe(errors) == 0);
+    const auto started = std::chrono::steady_clock::now();
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        dup2(errors[1], STDERR_FILENO);
+        ThreadTeam team(2, 0.5);
+        team.run_threads([](int m) {
+            if (m == 0) throw EnvironmentError("member 0 failed");
+            std::this_thread::sleep_for(std::chrono::seconds(30));
+        });
+        std::_Exit(99);  // not reached
+    }
+    close(errors[1]);
+    std::string text;
+    char buffer[512];
+    for (ssize_t n; (n = read(errors[0], buffer, sizeof buffer)) > 0;) text.append(buffer, size_t(n));
+    close(errors[0]);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kExitEnvironment);
+    CHECK(seconds < 10.0);
+    CHECK(text.find("environment: member 0 failed") != std::string::npos);
+    CHECK(text.find("1 of the GPUs' threads had not finished 0.5 s (--timeout) after that error") != std::string::npos);
 }
