@@ -65,17 +65,6 @@ std::vector<int> ranks_of(const std::vector<ncclComm_t>& comms, int& nranks) {
     return ranks;
 }
 
-// "2.28.3": the NCCL loaded at run time (ncclGetVersion).
-std::string nccl_version_number() {
-    int code = 0;
-    NCCL_CHECK(ncclGetVersion(&code));
-    // Since 2.9 the code is major * 10000 + minor * 100 + patch (before: major * 1000 + minor * 100 + patch).
-    const int major = code >= 10000 ? code / 10000 : code / 1000;
-    const int minor = code >= 10000 ? code % 10000 / 100 : code % 1000 / 100;
-    const int patch = code % 100;
-    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-}
-
 ncclConfig_t nonblocking_config() {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -115,6 +104,16 @@ PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const st
 void prepare_nccl() {
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     set_env_field("nccl_version", nccl_version_number());
+}
+
+std::string nccl_version_number() {
+    int code = 0;
+    NCCL_CHECK(ncclGetVersion(&code));
+    // Since 2.9 the code is major * 10000 + minor * 100 + patch (before: major * 1000 + minor * 100 + patch).
+    const int major = code >= 10000 ? code / 10000 : code / 1000;
+    const int minor = code >= 10000 ? code % 10000 / 100 : code % 1000 / 100;
+    const int patch = code % 100;
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
 std::string nccl_version_string() { return "NCCL " + nccl_version_number(); }
@@ -159,9 +158,9 @@ void nccl_abort(ncclComm_t comm, double limit_s) {
         const auto limit = std::chrono::duration<double>(limit_s);
         if (watch->finished.wait_for(lock, limit, [&] { return watch->done; })) return;
         std::fprintf(stderr,
-                     "environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL versions); "
-                     "ending the process\n",
-                     limit_s);
+                     "%s: environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL "
+                     "versions); ending the process\n",
+                     running_program_name(), limit_s);
         std::fflush(stdout);
         std::fflush(stderr);
         std::_Exit(kExitEnvironment);

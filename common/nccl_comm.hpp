@@ -21,7 +21,8 @@ namespace fwi {
 
 class ArgParser;  // cli.hpp
 
-// "NCCL 2.28.3" (the library loaded at run time, from ncclGetVersion).
+// "2.28.3" and "NCCL 2.28.3": the library loaded at run time (ncclGetVersion).
+std::string nccl_version_number();
 std::string nccl_version_string();
 
 // Before a communicator is made (the functions below call it themselves): NVLink SHARP (multicast) stays

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include "cli.hpp"
 #include "errors.hpp"
+#include "nccl_comm.hpp"
 #include "run_env.hpp"
 
 extern char** environ;
@@ -132,30 +134,44 @@ JsonObject environment_json(const Variables& variables) {
     return json;
 }
 
+bool nccl_disable_set(const std::string& value) { return std::strtoll(value.c_str(), nullptr, 0) == 1; }
+
+bool p2p_level_below_default(const std::string& value) {
+    if (!value.empty() && std::isdigit(static_cast<unsigned char>(value[0])))
+        return std::strtol(value.c_str(), nullptr, 0) <= 1;  // NCCL maps 0 to LOC and 1 to PIX
+    for (const char* level : {"LOC", "NVL", "NVB", "C2C", "PIX"})
+        if (value == level) return true;
+    return false;
+}
+
 std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
     struct Known {
         const char* name;
         const char* meaning;
-        bool slows;  // when set to anything but 0
+        bool (*slows)(const std::string& value);  // whether the value takes a faster path away
     };
+    const auto forces = [](const std::string& value) { return !value.empty(); };
+    const auto never = [](const std::string&) { return false; };
     static const Known kKnown[] = {
         {"NCCL_P2P_DISABLE",
          "NCCL does not use P2P (NVLink or PCIe) between GPUs; data goes through host memory, several times slower",
-         true},
-        {"NCCL_SHM_DISABLE", "NCCL does not use shared host memory between processes", true},
-        {"NCCL_P2P_LEVEL", "limits P2P to GPU pairs at most this far apart (NVL, PIX, PXB, PHB, SYS)", true},
-        {"NCCL_ALGO", "forces NCCL's algorithm; its own choice is usually faster", true},
-        {"NCCL_PROTO", "forces NCCL's protocol; its own choice is usually faster", true},
-        {"NCCL_CUMEM_ENABLE", "changes how NCCL maps peer memory (cuMem or legacy IPC)", false},
-        {"NCCL_NVLS_ENABLE", "NVLink SHARP (multicast); this suite keeps it at 0", false},
-        {"NCCL_IB_DISABLE", "InfiniBand off (matters only across nodes)", false},
+         nccl_disable_set},
+        {"NCCL_SHM_DISABLE", "NCCL does not use shared host memory between processes", nccl_disable_set},
+        {"NCCL_P2P_LEVEL",
+         "limits P2P to GPU pairs at most this far apart (LOC: none; NVL: NVLink only; PIX: one PCIe switch; PXB, "
+         "NCCL's default: no CPU between them; PHB, SYS: further)",
+         p2p_level_below_default},
+        {"NCCL_ALGO", "forces NCCL's algorithm; its own choice is usually faster", forces},
+        {"NCCL_PROTO", "forces NCCL's protocol; its own choice is usually faster", forces},
+        {"NCCL_CUMEM_ENABLE", "changes how NCCL maps peer memory (cuMem or legacy IPC)", never},
+        {"NCCL_NVLS_ENABLE", "NVLink SHARP (multicast); this suite keeps it at 0", never},
+        {"NCCL_IB_DISABLE", "InfiniBand off (matters only across nodes)", never},
     };
     std::vector<NcclSettingNote> notes;
     for (const Known& known : kKnown) {
         if (!is_set(variables, known.name)) continue;
         const std::string value = value_of(variables, known.name);
-        notes.push_back(
-            {known.name, std::string(known.name) + "=" + value, known.meaning, known.slows && value != "0"});
+        notes.push_back({known.name, std::string(known.name) + "=" + value, known.meaning, known.slows(value)});
     }
     return notes;
 }
@@ -268,6 +284,15 @@ IommuHints parse_iommu_hints(const std::string& kernel_command_line) {
     return hints;
 }
 
+std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version) {
+    if (!unlimited) return limit_bytes < 8ull * 1024 * 1024 ? "the stack limit is below the usual 8 MiB" : "";
+    int major = 0, minor = 0;
+    if (std::sscanf(nccl_version.c_str(), "%d.%d", &major, &minor) == 2 && (major > 2 || (major == 2 && minor >= 28)))
+        return "";
+    return "the stack limit is unlimited, which gives the threads of NCCL " + nccl_version +
+           " only 2 MiB of stack (glibc), too little for its topology search on large machines (fixed in NCCL 2.28)";
+}
+
 namespace {
 
 struct Problem {
@@ -302,8 +327,10 @@ void add_limits(Finding& finding, std::vector<Problem>& problems) {
                               "; locked memory limit: " + limit_text(locked.rlim_cur) +
                               " (InfiniBand / GPUDirect RDMA across nodes want unlimited)");
     finding.facts.add("stack_limit", limit_text(stack.rlim_cur)).add("memlock_limit", limit_text(locked.rlim_cur));
-    if (stack.rlim_cur != RLIM_INFINITY && stack.rlim_cur < 8u * 1024 * 1024)
-        problems.push_back({"the stack limit is below the usual 8 MiB", "raise it: ulimit -s 8192 (or more)"});
+    const std::string stack_problem =
+        stack_limit_problem(stack.rlim_cur == RLIM_INFINITY, stack.rlim_cur, nccl_version_number());
+    if (!stack_problem.empty())
+        problems.push_back({stack_problem, "set the usual 8 MiB: ulimit -s 8192 (in every rank's environment)"});
 }
 
 // Adds a problem when the IOMMU translates device addresses (active, not in passthrough mode) while

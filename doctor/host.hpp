@@ -54,6 +54,15 @@ struct NcclSettingNote {
 };
 std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables);
 
+// How NCCL reads NCCL_P2P_DISABLE and NCCL_SHM_DISABLE: set when the value is the number 1 ("0", "2" and
+// words leave the transport on).
+bool nccl_disable_set(const std::string& value);
+// Whether an NCCL_P2P_LEVEL value allows P2P between fewer GPU pairs than NCCL does by default, which is
+// PXB (pairs whose PCIe path does not cross a CPU): LOC (no pair), NVL, NVB, C2C (NVLink only), PIX (one
+// PCIe switch), and the old numbers 0 (LOC) and 1 (PIX). PXB or 2 is the default; PHB, SYS and 3 to 5
+// allow more; NCCL ignores other words.
+bool p2p_level_below_default(const std::string& value);
+
 // Traces of the NVIDIA driver that need no CUDA call: for the "no GPU" diagnosis.
 struct DriverTraces {
     std::string kernel_module;  // first line of /proc/driver/nvidia/version, "" when absent
@@ -82,6 +91,12 @@ struct IommuHints {
     bool passthrough = false;          // iommu=pt or iommu.passthrough=1
 };
 IommuHints parse_iommu_hints(const std::string& kernel_command_line);
+
+// What is wrong with the stack limit for NCCL `nccl_version` ("2.28.3"), "" when nothing: under 8 MiB
+// (`limit_bytes`), or unlimited before NCCL 2.28, where glibc then gives NCCL's threads only 2 MiB, which
+// its topology search can overflow (NCCL's troubleshooting guide, "Stack size"; from 2.28 NCCL sizes its
+// threads' stacks itself).
+std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version);
 
 // Check 6. pcie_peer_pairs: some GPU pairs reach each other over PCIe (IOMMU translation matters then).
 Finding check_host(bool pcie_peer_pairs);

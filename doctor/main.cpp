@@ -180,12 +180,13 @@ private:
     void run_local_checks() {
         run_check("devices", [&](const Deadline&) {
             nvml_ = std::make_unique<Nvml>();
-            return check_devices(variables_, *nvml_, system_);
+            Finding finding = check_devices(variables_, *nvml_, system_);
+            // The RESULT's env asks the driver about every GPU: ask now, under this check's time limit and
+            // while they answer, rather than after a later check has left one hung and the run is abandoned.
+            run_env_json();
+            return finding;
         });
         report_.set_fact("gpus", system_.count);
-        // The RESULT's env asks the driver about every GPU: ask now, while they answer, rather than after
-        // a later check has left one hung and the run is being abandoned.
-        run_env_json();
         const bool gpus = system_.count > 0;
         if (!gpus) report_.set_no_gpu();
         const std::string no_gpu = "no GPU visible (check 1)";

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "cuda_check.hpp"
@@ -160,6 +161,17 @@ std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
     return lines;
 }
 
+std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records) {
+    std::set<std::string> hosts;
+    for (const RankRecord& record : records) hosts.insert(record.host);
+    if (hosts.size() <= 1) return kNcclAdvice;
+    return "the ranks are on " + std::to_string(hosts.size()) +
+           " hosts, so NCCL's set-up and data cross the network: a set-up that fails or hangs is most often the "
+           "wrong network interface (set NCCL_SOCKET_IFNAME to the one the hosts reach each other on, `ip -br "
+           "addr`) or a firewall between the hosts; with InfiniBand, check `ibstat` (or try NCCL_IB_DISABLE=1); "
+           "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET shows the interfaces NCCL picked";
+}
+
 Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     const int ranks = world_size();
     const int visible = visible_gpu_count();
@@ -227,7 +239,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.status = Status::fail;
         finding.summary = "NCCL allreduce over MPI failed on " + std::to_string(failed) + " of " +
                           std::to_string(ranks) + " ranks (table above)";
-        finding.next = kNcclAdvice;
+        finding.next = nccl_over_mpi_advice(records);
         return finding;
     }
     char text[200];

@@ -250,10 +250,12 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
 
         // Both signs are read from what NCCL did, so they hold whether the setting behind them is in doctor's
         // environment or in an NCCL config file.
-        std::vector<std::string> problems;
+        PeerLinkFindings around;
         if (system.can_access.size() == size_t(n) * n)  // check 2 knows which pairs have peer access
-            problems = transports_around_peer_access(
+            around = transports_around_peer_access(
                 log, n, [&](int i, int j) { return system.peer(i, j); }, variables);
+        for (const auto& note : around.notes) finding.details.push_back("note: " + note);
+        std::vector<std::string> problems = around.problems;
         const bool around_links = !problems.empty();
         if (const std::string low = low_bus_bandwidth(rows.back(), n, system.p2p_one_way_GBps); !low.empty())
             problems.push_back(low);

@@ -51,9 +51,15 @@ std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_
 // Connections of NCCL's log that go through host memory (SHM) or the network (NET) between GPUs that have
 // peer access both ways, one line per transport family: "NCCL uses SHM between GPU 0 and GPU 1, which
 // have peer access: <why>", the why from nccl_peer_link_cause. NCCL's ranks are the GPUs' numbers here.
-std::vector<std::string> transports_around_peer_access(const NcclLog& log, int gpus,
-                                                       const std::function<bool(int, int)>& peer_access,
-                                                       const Variables& variables);
+// A problem (check 5 WARNs) when a setting takes P2P away, or for NET, which one node should not need; a
+// note when NCCL chose SHM by itself, as it does by default where the PCIe path between two GPUs crosses a
+// CPU (P2P is often slower there): that is a healthy machine.
+struct PeerLinkFindings {
+    std::vector<std::string> problems, notes;
+};
+PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
+                                               const std::function<bool(int, int)>& peer_access,
+                                               const Variables& variables);
 
 // Why NCCL would use `family` (SHM or NET) rather than P2P: the settings that take P2P away (and for NET,
 // shared memory too) as NCCL's log reports them, else as doctor's environment has them (when the log was

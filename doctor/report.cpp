@@ -1,8 +1,10 @@
 #include "report.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #include "errors.hpp"
 
@@ -202,7 +204,11 @@ int Report::finish() {
     return finish_locked();
 }
 
+// How long Report::abandon gives the report to finish before it ends the process without it.
+constexpr double kFinishingLimit = 5.0;
+
 void Report::abandon(Finding finding) {
+    int code = kExitVerificationFailed;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!finished_) {
@@ -212,6 +218,20 @@ void Report::abandon(Finding finding) {
                 std::fprintf(stderr, "doctor: %s: %s (ending the process)\n", finding.id.c_str(),
                              finding.summary.c_str());
             findings_.push_back(std::move(finding));
+        }
+        code = exit_code_locked();  // the code the summary line and the RESULT name
+        // Finishing asks the driver about the GPUs for the RESULT's env, unless that was done before the
+        // check got stuck (main.cpp does it in check 1): if the driver is what is stuck, that hangs too. So
+        // the process ends this long after the finding was printed, with or without the RESULT line.
+        std::thread([code] {
+            std::this_thread::sleep_for(std::chrono::duration<double>(kFinishingLimit));
+            std::fprintf(stderr, "doctor: the RESULT line did not come within %.0f s: ending without it\n",
+                         kFinishingLimit);
+            std::fflush(stdout);
+            std::fflush(stderr);
+            std::_Exit(code);
+        }).detach();
+        if (!finished_) {
             try {
                 finish_locked();
             } catch (const std::exception& e) {
@@ -221,7 +241,7 @@ void Report::abandon(Finding finding) {
     }
     std::fflush(stdout);
     std::fflush(stderr);
-    std::_Exit(kExitVerificationFailed);
+    std::_Exit(code);
 }
 
 }  // namespace fwi::doctor

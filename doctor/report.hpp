@@ -78,8 +78,9 @@ public:
 
     // Prints the summary line and `RESULT {json}`, writes the JSON file, returns the exit code.
     int finish();
-    // Adds `finding` (a FAIL), finishes, and ends the process with exit code 1 at once (std::_Exit):
-    // work stuck on a GPU cannot be cancelled, and a normal exit could wait on it forever.
+    // Adds `finding` (a FAIL), finishes, and ends the process at once (std::_Exit) with the exit code the
+    // summary names (1, or 3 with no GPU): work stuck on a GPU cannot be cancelled, and a normal exit
+    // could wait on it forever. Finishing gets 5 s; past them the process ends without the RESULT line.
     [[noreturn]] void abandon(Finding finding);
 
 private:

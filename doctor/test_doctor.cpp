@@ -160,6 +160,23 @@ TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its t
     CHECK(contains(text.str(), "did not finish within 0.3 s"));
 }
 
+TEST_CASE("a stuck run on a machine without a GPU ends with exit code 3, the code its summary names") {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // check 6 (host) stuck after check 1 found no GPU
+        Report report(true, "", "single-process");
+        report.set_no_gpu();
+        Watchdog watchdog(report);
+        watchdog.arm("host", 0.2);
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        std::_Exit(0);  // not reached when the watchdog works
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kExitEnvironment);
+}
+
 TEST_CASE("a disarmed watchdog lets the run go on") {
     Report report(true, "", "single-process");
     Watchdog watchdog(report);
@@ -225,6 +242,21 @@ TEST_CASE("NCCL settings that take its fast path away are marked; harmless ones 
     CHECK(notes[0].slows);
     CHECK(!notes[1].slows);  // NCCL_SHM_DISABLE=0 turns nothing off
     CHECK(!notes[2].slows);  // NCCL_NVLS_ENABLE=0 is the suite's setting
+    // NCCL_P2P_LEVEL slows NCCL only below its default, PXB: LOC (the old 0) turns P2P off, SYS allows more.
+    CHECK(nccl_setting_notes({{"NCCL_P2P_LEVEL", "0"}}).at(0).slows);
+    CHECK(nccl_setting_notes({{"NCCL_P2P_LEVEL", "NVL"}}).at(0).slows);
+    CHECK(!nccl_setting_notes({{"NCCL_P2P_LEVEL", "SYS"}}).at(0).slows);
+    CHECK(!nccl_setting_notes({{"NCCL_P2P_DISABLE", "2"}}).at(0).slows);  // NCCL reads only 1 as "disable"
+}
+
+TEST_CASE("the stack limit: under 8 MiB, or unlimited before NCCL 2.28, is a problem") {
+    const unsigned long long mib = 1024 * 1024;
+    CHECK(stack_limit_problem(false, 8 * mib, "2.19.3").empty());
+    CHECK(contains(stack_limit_problem(false, 4 * mib, "2.28.3"), "below the usual 8 MiB"));
+    CHECK(contains(stack_limit_problem(true, 0, "2.27.7"),
+                   "unlimited, which gives the threads of NCCL 2.27.7 only 2 MiB"));
+    CHECK(stack_limit_problem(true, 0, "2.28.3").empty());
+    CHECK(stack_limit_problem(true, 0, "3.0.0").empty());
 }
 
 TEST_CASE("IOMMU options on the kernel command line") {
@@ -378,7 +410,7 @@ TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; wit
     const auto all_peers = [](int, int) { return true; };
     const Variables p2p_disabled{{"NCCL_P2P_DISABLE", "1"}};
 
-    const auto problems = transports_around_peer_access(log, 4, all_peers, p2p_disabled);
+    const auto problems = transports_around_peer_access(log, 4, all_peers, p2p_disabled).problems;
     REQUIRE(problems.size() == 2);
     CHECK(problems[0] ==
           "NCCL uses SHM between 2 pairs of GPUs that have peer access (GPU 0 and GPU 1, GPU 1 and GPU 2): "
@@ -387,12 +419,24 @@ TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; wit
 
     // GPU 1 has peer access to nobody: only the pair 0-3 is left, over NET.
     const auto without_gpu_1 = [](int i, int j) { return i != 1 && j != 1; };
-    CHECK(transports_around_peer_access(log, 4, without_gpu_1, {}).size() == 1);
+    CHECK(transports_around_peer_access(log, 4, without_gpu_1, {}).problems.size() == 1);
     // Peer access one way only is not peer access.
-    CHECK(transports_around_peer_access(log, 2, [](int i, int) { return i == 0; }, {}).empty());
+    const PeerLinkFindings one_way = transports_around_peer_access(log, 2, [](int i, int) { return i == 0; }, {});
+    CHECK(one_way.problems.empty());
+    CHECK(one_way.notes.empty());
     // All P2P: nothing to say.
     std::istringstream p2p_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n");
-    CHECK(transports_around_peer_access(parse_nccl_log(p2p_text), 2, all_peers, {}).empty());
+    const PeerLinkFindings all_p2p = transports_around_peer_access(parse_nccl_log(p2p_text), 2, all_peers, {});
+    CHECK(all_p2p.problems.empty());
+    CHECK(all_p2p.notes.empty());
+    // SHM that no setting explains is NCCL's own choice (its default across a CPU): a note, not a problem.
+    // NET on one node stays a problem, with or without a setting.
+    const PeerLinkFindings unexplained = transports_around_peer_access(log, 4, all_peers, {});
+    REQUIRE(unexplained.notes.size() == 1);
+    CHECK(contains(unexplained.notes[0], "NCCL uses SHM between 2 pairs of GPUs that have peer access"));
+    CHECK(contains(unexplained.notes[0], "NCCL ruled P2P out itself"));
+    REQUIRE(unexplained.problems.size() == 1);
+    CHECK(contains(unexplained.problems[0], "NCCL uses NET between GPU 0 and GPU 3"));
 }
 
 TEST_CASE("the cause of SHM or NET: a setting from the environment or a config file, or what NCCL does itself") {
@@ -411,9 +455,18 @@ TEST_CASE("the cause of SHM or NET: a setting from the environment or a config f
           "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set, NCCL_P2P_DISABLE in an NCCL config file (NCCL_CONF_FILE, "
           "~/.nccl.conf or /etc/nccl.conf)");
     CHECK(nccl_peer_link_cause("SHM", log, both) == "NCCL_P2P_DISABLE=1 is set");
-    // A value that turns nothing off is no cause; NCCL_P2P_LEVEL limits P2P whatever its value.
-    CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_DISABLE", "0"}}), "no NCCL setting explains it"));
-    CHECK(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", "NVL"}}) == "NCCL_P2P_LEVEL=NVL is set");
+    // A value that turns nothing off is no cause: NCCL_P2P_DISABLE other than 1, and an NCCL_P2P_LEVEL that
+    // allows P2P as far as NCCL's default (PXB) or further. A level below it is a cause, by name or by
+    // NCCL's old numbers (0 is LOC, 1 is PIX).
+    for (const char* value : {"0", "2", "yes"})
+        CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_DISABLE", value}}),
+                       "no NCCL setting explains it"));
+    for (const char* value : {"PXB", "PHB", "SYS", "2", "3", "5", "bogus"})
+        CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", value}}),
+                       "no NCCL setting explains it"));
+    for (const char* value : {"LOC", "NVL", "NVB", "C2C", "PIX", "0", "1"})
+        CHECK(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", value}}) ==
+              "NCCL_P2P_LEVEL=" + std::string(value) + " is set");
     CHECK(contains(nccl_peer_link_cause("NET", NcclLog{}, {}), "NCCL_DEBUG=INFO"));
 }
 
@@ -453,6 +506,10 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     const auto shared = shared_gpus(records);
     REQUIRE(shared.size() == 1);
     CHECK(shared[0] == "ranks 0 and 2 on a share GPU 0000:18:00.0");
+    // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's.
+    CHECK(contains(nccl_over_mpi_advice(records), "the ranks are on 2 hosts"));
+    CHECK(contains(nccl_over_mpi_advice(records), "NCCL_SOCKET_IFNAME"));
+    CHECK(nccl_over_mpi_advice({records[0], records[1]}) == std::string(kNcclAdvice));
 
     std::vector<RankOutcome> outcomes(4);
     for (auto& outcome : outcomes) outcome.wrong = 0;

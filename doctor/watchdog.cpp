@@ -60,7 +60,7 @@ void Watchdog::watch() {
             "a hung driver shows in `nvidia-smi` (hangs too?) and `dmesg | grep -i xid`; a hung MPI job in the other "
             "ranks' output; rerun this check alone with --checks " +
             id_ + " and NCCL_DEBUG=INFO";
-        lock.unlock();
+        // With the lock held to the end: a check that ends now cannot disarm and go on to report itself too.
         report_.abandon(std::move(finding));
     }
 }
