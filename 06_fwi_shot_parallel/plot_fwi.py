@@ -14,6 +14,7 @@ array, a loss history that is not the run's JSON) is named, and the exit code is
 """
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -34,7 +35,7 @@ def load_model(np, path):
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, MemoryError) as error:  # MemoryError: a header with a huge shape
         raise BadRunFile("%s is not a NumPy array file (%s)" % (path, error))
-    if array.ndim != 2 or array.size == 0 or not np.issubdtype(array.dtype, np.number):
+    if array.ndim != 2 or array.size == 0 or array.dtype.kind not in "iuf":  # real numbers, not complex or times
         raise BadRunFile("%s holds a %s array of shape %s, not a model of nz x nx numbers"
                          % (path, array.dtype, array.shape))
     return array
@@ -125,9 +126,11 @@ def plot_loss(plt, directory, written):
         with open(path) as f:
             history = json.load(f)
         iterations, misfits = history["iteration"], history["relative_misfit"]
-        if len(iterations) != len(misfits) or not all(isinstance(v, (int, float)) for v in iterations + misfits):
-            raise ValueError("its iteration and relative_misfit lists are not two lists of numbers of one length")
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        if len(iterations) != len(misfits) or not all(
+                isinstance(v, (int, float)) and math.isfinite(float(v)) for v in iterations + misfits):
+            raise ValueError("its iteration and relative_misfit lists are not two lists of finite numbers of one length")
+    # OverflowError: an integer past a float; RecursionError: nested too deep for the parser.
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
         raise BadRunFile("%s is not a run's loss history (%s: %s)" % (path, type(error).__name__, error))
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.semilogy(iterations, misfits, marker="o")
@@ -169,6 +172,9 @@ def main(argv):
         plot_loss(plt, directory, written)
     except BadRunFile as error:
         print("error: %s" % error, file=sys.stderr)
+        return 2
+    except OSError as error:  # a picture that cannot be written (a folder in its place, a full disk)
+        print("error: cannot write a picture in %s: %s" % (directory, error), file=sys.stderr)
         return 2
     print("pictures: %s in %s/" % (", ".join(written) if written else "none (no inputs found)", directory))
     return 0

@@ -82,8 +82,9 @@ def read_npy_floats(path):
     return header["shape"], values
 
 
-def write_npy_floats(path, shape, values):
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % ", ".join(str(n) for n in shape)
+def write_npy_floats(path, shape, values, descr="<f4"):
+    """values as 32-bit floats, in a .npy file whose header names `descr` ("<c8": complex, for a damaged file)."""
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, ", ".join(str(n) for n in shape))
     header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1"))
@@ -150,7 +151,10 @@ def test_plot_script(args):
         return  # the damaged files below are read only where pictures are made
     damaged = [("loss_history.json", lambda path: open(path, "w").write('{"iteration": [1, 2], "relat')),
                ("final_model.npy", lambda path: open(path, "wb").write(b"\x93NUMPY garbage")),
-               ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx + 1), [1500.0] * (nz * (nx + 1))))]
+               ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx + 1), [1500.0] * (nz * (nx + 1)))),
+               ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx // 2), initial, "<c8")),
+               ("loss_history.json",
+                lambda path: open(path, "w").write('{"iteration": [1, 2], "relative_misfit": [1, 1%s]}' % ("0" * 400)))]
     for name, damage in damaged:
         path = os.path.join(folder, name)
         with open(path, "rb") as f:
@@ -162,6 +166,13 @@ def test_plot_script(args):
         if code != 2 or name not in output or "Traceback" in output:
             fail("plot_fwi.py with a damaged %s exited %d (expected 2, naming the file):\n%s" % (name, code, output))
         print("damaged %s: exit 2, %s" % (name, output.strip().splitlines()[-1]))
+    # A picture that cannot be written: a folder where models.png would go.
+    os.remove(os.path.join(folder, "models.png"))
+    os.mkdir(os.path.join(folder, "models.png"))
+    code, output = run([sys.executable, args.plot_script, folder], timeout_s=120)
+    os.rmdir(os.path.join(folder, "models.png"))
+    if code != 2 or "cannot write a picture" not in output or "Traceback" in output:
+        fail("plot_fwi.py with a folder named models.png exited %d (expected 2):\n%s" % (code, output))
 
 
 def require_gpus(args, count):

@@ -81,7 +81,7 @@ def read_manifest(runs_dir):
         missing = [key for key in columns if entry.get(key) is None]
         if missing:
             raise BadManifest("%s line %d: no %s" % (path, line, ", ".join(missing)))
-        if not re.fullmatch(r"[0-9]+", entry["gpus"]) or int(entry["gpus"]) < 1:
+        if not re.fullmatch(r"[0-9]{1,6}", entry["gpus"]) or int(entry["gpus"]) < 1:
             raise BadManifest("%s line %d: gpus '%s' is not a GPU count" % (path, line, entry["gpus"]))
     return entries
 
@@ -91,7 +91,7 @@ def read_json(path):
     try:
         with open(path) as f:
             return json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         return None
 
 
@@ -400,7 +400,7 @@ def main(argv):
     problems = sorted({r["problem"] for r in rows if r["problem"]})
     title = ", ".join(problems) if problems else "no results"
     text = "\n".join([format_table(rows)] + notes + [""] + describe_inputs(inputs, rows))
-    failed_inputs = ["%s %s %s GPU(s) (%s): %s" % (e["role"], e["pattern"], e["variant"], e["gpus"], e["log"], s)
+    failed_inputs = ["%s %s %s, %s GPU(s) (%s): %s" % (e["role"], e["pattern"], e["variant"], e["gpus"], s, e["log"])
                      for e, _, s in runs if e["role"] != "fwi" and s != "ok"]
     if failed_inputs:
         text += "\nmodel inputs that did not finish verified (their rows are not predicted):\n  " + \

@@ -85,9 +85,9 @@ def read_json(path, kind=None):
     """The JSON object in path (NaN and infinities refused: they would reach the docs as "nan"); with kind, a
     RESULT of that kind that follows the schema (docs/RESULT.md)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             obj = json.load(f, parse_constant=not_a_number)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested too deep for the parser
         raise FigureError("cannot read %s: %s" % (os.path.relpath(path, ROOT), error))
     problems = validate(obj) if kind else [] if isinstance(obj, dict) else ["expected a JSON object"]
     if kind and not problems and obj["kind"] != kind:
@@ -134,8 +134,16 @@ def source_commit(path):
         return None
 
 
+def open_text(path):
+    """path opened for reading; FigureError when it is not a regular file (a device or a FIFO would be read
+    without end)."""
+    if not os.path.isfile(path):
+        raise FigureError("cannot read %s: not a regular file" % os.path.relpath(path, ROOT))
+    return open(path, encoding="utf-8")
+
+
 def first_command(log_path):
-    with open(log_path) as f:
+    with open_text(log_path) as f:
         line = f.readline().strip()
     return line[2:] if line.startswith("$ ") else line
 
@@ -250,7 +258,7 @@ def figure_example(directory, pattern, variant, gpus):
 
 def figure_log(file, first=None, last=None):
     log = repo_path(file + ".log")
-    with open(log) as f:
+    with open_text(log) as f:
         lines = f.read().splitlines()
     command = lines[0][2:] if lines and lines[0].startswith("$ ") else ""
     lines = [line for line in lines[1:] if not line.startswith("RESULT ")]
@@ -305,7 +313,7 @@ def figure_sweep(file):
 
 def figure_timings(directory, *steps):
     path = os.path.join(repo_path(directory), "timings.tsv")
-    with open(path) as f:
+    with open_text(path) as f:
         rows = [r for r in csv.DictReader(f, delimiter="\t") if not steps or r["step"] in steps]
     if steps and len(rows) != len(steps):
         raise FigureError("%s/timings.tsv lacks %s" % (directory, sorted(set(steps) - {r["step"] for r in rows})))
@@ -479,7 +487,7 @@ def main(argv):
     for path in files:
         try:
             changed = process(path, check)
-        except (FigureError, OSError) as error:
+        except (FigureError, OSError, UnicodeDecodeError) as error:
             print("%s: %s" % (os.path.relpath(path, ROOT), error), file=sys.stderr)
             broken += 1
             continue

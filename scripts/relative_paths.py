@@ -7,7 +7,8 @@ usage: relative_paths.py RESULTS_FOLDER REPOSITORY FILE...
 In each FILE, rewritten in place, "<folder>/x" becomes "x" and the folder itself, where it ends a word (a
 command's last argument, a quoted path), becomes ".". RESULTS_FOLDER is taken first, as it lies inside
 the repository. Plain text, not a sed pattern: a path may hold characters a pattern reads as its own.
-Exit 2 when a FILE is not a file that can be read and written (checked for all before any is changed).
+Exit 2 when a folder is not an absolute path below the root ("" or "/" would rewrite every slash), or a
+FILE is not a file that can be read and written (all checked before any file is changed).
 """
 import os
 import re
@@ -32,6 +33,10 @@ def main(argv):
               file=sys.stderr)
         return 2
     folders, files = argv[:2], argv[2:]
+    for folder in folders:
+        if not folder.startswith("/") or not folder.strip("/"):
+            print("relative_paths: folder '%s' is not an absolute path below the root" % folder, file=sys.stderr)
+            return 2
     # Every file is checked before any is rewritten.
     for path in files:
         if not os.path.isfile(path) or not os.access(path, os.R_OK | os.W_OK):

@@ -14,8 +14,10 @@ is one), 0 when all is valid, 2 for bad usage or a file that cannot be read.
 From Python: validate(obj) returns the problems of one RESULT object as a list of strings (empty: valid);
 validate_env(obj) those of an env object. Plain python3, nothing to install.
 """
+import errno
 import json
 import math
+import os
 import re
 import sys
 
@@ -259,12 +261,15 @@ def validate_env(obj):
 
 def read_results(path, single_object):
     """[(where, object or None, problem or None)] for every RESULT in the file: the whole file when it is one
-    JSON object (a --json file; always when single_object), else every line holding `RESULT {`."""
+    JSON object (a --json file; always when single_object), else every line holding `RESULT {`. OSError for
+    what is not a regular file (a device or a FIFO would be read without end)."""
+    if not os.path.isfile(path):
+        raise OSError(errno.EINVAL, "not a regular file")
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     try:
         return [(path, json.loads(text), None)]
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: nested too deep for the parser
         if single_object or text.lstrip().startswith("{"):
             return [(path, None, "not a JSON object: %s" % error)]
     found = []
@@ -275,7 +280,7 @@ def read_results(path, single_object):
         where = "%s:%d" % (path, number)
         try:
             found.append((where, json.loads(line[at + len("RESULT "):]), None))
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             found.append((where, None, "RESULT line is not JSON: %s" % error))
     return found or [(path, None, "no RESULT line")]
 

@@ -166,6 +166,12 @@ foreach(bench bench_propagator bench_allreduce)
   # without, in 1.8), a negative warm-up, or values it would ignore with exit 0.
   add_exit_test(cli_${bench}_negative_repetitions CODE 2 TEXT "--benchmark_repetitions=-1"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=-1)
+  add_exit_test(cli_${bench}_too_many_repetitions CODE 2 TEXT "a whole number from 1 to 1000"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=1001)
+  # A filter so long that the regex engine would run out of stack (signal 11) is refused first.
+  string(REPEAT "a" 20000 long_filter)
+  add_exit_test(cli_${bench}_long_filter CODE 2 TEXT "a regular expression of at most 1000 characters"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=${long_filter})
   add_exit_test(cli_${bench}_perf_counters CODE 2 TEXT "--benchmark_perf_counters=CYCLES': the value must be empty"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_perf_counters=CYCLES)
   add_exit_test(cli_${bench}_negative_warmup CODE 2 TEXT "--benchmark_min_warmup_time=-1"

@@ -103,6 +103,23 @@ class Compare(unittest.TestCase):
             with open(manifest, "w") as f:
                 f.write(text)
             self.assertIn("manifest.tsv lists no runs", self.run_compare(2))
+        with open(manifest, "w") as f:
+            f.write("role\tpattern\tvariant\tgpus\tstatus\tjson\tlog\nfwi\t01_single_gpu\t\t%s\t0\tx.json\tx.log\n"
+                    % ("9" * 5000))
+        self.assertIn("is not a GPU count", self.run_compare(2))
+
+    def test_model_inputs_that_failed_are_listed(self):
+        # A sweep that timed out (its RESULT missing) and a batch run that failed verification (exit 1).
+        manifest = os.path.join(self.dir, "runs", "manifest.tsv")
+        with open(manifest, "a") as f:
+            f.write("sweep\t02_allreduce_primitives\tnccl\t2\ttimeout\t\tsweep-timeout.log\n")
+        self.edit("batch-01_single_gpu-2-shots-1gpu.json", lambda r: r.update(verified=False))
+        output = self.run_compare(1)  # runs that did not finish verified: exit 1, after the table
+        self.assertIn("model inputs that did not finish verified", output)
+        self.assertIn("sweep 02_allreduce_primitives nccl, 2 GPU(s) (", output)
+        self.assertIn("): sweep-timeout.log", output)
+        self.assertIn("batch 01_single_gpu 2-shots, 1 GPU(s) (NOT VERIFIED): batch-01_single_gpu-2-shots-1gpu.log",
+                      output)
 
     def test_help(self):
         process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60)

@@ -64,6 +64,18 @@ class RelativePaths(unittest.TestCase):
             with open(path, encoding="utf-8") as f:
                 self.assertEqual(f.read(), REPO + "/x\n")  # checked before any file is rewritten
 
+    def test_command_line_refuses_a_folder_that_is_no_absolute_path(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "run.log")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(REPO + "/x\n")
+            for folders in (["", ""], ["/", REPO], [RESULTS, "relative/path"]):
+                result = subprocess.run([sys.executable, SCRIPT] + folders + [path], capture_output=True, text=True)
+                self.assertEqual(result.returncode, 2, folders)
+                self.assertIn("is not an absolute path below the root", result.stderr)
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual(f.read(), REPO + "/x\n")  # "" or "/" would have removed every slash
+
     def test_help(self):
         result = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True)
         self.assertEqual(result.returncode, 0)

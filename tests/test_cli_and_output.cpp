@@ -138,6 +138,17 @@ TEST_CASE("numbers: overflow is out of range; junk, NaN and infinities name the 
     }
 }
 
+TEST_CASE("a value a message echoes is shown on one line, control characters escaped, a long one cut") {
+    // An escape sequence would reach the terminal, a newline would split the message.
+    CHECK(parse_error({"--nz", "12\x1b[31m\n"}) == "--nz: '12\\x1b[31m\\x0a' is not an integer; allowed 16..16384");
+    CHECK(parse_error({"--model", "two\tlayer"}).find("--model: 'two\\x09layer' is not one of") == 0);
+    const std::string long_value(100000, '7');
+    const std::string message = parse_error({"--nz", long_value.c_str()});
+    CHECK(message == "--nz: " + std::string(80, '7') + "... (100000 characters) is out of range; allowed 16..16384");
+    const std::string long_flag = "--" + std::string(500, 'x');
+    CHECK(parse_error({long_flag.c_str()}) == "unknown flag '--" + std::string(78, 'x') + "... (502 characters)'");
+}
+
 TEST_CASE("messages show a number as it would be typed, not with six decimals") {
     CHECK(format_number(3000.0) == "3000");
     CHECK(format_number((2000 - 1) * 0.0008) == "1.5992");  // the default problem's recording, in s
