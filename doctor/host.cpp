@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "cli.hpp"
@@ -293,6 +294,14 @@ std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, 
            " only 2 MiB of stack (glibc), too little for its topology search on large machines (fixed in NCCL 2.28)";
 }
 
+bool iommu_translates(const std::vector<std::string>& group_types, const IommuHints& hints, int groups) {
+    if (!group_types.empty())
+        return std::any_of(group_types.begin(), group_types.end(),
+                           [](const std::string& type) { return type.rfind("DMA", 0) == 0; });
+    const bool active = (groups > 0 || hints.enabled_by_option) && !hints.disabled_by_option;
+    return active && !hints.passthrough;
+}
+
 namespace {
 
 struct Problem {
@@ -342,18 +351,29 @@ void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_
     const IommuHints hints = parse_iommu_hints(command_line);
     std::error_code error;
     int groups = 0;
+    std::vector<std::string> types;
+    std::map<std::string, int> type_counts;
     for (auto it = std::filesystem::directory_iterator("/sys/kernel/iommu_groups", error);
-         !error && it != std::filesystem::directory_iterator(); it.increment(error))
+         !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
         ++groups;
-    std::string options;
+        const std::string type = first_line_of((it->path() / "type").string());
+        if (type.empty()) continue;
+        types.push_back(type);
+        ++type_counts[type];
+    }
+    std::string options, type_text;
     for (const auto& option : hints.options) options += (options.empty() ? "" : " ") + option;
-    const bool active = (groups > 0 || hints.enabled_by_option) && !hints.disabled_by_option;
-    const bool translating = active && !hints.passthrough;
+    for (const auto& [type, count] : type_counts)
+        type_text += (type_text.empty() ? "" : ", ") + std::to_string(count) + " " + type;
+    const bool active = groups > 0 || (hints.enabled_by_option && !hints.disabled_by_option);
+    const bool translating = iommu_translates(types, hints, groups);
     finding.details.push_back("IOMMU: " + std::string(active ? "active" : "not active") + " (" +
-                              std::to_string(groups) +
-                              " IOMMU groups; kernel options: " + (options.empty() ? "none" : options) + ")" +
-                              (translating ? ", translating device addresses (no iommu=pt)" : ""));
+                              std::to_string(groups) + " IOMMU groups" +
+                              (type_text.empty() ? "" : " of types " + type_text) +
+                              "; kernel options: " + (options.empty() ? "none" : options) + ")" +
+                              (translating ? ", translating device addresses" : ""));
     finding.facts.add("iommu_groups", groups)
+        .add("iommu_group_types", type_text)
         .add("iommu_kernel_options", options)
         .add("iommu_translating", translating);
     if (translating && pcie_peer_pairs)

@@ -92,6 +92,12 @@ struct IommuHints {
 };
 IommuHints parse_iommu_hints(const std::string& kernel_command_line);
 
+// Whether the IOMMU translates device addresses. From the kernel's own word where it gives one: the type
+// of each IOMMU group (/sys/kernel/iommu_groups/N/type, Linux 5.11 and later: "identity" is passthrough,
+// "DMA" and "DMA-FQ" translate; translating when any group does), which also covers a passthrough default
+// built into the kernel. Without those files, from the command line's options and the group count.
+bool iommu_translates(const std::vector<std::string>& group_types, const IommuHints& hints, int groups);
+
 // What is wrong with the stack limit for NCCL `nccl_version` ("2.28.3"), "" when nothing: under 8 MiB
 // (`limit_bytes`), or unlimited before NCCL 2.28, where glibc then gives NCCL's threads only 2 MiB, which
 // its topology search can overflow (NCCL's troubleshooting guide, "Stack size"; from 2.28 NCCL sizes its

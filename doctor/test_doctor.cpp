@@ -270,6 +270,19 @@ TEST_CASE("IOMMU options on the kernel command line") {
     CHECK(parse_iommu_hints("ro quiet splash").options.empty());
 }
 
+TEST_CASE("IOMMU translation: the groups' types where the kernel gives them, else the command line") {
+    const IommuHints none = parse_iommu_hints("ro quiet");
+    // Passthrough built into the kernel: no option on the command line, every group "identity".
+    CHECK(!iommu_translates({"identity", "identity"}, none, 2));
+    CHECK(iommu_translates({"identity", "DMA-FQ"}, none, 2));
+    CHECK(iommu_translates({"DMA"}, parse_iommu_hints("iommu=pt"), 1));  // the kernel's word wins
+    // An older kernel without the type files: the command line decides.
+    CHECK(iommu_translates({}, none, 5));
+    CHECK(!iommu_translates({}, parse_iommu_hints("intel_iommu=on iommu=pt"), 5));
+    CHECK(!iommu_translates({}, parse_iommu_hints("iommu=off"), 0));
+    CHECK(!iommu_translates({}, none, 0));
+}
+
 TEST_CASE("no GPU: the most likely cause comes first, and the facts are all listed") {
     NoGpuFacts facts;
     facts.cuda_error = "cudaErrorInsufficientDriver";
