@@ -81,8 +81,8 @@ int run_program(const char* program_name, const std::function<int()>& body) {
         code = report_error(program_name, std::current_exception());
     }
     // A run whose output could not all be written (standard output closed, on a full disk, or a pipe whose
-    // reader has gone) lost lines
-    // and its RESULT: no success, as a help text that cannot be written is none (cli.cpp).
+    // reader has gone) lost lines and its RESULT: no success, as a help text that cannot be written is none
+    // (cli.cpp).
     if (code == kExitOk && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
         std::fprintf(stderr,
                      "%s: environment: standard output could not be written (closed, on a full disk, or a pipe whose "
