@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "bandwidth_verdict.hpp"
 #include "cuda_check.hpp"
 #include "gpu_checks.hpp"
 #include "gpu_resources.hpp"
@@ -185,34 +186,10 @@ private:
 
 // ---- check 4 ----
 
-constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 constexpr size_t kLatencyBytes = 4;
 constexpr int kLatencyCopies = 100;
 constexpr size_t kCrossCheckBytes = size_t(256) << 20;
 constexpr int kCrossCheckCopies = 10;
-
-struct Matrix {
-    int n = 0;
-    std::vector<double> values;
-    explicit Matrix(int size) : n(size), values(size_t(size) * size, kNotMeasured) {}
-    double& at(int i, int j) { return values[size_t(i) * n + j]; }
-    double at(int i, int j) const { return values[size_t(i) * n + j]; }
-};
-
-double median_of_measured(const Matrix& matrix, bool off_diagonal_only = true) {
-    std::vector<double> values;
-    for (int i = 0; i < matrix.n; ++i)
-        for (int j = 0; j < matrix.n; ++j)
-            if ((i != j || !off_diagonal_only) && !std::isnan(matrix.at(i, j))) values.push_back(matrix.at(i, j));
-    return values.empty() ? kNotMeasured : median(values);
-}
-
-std::string number(double value, const char* format) {
-    if (std::isnan(value)) return "n/a";
-    char text[32];
-    std::snprintf(text, sizeof text, format, value);
-    return text;
-}
 
 class CopyTimer {
 public:
@@ -357,26 +334,6 @@ JsonObject json_of(const Matrix& matrix) {
     return matrix_json(matrix.n, true, [&](int i, int j) { return matrix.at(i, j); });
 }
 
-// Pairs far below the others, or clearly slower with P2P than without (by more than a tenth: on PCIe the
-// two can be equal within the timing's noise): a degraded link or a wrong path.
-std::vector<std::string> bandwidth_problems(const GpuSystem& system, const BandwidthMatrices& m) {
-    std::vector<std::string> problems;
-    const double typical = median_of_measured(m.one_way_on);
-    for (int i = 0; i < system.count; ++i)
-        for (int j = 0; j < system.count; ++j) {
-            if (i == j || std::isnan(m.one_way_on.at(i, j))) continue;
-            const std::string pair = gpu(i) + " -> " + gpu(j) + " ";
-            if (m.one_way_on.at(i, j) < 0.5 * typical)
-                problems.push_back(pair + number(m.one_way_on.at(i, j), "%.1f") + " GB/s, under half the median " +
-                                   number(typical, "%.1f") + " GB/s");
-            else if (m.one_way_on.at(i, j) < 0.9 * m.one_way_off.at(i, j))
-                problems.push_back(pair + "is slower with P2P (" + number(m.one_way_on.at(i, j), "%.1f") +
-                                   " GB/s) than staged through the host (" + number(m.one_way_off.at(i, j), "%.1f") +
-                                   " GB/s)");
-        }
-    return problems;
-}
-
 void add_cross_check(Finding& finding, const GpuSystem& system, const BandwidthMatrices& m, CopyTimer& timer) {
     finding.details.push_back("cross-check: the matrix (median of single timed copies) against " +
                               std::to_string(kCrossCheckCopies) +
@@ -519,7 +476,7 @@ Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, co
         .add("median_latency_p2p_off_us", latency_off)
         .add("complete", complete);
 
-    const std::vector<std::string> problems = bandwidth_problems(system, m);
+    const std::vector<std::string> problems = bandwidth_problems(system, m.one_way_on, m.one_way_off);
     for (const auto& problem : problems) finding.details.push_back("slow: " + problem);
     if (!problems.empty()) {
         finding.status = Status::warn;

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bandwidth_verdict.hpp"
 #include "errors.hpp"
 #include "gpu_checks.hpp"
 #include "host.hpp"
@@ -257,6 +258,40 @@ TEST_CASE("the stack limit: under 8 MiB, or unlimited before NCCL 2.28, is a pro
                    "unlimited, which gives the threads of NCCL 2.27.7 only 2 MiB"));
     CHECK(stack_limit_problem(true, 0, "2.28.3").empty());
     CHECK(stack_limit_problem(true, 0, "3.0.0").empty());
+}
+
+TEST_CASE("check 4 compares a pair's copies with the pairs linked alike, not with every pair") {
+    // GPUs 0-1 and 2-3 over NVLink (one of those links degraded), every other pair over PCIe through the
+    // CPU (SYS), far slower by design: only the degraded NVLink pair is slow, and no PCIe pair.
+    GpuSystem system;
+    system.count = 4;
+    system.links.resize(16);
+    Matrix on(4), off(4);
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+            if (i == j) continue;
+            const bool nvlink = i / 2 == j / 2;
+            system.links[i * 4 + j] = nvlink ? Link{18, ""} : Link{0, "SYS"};
+            on.at(i, j) = nvlink ? 380.0 : 20.0;
+            off.at(i, j) = 15.0;
+        }
+    on.at(2, 3) = 120.0;
+    const auto problems = bandwidth_problems(system, on, off);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0] == "GPU 2 -> GPU 3 120.0 GB/s, under half the median 380.0 GB/s of the pairs over NVLink");
+    // P2P slower than staged through the host.
+    off.at(0, 2) = 30.0;
+    const auto slower = bandwidth_problems(system, on, off);
+    REQUIRE(slower.size() == 2);
+    CHECK(slower[0] == "GPU 0 -> GPU 2 is slower with P2P (20.0 GB/s) than staged through the host (30.0 GB/s)");
+    // Without NVML's links every pair is compared with every other: with 8 PCIe pairs of 12 the median is
+    // theirs, 20 GB/s, and the degraded NVLink pair would pass unseen.
+    system.links.clear();
+    off.at(0, 2) = 15.0;
+    CHECK(bandwidth_problems(system, on, off).empty());
+    on.at(0, 1) = 5.0;
+    CHECK(bandwidth_problems(system, on, off).at(0) ==
+          "GPU 0 -> GPU 1 5.0 GB/s, under half the median 20.0 GB/s of the pairs measured");
 }
 
 TEST_CASE("IOMMU options on the kernel command line") {

@@ -1,0 +1,56 @@
+#include "bandwidth_verdict.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "timing.hpp"
+
+namespace fwi::doctor {
+
+double median_of_measured(const Matrix& matrix, bool off_diagonal_only) {
+    std::vector<double> values;
+    for (int i = 0; i < matrix.n; ++i)
+        for (int j = 0; j < matrix.n; ++j)
+            if ((i != j || !off_diagonal_only) && !std::isnan(matrix.at(i, j))) values.push_back(matrix.at(i, j));
+    return values.empty() ? kNotMeasured : median(values);
+}
+
+std::string number(double value, const char* format) {
+    if (std::isnan(value)) return "n/a";
+    char text[32];
+    std::snprintf(text, sizeof text, format, value);
+    return text;
+}
+
+std::string link_kind(const GpuSystem& system, int i, int j) {
+    if (system.links.size() != size_t(system.count) * system.count) return "";
+    const Link& link = system.links[size_t(i) * system.count + j];
+    return link.nvlinks > 0 ? "NVLink" : "PCIe " + link.pcie;
+}
+
+std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on, const Matrix& one_way_off) {
+    std::vector<std::string> problems;
+    for (int i = 0; i < system.count; ++i)
+        for (int j = 0; j < system.count; ++j) {
+            const double bandwidth = one_way_on.at(i, j);
+            if (i == j || std::isnan(bandwidth)) continue;
+            const std::string kind = link_kind(system, i, j);
+            Matrix alike(system.count);
+            for (int a = 0; a < system.count; ++a)
+                for (int b = 0; b < system.count; ++b)
+                    if (link_kind(system, a, b) == kind) alike.at(a, b) = one_way_on.at(a, b);
+            const double typical = median_of_measured(alike);
+            const std::string pair = "GPU " + std::to_string(i) + " -> GPU " + std::to_string(j) + " ";
+            if (bandwidth < 0.5 * typical)
+                problems.push_back(pair + number(bandwidth, "%.1f") + " GB/s, under half the median " +
+                                   number(typical, "%.1f") + " GB/s of the pairs " +
+                                   (kind.empty() ? "measured" : "over " + kind));
+            else if (bandwidth < 0.9 * one_way_off.at(i, j))
+                problems.push_back(pair + "is slower with P2P (" + number(bandwidth, "%.1f") +
+                                   " GB/s) than staged through the host (" + number(one_way_off.at(i, j), "%.1f") +
+                                   " GB/s)");
+        }
+    return problems;
+}
+
+}  // namespace fwi::doctor
