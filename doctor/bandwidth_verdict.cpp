@@ -28,7 +28,8 @@ std::string link_kind(const GpuSystem& system, int i, int j) {
     return link.nvlinks > 0 ? "NVLink" : "PCIe " + link.pcie;
 }
 
-std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on, const Matrix& one_way_off) {
+std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on,
+                                            const Matrix& one_way_off) {
     std::vector<std::string> problems;
     for (int i = 0; i < system.count; ++i)
         for (int j = 0; j < system.count; ++j) {

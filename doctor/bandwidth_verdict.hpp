@@ -35,6 +35,7 @@ std::string link_kind(const GpuSystem& system, int i, int j);
 // One line per pair whose one-way P2P copy is under half the median of the pairs linked alike, or more
 // than a tenth slower with P2P than staged through the host (on PCIe the two can be equal within the
 // timing's noise): a degraded link or a wrong path.
-std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on, const Matrix& one_way_off);
+std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on,
+                                            const Matrix& one_way_off);
 
 }  // namespace fwi::doctor

@@ -302,6 +302,12 @@ bool iommu_translates(const std::vector<std::string>& group_types, const IommuHi
     return active && !hints.passthrough;
 }
 
+std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const std::string& limit) {
+    if (!infiniband_devices || unlimited) return "";
+    return "locked memory is limited to " + limit +
+           " on a host with InfiniBand devices, whose transport locks NCCL's buffers";
+}
+
 namespace {
 
 struct Problem {
@@ -340,6 +346,12 @@ void add_limits(Finding& finding, std::vector<Problem>& problems) {
         stack_limit_problem(stack.rlim_cur == RLIM_INFINITY, stack.rlim_cur, nccl_version_number());
     if (!stack_problem.empty())
         problems.push_back({stack_problem, "set the usual 8 MiB: ulimit -s 8192 (in every rank's environment)"});
+    std::error_code error;
+    const bool infiniband = !std::filesystem::is_empty("/sys/class/infiniband", error) && !error;
+    const std::string locked_problem =
+        locked_memory_problem(infiniband, locked.rlim_cur == RLIM_INFINITY, limit_text(locked.rlim_cur));
+    if (!locked_problem.empty())
+        problems.push_back({locked_problem, "ulimit -l unlimited (in a container: --ulimit memlock=-1)"});
 }
 
 // Adds a problem when the IOMMU translates device addresses (active, not in passthrough mode) while

@@ -104,6 +104,11 @@ bool iommu_translates(const std::vector<std::string>& group_types, const IommuHi
 // threads' stacks itself).
 std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version);
 
+// What is wrong with the locked-memory limit (`limit` as shown, e.g. "8 MiB"), "" when nothing: any limit
+// where the host has InfiniBand (or RoCE) devices, as NCCL's transport for them registers (locks) its
+// buffers; NCCL's troubleshooting guide asks containers for --ulimit memlock=-1.
+std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const std::string& limit);
+
 // Check 6. pcie_peer_pairs: some GPU pairs reach each other over PCIe (IOMMU translation matters then).
 Finding check_host(bool pcie_peer_pairs);
 

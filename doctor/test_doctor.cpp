@@ -250,6 +250,13 @@ TEST_CASE("NCCL settings that take its fast path away are marked; harmless ones 
     CHECK(!nccl_setting_notes({{"NCCL_P2P_DISABLE", "2"}}).at(0).slows);  // NCCL reads only 1 as "disable"
 }
 
+TEST_CASE("a locked-memory limit is a problem only where there are InfiniBand devices") {
+    CHECK(locked_memory_problem(false, false, "8 MiB").empty());
+    CHECK(locked_memory_problem(true, true, "unlimited").empty());
+    CHECK(locked_memory_problem(true, false, "8 MiB") ==
+          "locked memory is limited to 8 MiB on a host with InfiniBand devices, whose transport locks NCCL's buffers");
+}
+
 TEST_CASE("the stack limit: under 8 MiB, or unlimited before NCCL 2.28, is a problem") {
     const unsigned long long mib = 1024 * 1024;
     CHECK(stack_limit_problem(false, 8 * mib, "2.19.3").empty());
