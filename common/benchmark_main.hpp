@@ -125,8 +125,10 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     argv = pointers.data();
     // Called on every way out once Google Benchmark may have opened the temporary file. It holds results
     // only when benchmarks ran: when they were only listed (--benchmark_list_tests, however Google
-    // Benchmark read it) the file is empty, and FILE stays as it was.
+    // Benchmark read it) the file is empty, and FILE stays as it was. A run whose standard output was
+    // lost is no success either (check_output_written).
     const auto finish_out = [&](int status) {
+        status = check_output_written(program, status);
         if (!out_temporary.empty()) {
             std::FILE* file = std::fopen(out_temporary.c_str(), "rb");
             const bool has_results = file && std::fgetc(file) != EOF;

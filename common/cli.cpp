@@ -239,10 +239,12 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         std::string arg = argv[i];
         if (is_help(arg)) {
             // A help text that cannot be written (stdout closed, or a full disk) is no success; a reader that
-            // stopped early (--help | head) took what it wanted.
-            if (prints_help && (std::fputs(help_text().c_str(), stdout) == EOF || std::fflush(stdout) != 0) &&
-                errno != EPIPE)
-                throw EnvironmentError("--help: cannot write the help text to standard output");
+            // stopped early (--help | head) took what it wanted, so that error is cleared, and run_program,
+            // which checks standard output at the end, sees none.
+            if (prints_help && (std::fputs(help_text().c_str(), stdout) == EOF || std::fflush(stdout) != 0)) {
+                if (errno != EPIPE) throw EnvironmentError("--help: cannot write the help text to standard output");
+                std::clearerr(stdout);
+            }
             return false;
         }
         std::string value;

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <new>
 
 namespace fwi {
@@ -53,11 +54,15 @@ void abandon_gpu_work() { g_gpu_work_abandoned = true; }
 
 bool gpu_work_abandoned() { return g_gpu_work_abandoned; }
 
-int finish_program(int code) {
-    if (!gpu_work_abandoned()) return code;
+void end_process_now(int code) {
     std::fflush(stdout);
     std::fflush(stderr);
     std::_Exit(code);
+}
+
+int finish_program(int code) {
+    if (!gpu_work_abandoned()) return code;
+    end_process_now(code);
 }
 
 const char* running_program_name() { return g_program_name; }
@@ -67,8 +72,7 @@ void exit_at_once(std::exception_ptr error, const std::string& note) {
     std::fflush(stdout);
     const int code = report_error(program_name, error);
     std::fprintf(stderr, "%s: %s\n", program_name, note.c_str());
-    std::fflush(stderr);
-    std::_Exit(code);
+    end_process_now(code);
 }
 
 int run_program(const char* program_name, const std::function<int()>& body) {
@@ -80,17 +84,20 @@ int run_program(const char* program_name, const std::function<int()>& body) {
     } catch (...) {
         code = report_error(program_name, std::current_exception());
     }
-    // A run whose output could not all be written (standard output closed, on a full disk, or a pipe whose
-    // reader has gone) lost lines and its RESULT: no success, as a help text that cannot be written is none
-    // (cli.cpp).
-    if (code == kExitOk && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
-        std::fprintf(stderr,
-                     "%s: environment: standard output could not be written (closed, on a full disk, or a pipe whose "
-                     "reader has gone): what the run printed is lost\n",
-                     program_name);
-        code = kExitEnvironment;
-    }
-    return finish_program(code);
+    return finish_program(check_output_written(program_name, code));
+}
+
+int check_output_written(const char* program_name, int code) {
+    // A run whose output could not all be written lost lines and its RESULT: no success, as a help text
+    // that cannot be written is none (cli.cpp). Both the C stream and the C++ one (Google Benchmark's).
+    std::cout.flush();
+    const bool lost = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+    if (code != kExitOk || !lost) return code;
+    std::fprintf(stderr,
+                 "%s: environment: standard output could not be written (closed, on a full disk, or a pipe whose "
+                 "reader has gone): what the run printed is lost\n",
+                 program_name);
+    return kExitEnvironment;
 }
 
 std::string format_number(double value) {

@@ -46,6 +46,10 @@ struct VerificationError : std::runtime_error {
 // has gone: see ignore_broken_pipes) exits 3. After abandon_gpu_work, the process ends with that code at
 // once (std::_Exit) instead of returning it.
 int run_program(const char* program_name, const std::function<int()>& body);
+// `code`, or 3 with a message on stderr when `code` is 0 but standard output could not all be written
+// (closed, a full disk, a pipe whose reader has gone). run_program ends with it; so do mains that do not
+// use run_program.
+int check_output_written(const char* program_name, int code);
 // The name run_program was given ("05_nccl_mpi (rank 1)"), for messages printed outside its error
 // reporting, such as a watcher thread's; "program" before run_program starts.
 const char* running_program_name();
@@ -62,6 +66,10 @@ bool gpu_work_abandoned();
 // A program's last step: after abandon_gpu_work, flushes its output and ends the process with `code` at
 // once (std::_Exit); else returns `code`. run_program ends with it; so do mains that do not use run_program.
 int finish_program(int code);
+
+// Flushes standard output and error and ends the process with `code` at once (std::_Exit): no destructor,
+// no atexit handler, no CUDA runtime teardown runs, so nothing can wait on stuck GPU work or another rank.
+[[noreturn]] void end_process_now(int code);
 
 // For a thread that may be stuck in a CUDA call, which nothing can interrupt: reports `error` as
 // run_program would, then `note` on a line of its own, and ends the process at once with the error's exit

@@ -27,9 +27,6 @@ namespace {
 // so their copy is printed only when rank 0 did not fail.
 constexpr auto kNonRootReportDelay = std::chrono::seconds(1);
 
-// "name (rank r)": how this process names itself in messages.
-std::string process_name = "MPI program";
-
 using Clock = std::chrono::steady_clock;
 
 // The first line of MPI_Get_library_version ("Open MPI v4.1.4, package: ..."), for the env of the RESULT.
@@ -208,10 +205,8 @@ struct Watcher : WaitTimeout::State {
                 std::fprintf(stderr,
                              "%s: environment: no progress for %.0f s waiting for %s (another rank failed, hung or is "
                              "much slower; raise --timeout if it is only slow)\n",
-                             process_name.c_str(), timeout_s, what.c_str());
-                std::fflush(stderr);
-                std::fflush(stdout);
-                std::_Exit(kExitEnvironment);  // the other ranks are ended by mpirun
+                             running_program_name(), timeout_s, what.c_str());
+                end_process_now(kExitEnvironment);  // the other ranks are ended by mpirun
             }
         }
     }
@@ -260,6 +255,8 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     set_env_field("mpi_library_version", mpi_library_version());
     const int rank = world_rank();
+    // "name (rank r)": how this process names itself in messages (running_program_name, from run_program).
+    static std::string process_name;
     process_name = std::string(name) + " (rank " + std::to_string(rank) + ")";
     // Every rank parses the same argv with the same parser, so all of them see --help (and return 0)
     // or the same bad flag (and fail with 2) without asking each other; rank 0 alone prints the help.

@@ -161,9 +161,7 @@ void nccl_abort(ncclComm_t comm, double limit_s) {
                      "%s: environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL "
                      "versions); ending the process\n",
                      running_program_name(), limit_s);
-        std::fflush(stdout);
-        std::fflush(stderr);
-        std::_Exit(kExitEnvironment);
+        end_process_now(kExitEnvironment);
     }).detach();
     ncclCommAbort(comm);
     forget(comm);

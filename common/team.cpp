@@ -51,10 +51,12 @@ void ThreadTeam::run_threads(const std::function<void(int)>& fn) {
     } catch (...) {  // a thread could not be started: the ones that were must still be joined
         fail(std::current_exception());
     }
-    // Every wait of a thread has its timeout, so the threads end, and after an error the others leave their
-    // barriers at once. But a thread stuck in a CUDA call (a hung kernel it synchronises with, or memory
-    // it frees on its way out) never returns, and joining it would hang with the error unreported. So once
-    // a thread has failed, the others get the team's timeout to finish; then the process ends without them.
+    // The waits between threads have their timeout, so the threads end, and after an error the others leave
+    // their barriers at once. But a thread stuck in a CUDA call (a hung kernel it synchronises with, or
+    // memory it frees on its way out) never returns, and joining it would hang with the error unreported.
+    // So once a thread has reported an error, the others get the team's timeout to finish; then the process
+    // ends without them. (A thread reports its error after unwinding: one stuck in its own destructors
+    // reports nothing, and its GPU's work is what the others then wait for, until their barriers time out.)
     const int started = static_cast<int>(threads.size());
     std::unique_lock<std::mutex> lock(progress_mutex);
     progress.wait(lock, [&] { return finished == started || first_error; });

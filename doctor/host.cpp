@@ -342,8 +342,9 @@ void add_limits(Finding& finding, std::vector<Problem>& problems) {
                               "; locked memory limit: " + limit_text(locked.rlim_cur) +
                               " (InfiniBand / GPUDirect RDMA across nodes want unlimited)");
     finding.facts.add("stack_limit", limit_text(stack.rlim_cur)).add("memlock_limit", limit_text(locked.rlim_cur));
+    const bool unlimited_stack = stack.rlim_cur == RLIM_INFINITY;  // only then does NCCL's version matter
     const std::string stack_problem =
-        stack_limit_problem(stack.rlim_cur == RLIM_INFINITY, stack.rlim_cur, nccl_version_number());
+        stack_limit_problem(unlimited_stack, stack.rlim_cur, unlimited_stack ? nccl_version_number() : "");
     if (!stack_problem.empty())
         problems.push_back({stack_problem, "set the usual 8 MiB: ulimit -s 8192 (in every rank's environment)"});
     std::error_code error;

@@ -59,8 +59,9 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables);
 bool nccl_disable_set(const std::string& value);
 // Whether an NCCL_P2P_LEVEL value allows P2P between fewer GPU pairs than NCCL does by default, which is
 // PXB (pairs whose PCIe path does not cross a CPU): LOC (no pair), NVL, NVB, C2C (NVLink only), PIX (one
-// PCIe switch), and the old numbers 0 (LOC) and 1 (PIX). PXB or 2 is the default; PHB, SYS and 3 to 5
-// allow more; NCCL ignores other words.
+// PCIe switch), and the old numbers 0 (LOC) and 1 (PIX). PXB or 2 is the default; PHB, SYS, 3 to 5 and
+// NCCL's other path names allow as much or more. (On AMD CPUs with at most 2 GPUs NCCL's default is SYS,
+// where PXB and PHB take P2P away too; doctor does not tell those machines apart.)
 bool p2p_level_below_default(const std::string& value);
 
 // Traces of the NVIDIA driver that need no CUDA call: for the "no GPU" diagnosis.

@@ -227,9 +227,7 @@ void Report::abandon(Finding finding) {
             std::this_thread::sleep_for(std::chrono::duration<double>(kFinishingLimit));
             std::fprintf(stderr, "doctor: the RESULT line did not come within %.0f s: ending without it\n",
                          kFinishingLimit);
-            std::fflush(stdout);
-            std::fflush(stderr);
-            std::_Exit(code);
+            end_process_now(code);
         }).detach();
         if (!finished_) {
             try {
@@ -239,9 +237,7 @@ void Report::abandon(Finding finding) {
             }
         }
     }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::_Exit(code);
+    end_process_now(code);
 }
 
 }  // namespace fwi::doctor

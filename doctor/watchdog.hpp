@@ -1,7 +1,7 @@
 // Time limits: every check has a Deadline that its waits on GPUs, NCCL and MPI poll against, and a
 // Watchdog thread that ends the whole run when a check is stuck in a call that cannot be polled (a
 // driver call that hangs, a blocking MPI collective): it reports the check as FAIL, prints the
-// findings so far and exits with code 1.
+// findings so far and exits with code 1 (3 when no GPU is visible: Report::abandon).
 #pragma once
 
 #include <condition_variable>

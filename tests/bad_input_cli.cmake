@@ -184,6 +184,11 @@ foreach(bench bench_propagator bench_allreduce)
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=Gradient --benchmark_filter=NoSuchCase)
   add_exit_test(cli_${bench}_bad_switch CODE 2 TEXT "one of true|false|yes|no|1|0"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests=maybe)
+  # A listing into a pipe whose reader has gone is lost: exit 3, not 0 (nor death by SIGPIPE).
+  add_exit_test(cli_${bench}_output_reader_gone CODE 3 TEXT "a pipe whose reader has gone"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+                COMMAND ${BASH_EXECUTABLE} -c "(sleep 0.3 && exec env --default-signal=PIPE \"$0\" --benchmark_list_tests) | true && exit \${PIPESTATUS[0]}"
+                        $<TARGET_FILE:${bench}>)
   # Listing the benchmarks runs none, so it needs no GPU.
   add_exit_test(cli_${bench}_list_without_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests)
@@ -203,6 +208,10 @@ add_exit_test(cli_output_unwritable CODE 3 TEXT "standard output could not be wr
 add_exit_test(cli_output_reader_gone CODE 3 TEXT "a pipe whose reader has gone"
               COMMAND ${BASH_EXECUTABLE} -c "(sleep 0.3 && exec env --default-signal=PIPE \"$0\") | true && exit \${PIPESTATUS[0]}"
                       $<TARGET_FILE:visible_gpus>)
+# But a help text the reader stopped taking (`--help | head`) is a success: it took what it wanted.
+add_exit_test(cli_help_reader_gone CODE 0 TEXT ""
+              COMMAND ${BASH_EXECUTABLE} -c "(sleep 0.3 && exec env --default-signal=PIPE \"$0\" --help) | true && exit \${PIPESTATUS[0]}"
+                      $<TARGET_FILE:01_single_gpu>)
 add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)

@@ -105,12 +105,15 @@ TEST_CASE("a member stuck after another failed ends the process with the error, 
     REQUIRE(child >= 0);
     if (child == 0) {
         dup2(errors[1], STDERR_FILENO);
-        ThreadTeam team(2, 0.5);
-        team.run_threads([](int m) {
-            if (m == 0) throw EnvironmentError("member 0 failed");
-            std::this_thread::sleep_for(std::chrono::seconds(30));
-        });
-        std::_Exit(99);  // not reached
+        try {
+            ThreadTeam team(2, 0.5);
+            team.run_threads([](int m) {
+                if (m == 0) throw EnvironmentError("member 0 failed");
+                std::this_thread::sleep_for(std::chrono::seconds(30));
+            });
+        } catch (...) {  // joined after all: the child must not go on to run the other tests
+        }
+        std::_Exit(99);  // not reached when run_threads ends the process
     }
     close(errors[1]);
     std::string text;
