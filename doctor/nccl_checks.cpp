@@ -59,10 +59,13 @@ long long RankBuffers::count_wrong(int ranks, size_t count) const {
 
 namespace {
 
-void add_setting_notes(Finding& finding, const Variables& variables) {
+void add_setting_notes(Finding& finding, const Variables& variables, const GpuSystem& system) {
     for (const auto& note : nccl_setting_notes(variables)) {
         finding.details.push_back("setting: " + note.text());
-        if (note.slows && finding.status == Status::pass) {
+        // A P2P level below NCCL's default takes P2P away only where some pair's link is beyond it.
+        const bool slows =
+            note.name == "NCCL_P2P_LEVEL" ? p2p_level_limits_pairs(value_of(variables, note.name), system) : note.slows;
+        if (slows && finding.status == Status::pass) {
             finding.status = Status::warn;
             finding.summary += "; but " + note.setting + " is set";
             finding.next = "unset " + note.name + " unless you are diagnosing: it takes NCCL's fastest path away";
@@ -285,7 +288,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
 Finding check_nccl(const GpuSystem& system, const Variables& variables, const NcclOptions& options,
                    const Deadline& deadline) {
     Finding finding = allreduce_over_all_gpus(system, variables, options, deadline);
-    add_setting_notes(finding, variables);
+    add_setting_notes(finding, variables, system);
     return finding;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "allreduce_sweep.hpp"
+#include "gpu_checks.hpp"
 #include "host.hpp"
 #include "nccl_log.hpp"
 
@@ -60,6 +61,12 @@ struct PeerLinkFindings {
 PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
                                                const std::function<bool(int, int)>& peer_access,
                                                const Variables& variables);
+
+// Whether NCCL_P2P_LEVEL=`level` keeps NCCL from P2P between some pair of this machine's GPUs that has peer
+// access: LOC (or 0) any pair; NVL, NVB and C2C a pair without NVLink; PIX (or 1) a pair without NVLink
+// whose PCIe path is more than one switch. A level at NCCL's default or above takes nothing away. True
+// when check 2 did not learn the pairs' links (it may then).
+bool p2p_level_limits_pairs(const std::string& level, const GpuSystem& system);
 
 // Why NCCL would use `family` (SHM or NET) rather than P2P: the settings that take P2P away (and for NET,
 // shared memory too) as NCCL's log reports them, else as doctor's environment has them (when the log was

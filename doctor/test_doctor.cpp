@@ -257,6 +257,32 @@ TEST_CASE("a locked-memory limit is a problem only where there are InfiniBand de
           "locked memory is limited to 8 MiB on a host with InfiniBand devices, whose transport locks NCCL's buffers");
 }
 
+TEST_CASE("an NCCL_P2P_LEVEL below the default takes P2P away only where a pair's link is beyond it") {
+    const auto two_gpus = [](Link link) {
+        GpuSystem system;
+        system.count = 2;
+        system.can_access = {0, 1, 1, 0};
+        system.links = {Link{}, link, link, Link{}};
+        return system;
+    };
+    const GpuSystem nvlink = two_gpus(Link{18, ""}), one_switch = two_gpus(Link{0, "PIX"}),
+                    across_cpus = two_gpus(Link{0, "SYS"});
+    CHECK(!p2p_level_limits_pairs("NVL", nvlink));
+    CHECK(!p2p_level_limits_pairs("PIX", nvlink));
+    CHECK(p2p_level_limits_pairs("LOC", nvlink));
+    CHECK(p2p_level_limits_pairs("0", nvlink));
+    CHECK(p2p_level_limits_pairs("NVL", one_switch));
+    CHECK(!p2p_level_limits_pairs("PIX", one_switch));
+    CHECK(!p2p_level_limits_pairs("1", one_switch));
+    CHECK(p2p_level_limits_pairs("PIX", across_cpus));
+    CHECK(!p2p_level_limits_pairs("PXB", across_cpus));  // NCCL's default: nothing taken away by the setting
+    CHECK(!p2p_level_limits_pairs("SYS", across_cpus));
+    // Without check 2's links it may: assume it does.
+    GpuSystem unknown = nvlink;
+    unknown.links.clear();
+    CHECK(p2p_level_limits_pairs("NVL", unknown));
+}
+
 TEST_CASE("the stack limit: under 8 MiB, or unlimited before NCCL 2.28, is a problem") {
     const unsigned long long mib = 1024 * 1024;
     CHECK(stack_limit_problem(false, 8 * mib, "2.19.3").empty());
