@@ -135,23 +135,35 @@ TEST_CASE("the JSON file is replaced whole, as every file the suite writes, neve
     CHECK(kept == "an earlier run's findings\n");
 }
 
-TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its time, the JSON written") {
-    const std::string path = "doctor_test_watchdog.json";
-    const HostTimer timer;
+namespace {
+
+// Runs check `id` stuck for 30 s under a watchdog of `seconds`, in a child process (the watchdog ends the
+// process), and returns the child's exit code. The report is printed and written to `json_path` when one
+// is given, else quiet.
+int stuck_run_exit_code(const std::string& id, double seconds, bool no_gpu, const std::string& json_path) {
     const pid_t child = fork();
     REQUIRE(child >= 0);
-    if (child == 0) {  // the stuck run
-        Report report(false, path, "single-process");
+    if (child == 0) {
+        Report report(json_path.empty(), json_path, "single-process");
+        if (no_gpu) report.set_no_gpu();
         Watchdog watchdog(report);
-        report.begin("nccl");
-        watchdog.arm("nccl", 0.3);
+        report.begin(id);
+        watchdog.arm(id, seconds);
         std::this_thread::sleep_for(std::chrono::seconds(30));
         std::_Exit(0);  // not reached when the watchdog works
     }
     int status = 0;
     REQUIRE(waitpid(child, &status, 0) == child);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == kExitVerificationFailed);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its time, the JSON written") {
+    const std::string path = "doctor_test_watchdog.json";
+    const HostTimer timer;
+    CHECK(stuck_run_exit_code("nccl", 0.3, false, path) == kExitVerificationFailed);
     CHECK(timer.seconds() < 10.0);
     std::ifstream file(path);
     std::stringstream text;
@@ -162,20 +174,7 @@ TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its t
 }
 
 TEST_CASE("a stuck run on a machine without a GPU ends with exit code 3, the code its summary names") {
-    const pid_t child = fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {  // check 6 (host) stuck after check 1 found no GPU
-        Report report(true, "", "single-process");
-        report.set_no_gpu();
-        Watchdog watchdog(report);
-        watchdog.arm("host", 0.2);
-        std::this_thread::sleep_for(std::chrono::seconds(30));
-        std::_Exit(0);  // not reached when the watchdog works
-    }
-    int status = 0;
-    REQUIRE(waitpid(child, &status, 0) == child);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == kExitEnvironment);
+    CHECK(stuck_run_exit_code("host", 0.2, true, "") == kExitEnvironment);  // check 6 after check 1 found no GPU
 }
 
 TEST_CASE("a disarmed watchdog lets the run go on") {
