@@ -52,7 +52,7 @@ std::vector<std::string> split_variant_list(const std::string& list) {
     for (const std::string& name : names) {
         bool known = false;
         for (const auto& candidate : variant_names()) known = known || candidate == name;
-        if (!known) throw UsageError("--variants: unknown variant '" + name + "'; allowed " + allowed);
+        if (!known) throw UsageError("--variants: unknown variant '" + shown_value(name) + "'; allowed " + allowed);
     }
     return names;
 }

@@ -59,7 +59,7 @@ std::vector<std::string> combine_variants(const std::string& combine) {
     const auto& known = combine_variant_names();
     for (const std::string& name : names)
         if (std::find(known.begin(), known.end(), name) == known.end())
-            throw UsageError("--combine: unknown variant '" + name + "'; give " + allowed);
+            throw UsageError("--combine: unknown variant '" + shown_value(name) + "'; give " + allowed);
     return names;
 }
 

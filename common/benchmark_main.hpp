@@ -12,6 +12,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "output.hpp"
+
+extern char** environ;
 
 namespace fwi {
 
@@ -150,13 +154,28 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     };
     const auto selects_nothing = [&] {
         std::fprintf(stderr, "%s: --benchmark_filter '%s' selects no benchmark; allowed a regex matching %s\n", program,
-                     benchmark::GetBenchmarkFilter().c_str(), cases);
+                     shown_value(benchmark::GetBenchmarkFilter()).c_str(), cases);
         return kExitBadInput;
     };
     for (int i = 1; i < argc; ++i) {
         const std::string problem = benchmark_flag_problem(argv[i]);
         if (problem.empty()) continue;
-        std::fprintf(stderr, "%s: '%s': the value must be %s\n", program, argv[i], problem.c_str());
+        std::fprintf(stderr, "%s: '%s': the value must be %s\n", program, shown_value(argv[i]).c_str(),
+                     problem.c_str());
+        return kExitBadInput;
+    }
+    // Google Benchmark reads each flag from a variable too (BENCHMARK_FILTER for --benchmark_filter), where
+    // a command line does not give it: the same values are refused there.
+    for (char** entry = environ; *entry; ++entry) {
+        const std::string text = *entry;
+        const size_t equals = text.find('=');
+        if (text.rfind("BENCHMARK_", 0) != 0 || equals == std::string::npos) continue;
+        std::string flag = "--benchmark_" + text.substr(10, equals - 10);
+        for (char& c : flag) c = char(std::tolower(static_cast<unsigned char>(c)));
+        const std::string problem = benchmark_flag_problem(flag + text.substr(equals));
+        if (problem.empty()) continue;
+        std::fprintf(stderr, "%s: environment variable %s: the value must be %s\n", program, shown_value(text).c_str(),
+                     problem.c_str());
         return kExitBadInput;
     }
     benchmark::Initialize(&argc, argv);

@@ -26,25 +26,6 @@ std::string flag_name(const std::string& arg) {
     return arg.rfind("--", 0) == 0 && eq != std::string::npos ? arg.substr(0, eq) : arg;
 }
 
-// A value from the command line as an error message shows it: control characters escaped (a newline or
-// an escape sequence would break the line or reach the terminal), and at most 80 characters of a long one.
-std::string shown(const std::string& text) {
-    constexpr size_t kLongest = 80;
-    std::string out;
-    for (size_t i = 0; i < text.size() && i < kLongest; ++i) {
-        const unsigned char c = static_cast<unsigned char>(text[i]);
-        if (c >= 0x20 && c != 0x7f) {
-            out += char(c);
-        } else {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-            out += escaped;
-        }
-    }
-    if (text.size() > kLongest) out += "... (" + std::to_string(text.size()) + " characters)";
-    return out;
-}
-
 // strtoll and strtod skip leading white space; a value with any is refused as a whole.
 bool starts_with_space(const std::string& text) {
     return !text.empty() && std::isspace(static_cast<unsigned char>(text.front()));
@@ -55,8 +36,8 @@ long long parse_integer(const std::string& flag, const std::string& text, const 
     char* end = nullptr;
     const long long value = std::strtoll(text.c_str(), &end, 10);
     if (text.empty() || starts_with_space(text) || *end != '\0')
-        throw UsageError(flag + ": '" + shown(text) + "' is not an integer; allowed " + range);
-    if (errno == ERANGE) throw UsageError(flag + ": " + shown(text) + " is out of range; allowed " + range);
+        throw UsageError(flag + ": '" + shown_value(text) + "' is not an integer; allowed " + range);
+    if (errno == ERANGE) throw UsageError(flag + ": " + shown_value(text) + " is out of range; allowed " + range);
     return value;
 }
 
@@ -68,8 +49,8 @@ double parse_real(const std::string& flag, const std::string& text, const std::s
     // passes every range check. A decimal number has no other characters than these.
     const bool decimal = text.find_first_not_of("0123456789.eE+-") == std::string::npos;
     if (text.empty() || !decimal || *end != '\0')
-        throw UsageError(flag + ": '" + shown(text) + "' is not a finite number; allowed " + range);
-    if (errno == ERANGE) throw UsageError(flag + ": " + shown(text) + " is out of range; allowed " + range);
+        throw UsageError(flag + ": '" + shown_value(text) + "' is not a finite number; allowed " + range);
+    if (errno == ERANGE) throw UsageError(flag + ": " + shown_value(text) + " is out of range; allowed " + range);
     return value;
 }
 
@@ -112,9 +93,9 @@ long long parse_bytes(const std::string& flag, const std::string& text, const st
             break;
     }
     if (text.empty() || starts_with_space(text) || no_digits || *end != '\0')
-        throw UsageError(flag + ": '" + shown(text) + "' is not a size" + allowed);
+        throw UsageError(flag + ": '" + shown_value(text) + "' is not a size" + allowed);
     if (errno == ERANGE || number > LLONG_MAX / unit || number < LLONG_MIN / unit)
-        throw UsageError(flag + ": " + shown(text) + " is out of range" + allowed);
+        throw UsageError(flag + ": " + shown_value(text) + " is out of range" + allowed);
     return number * unit;
 }
 
@@ -124,6 +105,23 @@ std::string given_name(const std::string& name, const std::string& flag) {
 }
 
 }  // namespace
+
+std::string shown_value(const std::string& text) {
+    constexpr size_t kLongest = 80;
+    std::string out;
+    for (size_t i = 0; i < text.size() && i < kLongest; ++i) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        if (c >= 0x20 && c != 0x7f) {
+            out += char(c);
+        } else {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+            out += escaped;
+        }
+    }
+    if (text.size() > kLongest) out += "... (" + std::to_string(text.size()) + " characters)";
+    return out;
+}
 
 ArgParser::ArgParser(std::string program, std::string description)
     : program_(std::move(program)), description_(std::move(description)) {}
@@ -136,7 +134,7 @@ void ArgParser::add_int(const std::string& flag, int* target, int min, int max, 
          [=](const std::string& text) {
              const long long value = parse_integer(flag, text, range);
              if (value < min || value > max)
-                 throw UsageError(flag + ": " + shown(text) + " is out of range; allowed " + range);
+                 throw UsageError(flag + ": " + shown_value(text) + " is out of range; allowed " + range);
              *target = static_cast<int>(value);
          }});
 }
@@ -147,7 +145,7 @@ void ArgParser::add_double(const std::string& flag, double* target, double min, 
          [=](const std::string& text) {
              const double value = parse_real(flag, text, range);
              if (value < min || value > max)
-                 throw UsageError(flag + ": " + shown(text) + " is out of range; allowed " + range);
+                 throw UsageError(flag + ": " + shown_value(text) + " is out of range; allowed " + range);
              *target = value;
          }});
 }
@@ -171,7 +169,7 @@ void ArgParser::add_choice(const std::string& flag, std::string* target, const s
                      *target = text;
                      return;
                  }
-             throw UsageError(flag + ": '" + shown(text) + "' is not one of " + range);
+             throw UsageError(flag + ": '" + shown_value(text) + "' is not one of " + range);
          }});
 }
 
@@ -187,7 +185,7 @@ void ArgParser::add_bytes(const std::string& flag, long long* target, long long 
          [=](const std::string& text) {
              const long long value = parse_bytes(flag, text, range);
              if (value < min || value > max)
-                 throw UsageError(flag + ": " + shown(text) + " is out of range; allowed " + range +
+                 throw UsageError(flag + ": " + shown_value(text) + " is out of range; allowed " + range +
                                   " (bytes, or with K, M, G: powers of 1024)");
              *target = value;
          }});
@@ -256,7 +254,7 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         }
         if (is_help(arg)) throw UsageError(arg + ": takes no value");  // "--help=1"
         const Option* option = find(arg);
-        if (!option) throw UsageError("unknown flag '" + shown(arg) + "'");
+        if (!option) throw UsageError("unknown flag '" + shown_value(arg) + "'");
         // Two values for one flag: which one was meant is a guess, so neither is taken. A flag and its
         // alias are one flag.
         if (const auto [earlier, first] = given_.emplace(option->flag, arg); !first)
@@ -340,8 +338,8 @@ std::vector<std::string> split_comma_list(const std::string& flag, const std::st
         const size_t comma = text.find(',', start);
         items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
         if (items.back().empty())
-            throw UsageError(flag + ": '" + shown(text) + "' " + (text.empty() ? "is empty" : "has an empty item") +
-                             "; give " + allowed);
+            throw UsageError(flag + ": '" + shown_value(text) + "' " +
+                             (text.empty() ? "is empty" : "has an empty item") + "; give " + allowed);
         if (comma == std::string::npos) return items;
         start = comma + 1;
     }
@@ -352,7 +350,7 @@ std::vector<std::string> split_choice_list(const std::string& flag, const std::s
     const std::vector<std::string> items = split_comma_list(flag, text, allowed);
     for (size_t i = 0; i < items.size(); ++i)
         for (size_t j = 0; j < i; ++j)
-            if (items[i] == items[j]) throw UsageError(flag + ": '" + shown(items[i]) + "' is listed twice");
+            if (items[i] == items[j]) throw UsageError(flag + ": '" + shown_value(items[i]) + "' is listed twice");
     return items;
 }
 

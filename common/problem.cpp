@@ -73,7 +73,7 @@ Problem problem_preset(const std::string& name) {
     }
     std::string allowed;
     for (const auto& n : problem_preset_names()) allowed += (allowed.empty() ? "" : "|") + n;
-    throw UsageError("--problem: '" + name + "' is not one of " + allowed);
+    throw UsageError("--problem: '" + shown_value(name) + "' is not one of " + allowed);
 }
 
 Problem preset_from_args(int argc, const char* const* argv) {

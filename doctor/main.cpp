@@ -57,7 +57,7 @@ std::vector<std::string> selected_checks(const std::string& list) {
     const auto known = optional_checks();
     for (const std::string& id : selected)
         if (std::find(known.begin(), known.end(), id) == known.end())
-            throw UsageError("--checks: unknown check '" + id + "'; allowed " + allowed);
+            throw UsageError("--checks: unknown check '" + shown_value(id) + "'; allowed " + allowed);
     return selected;
 }
 

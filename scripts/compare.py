@@ -67,6 +67,8 @@ class BadManifest(ValueError):
 
 def read_manifest(runs_dir):
     path = os.path.join(runs_dir, "manifest.tsv")
+    if os.path.exists(path) and not os.path.isfile(path):  # a device or a FIFO would be read without end
+        raise BadManifest("%s: not a regular file" % path)
     try:
         with open(path, encoding="utf-8", newline="") as f:
             entries = list(csv.DictReader(f, delimiter="\t"))
@@ -87,7 +89,10 @@ def read_manifest(runs_dir):
 
 
 def read_json(path):
-    """The object a run wrote with --json (or compare.sh's machine.json), or None when there is none."""
+    """The object a run wrote with --json (or compare.sh's machine.json), or None when there is none (or what
+    is there is not a regular file: a device or a FIFO would be read without end)."""
+    if not os.path.isfile(path):
+        return None
     try:
         with open(path) as f:
             return json.load(f)

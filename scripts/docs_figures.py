@@ -128,9 +128,9 @@ def source_commit(path):
     """The "commit: ..." line of source.txt in the results folder holding path, or None."""
     folder = results_folder(path)
     try:
-        with open(os.path.join(folder, "source.txt")) as f:
+        with open_text(os.path.join(folder, "source.txt")) as f:
             return next((line.split(":", 1)[1].strip() for line in f if line.startswith("commit:")), None)
-    except (OSError, TypeError):
+    except (OSError, TypeError, FigureError):  # FigureError: not a regular file
         return None
 
 
@@ -163,7 +163,7 @@ def comparison_command(path, rows):
     timings = os.path.join(os.path.dirname(path), "timings.tsv")
     name = os.path.basename(path)
     if os.path.exists(timings):
-        with open(timings) as f:
+        with open_text(timings) as f:
             for row in csv.DictReader(f, delimiter="\t"):
                 if row["step"] == name:
                     return row["command"]

@@ -7,16 +7,20 @@
 # some constructs out differently, so their layout is not the style's. On Debian or Ubuntu:
 # apt-get install clang-format-14.
 # Exit codes: 0 every file follows the style (or now does); 1 with --check, files that do not (listed);
-# 2 bad arguments; 3 no clang-format 14 found.
+# 2 bad arguments; 3 no clang-format 14 found, or standard output cannot be written.
 set -euo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
+trap '' PIPE  # a reader that has gone makes a write fail (say), not a silent death
+
+# Prints its arguments, a line each; exit 3 when standard output cannot take them.
+say() { printf '%s\n' "$@" 2>/dev/null || { echo "format: cannot write to standard output" >&2; exit 3; }; }
 
 check=false
 for arg in "$@"; do
     case "$arg" in
-        -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) say "$(print_help "${BASH_SOURCE[0]}")"; exit 0 ;;
         --check) first_time "$arg" || { echo "format: --check given twice" >&2; exit 2; }; check=true ;;
-        *) echo "format: unknown argument '$arg' (scripts/format.sh --help)" >&2; exit 2 ;;
+        *) echo "format: unknown argument $(printf %q "${arg:0:80}") (scripts/format.sh --help)" >&2; exit 2 ;;
     esac
 done
 
@@ -43,7 +47,7 @@ fi
 
 if ! $check; then
     "$clang_format" -i --style=file "${files[@]}"
-    echo "format: ${#files[@]} files laid out with $clang_format"
+    say "format: ${#files[@]} files laid out with $clang_format"
     exit 0
 fi
 unformatted=()
@@ -51,8 +55,8 @@ for file in "${files[@]}"; do
     "$clang_format" --style=file --dry-run --Werror "$file" >/dev/null 2>&1 || unformatted+=("$file")
 done
 if [ ${#unformatted[@]} -gt 0 ]; then
-    echo "format: ${#unformatted[@]} of ${#files[@]} files do not follow .clang-format (scripts/format.sh lays them out):"
-    printf '  %s\n' "${unformatted[@]}"
+    say "format: ${#unformatted[@]} of ${#files[@]} files do not follow .clang-format (scripts/format.sh lays them out):" \
+        "${unformatted[@]/#/  }"
     exit 1
 fi
-echo "format: all ${#files[@]} files follow .clang-format ($clang_format)"
+say "format: all ${#files[@]} files follow .clang-format ($clang_format)"

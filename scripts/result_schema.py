@@ -22,6 +22,7 @@ import re
 import sys
 
 SCHEMA_VERSION = 2
+MAX_FILE_BYTES = 256 << 20  # read_results reads a file whole
 
 
 # ---- The vocabulary of the schema ----
@@ -265,6 +266,8 @@ def read_results(path, single_object):
     what is not a regular file (a device or a FIFO would be read without end)."""
     if not os.path.isfile(path):
         raise OSError(errno.EINVAL, "not a regular file")
+    if os.path.getsize(path) > MAX_FILE_BYTES:
+        raise OSError(errno.EFBIG, "larger than %d MiB, more than any RESULT file or log" % (MAX_FILE_BYTES >> 20))
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     try:
