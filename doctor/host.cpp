@@ -137,11 +137,16 @@ JsonObject environment_json(const Variables& variables) {
 
 bool nccl_disable_set(const std::string& value) { return std::strtoll(value.c_str(), nullptr, 0) == 1; }
 
+std::string p2p_level_name(const std::string& value) {
+    if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0]))) return value;
+    static const char* const kOldLevels[] = {"LOC", "PIX", "PXB", "PHB", "SYS"};
+    return kOldLevels[std::min(std::strtol(value.c_str(), nullptr, 0), 4L)];
+}
+
 bool p2p_level_below_default(const std::string& value) {
-    if (!value.empty() && std::isdigit(static_cast<unsigned char>(value[0])))
-        return std::strtol(value.c_str(), nullptr, 0) <= 1;  // NCCL maps 0 to LOC and 1 to PIX
+    const std::string name = p2p_level_name(value);
     for (const char* level : {"LOC", "NVL", "NVB", "C2C", "PIX"})
-        if (value == level) return true;
+        if (name == level) return true;
     return false;
 }
 

@@ -63,6 +63,9 @@ bool nccl_disable_set(const std::string& value);
 // NCCL's other path names allow as much or more. (On AMD CPUs with at most 2 GPUs NCCL's default is SYS,
 // where PXB and PHB take P2P away too; doctor does not tell those machines apart.)
 bool p2p_level_below_default(const std::string& value);
+// An NCCL_P2P_LEVEL value by name: NCCL's old numbers as the names it maps them to (0 LOC, 1 PIX, 2 PXB,
+// 3 PHB, 4 and above SYS), other values as they are.
+std::string p2p_level_name(const std::string& value);
 
 // Traces of the NVIDIA driver that need no CUDA call: for the "no GPU" diagnosis.
 struct DriverTraces {

@@ -1,10 +1,8 @@
 #include "nccl_verdict.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include "bandwidth.hpp"
 
@@ -152,16 +150,15 @@ bool p2p_level_limits_pairs(const std::string& level, const GpuSystem& system) {
     if (!p2p_level_below_default(level)) return false;
     const size_t pairs = size_t(system.count) * system.count;
     if (system.can_access.size() != pairs || system.links.size() != pairs) return true;
-    const bool numeric = std::isdigit(static_cast<unsigned char>(level[0]));
-    const long old_level = numeric ? std::strtol(level.c_str(), nullptr, 0) : -1;
+    const std::string name = p2p_level_name(level);
     for (int i = 0; i < system.count; ++i)
         for (int j = 0; j < system.count; ++j) {
             if (i == j || !system.peer(i, j)) continue;
             const Link& link = system.links[size_t(i) * system.count + j];
-            if (level == "LOC" || old_level == 0) return true;
-            if (link.nvlinks > 0) continue;                     // every other level below the default allows NVLink
-            if (level != "PIX" && old_level != 1) return true;  // NVL, NVB, C2C: NVLink only
-            if (link.pcie != "PIX") return true;
+            if (name == "LOC") return true;
+            if (link.nvlinks > 0) continue;       // every other level below the default allows NVLink
+            if (name != "PIX") return true;       // NVL, NVB, C2C: NVLink only
+            if (link.pcie != "PIX") return true;  // PIX: one PCIe switch
         }
     return false;
 }
