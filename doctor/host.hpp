@@ -44,7 +44,8 @@ std::vector<std::string> environment_lines(const Variables& variables);
 JsonObject environment_json(const Variables& variables);
 
 // Settings that change what NCCL does, one line each ("NCCL_P2P_DISABLE=1: ..."); `slows` marks those that
-// take a faster path away (a WARN in the NCCL checks).
+// take a faster path away (a WARN in the NCCL checks), judged from the value alone: for NCCL_P2P_LEVEL a
+// level below NCCL's default, which check 5 then weighs against the machine's links (p2p_level_limits_pairs).
 struct NcclSettingNote {
     std::string name;     // "NCCL_P2P_DISABLE"
     std::string setting;  // "NCCL_P2P_DISABLE=1"
