@@ -119,7 +119,7 @@ FwiState starting_state(const Problem& p, const Options& o, int ranks) {
     const Checkpoint checkpoint = decode_checkpoint(bytes, checkpoint_path(o.resume));
     const std::string warning = check_resume(checkpoint, checkpoint_path(o.resume), p, o.iterations, ranks);
     if (world_rank() == 0) {
-        if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+        if (!warning.empty()) print_warning(warning);
         std::printf("resuming from %s after iteration %d of %d\n", checkpoint_path(o.resume).c_str(),
                     checkpoint.state.iterations_done, o.iterations);
     }

@@ -161,7 +161,7 @@ def main(argv):
     directory = argv[1]
     np, plt = import_matplotlib()
     if plt is None:
-        print("warning: matplotlib is not installed for python3, so no PNG pictures were made (%s); "
+        print("plot_fwi.py: warning: matplotlib is not installed for python3, so no PNG pictures were made (%s); "
               "the arrays are in %s" % (MISSING_HINT, directory), file=sys.stderr)
         return 0
     written = []
@@ -171,10 +171,10 @@ def main(argv):
         plot_gradients(np, plt, directory, written)
         plot_loss(plt, directory, written)
     except BadRunFile as error:
-        print("error: %s" % error, file=sys.stderr)
+        print("plot_fwi.py: error: %s" % error, file=sys.stderr)
         return 2
     except OSError as error:  # a picture that cannot be written (a folder in its place, a full disk)
-        print("error: cannot write a picture in %s: %s" % (directory, error), file=sys.stderr)
+        print("plot_fwi.py: error: cannot write a picture in %s: %s" % (directory, error), file=sys.stderr)
         return 2
     print("pictures: %s in %s/" % (", ".join(written) if written else "none (no inputs found)", directory))
     return 0

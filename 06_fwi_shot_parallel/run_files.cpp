@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "errors.hpp"
 #include "output.hpp"
 #include "polling.hpp"
 
@@ -61,9 +62,7 @@ std::string plot_script_path() {
 bool draw_pictures(const std::string& script, const std::string& dir, double timeout_s) {
     const std::string by_hand = "python3 " + script + " " + dir;
     if (!std::filesystem::exists(script)) {
-        std::fprintf(stderr,
-                     "warning: the plotting script %s is not there (was the source tree moved?): no PNG pictures\n",
-                     script.c_str());
+        print_warning("the plotting script " + script + " is not there (was the source tree moved?): no PNG pictures");
         return false;
     }
     std::fflush(stdout);
@@ -73,8 +72,8 @@ bool draw_pictures(const std::string& script, const std::string& dir, double tim
     argv.push_back(nullptr);
     pid_t child = 0;
     if (const int error = posix_spawnp(&child, "python3", nullptr, nullptr, argv.data(), environ); error != 0) {
-        std::fprintf(stderr, "warning: cannot start python3 (%s): no PNG pictures; make them later with: %s\n",
-                     std::strerror(error), by_hand.c_str());
+        print_warning("cannot start python3 (" + std::string(std::strerror(error)) +
+                      "): no PNG pictures; make them later with: " + by_hand);
         return false;
     }
     int status = 0, wait_error = 0;
@@ -90,27 +89,22 @@ bool draw_pictures(const std::string& script, const std::string& dir, double tim
         },
         timeout_s, steady_seconds, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
     if (outcome == WaitOutcome::failed) {
-        std::fprintf(stderr,
-                     "warning: cannot wait for the plotting script (%s): its pictures may be missing; make them later "
-                     "with: %s\n",
-                     std::strerror(wait_error), by_hand.c_str());
+        print_warning("cannot wait for the plotting script (" + std::string(std::strerror(wait_error)) +
+                      "): its pictures may be missing; make them later with: " + by_hand);
         return false;
     }
     if (outcome == WaitOutcome::timed_out) {
         kill(child, SIGKILL);
         while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
         }
-        std::fprintf(stderr,
-                     "warning: the plotting script ran for more than %.0f s and was stopped: no PNG pictures; make "
-                     "them later with: %s\n",
-                     timeout_s, by_hand.c_str());
+        print_warning("the plotting script ran for more than " + format_number(timeout_s) +
+                      " s and was stopped: no PNG pictures; make them later with: " + by_hand);
         return false;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
     const std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
                                               : "signal " + std::to_string(WTERMSIG(status));
-    std::fprintf(stderr, "warning: the plotting script failed (%s): no PNG pictures; retry with: %s\n", how.c_str(),
-                 by_hand.c_str());
+    print_warning("the plotting script failed (" + how + "): no PNG pictures; retry with: " + by_hand);
     return false;
 }
 

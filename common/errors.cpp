@@ -67,6 +67,14 @@ int finish_program(int code) {
 
 const char* running_program_name() { return g_program_name; }
 
+void print_warning(const std::string& text) {
+    std::fprintf(stderr, "%s: warning: %s\n", running_program_name(), text.c_str());
+}
+
+void print_note(const std::string& text) {
+    std::fprintf(stderr, "%s: note: %s\n", running_program_name(), text.c_str());
+}
+
 void exit_at_once(std::exception_ptr error, const std::string& note) {
     const char* program_name = running_program_name();
     std::fflush(stdout);

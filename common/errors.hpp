@@ -53,6 +53,9 @@ int check_output_written(const char* program_name, int code);
 // The name run_program was given ("05_nccl_mpi (rank 1)"), for messages printed outside its error
 // reporting, such as a watcher thread's; "program" before run_program starts.
 const char* running_program_name();
+// A warning or a note on stderr, in the program's name as its errors are: "01_single_gpu: warning: text".
+void print_warning(const std::string& text);
+void print_note(const std::string& text);
 
 // A write to a pipe whose reader has gone (`program | head`) fails instead of killing the process with
 // SIGPIPE, which would end it without a message or an exit code of the suite's.

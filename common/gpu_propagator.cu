@@ -1096,10 +1096,9 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
             if (batch_size <= 1 || fits < 1) throw;
             gradient_batch_ = fits;
             adjoint_batch_ = std::min(adjoint_batch_, gradient_batch_);
-            std::fprintf(stderr,
-                         "note: the GPU's free memory no longer holds the gradient of %d shots at a time (other "
-                         "processes or ranks on this GPU took some): %d at a time from now on\n",
-                         batch_size, gradient_batch_);
+            print_note("the GPU's free memory no longer holds the gradient of " + std::to_string(batch_size) +
+                       " shots at a time (other processes or ranks on this GPU took some): " +
+                       std::to_string(gradient_batch_) + " at a time from now on");
         }
     }
 }

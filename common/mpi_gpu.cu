@@ -65,10 +65,8 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
                                std::to_string(distinct) + (distinct > 1 ? " ranks" : " rank") +
                                " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)");
     if (sharing_mine.front() == local.rank && sharing_mine.size() > 1)
-        std::fprintf(
-            stderr,
-            "warning: %s; node-local ranks %s share GPU %d (%s), so timings are not those of one rank per GPU\n",
-            what.c_str(), join(sharing_mine).c_str(), device, mine.data());
+        print_warning(what + "; node-local ranks " + join(sharing_mine) + " share GPU " + std::to_string(device) +
+                      " (" + mine.data() + "), so timings are not those of one rank per GPU");
     return device;
 }
 

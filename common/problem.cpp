@@ -254,11 +254,14 @@ void validate(const Problem& p) {
                       p.freq * cells_per_wavelength / 2.0);
         throw UsageError(text);
     }
-    if (cells_per_wavelength < 5.0)
-        std::fprintf(stderr,
-                     "warning: only %.1f cells per shortest wavelength (v %g m/s, %g Hz, dh %g m); expect numerical "
-                     "dispersion below 5\n",
-                     cells_per_wavelength, v_slowest, max_frequency(p), p.dh);
+    if (cells_per_wavelength < 5.0) {
+        char text[300];
+        std::snprintf(text, sizeof text,
+                      "only %.1f cells per shortest wavelength (v %g m/s, %g Hz, dh %g m); expect numerical dispersion "
+                      "below 5",
+                      cells_per_wavelength, v_slowest, max_frequency(p), p.dh);
+        print_warning(text);
+    }
     check_reflection_recorded(p, truth, initial);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cli.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "run_env.hpp"
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
             return fwi::kExitOk;
         }
         if (argc > 1) {
+            if (argc > 2)
+                std::fprintf(stderr, "visible_gpus: at most one argument, %d given\n", argc - 1);
+            else
+                std::fprintf(stderr, "visible_gpus: unknown argument '%s'\n", fwi::shown_value(argv[1]).c_str());
             std::fputs(usage, stderr);
             return fwi::kExitBadInput;
         }

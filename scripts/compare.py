@@ -399,7 +399,7 @@ def main(argv):
     notes = add_predictions(rows, inputs)
     machine = read_json(os.path.join(directory, "machine.json"))
     if machine is not None and validate_env(machine):
-        print("warning: %s/machine.json: %s; it is left out" % (directory, "; ".join(validate_env(machine))),
+        print("compare: warning: %s/machine.json: %s; it is left out" % (directory, "; ".join(validate_env(machine))),
               file=sys.stderr)
         machine = None
     problems = sorted({r["problem"] for r in rows if r["problem"]})
@@ -420,7 +420,7 @@ def main(argv):
                           indent=1) + "\n")
     written = "comparison.txt, .md, .csv, .json"
     if plt is None:
-        print("warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)
+        print("compare: warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)
     elif draw_chart(plt, os.path.join(directory, "comparison.png"), rows, title, machine):
         written += ", .png"
     print("wrote %s to %s/" % (written, directory))

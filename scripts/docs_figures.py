@@ -488,7 +488,7 @@ def main(argv):
         try:
             changed = process(path, check)
         except (FigureError, OSError, UnicodeDecodeError) as error:
-            print("%s: %s" % (os.path.relpath(path, ROOT), error), file=sys.stderr)
+            print("docs_figures: %s: %s" % (os.path.relpath(path, ROOT), error), file=sys.stderr)
             broken += 1
             continue
         for spec in changed:

@@ -56,6 +56,10 @@ add_exit_test(physics_recording_long_enough_for_shallow_interface CODE 3 TEXT "C
 # Fewer than 2 cells per shortest wavelength.
 add_physics_test(01_single_gpu high_freq "cells per shortest wavelength" --problem small --freq 60)
 add_physics_test(06_fwi_shot_parallel coarse_grid "--dh" --problem small --dh 30)
+# Between 2 and 5 cells: a warning in the program's name, then the run goes on (here to "no GPU").
+add_exit_test(physics_01_single_gpu_few_cells_warns CODE 3
+              TEXT "01_single_gpu: warning: only 3.3 cells per shortest wavelength" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+              COMMAND $<TARGET_FILE:01_single_gpu> --problem small --freq 30)
 
 # Geometry: shots and receivers on distinct cells, a mask that leaves rows to update.
 add_physics_test(01_single_gpu duplicate_shots "--nshots: 80 shots do not fit on distinct cells; allowed 1..76"
