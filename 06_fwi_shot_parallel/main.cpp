@@ -90,11 +90,12 @@ void check_checkpoint_kept(const Options& o) {
     const bool resumes_out = !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
     if (o.overwrite && resumes_out)
         throw UsageError(
-            "--overwrite: it would delete the checkpoint that --resume " + o.resume + " continues from (--out " +
-            o.out + " is the same folder); leave out --overwrite to continue that run, or --resume to start afresh");
+            "--overwrite: it would delete the checkpoint that --resume " + shown_path(o.resume) +
+            " continues from (--out " + shown_path(o.out) +
+            " is the same folder); leave out --overwrite to continue that run, or --resume to start afresh");
     if (o.overwrite || resumes_out || !std::filesystem::exists(existing, ignored)) return;
-    throw UsageError("--out: '" + o.out + "' holds a checkpoint (" + existing +
-                     ") that this run would overwrite; continue it with --resume " + o.out +
+    throw UsageError("--out: '" + shown_path(o.out) + "' holds a checkpoint (" + shown_path(existing) +
+                     ") that this run would overwrite; continue it with --resume " + shown_path(o.out) +
                      ", choose another --out, or give --overwrite to start afresh over it");
 }
 

@@ -78,7 +78,7 @@ public:
     void skip(size_t size) { take(size); }
     bool at_end() const { return position_ == end_; }
     [[noreturn]] void fail(const std::string& why) const {
-        throw UsageError("--resume: '" + source_ + "' is not a usable checkpoint: " + why);
+        throw UsageError("--resume: '" + shown_path(source_) + "' is not a usable checkpoint: " + why);
     }
 
 private:
@@ -182,15 +182,16 @@ Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     const std::string path = checkpoint_path(dir);
     std::error_code ignored;
     if (std::filesystem::is_regular_file(dir, ignored))
-        throw UsageError("--resume: '" + dir +
+        throw UsageError("--resume: '" + shown_path(dir) +
                          "' is a file; --resume takes the folder that holds the checkpoint (the run's --out folder)");
     if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
-        throw UsageError("--resume: '" + path +
+        throw UsageError("--resume: '" + shown_path(path) +
                          "' is not a regular file (a folder, a pipe or a device is no checkpoint)");
     std::ifstream file(path, std::ios::binary);
-    if (!file) throw UsageError("--resume: no checkpoint '" + path + "' (write one with --checkpoint-every)");
+    if (!file)
+        throw UsageError("--resume: no checkpoint '" + shown_path(path) + "' (write one with --checkpoint-every)");
     const auto too_large = [&](const std::string& size) {
-        return UsageError("--resume: '" + path + "' is " + size +
+        return UsageError("--resume: '" + shown_path(path) + "' is " + size +
                           " bytes, more than a checkpoint of this run's problem can be (at most " +
                           std::to_string(max_bytes) +
                           " bytes: the model, the loss history and the problem's values); if it was written for a "
@@ -232,15 +233,15 @@ std::string check_resume(const Checkpoint& checkpoint, const std::string& path, 
         }
         if (found > kShown) differences += "\n  (and " + std::to_string(found - kShown) + " more)";
         throw UsageError(
-            "--resume: the checkpoint '" + path +
+            "--resume: the checkpoint '" + shown_path(path) +
             "' belongs to another problem; give the same problem flags as the run that wrote it. Differences:" +
             differences);
     }
     // The checksum proves the bytes are the ones written, not that the model in them is one a run can
     // continue from (a diverged run, a file made by another tool).
-    check_model(problem, checkpoint.state.velocity, "--resume: the model in '" + path + "'");
+    check_model(problem, checkpoint.state.velocity, "--resume: the model in '" + shown_path(path) + "'");
     if (checkpoint.state.iterations_done >= kMaxIterations)
-        throw UsageError("--resume: the checkpoint '" + path + "' already holds " +
+        throw UsageError("--resume: the checkpoint '" + shown_path(path) + "' already holds " +
                          std::to_string(checkpoint.state.iterations_done) +
                          " iterations, the most --iterations allows: the run it belongs to is complete");
     if (checkpoint.state.iterations_done >= iterations)

@@ -106,23 +106,6 @@ std::string given_name(const std::string& name, const std::string& flag) {
 
 }  // namespace
 
-std::string shown_value(const std::string& text) {
-    constexpr size_t kLongest = 80;
-    std::string out;
-    for (size_t i = 0; i < text.size() && i < kLongest; ++i) {
-        const unsigned char c = static_cast<unsigned char>(text[i]);
-        if (c >= 0x20 && c != 0x7f) {
-            out += char(c);
-        } else {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-            out += escaped;
-        }
-    }
-    if (text.size() > kLongest) out += "... (" + std::to_string(text.size()) + " characters)";
-    return out;
-}
-
 ArgParser::ArgParser(std::string program, std::string description)
     : program_(std::move(program)), description_(std::move(description)) {}
 

@@ -92,11 +92,6 @@ private:
 // The items of a comma list given to `flag` ("a,b" -> {"a", "b"}). An empty list or an empty item (",a",
 // "a,", "a,,b") throws UsageError naming the flag and `allowed`: a stray comma usually means that a name
 // was left out, and is not quietly dropped.
-// A value from the command line as an error message shows it: control characters escaped (a newline or an
-// escape sequence would break the line or reach the terminal), and at most 80 characters of a long one
-// ("... (N characters)" after them).
-std::string shown_value(const std::string& text);
-
 std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text, const std::string& allowed);
 // The same for a list of choices, where an item given twice ("ring,ring") is refused too: it would run
 // the same thing twice under one name.

@@ -116,4 +116,28 @@ std::string format_number(double value) {
 
 double gib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
+namespace {
+
+std::string escaped_control_characters(const std::string& text, size_t longest) {
+    std::string out;
+    for (size_t i = 0; i < text.size() && i < longest; ++i) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        if (c >= 0x20 && c != 0x7f) {
+            out += char(c);
+        } else {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+            out += escaped;
+        }
+    }
+    if (text.size() > longest) out += "... (" + std::to_string(text.size()) + " characters)";
+    return out;
+}
+
+}  // namespace
+
+std::string shown_value(const std::string& text) { return escaped_control_characters(text, 80); }
+
+std::string shown_path(const std::string& path) { return escaped_control_characters(path, path.size()); }
+
 }  // namespace fwi

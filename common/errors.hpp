@@ -85,4 +85,11 @@ int finish_program(int code);
 std::string format_number(double value);
 double gib(size_t bytes);
 
+// Text from outside (a value from the command line, a path) as a message shows it: control characters
+// escaped, since a newline or an escape sequence would break the line or reach the terminal. A value is
+// cut after 80 characters ("... (N characters)" after them); a path is shown whole, as a cut one could not
+// be found.
+std::string shown_value(const std::string& text);
+std::string shown_path(const std::string& path);
+
 }  // namespace fwi

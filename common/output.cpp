@@ -193,7 +193,7 @@ void write_model_npy(const Problem& problem, const std::string& dir, const std::
 namespace {
 
 [[noreturn]] void throw_write_error(const std::string& what, const std::string& path, int error) {
-    throw EnvironmentError("cannot " + what + " '" + path + "': " + std::strerror(error) +
+    throw EnvironmentError("cannot " + what + " '" + shown_path(path) + "': " + std::strerror(error) +
                            " (check the folder's free space and permissions)");
 }
 
@@ -275,7 +275,8 @@ namespace {
 std::string cannot_create_beside(const std::string& path) {
     const std::string probe = temporary_name(path);
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) return std::string("cannot create a file in '") + folder_of(path) + "': " + std::strerror(errno);
+    if (fd < 0)
+        return std::string("cannot create a file in '") + shown_path(folder_of(path)) + "': " + std::strerror(errno);
     ::close(fd);
     ::unlink(probe.c_str());
     return "";
@@ -285,7 +286,7 @@ std::string cannot_create_beside(const std::string& path) {
 void check_writable(const std::string& path, const std::string& flag) {
     if (path.empty()) return;
     const auto refuse = [&](const std::string& why) {
-        throw UsageError(flag + ": cannot write '" + path + "': " + why);
+        throw UsageError(flag + ": cannot write '" + shown_path(path) + "': " + why);
     };
     namespace fs = std::filesystem;
     std::error_code ignored;
@@ -299,7 +300,7 @@ void check_writable(const std::string& path, const std::string& flag) {
         type == fs::file_type::socket)
         refuse("it is not a regular file (a device, a FIFO or a socket), and the file written would replace it");
     const std::string folder = folder_of(path);
-    if (!fs::is_directory(folder, ignored)) refuse("the folder '" + folder + "' does not exist");
+    if (!fs::is_directory(folder, ignored)) refuse("the folder '" + shown_path(folder) + "' does not exist");
     if (const std::string why = cannot_create_beside(path); !why.empty()) refuse(why);
 }
 
@@ -315,8 +316,9 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
     // The same folder is the same inode ("out/.", "./out" and links included); both exist by now.
     std::error_code ignored;
     if (fs::equivalent(folder_of(path), folder, ignored))
-        throw UsageError(flag + ": '" + path + "' could replace one of the run's own files in the folder of " +
-                         folder_flag + " (" + folder +
+        throw UsageError(flag + ": '" + shown_path(path) +
+                         "' could replace one of the run's own files in the folder of " + folder_flag + " (" +
+                         shown_path(folder) +
                          ": models .npy, the loss history .csv and loss_history.json, pictures .png, the checkpoint "
                          ".fwi); give it another name or folder");
 }
@@ -324,7 +326,7 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
 void make_directories(const std::string& path) {
     std::error_code error;
     std::filesystem::create_directories(path, error);
-    if (error) throw UsageError("--out: cannot create directory '" + path + "': " + error.message());
+    if (error) throw UsageError("--out: cannot create directory '" + shown_path(path) + "': " + error.message());
     if (const std::string why = cannot_create_beside(path + "/write-test"); !why.empty())
         throw UsageError("--out: " + why);
 }

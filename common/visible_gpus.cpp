@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cli.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "run_env.hpp"

@@ -362,6 +362,11 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
     CHECK(refusal(folder + "/fifo").find("is not a regular file") != std::string::npos);
     CHECK(refusal(folder + "/link.json").find("is a symbolic link") != std::string::npos);
     CHECK(refusal(folder).find("is a folder") != std::string::npos);
+    // A path is shown whole, on one line: a newline in it escaped, however long it is.
+    const std::string long_folder = "/no-such-folder-" + std::string(200, 'd');
+    CHECK(refusal(long_folder + "/line\nbreak.json") == "--json: cannot write '" + long_folder +
+                                                            "/line\\x0abreak.json': the folder '" + long_folder +
+                                                            "' does not exist");
     std::filesystem::remove_all(folder);
 }
 
