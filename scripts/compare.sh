@@ -13,7 +13,8 @@
 # usage: scripts/compare.sh [--problem default|large|small|comm] [--gpus 1,2,4] [--iterations N]
 #                           [--reference yes|no] [--run-timeout S] [--out DIR]
 #   --problem      the problem every program runs (default: default; large is the scaling problem, comm
-#                  the communication-bound one, where the combine is as long as the compute)
+#                  the communication-bound one, where a combine through host memory is as long as the
+#                  compute)
 #   --gpus         the GPU counts to run (default: 1 to all visible)
 #   --iterations   timed iterations per run, after a warm-up (default: 3)
 #   --reference    whether each multi-GPU program also runs its in-process single-GPU reference, which

@@ -7,9 +7,9 @@
 #
 # tests and faults first check that CUDA sees a GPU where nvidia-smi lists one: a GPU test skips where
 # CUDA sees none (a driver older than the runtime, say), and would pass the step unseen.
-# Each step is stopped at a generous limit (10 min for verify, 30 for a benchmark, 2 h for main, 1 h for
+# Each step is stopped at a generous limit (10 min for the sanitizers' runs, 30 for a benchmark, 2 h for main, 1 h for
 # the others), which only a hang reaches: TIMEOUT in the summary.
-# Logs go to out/gpu-check/; when $OUT is set (the device tool), the summary, the comparison table and
+# Logs go to out/gpu-check/; when the environment variable OUT names a folder, the summary, the comparison table and
 # chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
 # unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
 # tests) where none is visible, or compute-sanitizer where it is missing (all before any runs).
@@ -76,14 +76,18 @@ gpus="$(quick_query nvidia-smi --query-gpu=name,driver_version,memory.total --fo
         echo "gpu-check: no GPU visible (nvidia-smi fails or does not answer), and step '$s' runs on one; build and tests run without" >&2
         exit 3
     done
-    gpus="no GPU visible (nvidia-smi fails): every GPU test will show as skipped"
 }
 { is_one_of build "${steps[@]}" || is_one_of main "${steps[@]}"; } && check_cuda_environment  # here, not in a log only
 if is_one_of sanitizers "${steps[@]}" && ! command -v compute-sanitizer >/dev/null 2>&1; then
     echo "gpu-check: compute-sanitizer, which the sanitizers step runs, is not on PATH (it comes with the CUDA toolkit, in its bin folder)" >&2
     exit 3
 fi
-machine="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -), $(nvcc --version 2>/dev/null | tail -n 1)"
+if [ "$gpu_listed" = yes ]; then
+    gpus="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -)"  # " 4 NVIDIA H100 ..., 570.1, 81559 MiB"
+else
+    gpus="no GPU visible (nvidia-smi fails): every GPU test will show as skipped"
+fi
+machine="$gpus, $(nvcc --version 2>/dev/null | tail -n 1)"
 bin="$BUILD_DIR"
 # The small problem (64 x 96, 4 shots, nt 500): short enough for the sanitizers, long enough that the
 # reflections reach the receivers and the gradient is not trivially zero.
