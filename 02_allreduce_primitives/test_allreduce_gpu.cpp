@@ -13,6 +13,7 @@
 #include "allreduce_sweep.hpp"
 #include "allreduce_variant.hpp"
 #include "device.hpp"
+#include "errors.hpp"
 #include "gpu_group.hpp"
 
 using namespace fwi;
@@ -120,21 +121,24 @@ TEST_CASE("all GPUs: every variant gives the exact sum") {
     check_every_variant(gpus);
 }
 
-// doctest's main, after a check for GPUs: --min-gpus=N (ours) makes the run a skip (77) with fewer.
+// doctest's main, after a check for GPUs: --min-gpus=N (ours) makes the run a skip (77) with fewer; a
+// driver CUDA cannot use fails it (exit 3), as in the other GPU tests (gpu_test_main.cpp).
 int main(int argc, char** argv) {
-    int min_gpus = 1;
-    std::vector<char*> doctest_args;
-    for (int i = 0; i < argc; ++i) {
-        if (std::strncmp(argv[i], "--min-gpus=", 11) == 0)
-            min_gpus = std::atoi(argv[i] + 11);
-        else
-            doctest_args.push_back(argv[i]);
-    }
-    const int gpus = visible_gpu_count();
-    if (gpus < min_gpus) {
-        std::printf("skipped: needs %d GPU(s), found %d\n", min_gpus, gpus);
-        return fwi::kExitSkipped;
-    }
-    doctest::Context context(static_cast<int>(doctest_args.size()), doctest_args.data());
-    return context.run();
+    return fwi::run_program("test_allreduce_gpu", [&] {
+        int min_gpus = 1;
+        std::vector<char*> doctest_args;
+        for (int i = 0; i < argc; ++i) {
+            if (std::strncmp(argv[i], "--min-gpus=", 11) == 0)
+                min_gpus = std::atoi(argv[i] + 11);
+            else
+                doctest_args.push_back(argv[i]);
+        }
+        const int gpus = visible_gpu_count_checked();
+        if (gpus < min_gpus) {
+            std::printf("skipped: needs %d GPU(s), found %d\n", min_gpus, gpus);
+            return int(fwi::kExitSkipped);
+        }
+        doctest::Context context(static_cast<int>(doctest_args.size()), doctest_args.data());
+        return context.run();
+    });
 }

@@ -59,7 +59,7 @@ void require_named_variants_available(const Options& o, const std::vector<Varian
 }
 
 bool too_few_gpus_anywhere(double timeout_s) {
-    const double short_here = visible_gpu_count() < ranks_on_this_node(timeout_s) ? 1.0 : 0.0;
+    const double short_here = visible_gpu_count_checked() < ranks_on_this_node(timeout_s) ? 1.0 : 0.0;
     return reduce_over_ranks(short_here, MPI_MAX, "the GPU count of the other nodes", timeout_s) > 0.0;
 }
 

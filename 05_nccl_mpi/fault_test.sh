@@ -8,8 +8,9 @@
 #   LAUNCH  mpirun     Open MPI's default: mpirun itself ends the job when a rank dies
 #           survivors  mpirun is told not to (orte_abort_on_non_zero_status 0), so rank 0's own
 #                      timeout (wait_for_nccl, --timeout 5) must end it
-# Exits 77 (skipped) with fewer than 2 GPUs.
+# Exits 77 (skipped) with fewer than 2 GPUs, 3 when the GPUs cannot be counted.
 set -u
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
 visible_gpus=$1
 program=$2
 mpiexec=$3
@@ -20,7 +21,7 @@ expected=${7:-}
 timeout_s=5
 limit_s=90  # start-up (CUDA, NCCL init, warm-up) + --timeout + teardown, with a wide margin
 
-have=$("$visible_gpus") || have=0
+have=$(count_visible_gpus "$visible_gpus") || exit 3  # a broken counter fails the test, not skips it
 if [ "$have" -lt 2 ]; then
     echo "needs 2 GPUs, $have visible: skipped"
     exit 77

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Bad launch: one rank more than there are GPUs. 05_nccl_mpi must refuse (two ranks would share a GPU)
-# with exit 3 and a message that says so, before NCCL is started. Exits 77 (skipped) without a GPU.
+# with exit 3 and a message that says so, before NCCL is started. Exits 77 (skipped) without a GPU,
+# 3 when the GPUs cannot be counted.
 # Usage: more_ranks_than_gpus.sh VISIBLE_GPUS PROGRAM MPIEXEC
 set -u
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
 visible_gpus=$1
 program=$2
 mpiexec=$3
-have=$("$visible_gpus") || have=0
+have=$(count_visible_gpus "$visible_gpus") || exit 3  # a broken counter fails the test, not skips it
 if [ "$have" -lt 1 ]; then
     echo "needs a GPU, none visible: skipped"
     exit 77

@@ -17,8 +17,8 @@ constexpr const char* kRebuildForTheseGpus =
     "build again for the GPUs present: `env -u CUDAARCHS cmake --preset default --fresh && cmake --build --preset "
     "default`";
 
-// What to do about a GPU out of memory, too many peers, and the errors of a build made for other GPUs
-// than this one; "" for every other error.
+// What to do about a GPU out of memory, too many peers, a driver older than the build, and the errors of
+// a build made for other GPUs than this one; "" for every other error.
 inline std::string cuda_error_hint(cudaError_t status) {
     if (status == cudaErrorMemoryAllocation)
         return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi lists "
@@ -33,6 +33,10 @@ inline std::string cuda_error_hint(cudaError_t status) {
                    "this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which cannot "
                    "compile it; update the driver, or ") +
                kRebuildForTheseGpus;
+    if (status == cudaErrorCallRequiresNewerDriver)
+        return "the NVIDIA driver is older than the CUDA toolkit this program was built with, and lacks this call; "
+               "update the driver, or build with a toolkit no newer than the driver (nvidia-smi shows the CUDA "
+               "version it supports)";
     return "";
 }
 

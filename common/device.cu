@@ -44,20 +44,42 @@ int visible_gpu_count() {
     return count;
 }
 
+namespace {
+int installed_driver_version() {
+    int driver = 0;
+    cudaDriverGetVersion(&driver);  // 0 where libcuda.so.1 is missing
+    return driver;
+}
+
+// What to do when counting the GPUs failed with `status`. Without any driver the runtime also says
+// "insufficient driver"; the driver's version tells the two apart.
+std::string gpu_count_hint(cudaError_t status) {
+    const int driver = installed_driver_version();
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    if (status == cudaErrorInsufficientDriver && driver > 0)
+        return "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
+               ", older than the CUDA runtime this program was built with (" + cuda_version_text(runtime) +
+               "): update the driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver);
+    return "check nvidia-smi and CUDA_VISIBLE_DEVICES; build/doctor/doctor says what is wrong";
+}
+}  // namespace
+
+bool driver_makes_programmatic_edges() { return installed_driver_version() >= 12030; }
+
+int visible_gpu_count_checked() {
+    int count = 0;
+    const cudaError_t status = count_gpus(count);
+    if (status == cudaSuccess || status == cudaErrorNoDevice || installed_driver_version() == 0) return count;
+    throw EnvironmentError("the NVIDIA driver is installed but CUDA cannot count the GPUs (" +
+                           std::string(cudaGetErrorName(status)) + "): " + gpu_count_hint(status));
+}
+
 void require_gpus(int needed) {
     int count = 0;
     const cudaError_t status = count_gpus(count);
     if (count >= needed) return;
-    // Without any driver the runtime also says "insufficient driver"; a driver version tells the two apart.
-    int driver = 0, runtime = 0;
-    cudaDriverGetVersion(&driver);  // 0 where libcuda.so.1 is missing
-    cudaRuntimeGetVersion(&runtime);
-    const std::string hint =
-        status == cudaErrorInsufficientDriver && driver > 0
-            ? "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
-                  ", older than the CUDA runtime this program was built with (" + cuda_version_text(runtime) +
-                  "): update the driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver)
-            : "check nvidia-smi and CUDA_VISIBLE_DEVICES; build/doctor/doctor says what is wrong";
+    const std::string hint = gpu_count_hint(status);
     throw EnvironmentError("this program needs " + std::to_string(needed) + " CUDA GPU" + (needed > 1 ? "s" : "") +
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
 }

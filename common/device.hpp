@@ -17,6 +17,11 @@ bool wait_for_event_within(cudaEvent_t event, double timeout_s);
 
 // Number of visible CUDA GPUs; 0 when there are none or the driver cannot be reached.
 int visible_gpu_count();
+// The same for deciding whether GPU tests run: 0 only where there is no GPU (or no NVIDIA driver at all).
+// Where a driver is installed but CUDA cannot use it (a driver older than the runtime, a kernel module
+// that does not match its library), throws EnvironmentError saying so: a count of 0 there would skip
+// every GPU test unseen.
+int visible_gpu_count_checked();
 
 // Throws EnvironmentError (exit 3) with one clear line when fewer than `needed` GPUs are visible.
 void require_gpus(int needed);
@@ -39,6 +44,10 @@ BuildCode build_code_for(int device);
 // Whether kernels of this code can wait for the kernels before them (griddepcontrol, compiled only for
 // compute capability 9.0 and later), which programmatic dependent launch needs.
 inline bool has_programmatic_wait(const BuildCode& code) { return code.runs && code.ptx_version >= 90; }
+// Whether the driver can make a graph's edges programmatic: edges with data came with CUDA 12.3, and a
+// program built with a newer toolkit still runs on an older driver of the same major version (CUDA's
+// minor version compatibility), where those calls fail.
+bool driver_makes_programmatic_edges();
 
 // Device-to-device copy bandwidth of the current device, counting bytes read plus bytes written, from
 // the median of several cudaMemcpyAsync of `bytes` after a warm-up. The roofline's ceiling.

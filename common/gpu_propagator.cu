@@ -1,5 +1,6 @@
 #include "gpu_propagator.hpp"
 
+#include <thrust/iterator/transform_iterator.h>
 #include <cub/device/device_reduce.cuh>
 
 #include <algorithm>
@@ -456,6 +457,17 @@ struct Square {
     __host__ __device__ double operator()(float r) const { return double(r) * double(r); }
 };
 
+// The sum of the squares of `count` floats, in double, into *sum; with a null `scratch`, only sets
+// `scratch_bytes` to what it needs (CUB's convention). A reduction over squares as an iterator: CUB's
+// DeviceReduce::TransformReduce would be one call, but the CUB of CUDA 12.4, the oldest toolkit the
+// suite builds with, lacks it.
+cudaError_t sum_of_squares(void* scratch, size_t& scratch_bytes, const float* values, double* sum, size_t count,
+                           cudaStream_t stream = nullptr) {
+    const auto squares = thrust::make_transform_iterator(values, Square());
+    return cub::DeviceReduce::Reduce(scratch, scratch_bytes, squares, sum, count, cuda::std::plus<double>(), 0.0,
+                                     stream);
+}
+
 // One thread per cell, for the small setup kernels.
 dim3 padded_grid(const FieldLayout& l, const dim3& block) {
     return dim3((l.nx_padded + block.x - 1) / block.x, (l.nz_padded + block.y - 1) / block.y);
@@ -559,8 +571,10 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     // Programmatic edges are safe only where the kernels wait for the previous step, and that wait is in
     // their code only when it was compiled for compute capability 9.0 or newer. The GPU's own compute
     // capability does not say so: an H100 running a build for A100 alone (CUDAARCHS=80) compiles its
-    // compute_80 PTX when the program loads, into kernels without the wait.
-    programmatic_steps_ = has_programmatic_wait(build_code_for(device));
+    // compute_80 PTX when the program loads, into kernels without the wait. Without them (or with a driver
+    // older than CUDA 12.3, which cannot make them) the steps are joined by plain edges, and each kernel's
+    // wait returns at once.
+    programmatic_steps_ = has_programmatic_wait(build_code_for(device)) && driver_makes_programmatic_edges();
     int sms = 0, blocks_per_sm = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, forward_inner_kernel<kForwardRows>,
@@ -769,8 +783,7 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
         w->rho_z = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);
         w->image = DeviceBuffer<float>(size_t(adjoint_batch) * l.cells);
         size_t scratch_bytes = 0;
-        CUDA_CHECK(cub::DeviceReduce::TransformReduce(nullptr, scratch_bytes, w->traces.data(), w->misfits.data(),
-                                                      w->traces.size(), cuda::std::plus<double>(), Square(), 0.0));
+        CUDA_CHECK(sum_of_squares(nullptr, scratch_bytes, w->traces.data(), w->misfits.data(), w->traces.size()));
         w->misfit_scratch = DeviceBuffer<unsigned char>(std::max<size_t>(scratch_bytes, 1));  // null would query
     }
     w->source_cell = DeviceBuffer<int>(batch);
@@ -1131,9 +1144,8 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
                                                                               w.shot_ids.data(), trace_samples, batch);
         CUDA_CHECK_LAUNCH();
         size_t scratch_bytes = w.misfit_scratch.size();
-        CUDA_CHECK(cub::DeviceReduce::TransformReduce(w.misfit_scratch.data(), scratch_bytes, w.traces.data(),
-                                                      w.misfits.data() + b, samples, cuda::std::plus<double>(),
-                                                      Square(), 0.0, stream_));
+        CUDA_CHECK(sum_of_squares(w.misfit_scratch.data(), scratch_bytes, w.traces.data(), w.misfits.data() + b,
+                                  samples, stream_));
         // The adjoint pass, a group of the batch's shots at a time; each group's imaging sum is folded into
         // the gradient.
         adjoint_timers[b].start(stream_);

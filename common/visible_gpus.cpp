@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
             std::fputs(usage, stderr);
             return fwi::kExitBadInput;
         }
-        std::printf("%d\n", fwi::visible_gpu_count());
+        std::printf("%d\n", fwi::visible_gpu_count_checked());
         return fwi::kExitOk;
     });
 }

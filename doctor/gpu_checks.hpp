@@ -44,6 +44,12 @@ struct GpuCode {
 // PASS; the summary and what to try are empty on a PASS.
 Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& architectures);
 
+// Check 1's verdict on the driver (CUDA versions as cudaDriverGetVersion gives them, 12030 for 12.3):
+// WARN when it is older than the runtime the build uses. Programs still run (CUDA's minor version
+// compatibility), but a call newer than the driver fails, and below 12.3 the propagator joins its steps
+// without programmatic launch on GPUs whose code has the wait; else PASS.
+Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus);
+
 // Check 1. Fills `system` (count 0 when no GPU is visible; the finding then says what the driver
 // traces tell, and the run ends with exit code 3).
 Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& system);

@@ -43,8 +43,12 @@ if [ ! -s "$json" ]; then
     exit 1
 fi
 gpus=$(grep -o '"gpus": [0-9]*' "$json" | head -n 1 | grep -o '[0-9]*$')
-if [ "${gpus:-0}" -lt "$min_gpus" ]; then
-    echo "SKIPPED: needs $min_gpus GPU(s), doctor saw ${gpus:-0}"
+if [ -z "$gpus" ]; then  # a JSON without the count is a broken doctor, not a machine without GPUs
+    echo "FAILED: doctor's JSON has no \"gpus\" count"
+    exit 1
+fi
+if [ "$gpus" -lt "$min_gpus" ]; then
+    echo "SKIPPED: needs $min_gpus GPU(s), doctor saw $gpus"
     exit 77
 fi
 # Check 2's peer_access matrix, from its key to the next one: any "false" is a pair without peer access.

@@ -2,6 +2,7 @@
 // nothing runs on the GPUs.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -91,6 +92,23 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
     return verdict;
 }
 
+Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus) {
+    Finding verdict;
+    if (driver <= 0 || driver >= runtime) return verdict;
+    const bool loses_programmatic_launch =
+        driver < 12030 && std::any_of(gpus.begin(), gpus.end(), [](const GpuCode& gpu) {
+            return gpu.compute_capability >= 90 && has_programmatic_wait(gpu.code);
+        });
+    verdict.status = Status::warn;
+    verdict.summary =
+        "the driver supports CUDA " + cuda_version_text(driver) + ", older than the runtime of this build (" +
+        cuda_version_text(runtime) + "): programs run, but a CUDA call newer than the driver fails" +
+        (loses_programmatic_launch ? ", and the propagator steps without programmatic launch (slower; it needs 12.3)"
+                                   : "");
+    verdict.next = "update the NVIDIA driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver);
+    return verdict;
+}
+
 Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& system) {
     int driver = 0, runtime = 0, count = 0;
     cudaDriverGetVersion(&driver);  // 0 (and success) when libcuda.so.1 is missing
@@ -155,10 +173,15 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
                       versions_line(driver, runtime, nvml);
     finding.facts.add("cuda_architectures", build_cuda_architectures());
     const Finding build = build_code_verdict(codes, build_cuda_architectures());
+    const Finding old_driver = driver_verdict(driver, runtime, codes);
     if (build.status != Status::pass) {
         finding.status = build.status;
         finding.summary += "; " + build.summary;
         finding.next = build.next;
+    } else if (old_driver.status != Status::pass) {
+        finding.status = old_driver.status;
+        finding.summary += "; " + old_driver.summary;
+        finding.next = old_driver.next;
     } else if (value_of(variables, "CUDA_LAUNCH_BLOCKING") == "1") {
         finding.status = Status::warn;
         finding.summary += "; CUDA_LAUNCH_BLOCKING=1 serialises every launch";

@@ -406,6 +406,20 @@ TEST_CASE("the build's code: none for a GPU fails, older PTX on a 9.0 GPU warns,
     CHECK(contains(failed.next, "--fresh"));
 }
 
+TEST_CASE("a driver older than the build's runtime warns, and says when programmatic launch is lost") {
+    const BuildCode sm90{true, 90, 90, ""}, sm80{true, 80, 80, ""};
+    CHECK(driver_verdict(13000, 13000, {{0, 90, sm90}}).status == Status::pass);
+    CHECK(driver_verdict(13010, 12040, {{0, 90, sm90}}).status == Status::pass);
+    CHECK(driver_verdict(0, 12040, {}).status == Status::pass);  // no driver: check 1 says so on its own
+    const Finding newer_calls = driver_verdict(12040, 12080, {{0, 90, sm90}});
+    CHECK(newer_calls.status == Status::warn);
+    CHECK(contains(newer_calls.summary, "the driver supports CUDA 12.4, older than the runtime of this build (12.8)"));
+    CHECK_FALSE(contains(newer_calls.summary, "programmatic"));
+    CHECK(contains(newer_calls.next, "update the NVIDIA driver"));
+    CHECK(contains(driver_verdict(12020, 12040, {{0, 90, sm90}}).summary, "without programmatic launch"));
+    CHECK_FALSE(contains(driver_verdict(12020, 12040, {{0, 80, sm80}}).summary, "programmatic"));
+}
+
 TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     std::istringstream log(
         "host:1:2 [0] NCCL INFO Bootstrap : Using eth0\n"

@@ -158,11 +158,12 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
     CHECK(format_number(0.2) == "0.2");
 }
 
-TEST_CASE("CUDA errors of a build for other GPUs, a full GPU or too many peers say what to do; others do not") {
+TEST_CASE("CUDA errors of a build for other GPUs, a full GPU, too many peers or an old driver say what to do") {
     CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("cmake --preset default --fresh") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorUnsupportedPtxVersion).find("update the driver") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorMemoryAllocation).find("nvidia-smi lists them") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorTooManyPeers).find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+    CHECK(cuda_error_hint(cudaErrorCallRequiresNewerDriver).find("update the driver") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorLaunchFailure).empty());
     CHECK(cuda_error_hint(cudaErrorInvalidValue).empty());
 }
