@@ -150,18 +150,25 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
     }
 }
 
-// Every GPU holds a send and a receive buffer of the sweep's largest size: a size no GPU's memory can hold
-// is bad input, named by its flag, rather than a failed cudaMalloc blamed on other processes.
-void require_buffers_fit(const GpuGroup& group, size_t largest_bytes) {
+// Every GPU holds a send and a receive buffer of the sweep's largest size, and via_gpu0 adds one for each
+// other GPU on GPU 0: a size no GPU's memory can hold is bad input, named by its flag, rather than a
+// failed cudaMalloc blamed on other processes.
+void require_buffers_fit(const GpuGroup& group, size_t largest_bytes, const std::vector<std::string>& variants) {
+    const bool via_gpu0 = std::find(variants.begin(), variants.end(), "via_gpu0") != variants.end();
     for (int rank = 0; rank < group.size(); ++rank) {
         size_t free_bytes = 0, total_bytes = 0;
         CUDA_CHECK(cudaSetDevice(rank));
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-        if (2 * largest_bytes > total_bytes)
-            throw UsageError("--max-bytes: the largest size, " + format_number(gib(largest_bytes)) +
-                             " GiB, needs a send and a receive buffer on every GPU, more than GPU " +
-                             std::to_string(rank) + "'s " + format_number(gib(total_bytes)) +
-                             " GiB of memory; give less than half of it");
+        const size_t buffers = rank == 0 && via_gpu0 ? size_t(group.size()) + 1 : 2;
+        if (buffers * largest_bytes <= total_bytes) continue;
+        const std::string needs = buffers == 2 ? "a send and a receive buffer on every GPU"
+                                               : std::to_string(buffers) +
+                                                     " buffers of it on GPU 0 with via_gpu0 (a send, a receive and "
+                                                     "one for each other GPU)";
+        throw UsageError("--max-bytes: the largest size, " + format_number(gib(largest_bytes)) + " GiB, needs " +
+                         needs + ", more than GPU " + std::to_string(rank) + "'s " + format_number(gib(total_bytes)) +
+                         " GiB of memory; give less than 1/" + std::to_string(buffers) + " of it" +
+                         (buffers == 2 ? "" : ", or leave via_gpu0 out of --variants"));
     }
 }
 
@@ -177,7 +184,7 @@ int run(int argc, char** argv) {
                    options.no_peer_access ? PeerAccess::leave_off : PeerAccess::enable);
     print_setup(group);
     const size_t largest_bytes = allreduce_sweep_sizes(options.sweep).back();
-    require_buffers_fit(group, largest_bytes);
+    require_buffers_fit(group, largest_bytes, names);
     group.reserve(largest_bytes / sizeof(float));
 
     SweepLayout layout;

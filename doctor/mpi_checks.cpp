@@ -140,7 +140,7 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
 std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
                                        const std::vector<RankOutcome>& outcomes) {
     std::vector<std::string> lines;
-    char line[512];
+    char line[1024];
     std::snprintf(line, sizeof line, "%4s  %-20s %5s  %-20s %4s %4s  %-13s  %s", "rank", "host", "local",
                   "CUDA_VISIBLE_DEVICES", "sees", "GPU", "PCI bus id", "NCCL allreduce");
     lines.push_back(line);

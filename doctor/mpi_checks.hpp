@@ -23,8 +23,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline);
 // that it travels through MPI_Allgather / MPI_Gather as bytes (and can be tested without MPI).
 struct RankRecord {
     char host[64] = {};
-    char bus_id[32] = {};           // "" when the rank has no GPU
-    char visible_devices[48] = {};  // CUDA_VISIBLE_DEVICES, "(unset)" when unset
+    char bus_id[32] = {};            // "" when the rank has no GPU
+    char visible_devices[384] = {};  // CUDA_VISIBLE_DEVICES, "(unset)" when unset: room for 8 GPU UUIDs
     int local_rank = 0;
     int visible_gpus = 0;
     int device = -1;
