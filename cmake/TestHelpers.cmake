@@ -7,16 +7,23 @@
 # which mpirun and srun both accept, so that a test can append the count and its program. As root,
 # Open MPI wants the two ALLOW variables.
 # Usage: ${MPIRUN_TEST} <ranks> <program> <args>...
-if(NOT MPIEXEC_PREFLAGS)
-  set(MPIEXEC_PREFLAGS --oversubscribe -x NCCL_NVLS_ENABLE CACHE STRING "flags of the MPI launcher (tests)" FORCE)
+# Set once, at the first configure, and only for Open MPI's launcher (MPICH's takes neither flag, and passes
+# the whole environment anyway): a value given later, an empty one included, is kept.
+if(NOT FWI_MPIEXEC_PREFLAGS_CHOSEN AND NOT MPIEXEC_PREFLAGS)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE launcher_version ERROR_QUIET TIMEOUT 20)
+  if(launcher_version MATCHES "Open MPI|OpenRTE")
+    set(MPIEXEC_PREFLAGS --oversubscribe -x NCCL_NVLS_ENABLE CACHE STRING "flags of the MPI launcher (tests)" FORCE)
+  endif()
 endif()
+set(FWI_MPIEXEC_PREFLAGS_CHOSEN ON CACHE INTERNAL "MPIEXEC_PREFLAGS was given its default once")
 set(MPIRUN_TEST ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS} ${MPIEXEC_NUMPROC_FLAG})
 set(MPI_TEST_ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;NCCL_NVLS_ENABLE=0")
 
 # add_exit_test(<name> CODE <exit code> TEXT <text> [LABELS <labels>] [TIMEOUT <seconds>]
-#               [ENVIRONMENT <VAR=value>...] COMMAND <program> <args>...)
-# Passes when the command exits with CODE and its stderr contains TEXT (tests/expect_exit.cmake): the
-# bad-input and bad-launch tests of every program. LABELS default to cpu, TIMEOUT to 120 s.
+#               [ENVIRONMENT <VAR=value>...] [OUTPUT <text>...] COMMAND <program> <args>...)
+# Passes when the command exits with CODE, its stderr contains TEXT and its stdout each OUTPUT text
+# (tests/expect_exit.cmake): the bad-input and bad-launch tests of every program, and what --help prints.
+# LABELS default to cpu, TIMEOUT to 120 s.
 # An empty TEXT ("" where any message will do) sets WHOLE_TEXT to "" rather than unsetting it: the same to
 # the function, and without the warning of CMake 3.31 and later (functions keep the policies of their
 # definition).
@@ -24,7 +31,7 @@ if(POLICY CMP0174)
   cmake_policy(SET CMP0174 NEW)
 endif()
 function(add_exit_test name)
-  cmake_parse_arguments(ARG "" "CODE;TEXT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND" ${ARGN})
+  cmake_parse_arguments(ARG "" "CODE;TEXT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND;OUTPUT" ${ARGN})
   # TEXT once more, whole: ${ARGN} splits a text at its semicolons ("out of range; allowed 1..2"), and
   # the parse above kept only the part before the first.
   cmake_parse_arguments(PARSE_ARGV 1 WHOLE "" "TEXT" "")
@@ -36,7 +43,8 @@ function(add_exit_test name)
   endif()
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${ARG_COMMAND}" -DEXPECTED_CODE=${ARG_CODE}
-                   "-DEXPECTED_TEXT=${WHOLE_TEXT}" -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
+                   "-DEXPECTED_TEXT=${WHOLE_TEXT}" "-DEXPECTED_OUTPUT=${ARG_OUTPUT}"
+                   -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
   if(ARG_ENVIRONMENT)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")

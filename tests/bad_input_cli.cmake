@@ -17,6 +17,22 @@ function(add_cli_mpi_test name code program text)
                 COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:${program}> ${ARGN})
 endfunction()
 
+# --help: exit 0 with the help on stdout, from its usage line to its last line (--help's own), so that a
+# help cut short fails. The MPI programs on 2 ranks, of which rank 0 prints it.
+function(add_help_test program)
+  set(help_lines "usage: ${program} [flags]" "print this help")
+  if(program MATCHES "^0[356]_")
+    add_exit_test(cli_${program}_help_text CODE 0 TEXT "" LABELS cpu mpi TIMEOUT 10 ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
+                  OUTPUT ${help_lines} COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:${program}> --help)
+  else()
+    add_exit_test(cli_${program}_help_text CODE 0 TEXT "" OUTPUT ${help_lines} COMMAND $<TARGET_FILE:${program}> --help)
+  endif()
+endfunction()
+foreach(program 01_single_gpu 02_allreduce_primitives 03_host_staged_mpi 04_nccl_threads 05_nccl_mpi
+                06_fwi_shot_parallel doctor)
+  add_help_test(${program})
+endforeach()
+
 # 01: every rule of the parser, and the pre-scans (--problem's preset, --verify) that must agree with it.
 add_cli_test(01_repeated_flag 01_single_gpu "--nz given twice" --nz 64 --nz 80)
 add_cli_test(01_repeated_inline_flag 01_single_gpu "--nz given twice" --nz=64 --nz 80)
@@ -41,6 +57,10 @@ add_cli_test(01_delay_after_recording 01_single_gpu
              "--delay: the wavelet peak must fall inside the recording; allowed 0..1.5992 s" --delay 5)
 # A step of 0 m/s never changes the model: the run could only end in "misfit did not decrease".
 add_cli_test(01_zero_step_size 01_single_gpu "--step-size: 0 is out of range; allowed 0.1..1000" --step-size 0)
+add_cli_test(01_source_below_grid 01_single_gpu "--src-depth: 1000 is outside the grid; allowed 0..383 (rows of --nz)"
+             --src-depth 1000)
+add_cli_test(01_depth_power_too_high 01_single_gpu "--gradient-depth-power: 9 is out of range; allowed 0..4"
+             --gradient-depth-power 9)
 # A flag the run would ignore: refused, since something else was probably meant.
 add_cli_test(01_flag_of_other_model 01_single_gpu "--interface-depth: used only with --model two-layer"
              --model anomaly --interface-depth 100)
@@ -149,13 +169,17 @@ add_cli_mpmd_test(06_other_value_on_one_rank 06_fwi_shot_parallel "--problem;sma
 add_cli_mpmd_test(doctor_checks_on_one_rank doctor "--mpi;--checks;host" "--mpi")
 
 # visible_gpus, which the scripts and the GPU tests ask how many GPUs there are.
-add_exit_test(cli_visible_gpus_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:visible_gpus> --help)
+add_exit_test(cli_visible_gpus_help CODE 0 TEXT "" OUTPUT "usage: visible_gpus [--env-json]" "the env object of a RESULT"
+              COMMAND $<TARGET_FILE:visible_gpus> --help)
 add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "visible_gpus: unknown argument '-v'" COMMAND $<TARGET_FILE:visible_gpus> -v)
 add_exit_test(cli_visible_gpus_two_arguments CODE 2 TEXT "visible_gpus: at most one argument, 2 given" COMMAND $<TARGET_FILE:visible_gpus> --env-json x)
 
 # The Google Benchmark programs: exit 3 with one line when no GPU is visible (an empty CUDA_VISIBLE_DEVICES
 # hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag, a bad value of one of
 # their --benchmark_* flags or a filter that selects nothing (checked first), and good values accepted.
+# Their listings name every case (run without a GPU, as listing runs none).
+set(bench_propagator_cases "Gradient/" "GradientBatches/" "GradientSustained/" "ForwardStep/" "CopyBandwidth/")
+set(bench_allreduce_cases "allreduce/via_gpu0/" "allreduce/ring/" "allreduce/p2p_kernel/" "allreduce/nccl/")
 foreach(bench bench_propagator bench_allreduce)
   add_exit_test(cli_${bench}_no_gpu CODE 3 TEXT "needs 1 CUDA GPU and 0 are visible" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=1)
@@ -182,7 +206,8 @@ foreach(bench bench_propagator bench_allreduce)
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_min_warmup_time=-1)
   add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
-  add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" COMMAND $<TARGET_FILE:${bench}> -h)
+  add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" OUTPUT "--benchmark_filter=<regex>" "--v=<verbosity>"
+                COMMAND $<TARGET_FILE:${bench}> -h)
   add_exit_test(cli_${bench}_repeated_filter CODE 2 TEXT "--benchmark_filter given twice"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=Gradient --benchmark_filter=NoSuchCase)
@@ -195,7 +220,7 @@ foreach(bench bench_propagator bench_allreduce)
                         $<TARGET_FILE:${bench}>)
   # Listing the benchmarks runs none, so it needs no GPU.
   add_exit_test(cli_${bench}_list_without_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
-                COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests)
+                OUTPUT ${${bench}_cases} COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests)
 endforeach()
 
 # The scripts: --help prints the usage and an unknown step, a stray comma or an --out that cannot be
@@ -216,17 +241,19 @@ add_exit_test(cli_output_reader_gone CODE 3 TEXT "a pipe whose reader has gone"
 add_exit_test(cli_help_reader_gone CODE 0 TEXT ""
               COMMAND ${BASH_EXECUTABLE} -c "(sleep 0.3 && exec env --default-signal=PIPE \"$0\" --help) | true && exit \${PIPESTATUS[0]}"
                       $<TARGET_FILE:01_single_gpu>)
-add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
+add_exit_test(cli_gpu_check_help CODE 0 TEXT "" TIMEOUT 20 OUTPUT "usage: scripts/gpu-check.sh [STEP...]"
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh --help)
 add_exit_test(cli_gpu_check_unknown_step CODE 2 TEXT "unknown step 'bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh build bogus)
 add_exit_test(cli_gpu_check_steps_in_one_argument CODE 2 TEXT "unknown step 'build tests'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh "build tests")
 add_exit_test(cli_gpu_check_repeated_step CODE 2 TEXT "step 'tests' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh tests faults tests)
-add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
+add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 OUTPUT "usage: scripts/run-tests.sh [CTEST OPTIONS...]"
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
 # run-tests.sh checks what it passes to ctest before it builds (--bogus once built everything, then ctest
 # ignored it); --help anywhere is the help.
-add_exit_test(cli_run_tests_help_after_flags CODE 0 TEXT "" TIMEOUT 20
+add_exit_test(cli_run_tests_help_after_flags CODE 0 TEXT "" TIMEOUT 20 OUTPUT "usage: scripts/run-tests.sh"
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu --help)
 add_exit_test(cli_run_tests_unknown_flag CODE 2 TEXT "run-tests: unknown flag '--bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu --bogus)
@@ -250,7 +277,8 @@ add_exit_test(cli_run_tests_own_config CODE 2 TEXT "run-tests: -C is the script'
 # fails the test (exit 3) instead of skipping it, so a broken build does not hide behind "skipped"; the
 # counter's 0 skips it (77).
 set(run_if_gpus ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/common/run_if_gpus.sh)
-add_exit_test(cli_run_if_gpus_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${run_if_gpus} --help)
+add_exit_test(cli_run_if_gpus_help CODE 0 TEXT "" TIMEOUT 20 OUTPUT "Usage: run_if_gpus.sh VISIBLE_GPUS_PROGRAM"
+              COMMAND ${run_if_gpus} --help)
 add_exit_test(cli_run_if_gpus_bad_count CODE 2 TEXT "(MIN_GPUS in 1..999)" TIMEOUT 20
               COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> two true)
 add_exit_test(cli_run_if_gpus_no_command CODE 2 TEXT "usage: run_if_gpus.sh" TIMEOUT 20
@@ -264,7 +292,8 @@ add_exit_test(cli_run_if_gpus_counter_not_a_number CODE 3 TEXT "not a number of 
 add_exit_test(cli_run_if_gpus_skips CODE 77 TEXT "" TIMEOUT 60 ENVIRONMENT CUDA_VISIBLE_DEVICES=
               COMMAND ${run_if_gpus} $<TARGET_FILE:visible_gpus> 1 false)
 # CI's script takes no arguments (--help once started a full build).
-add_exit_test(cli_ci_run_help CODE 0 TEXT "" TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run --help)
+add_exit_test(cli_ci_run_help CODE 0 TEXT "" TIMEOUT 20 OUTPUT "usage: .ci/run"
+              COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run --help)
 add_exit_test(cli_ci_run_argument CODE 2 TEXT ".ci/run: takes no arguments" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/.ci/run -L cpu)
 # CUDA settings from the environment that CMake would keep in its cache, or take silently: refused before
