@@ -180,17 +180,17 @@ TEST_CASE("a stuck run on a machine without a GPU ends with exit code 3, the cod
 TEST_CASE("a disarmed watchdog lets the run go on") {
     Report report(true, "", "single-process");
     Watchdog watchdog(report);
-    watchdog.arm("host", 0.05);
+    watchdog.arm("host", 0.5);  // long enough that no stall of a loaded machine between the two lines fires it
     watchdog.disarm();
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
     CHECK(report.exit_code() == kExitOk);
 }
 
 TEST_CASE("a deadline counts down") {
-    const Deadline deadline(0.05);
+    const Deadline deadline(0.5);  // long enough that a stall of a loaded machine does not pass it at once
     CHECK(!deadline.passed());
     CHECK(deadline.remaining() > 0.0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
     CHECK(deadline.passed());
 }
 

@@ -322,6 +322,17 @@ add_exit_test(cli_record_results_out_is_a_flag CODE 2 TEXT "--out: '-e' is a fla
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out -e)
 add_exit_test(cli_compare_repeated_gpu_count CODE 2 TEXT "--gpus: 1 is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,2,1)
+# compare.sh's own flags, each refused with exit 2 before anything is built or run.
+add_exit_test(cli_compare_zero_iterations CODE 2 TEXT "--iterations: '0' is not an integer in 1..9999" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --iterations 0)
+add_exit_test(cli_compare_bad_reference CODE 2 TEXT "--reference: 'maybe' is not one of yes|no" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --reference maybe)
+add_exit_test(cli_compare_zero_run_timeout CODE 2 TEXT "--run-timeout: '0' is not an integer in 1..999999" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --run-timeout 0)
+add_exit_test(cli_compare_gpu_count_junk CODE 2 TEXT "--gpus: '1,x' is not a comma list of GPU counts" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,x)
+add_exit_test(cli_compare_unknown_flag CODE 2 TEXT "compare: unknown flag '--bogus'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --bogus)
 add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,lessons,build)
 # Results are never kept where the build step deletes them. (Of whole machines: scripts_fake_gpu, with a

@@ -17,6 +17,9 @@
 #            @DIR@ in COMMAND: a fresh folder holding fifo, a named pipe, which must still be one afterwards
 #        tests/data_safety_checks.sh empty-out CODE TEXT COMMAND...
 #            @DIR@ in COMMAND: a fresh, empty folder, which must still hold no file afterwards
+#        tests/data_safety_checks.sh scratch CODE TEXT COMMAND...
+#            @DIR@ in COMMAND: a fresh, empty folder of the test's own (no other test's leftovers), which
+#            the command may write into
 # TEXT: a |-list of texts stderr must each contain.
 set -uo pipefail
 kind="$1"
@@ -32,7 +35,7 @@ case "$kind" in
     user-file) kept="$dir/kept.json"; echo "the user's results $RANDOM" >"$kept" ;;
     user-link) kept="$dir/kept.json"; echo "the user's results $RANDOM" >"$kept"; ln -s kept.json "$dir/link.json" ;;
     fifo) kept="$dir/fifo"; mkfifo "$kept" ;;
-    empty-out) kept="" ;;
+    empty-out | scratch) kept="" ;;
     *) echo "data_safety_checks: unknown kind '$kind'" >&2; exit 2 ;;
 esac
 code="$1" texts="$2"
@@ -51,7 +54,9 @@ IFS='|' read -r -a wanted <<<"$texts"
 for text in "${wanted[@]}"; do
     grep -qF -e "$text" "$work/stderr" || { echo "FAIL: stderr does not mention '$text'" >&2; failed=1; }
 done
-if [ "$kind" = fifo ]; then
+if [ "$kind" = scratch ]; then
+    kept="nothing to keep"
+elif [ "$kind" = fifo ]; then
     [ -p "$kept" ] || { echo "FAIL: $kept is no longer a FIFO" >&2; failed=1; }
 elif [ -n "$kept" ]; then
     cmp "$work/original" "$kept" || { echo "FAIL: $kept changed" >&2; failed=1; }
