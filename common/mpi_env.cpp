@@ -1,5 +1,6 @@
 #include "mpi_env.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -364,5 +365,21 @@ int ranks_on_this_node(double timeout_s) {
 }
 
 int gpu_for_local_rank(int local_rank, int visible_gpus) { return local_rank % visible_gpus; }
+
+GpusOnNode gpus_on_node(const std::vector<std::string>& bus_ids, int local_rank) {
+    GpusOnNode gpus;
+    for (size_t r = 0; r < bus_ids.size(); ++r) {
+        if (bus_ids[r] == bus_ids.at(size_t(local_rank))) gpus.sharing_mine.push_back(int(r));
+        gpus.distinct += std::find(bus_ids.begin(), bus_ids.begin() + long(r), bus_ids[r]) == bus_ids.begin() + long(r);
+    }
+    return gpus;
+}
+
+std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct) {
+    return std::to_string(ranks) + " ranks on host " + host + " share " + std::to_string(distinct) + " GPU" +
+           (distinct > 1 ? "s" : "") + "; this program needs one GPU per rank: start at most " +
+           std::to_string(distinct) + (distinct > 1 ? " ranks" : " rank") +
+           " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)";
+}
 
 }  // namespace fwi

@@ -81,6 +81,17 @@ int gpu_for_local_rank(int local_rank, int visible_gpus);
 
 enum class GpuSharing { warn, refuse };
 
+// What the PCI bus ids of a node's ranks' GPUs say (bus_ids[r]: node-local rank r's): how many distinct
+// GPUs they drive, and which node-local ranks share `local_rank`'s GPU, itself included.
+struct GpusOnNode {
+    int distinct = 0;
+    std::vector<int> sharing_mine;
+};
+GpusOnNode gpus_on_node(const std::vector<std::string>& bus_ids, int local_rank);
+// The refusal when `ranks` ranks on `host` share `distinct` GPUs, for a program that needs one GPU per
+// rank: how many ranks to start instead.
+std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct);
+
 // cudaSetDevice(local rank % visible GPUs) and returns the device. No visible GPU: EnvironmentError naming
 // the rank and host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
 // Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own

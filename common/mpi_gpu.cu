@@ -48,24 +48,17 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     MPI_Comm_free(&node_comm);
     MPI_CHECK(gathered);
 
-    std::vector<int> sharing_mine;  // node-local ranks on this rank's GPU, this one included
-    int distinct = 0;
-    for (int r = 0; r < local.size; ++r) {
-        if (all[r] == mine) sharing_mine.push_back(r);
-        bool first_with_this_gpu = true;
-        for (int q = 0; q < r; ++q) first_with_this_gpu = first_with_this_gpu && all[q] != all[r];
-        distinct += first_with_this_gpu;
-    }
-    if (distinct == local.size) return device;
-
-    const std::string what = std::to_string(local.size) + " ranks on host " + mpi_processor_name() + " share " +
-                             std::to_string(distinct) + " GPU" + (distinct > 1 ? "s" : "");
+    std::vector<std::string> bus_ids;
+    for (const BusId& id : all) bus_ids.emplace_back(id.data());
+    const GpusOnNode on_node = gpus_on_node(bus_ids, local.rank);
+    if (on_node.distinct == local.size) return device;
     if (sharing == GpuSharing::refuse)
-        throw EnvironmentError(what + "; this program needs one GPU per rank: start at most " +
-                               std::to_string(distinct) + (distinct > 1 ? " ranks" : " rank") +
-                               " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)");
-    if (sharing_mine.front() == local.rank && sharing_mine.size() > 1)
-        print_warning(what + "; node-local ranks " + join(sharing_mine) + " share GPU " + std::to_string(device) +
+        throw EnvironmentError(one_gpu_per_rank_refusal(local.size, mpi_processor_name(), on_node.distinct));
+    // The first of the ranks on a GPU says so for all of them.
+    if (on_node.sharing_mine.front() == local.rank && on_node.sharing_mine.size() > 1)
+        print_warning(std::to_string(local.size) + " ranks on host " + mpi_processor_name() + " share " +
+                      std::to_string(on_node.distinct) + " GPU" + (on_node.distinct > 1 ? "s" : "") +
+                      "; node-local ranks " + join(on_node.sharing_mine) + " share GPU " + std::to_string(device) +
                       " (" + mine.data() + "), so timings are not those of one rank per GPU");
     return device;
 }

@@ -107,6 +107,24 @@ TEST_CASE("fewer GPUs than ranks on a node: the GPUs are taken in turn, which se
     CHECK(gpu_for_local_rank(5, 1) == 0);  // a launcher that gives each rank one GPU: every rank sees device 0
 }
 
+TEST_CASE("sharing is judged by the GPUs' bus ids, not by device numbers") {
+    // Each rank given its own GPU by the launcher (every one is device 0 to itself): no sharing.
+    const GpusOnNode own = gpus_on_node({"0000:18:00.0", "0000:2A:00.0", "0000:3A:00.0"}, 1);
+    CHECK(own.distinct == 3);
+    CHECK(own.sharing_mine == std::vector<int>{1});
+    // Five ranks on four GPUs: ranks 0 and 4 share the first.
+    const std::vector<std::string> five{"0000:18:00.0", "0000:2A:00.0", "0000:3A:00.0", "0000:5D:00.0", "0000:18:00.0"};
+    CHECK(gpus_on_node(five, 4).distinct == 4);
+    CHECK(gpus_on_node(five, 4).sharing_mine == std::vector<int>{0, 4});
+    CHECK(gpus_on_node(five, 2).sharing_mine == std::vector<int>{2});
+    CHECK(one_gpu_per_rank_refusal(5, "node-a", 4) ==
+          "5 ranks on host node-a share 4 GPUs; this program needs one GPU per rank: start at most 4 ranks per node "
+          "(mpirun -np N --map-by ppr:4:node)");
+    CHECK(one_gpu_per_rank_refusal(2, "vm", 1) ==
+          "2 ranks on host vm share 1 GPU; this program needs one GPU per rank: start at most 1 rank per node "
+          "(mpirun -np N --map-by ppr:1:node)");
+}
+
 TEST_CASE("a fake-node list that does not fit is refused on every rank, naming the variable") {
     {
         const FakeNodes nodes(std::string("0"));
