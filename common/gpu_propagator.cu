@@ -585,11 +585,6 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
 }
 
 namespace {
-int even_batch(int shots, int most) {
-    const int batches = (shots + most - 1) / most;
-    return (shots + batches - 1) / batches;
-}
-
 // Device memory a new workspace may take: what is free now, less 5% and 256 MiB kept for the CUDA graphs
 // and other users.
 double usable_free_bytes() {
@@ -623,11 +618,11 @@ void GpuPropagator::choose_batches() {
     const double cells = double(layout_.cells), frame = double(layout_.frame_cells());
     // Forward: u (2 slots); X (2 slots) and P (2 slots, x and z) in the layer. Adjoint: zeta (2 slots) and the
     // imaging sum; delta (2 slots) and rho (2 slots, x and z) in the layer.
-    const int forward_fits_cache = std::max(1, static_cast<int>(cache / (sizeof(float) * (2 * cells + 4 * frame))));
-    const int adjoint_fits_cache = std::max(1, static_cast<int>(cache / (sizeof(float) * (3 * cells + 6 * frame))));
-    const int most = std::min({problem_.nshots, shots_that_fit_memory(), forward_fits_cache});
-    gradient_batch_ = most < 1 ? 0 : even_batch(problem_.nshots, most);
-    adjoint_batch_ = most < 1 ? 0 : even_batch(gradient_batch_, std::min(gradient_batch_, adjoint_fits_cache));
+    const ShotBatches batches = plan_shot_batches(problem_.nshots, shots_that_fit_memory(),
+                                                  static_cast<int>(cache / (sizeof(float) * (2 * cells + 4 * frame))),
+                                                  static_cast<int>(cache / (sizeof(float) * (3 * cells + 6 * frame))));
+    gradient_batch_ = batches.gradient;
+    adjoint_batch_ = batches.adjoint;
 }
 
 void GpuPropagator::set_batch_sizes(int gradient_batch, int adjoint_batch) {

@@ -1,5 +1,6 @@
 #include "shot_split.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "errors.hpp"
@@ -24,6 +25,20 @@ ShotRange split_shots(int nshots, int parts, int part, const std::string& what) 
     range.count = base + (part < remainder ? 1 : 0);
     range.first = part * base + (part < remainder ? part : remainder);
     return range;
+}
+
+int even_batch(int shots, int most) {
+    const int batches = (shots + most - 1) / most;
+    return (shots + batches - 1) / batches;
+}
+
+ShotBatches plan_shot_batches(int nshots, int in_memory, int forward_in_cache, int adjoint_in_cache) {
+    const int most = std::min({nshots, in_memory, std::max(1, forward_in_cache)});
+    if (most < 1) return {};
+    ShotBatches batches;
+    batches.gradient = even_batch(nshots, most);
+    batches.adjoint = even_batch(batches.gradient, std::min(batches.gradient, std::max(1, adjoint_in_cache)));
+    return batches;
 }
 
 }  // namespace fwi

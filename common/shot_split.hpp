@@ -21,4 +21,18 @@ inline std::vector<int> all_shots(int nshots) { return ShotRange{0, nshots}.shot
 // when the arguments are out of range.
 ShotRange split_shots(int nshots, int parts, int part, const std::string& what = "ranks");
 
+// The size of the batches that `shots` shots make at most `most` at a time, spread evenly: 8 shots at
+// most 5 at a time are 4 + 4, not 5 + 3.
+int even_batch(int shots, int most);
+
+// How many shots a GPU's gradient advances at once: the forward pass `gradient` (and keeps their history),
+// the adjoint pass `adjoint` of those at a time. `in_memory`: the shots whose gradient fits the GPU's free
+// memory; `forward_in_cache` and `adjoint_in_cache`: the shots whose step working sets fit the part of the
+// L2 cache they may use (GpuPropagator::choose_batches says why). Both 0 when not one shot fits memory.
+struct ShotBatches {
+    int gradient = 0;
+    int adjoint = 0;
+};
+ShotBatches plan_shot_batches(int nshots, int in_memory, int forward_in_cache, int adjoint_in_cache);
+
 }  // namespace fwi

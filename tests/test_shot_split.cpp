@@ -36,3 +36,31 @@ TEST_CASE("more ranks than shots is refused with a message naming the flag") {
                          UsageError);
     CHECK_THROWS_AS(split_shots(8, 3, 3), UsageError);
 }
+
+TEST_CASE("batches spread the shots evenly: at most 5 at a time, 8 shots are 4 + 4") {
+    CHECK(even_batch(8, 5) == 4);
+    CHECK(even_batch(8, 8) == 8);
+    CHECK(even_batch(8, 3) == 3);  // 3 + 3 + 2
+    CHECK(even_batch(7, 1) == 1);
+    CHECK(even_batch(1, 6) == 1);
+}
+
+TEST_CASE("a GPU's batches: the forward's by memory and cache, the adjoint's within it") {
+    // The default problem on an H100: the forward's working set fits 8 shots in its share of the L2, the
+    // adjoint's 6, with memory for all: forward 8, adjoint 4 + 4.
+    ShotBatches b = plan_shot_batches(8, 30, 8, 6);
+    CHECK(b.gradient == 8);
+    CHECK(b.adjoint == 4);
+    // Memory for 5 shots: 4 + 4 forward; the adjoint takes each batch whole.
+    b = plan_shot_batches(8, 5, 8, 6);
+    CHECK(b.gradient == 4);
+    CHECK(b.adjoint == 4);
+    // Not one shot's working set fits the cache (a large grid, or a small L2): one shot at a time.
+    b = plan_shot_batches(8, 30, 0, 0);
+    CHECK(b.gradient == 1);
+    CHECK(b.adjoint == 1);
+    // Not one shot's gradient fits memory: no batch at all, which the caller refuses.
+    b = plan_shot_batches(8, 0, 8, 6);
+    CHECK(b.gradient == 0);
+    CHECK(b.adjoint == 0);
+}
