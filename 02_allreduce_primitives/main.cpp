@@ -154,21 +154,23 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
 // other GPU on GPU 0: a size no GPU's memory can hold is bad input, named by its flag, rather than a
 // failed cudaMalloc blamed on other processes.
 void require_buffers_fit(const GpuGroup& group, size_t largest_bytes, const std::vector<std::string>& variants) {
-    const bool via_gpu0 = std::find(variants.begin(), variants.end(), "via_gpu0") != variants.end();
-    for (int rank = 0; rank < group.size(); ++rank) {
+    const auto require = [&](int rank, size_t buffers, const std::string& needs, const std::string& or_else) {
         size_t free_bytes = 0, total_bytes = 0;
         CUDA_CHECK(cudaSetDevice(rank));
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-        const size_t buffers = rank == 0 && via_gpu0 ? size_t(group.size()) + 1 : 2;
-        if (buffers * largest_bytes <= total_bytes) continue;
-        const std::string needs = buffers == 2 ? "a send and a receive buffer on every GPU"
-                                               : std::to_string(buffers) +
-                                                     " buffers of it on GPU 0 with via_gpu0 (a send, a receive and "
-                                                     "one for each other GPU)";
+        if (buffers * largest_bytes <= total_bytes) return;
         throw UsageError("--max-bytes: the largest size, " + format_number(gib(largest_bytes)) + " GiB, needs " +
                          needs + ", more than GPU " + std::to_string(rank) + "'s " + format_number(gib(total_bytes)) +
-                         " GiB of memory; give less than 1/" + std::to_string(buffers) + " of it" +
-                         (buffers == 2 ? "" : ", or leave via_gpu0 out of --variants"));
+                         " GiB of memory; give less than 1/" + std::to_string(buffers) + " of it" + or_else);
+    };
+    // Every GPU's pair first, so that leaving via_gpu0 out is advised only where that would do.
+    for (int rank = 0; rank < group.size(); ++rank) require(rank, 2, "a send and a receive buffer on every GPU", "");
+    if (std::find(variants.begin(), variants.end(), "via_gpu0") != variants.end()) {
+        const size_t buffers = size_t(group.size()) + 1;
+        require(0, buffers,
+                std::to_string(buffers) +
+                    " buffers of it on GPU 0 with via_gpu0 (a send, a receive and one for each other GPU)",
+                ", or leave via_gpu0 out of --variants");
     }
 }
 

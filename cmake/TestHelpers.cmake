@@ -7,15 +7,21 @@
 # which mpirun and srun both accept, so that a test can append the count and its program. As root,
 # Open MPI wants the two ALLOW variables.
 # Usage: ${MPIRUN_TEST} <ranks> <program> <args>...
-# Set once, at the first configure, and only for Open MPI's launcher (MPICH's takes neither flag, and passes
-# the whole environment anyway): a value given later, an empty one included, is kept.
+# Set once, at the first configure whose launcher answers, and only for Open MPI's launcher (MPICH's takes
+# neither flag, and passes the whole environment anyway): a value given later, an empty one included, is
+# kept.
 if(NOT FWI_MPIEXEC_PREFLAGS_CHOSEN AND NOT MPIEXEC_PREFLAGS)
-  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE launcher_version ERROR_QUIET TIMEOUT 20)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version RESULT_VARIABLE launcher_status
+                  OUTPUT_VARIABLE launcher_version ERROR_QUIET TIMEOUT 20)
   if(launcher_version MATCHES "Open MPI|OpenRTE")
     set(MPIEXEC_PREFLAGS --oversubscribe -x NCCL_NVLS_ENABLE CACHE STRING "flags of the MPI launcher (tests)" FORCE)
   endif()
+  if(launcher_status EQUAL 0)
+    set(FWI_MPIEXEC_PREFLAGS_CHOSEN ON CACHE INTERNAL "MPIEXEC_PREFLAGS was given its default once")
+  endif()
+else()
+  set(FWI_MPIEXEC_PREFLAGS_CHOSEN ON CACHE INTERNAL "MPIEXEC_PREFLAGS was given its default once")
 endif()
-set(FWI_MPIEXEC_PREFLAGS_CHOSEN ON CACHE INTERNAL "MPIEXEC_PREFLAGS was given its default once")
 set(MPIRUN_TEST ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS} ${MPIEXEC_NUMPROC_FLAG})
 set(MPI_TEST_ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;NCCL_NVLS_ENABLE=0")
 

@@ -101,6 +101,7 @@ inline std::string repeated_benchmark_flag(int argc, char** argv) {
 // name them in the refusals.
 inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
     ignore_broken_pipes();
+    set_running_program_name(program);
     if (const std::string repeated = repeated_benchmark_flag(argc, argv); !repeated.empty()) {
         std::fprintf(stderr, "%s: error: %s given twice\n", program, repeated.c_str());
         return kExitBadInput;

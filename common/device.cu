@@ -57,10 +57,14 @@ std::string gpu_count_hint(cudaError_t status) {
     const int driver = installed_driver_version();
     int runtime = 0;
     cudaRuntimeGetVersion(&runtime);
-    if (status == cudaErrorInsufficientDriver && driver > 0)
+    if (status == cudaErrorInsufficientDriver && driver > 0 && driver < runtime)
         return "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
                ", older than the CUDA runtime this program was built with (" + cuda_version_text(runtime) +
                "): update the driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver);
+    if (driver > 0)  // a driver new enough that cannot reach the GPUs: a container without them, say
+        return "the NVIDIA driver is installed, but CUDA cannot reach the GPUs: check nvidia-smi, the /dev/nvidia* "
+               "devices (a container needs the GPUs passed in) and CUDA_VISIBLE_DEVICES; build/doctor/doctor says "
+               "what is wrong";
     return "check nvidia-smi and CUDA_VISIBLE_DEVICES; build/doctor/doctor says what is wrong";
 }
 }  // namespace

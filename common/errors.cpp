@@ -67,6 +67,8 @@ int finish_program(int code) {
 
 const char* running_program_name() { return g_program_name; }
 
+void set_running_program_name(const char* name) { g_program_name = name; }
+
 void print_warning(const std::string& text) {
     std::fprintf(stderr, "%s: warning: %s\n", running_program_name(), text.c_str());
 }
@@ -85,7 +87,7 @@ void exit_at_once(std::exception_ptr error, const std::string& note) {
 
 int run_program(const char* program_name, const std::function<int()>& body) {
     ignore_broken_pipes();
-    g_program_name = program_name;
+    set_running_program_name(program_name);
     int code = kExitOk;
     try {
         code = body();

@@ -51,8 +51,10 @@ int run_program(const char* program_name, const std::function<int()>& body);
 // use run_program.
 int check_output_written(const char* program_name, int code);
 // The name run_program was given ("05_nccl_mpi (rank 1)"), for messages printed outside its error
-// reporting, such as a watcher thread's; "program" before run_program starts.
+// reporting, such as a watcher thread's; "program" before run_program starts. A main that does not use
+// run_program names itself with set_running_program_name (`name` must outlive the process's messages).
 const char* running_program_name();
+void set_running_program_name(const char* name);
 // A warning or a note on stderr, in the program's name as its errors are: "01_single_gpu: warning: text".
 void print_warning(const std::string& text);
 void print_note(const std::string& text);

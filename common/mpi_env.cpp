@@ -375,9 +375,13 @@ GpusOnNode gpus_on_node(const std::vector<std::string>& bus_ids, int local_rank)
     return gpus;
 }
 
-std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct) {
+std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct) {
     return std::to_string(ranks) + " ranks on host " + host + " share " + std::to_string(distinct) + " GPU" +
-           (distinct > 1 ? "s" : "") + "; this program needs one GPU per rank: start at most " +
+           (distinct > 1 ? "s" : "");
+}
+
+std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct) {
+    return ranks_sharing_gpus(ranks, host, distinct) + "; this program needs one GPU per rank: start at most " +
            std::to_string(distinct) + (distinct > 1 ? " ranks" : " rank") +
            " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)";
 }

@@ -88,6 +88,8 @@ struct GpusOnNode {
     std::vector<int> sharing_mine;
 };
 GpusOnNode gpus_on_node(const std::vector<std::string>& bus_ids, int local_rank);
+// "5 ranks on host node-a share 4 GPUs": the start of the refusal and of the warning.
+std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct);
 // The refusal when `ranks` ranks on `host` share `distinct` GPUs, for a program that needs one GPU per
 // rank: how many ranks to start instead.
 std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct);

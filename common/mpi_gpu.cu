@@ -56,10 +56,9 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
         throw EnvironmentError(one_gpu_per_rank_refusal(local.size, mpi_processor_name(), on_node.distinct));
     // The first of the ranks on a GPU says so for all of them.
     if (on_node.sharing_mine.front() == local.rank && on_node.sharing_mine.size() > 1)
-        print_warning(std::to_string(local.size) + " ranks on host " + mpi_processor_name() + " share " +
-                      std::to_string(on_node.distinct) + " GPU" + (on_node.distinct > 1 ? "s" : "") +
-                      "; node-local ranks " + join(on_node.sharing_mine) + " share GPU " + std::to_string(device) +
-                      " (" + mine.data() + "), so timings are not those of one rank per GPU");
+        print_warning(ranks_sharing_gpus(local.size, mpi_processor_name(), on_node.distinct) + "; node-local ranks " +
+                      join(on_node.sharing_mine) + " share GPU " + std::to_string(device) + " (" + mine.data() +
+                      "), so timings are not those of one rank per GPU");
     return device;
 }
 

@@ -28,6 +28,7 @@ ShotRange split_shots(int nshots, int parts, int part, const std::string& what) 
 }
 
 int even_batch(int shots, int most) {
+    if (shots < 1 || most < 1) return 0;
     const int batches = (shots + most - 1) / most;
     return (shots + batches - 1) / batches;
 }

@@ -22,7 +22,7 @@ inline std::vector<int> all_shots(int nshots) { return ShotRange{0, nshots}.shot
 ShotRange split_shots(int nshots, int parts, int part, const std::string& what = "ranks");
 
 // The size of the batches that `shots` shots make at most `most` at a time, spread evenly: 8 shots at
-// most 5 at a time are 4 + 4, not 5 + 3.
+// most 5 at a time are 4 + 4, not 5 + 3. 0 when either is below 1.
 int even_batch(int shots, int most);
 
 // How many shots a GPU's gradient advances at once: the forward pass `gradient` (and keeps their history),

@@ -1,9 +1,11 @@
-// Prints how many CUDA GPUs are visible (0 without a GPU or driver). The GPU tests' script
-// (run_if_gpus.sh) asks it, so that a test needing more GPUs than there are is skipped, not failed.
+// Prints how many CUDA GPUs are visible (0 without a GPU or driver; exit 3 where a driver is installed but
+// CUDA cannot use it). The GPU tests' script (run_if_gpus.sh) asks it, so that a test needing more GPUs
+// than there are is skipped, not failed, and one on a machine whose GPUs CUDA cannot reach fails.
 // With --env-json it prints the env object of a RESULT instead (run_env.hpp: this machine, its GPUs and
 // the build), which scripts/compare.sh keeps as the comparison's machine.json.
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "device.hpp"
 #include "errors.hpp"
@@ -24,14 +26,8 @@ int main(int argc, char** argv) {
             std::fputs(usage, stdout);
             return fwi::kExitOk;
         }
-        if (argc > 1) {
-            if (argc > 2)
-                std::fprintf(stderr, "visible_gpus: at most one argument, %d given\n", argc - 1);
-            else
-                std::fprintf(stderr, "visible_gpus: unknown argument '%s'\n", fwi::shown_value(argv[1]).c_str());
-            std::fputs(usage, stderr);
-            return fwi::kExitBadInput;
-        }
+        if (argc > 2) throw fwi::UsageError("at most one argument, " + std::to_string(argc - 1) + " given");
+        if (argc == 2) throw fwi::UsageError("unknown argument '" + fwi::shown_value(argv[1]) + "'");
         std::printf("%d\n", fwi::visible_gpu_count_checked());
         return fwi::kExitOk;
     });

@@ -178,6 +178,10 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
         finding.status = build.status;
         finding.summary += "; " + build.summary;
         finding.next = build.next;
+        if (old_driver.status != Status::pass) {  // both are worth fixing: the build first
+            finding.summary += "; " + old_driver.summary;
+            finding.next += "; then " + old_driver.next;
+        }
     } else if (old_driver.status != Status::pass) {
         finding.status = old_driver.status;
         finding.summary += "; " + old_driver.summary;

@@ -616,6 +616,13 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     CHECK(contains(lines[1], "correct"));
     CHECK(contains(lines[4], "timed out"));
     CHECK(contains(mapping_lines(records, {})[1], "not run"));
+    // A rank given 8 GPUs by UUID keeps the whole list in its line (327 characters).
+    std::string uuids;
+    for (int gpu = 0; gpu < 8; ++gpu)
+        uuids += (gpu ? "," : "") + std::string("GPU-") + std::to_string(gpu) + "bc7d2f1-5c1e-2b4a-9d3f-0a1b2c3d4e5f";
+    REQUIRE(uuids.size() == 327);
+    std::snprintf(records[0].visible_devices, sizeof records[0].visible_devices, "%s", uuids.c_str());
+    CHECK(contains(mapping_lines(records, outcomes)[1], uuids + " "));
 }
 
 TEST_CASE("the allreduce's inputs are small integers whose float sum is exact") {

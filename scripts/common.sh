@@ -306,6 +306,18 @@ quick_query() {
     return $status
 }
 
+# mpi_launcher: the words that start the suite's MPI runs, one per line (read them with mapfile). With
+# Open MPI's mpirun, --bind-to none: a rank's CUDA and NCCL helper threads must not share one core with it;
+# --oversubscribe: containers often show fewer "slots" than GPUs need; -x hands the ranks the multicast
+# setting; as root, --allow-run-as-root. Another MPI's mpirun (MPICH's passes the whole environment) gets
+# none of them.
+mpi_launcher() {
+    echo mpirun
+    quick_query mpirun --version 2>&1 | grep -q -e "Open MPI" -e OpenRTE || return 0
+    printf '%s\n' --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0
+    [ "$(id -u)" -ne 0 ] || echo --allow-run-as-root
+}
+
 # count_visible_gpus COUNTER: how many GPUs CUDA shows this process, as the programs count them (COUNTER:
 # the build's common/visible_gpus), under quick_query's limit. The number on stdout; or, when the counter
 # fails, does not answer or prints no number (a broken build), a message on stderr and status 1.

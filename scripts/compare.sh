@@ -137,14 +137,8 @@ if [[ $models == *,* ]]; then
          "figures) use the first, and every multi-GPU run goes at the pace of its slowest GPU" >&2
 fi
 
-# One rank per GPU. With Open MPI's mpirun, --bind-to none: a rank's CUDA and NCCL helper threads must not
-# share one core with it; --oversubscribe: containers often show fewer "slots" than GPUs need; -x hands
-# the ranks the multicast setting. Another MPI's launcher (MPICH's passes the whole environment) gets none.
-mpi_launch=(mpirun)
-if quick_query mpirun --version 2>&1 | grep -q -e "Open MPI" -e OpenRTE; then
-    mpi_launch+=(--oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
-    [ "$(id -u)" -eq 0 ] && mpi_launch+=(--allow-run-as-root)
-fi
+# One rank per GPU, started as common.sh's mpi_launcher says.
+mapfile -t mpi_launch < <(mpi_launcher)
 common_flags=(--problem "$problem" --iterations "$iterations")
 reference_flags=()
 [ "$reference" = no ] && reference_flags=(--no-reference)

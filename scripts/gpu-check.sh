@@ -6,9 +6,9 @@
 # usage: scripts/gpu-check.sh [STEP...]   STEP: build tests faults sanitizers benchmarks main (default: all)
 #
 # tests and faults first check that CUDA sees a GPU where nvidia-smi lists one: a GPU test skips where
-# CUDA sees none (a driver older than the runtime, say), and would pass the step unseen.
-# Each step is stopped at a generous limit (10 min for the sanitizers' runs, 30 for a benchmark, 2 h for main, 1 h for
-# the others), which only a hang reaches: TIMEOUT in the summary.
+# CUDA sees none (an empty CUDA_VISIBLE_DEVICES, say), and would pass the step unseen.
+# Each step is stopped at a generous limit (10 min for the sanitizers' plain verify run, 30 for a
+# benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
 # Logs go to out/gpu-check/; when the environment variable OUT names a folder, the summary, the comparison table and
 # chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
 # unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
@@ -94,12 +94,16 @@ bin="$BUILD_DIR"
 verify=("$bin/01_single_gpu/01_single_gpu" --verify)
 
 # cuda_sees_the_gpus: where nvidia-smi lists GPUs, CUDA must see at least one. A GPU test skips (exit 77)
-# where CUDA sees none, so a driver older than the runtime, say, would show every GPU test as skipped and
-# the steps as passed.
+# where CUDA sees none, so an empty CUDA_VISIBLE_DEVICES, say, would show every GPU test as skipped and the
+# steps as passed. (A driver CUDA cannot use makes the counter fail, and the GPU tests with it.)
 cuda_sees_the_gpus() {
     [ "$gpu_listed" = yes ] || return 0
-    local seen
-    seen=$(count_visible_gpus "$bin/common/visible_gpus" 2>&1) || { echo "gpu-check: $seen (build first)"; return 1; }
+    local seen counter="$bin/common/visible_gpus"
+    if ! seen=$(count_visible_gpus "$counter" 2>&1); then
+        [ -x "$counter" ] || seen+=" (build first)"
+        echo "gpu-check: $seen"
+        return 1
+    fi
     [ "$seen" -gt 0 ] && return 0
     echo "gpu-check: nvidia-smi lists GPUs, but CUDA sees none${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')}: every GPU test would be skipped; build/doctor/doctor --checks devices says why"
     return 1

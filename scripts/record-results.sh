@@ -103,8 +103,7 @@ observe() { record "$@" || true; }
 run() { record "$@" || failed=1; }
 
 bin="$BUILD_DIR"
-mpi=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+mapfile -t mpi < <(mpi_launcher)
 
 for step in ${steps//,/ }; do
     case "$step" in

@@ -171,8 +171,8 @@ add_cli_mpmd_test(doctor_checks_on_one_rank doctor "--mpi;--checks;host" "--mpi"
 # visible_gpus, which the scripts and the GPU tests ask how many GPUs there are.
 add_exit_test(cli_visible_gpus_help CODE 0 TEXT "" OUTPUT "usage: visible_gpus [--env-json]" "the env object of a RESULT"
               COMMAND $<TARGET_FILE:visible_gpus> --help)
-add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "visible_gpus: unknown argument '-v'" COMMAND $<TARGET_FILE:visible_gpus> -v)
-add_exit_test(cli_visible_gpus_two_arguments CODE 2 TEXT "visible_gpus: at most one argument, 2 given" COMMAND $<TARGET_FILE:visible_gpus> --env-json x)
+add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "visible_gpus: error: unknown argument '-v'" COMMAND $<TARGET_FILE:visible_gpus> -v)
+add_exit_test(cli_visible_gpus_two_arguments CODE 2 TEXT "visible_gpus: error: at most one argument, 2 given" COMMAND $<TARGET_FILE:visible_gpus> --env-json x)
 
 # The Google Benchmark programs: exit 3 with one line when no GPU is visible (an empty CUDA_VISIBLE_DEVICES
 # hides every GPU, so this runs the same on a GPU machine), 2 for an unknown flag, a bad value of one of

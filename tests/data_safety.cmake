@@ -94,21 +94,22 @@ add_exit_test(data_safety_json_is_folder_06 CODE 2 TEXT "--json" LABELS cpu mpi 
 # --json in a new --out folder is fine: the folder is made first, so both pass and the run reaches the
 # GPU check (exit 3: none is visible). Each test makes its own new folder in a scratch folder of its own,
 # so no other test's run can have made it before.
-function(add_new_out_test name code text)
+function(add_new_out_test name labels code text)
   add_test(NAME data_safety_${name} COMMAND ${data_safety_check} scratch ${code} "${text}" ${ARGN})
-  set_tests_properties(data_safety_${name} PROPERTIES LABELS "cpu;mpi" TIMEOUT 90
+  set_tests_properties(data_safety_${name} PROPERTIES LABELS "${labels}" TIMEOUT 90
                        ENVIRONMENT "${MPI_TEST_ENVIRONMENT};${no_gpu}")
 endfunction()
-add_new_out_test(json_in_new_out_01 3 "GPU" $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new
+add_new_out_test(json_in_new_out_01 cpu 3 "GPU" $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new
                  --json @DIR@/new/result.json)
-add_new_out_test(json_in_new_out_06 3 "sees no CUDA GPU" ${fwi06_in_mpirun} --out @DIR@/new --json @DIR@/new/result.json)
+add_new_out_test(json_in_new_out_06 "cpu;mpi" 3 "sees no CUDA GPU" ${fwi06_in_mpirun} --out @DIR@/new
+                 --json @DIR@/new/result.json)
 # But not with the name of one of the run's own files there, which one would replace the other (a RESULT
 # over the checkpoint would end the run's chance to resume): in --out, or in the folder --resume reads.
-add_new_out_test(json_over_run_file_01 2 "/new/final_model.npy' could replace one of the run's own files in the folder of --out"
+add_new_out_test(json_over_run_file_01 cpu 2 "/new/final_model.npy' could replace one of the run's own files in the folder of --out"
                  $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new --json @DIR@/new/final_model.npy)
-add_new_out_test(json_over_run_file_06 2 "could replace one of the run's own files in the folder of --out"
+add_new_out_test(json_over_run_file_06 "cpu;mpi" 2 "could replace one of the run's own files in the folder of --out"
                  ${fwi06_in_mpirun} --out @DIR@/new --json @DIR@/new/./loss_history.json)
-add_new_out_test(json_over_resumed_checkpoint_06 2 "could replace one of the run's own files in the folder of --resume"
+add_new_out_test(json_over_resumed_checkpoint_06 "cpu;mpi" 2 "could replace one of the run's own files in the folder of --resume"
                  ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out @DIR@/new --iterations 2000
                  --json ${checkpoint_1000}/checkpoint.fwi)
 set_tests_properties(data_safety_json_over_resumed_checkpoint_06 PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)

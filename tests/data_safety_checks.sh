@@ -55,7 +55,7 @@ for text in "${wanted[@]}"; do
     grep -qF -e "$text" "$work/stderr" || { echo "FAIL: stderr does not mention '$text'" >&2; failed=1; }
 done
 if [ "$kind" = scratch ]; then
-    kept="nothing to keep"
+    :  # nothing was there to keep
 elif [ "$kind" = fifo ]; then
     [ -p "$kept" ] || { echo "FAIL: $kept is no longer a FIFO" >&2; failed=1; }
 elif [ -n "$kept" ]; then
@@ -67,5 +67,5 @@ else
     [ -z "$written" ] || { echo "FAIL: the refused run wrote into @DIR@: $written" >&2; failed=1; }
     kept="@DIR@ (empty)"
 fi
-[ $failed -eq 0 ] && echo "PASS: exit $status, $kept unchanged"
+[ $failed -eq 0 ] && echo "PASS: exit $status${kept:+, $kept unchanged}"
 exit $failed

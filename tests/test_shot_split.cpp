@@ -43,6 +43,8 @@ TEST_CASE("batches spread the shots evenly: at most 5 at a time, 8 shots are 4 +
     CHECK(even_batch(8, 3) == 3);  // 3 + 3 + 2
     CHECK(even_batch(7, 1) == 1);
     CHECK(even_batch(1, 6) == 1);
+    CHECK(even_batch(0, 5) == 0);
+    CHECK(even_batch(8, 0) == 0);
 }
 
 TEST_CASE("a GPU's batches: the forward's by memory and cache, the adjoint's within it") {
