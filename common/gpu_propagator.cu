@@ -610,6 +610,9 @@ int GpuPropagator::shots_that_fit_memory() const {
 // spread evenly over the batches (8 shots at most 5 at a time: 4 + 4, not 5 + 3). Measured in the second
 // round on an H100 (50 MiB L2; docs/PERFORMANCE.md, "Where the gradient's time goes"), default problem:
 // forward 8 and adjoint 4 at a time 64 ms per gradient, both 4 at a time 69 ms, both 8 at a time 71 ms.
+// Where no more than one shot fits, or not even one (the large problem on an H100), one at a time is
+// fastest: a second shot only adds traffic to memory (docs/PERFORMANCE.md, "Batches when one shot does
+// not fit the cache").
 void GpuPropagator::choose_batches() {
     int device = 0, l2_bytes = 0;
     CUDA_CHECK(cudaGetDevice(&device));
