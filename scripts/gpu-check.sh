@@ -9,9 +9,9 @@
 # CUDA sees none (an empty CUDA_VISIBLE_DEVICES, say), and would pass the step unseen.
 # Each step is stopped at a generous limit (10 min for the sanitizers' plain verify run, 30 for a
 # benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
-# Logs go to out/gpu-check/; when the environment variable OUT names a folder, the summary, the comparison table and
-# chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for an
-# unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
+# Logs go to out/gpu-check/; when the environment variable OUT names a folder, the summary, the comparison
+# table and chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for
+# an unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
 # tests) where none is visible, or compute-sanitizer where it is missing (all before any runs).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
