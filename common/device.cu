@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "cuda_timing.hpp"
@@ -83,7 +85,11 @@ void require_gpus(int needed) {
     int count = 0;
     const cudaError_t status = count_gpus(count);
     if (count >= needed) return;
-    const std::string hint = gpu_count_hint(status);
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    const bool mig_instances = count >= 1 && visible && std::strstr(visible, "MIG-");
+    const std::string hint = mig_instances ? "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at "
+                                             "most one of them: run the multi-GPU lessons on whole GPUs"
+                                           : gpu_count_hint(status);
     throw EnvironmentError("this program needs " + std::to_string(needed) + " CUDA GPU" + (needed > 1 ? "s" : "") +
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
 }
