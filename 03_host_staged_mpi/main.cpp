@@ -7,8 +7,9 @@
 // equals 01_single_gpu's up to float rounding.
 // What you learn: one GPU per rank from the node-local rank; what staging through the host costs
 // (device-to-host copy, MPI, host-to-device copy: the three steps of combine_whole in
-// combine_steps.cpp); how pinned memory and a chunked pipeline that overlaps the three cut it; what a
-// CUDA-aware MPI changes.
+// combine_steps.cpp); that pinned memory makes the copies fast, but not MPI's sum; that a chunked pipeline
+// gains mostly because MPI sums chunks of 1 MiB faster than one large buffer, while overlapping the copies
+// with it adds little (README, "The pipeline"); what a CUDA-aware MPI changes.
 // --combine picks the variants: pageable, pinned, pipelined, cuda_aware (only where MPI reports CUDA
 // support), or all.
 // How it works: every rank runs the loop of common/shot_parallel.hpp (compute, wait, combine, update)

@@ -59,7 +59,7 @@ void combine_from_own_thread(GpuShare& share, ncclComm_t comm, double timeout_s)
     NCCL_CHECK(ncclGroupStart());
     enqueue_allreduce(share, comm);
     NCCL_CHECK(ncclGroupEnd());
-    wait_for_nccl({comm}, {share.stream()}, "ncclAllReduce of the gradient (threads driver)", timeout_s);
+    wait_for_nccl({comm}, {share.stream()}, "ncclAllReduce of the gradient and misfit (threads driver)", timeout_s);
 }
 
 // --driver group: GPU 0's thread issues the allreduces of every GPU. Inside ncclGroupStart/ncclGroupEnd
@@ -75,7 +75,8 @@ void combine_from_one_thread(const std::vector<GpuShare*>& shares, const std::ve
         NCCL_CHECK(ncclGroupEnd());
     }
     team.barrier(g, "GPU 0's thread to issue the group of allreduces");
-    wait_for_nccl({comms[g]}, {shares[g]->stream()}, "ncclAllReduce of the gradient (group driver)", timeout_s);
+    wait_for_nccl({comms[g]}, {shares[g]->stream()}, "ncclAllReduce of the gradient and misfit (group driver)",
+                  timeout_s);
 }
 
 // ---- set-up and report -------------------------------------------------------------------------------
@@ -109,6 +110,9 @@ int run(const Problem& p, const Options& o) {
     // 3. One thread per GPU runs the FWI loop; the combine is the NCCL call of the chosen driver. GPU 0
     //    then runs the single-GPU reference on its own share.
     ThreadTeam team(gpus, o.timeout_s);
+    // Every GPU's share, for the group driver only: GPU 0's thread issues every GPU's allreduce. Each thread
+    // fills its slot before run_iterations' first barrier, and its share lives until the thread leaves
+    // team.run, after the last combine.
     std::vector<GpuShare*> shares(gpus);
     RunSummary run;
     ReferenceRun reference;
@@ -116,12 +120,10 @@ int run(const Problem& p, const Options& o) {
         const bool with_reference = g == 0 && !o.no_reference;
         GpuShare share(p, split[g], initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
         shares[g] = &share;
-        const CombineStep combine = [&](GpuShare& mine) {
-            if (o.driver == "threads")
-                combine_from_own_thread(mine, comms[g], o.timeout_s);
-            else
-                combine_from_one_thread(shares, comms, g, team, o.timeout_s);
-        };
+        const CombineStep combine =
+            o.driver == "threads"
+                ? CombineStep([&](GpuShare& mine) { combine_from_own_thread(mine, comms[g], o.timeout_s); })
+                : CombineStep([&](GpuShare&) { combine_from_one_thread(shares, comms, g, team, o.timeout_s); });
         const MemberRecord record = run_iterations(team, g, share, combine, 1, o.iterations);
         RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, 1);
         if (g != 0) return;

@@ -117,7 +117,8 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     const MemberRecord record = run_iterations(
         team, rank, share,
         [&](GpuShare& mine_share) {
-            // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
+            // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed
+            // combine, the second call here (run_iterations' first is its untimed warm-up).
             if (++combines == 2) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
             nccl_sum(mine_share, comm, o.timeout_s);
         },

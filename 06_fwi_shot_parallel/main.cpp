@@ -56,8 +56,9 @@ struct Options : ShotParallelOptions {
 
 // ---- the combine -----------------------------------------------------------------------------------
 
-// Every rank's gradient and misfit summed in place over all ranks, in device memory: one NCCL group of
-// allreduces, waited on with the timeout (a rank that died would leave a plain wait hanging forever).
+// 05's nccl_sum, unchanged: this rank's gradient and misfit summed in place over all ranks, in device
+// memory, one NCCL group of two allreduces, waited on with the timeout (a rank that died would leave a
+// plain wait hanging forever).
 void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
     NCCL_CHECK(ncclGroupStart());
     NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
@@ -165,8 +166,10 @@ void write_final_files(const Problem& p, const Options& o, const FwiState& state
     write_model_npy(p, o.out, "first_gradient.npy", record.first_gradient);
     write_model_npy(p, o.out, "final_gradient.npy", record.final_gradient);
     write_loss_history(o.out, state);
-    // This run wrote snapshots when one of its iterations was a multiple of --save-every.
-    const bool snapshots_written = o.save_every > 0 && o.iterations / o.save_every * o.save_every >= first_iteration;
+    // This run wrote snapshots when one of its iterations was a multiple of --save-every: the last such
+    // iteration is at or after its first.
+    const int last_snapshot = o.save_every > 0 ? o.iterations - o.iterations % o.save_every : 0;
+    const bool snapshots_written = o.save_every > 0 && last_snapshot >= first_iteration;
     const std::string snapshots =
         snapshots_written ? "the model every " + std::to_string(o.save_every) + " iterations, " : std::string();
     std::printf(
@@ -200,7 +203,7 @@ int run_fwi(const Problem& p, const Options& o) {
         check_not_a_run_file(o.json, "--json", o.resume, "--resume");
     }
 
-    // 2. One GPU per rank; NCCL bootstrapped over MPI.
+    // 2. One GPU per rank, from the node-local rank.
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0)
         std::printf(
@@ -208,7 +211,8 @@ int run_fwi(const Problem& p, const Options& o) {
             "shots per rank: %s\n%s\n",
             p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
             describe_device(device).c_str(), shots_per_rank(p.nshots, ranks).c_str(), transport.c_str());
-    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
+    // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference); rank 0 writes
+    //    the first files now that the run has its GPU.
     const bool with_reference = rank == 0 && !o.no_reference;
     GpuShare share(p, mine, state.velocity, with_reference ? Observed::all_shots : Observed::own_shots);
     if (rank == 0) {
@@ -218,19 +222,24 @@ int run_fwi(const Problem& p, const Options& o) {
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }
+
+    // 4. NCCL bootstrapped over MPI, as in 05.
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
 
-    // 3. The FWI loop from where the checkpoint left it; the combine is one NCCL allreduce.
+    // 5. The FWI loop from where the checkpoint left it (iteration 1 without one); the combine is one NCCL
+    //    allreduce.
+    const int first_iteration = start.iterations_done + 1;
+    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const MemberRecord record = run_iterations(
-        team, rank, share, [&](GpuShare& s) { nccl_sum(s, comm, o.timeout_s); }, start.iterations_done + 1,
+        team, rank, share, [&](GpuShare& this_share) { nccl_sum(this_share, comm, o.timeout_s); }, first_iteration,
         o.iterations, rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
-    const RunSummary run = summarize(team, rank, record, "06_fwi_shot_parallel", "", start.iterations_done + 1);
+    const RunSummary run = summarize(team, rank, record, "06_fwi_shot_parallel", "", first_iteration);
     nccl_destroy_all({comm}, o.timeout_s);
     if (rank != 0) return kExitOk;
 
-    // 4. Rank 0: the files, the single-GPU run of the same iterations, the check and the report.
+    // 6. Rank 0: the files, the single-GPU run of the same iterations, the check and the report.
     state.velocity = record.final_model;
-    write_final_files(p, o, state, record, start.iterations_done + 1);
+    write_final_files(p, o, state, record, first_iteration);
     const ReferenceRun reference =
         with_reference ? run_reference(share, start.velocity, o.iterations - start.iterations_done) : ReferenceRun{};
     report(p, run, with_reference ? &reference : nullptr, o.json);

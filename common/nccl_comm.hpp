@@ -72,7 +72,8 @@ ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double t
 
 // The clean end: ncclCommFinalize (flushes outstanding work), waited on with the timeout, then
 // ncclCommDestroy. On timeout or error the comms are aborted and an EnvironmentError is thrown.
-// On error paths the program just exits: the driver frees what is left.
+// For the success path: a lesson that throws before it never destroys its communicators, as the process
+// then exits and the driver frees them.
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);
 
 // ---- The messages of a failed wait (the waiting itself: polling.hpp), testable without a GPU ----

@@ -57,8 +57,8 @@ enum class Observed { own_shots, all_shots };
 // true model, as if this GPU had read just its share of the data) and this GPU's copy of the model.
 // Building it runs an untimed gradient (the warm-up that captures the CUDA graphs) of its own shots and,
 // with Observed::all_shots, first of every shot: the reference's larger batch then sizes the workspace
-// once, and neither run reallocates it (a propagator whose memory was freed and allocated again in the
-// same process runs about 5% slower: docs/PERFORMANCE.md).
+// once, and neither run reallocates it. Each GPU builds one propagator for the whole process, and the
+// reference reuses it (why: 01's README, "What limits its speed").
 class GpuShare {
 public:
     GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model,
