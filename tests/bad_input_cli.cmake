@@ -208,6 +208,13 @@ foreach(bench bench_propagator bench_allreduce)
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
   add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" OUTPUT "--benchmark_filter=<regex>" "--v=<verbosity>"
                 COMMAND $<TARGET_FILE:${bench}> -h)
+  # Google Benchmark's own --help, which exits inside it: into a full disk exit 3, into a reader that stopped
+  # early exit 0, as the programs' own --help.
+  add_exit_test(cli_${bench}_help_unwritable CODE 3 TEXT "--help: cannot write the help text to standard output"
+                COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" --help >/dev/full" $<TARGET_FILE:${bench}>)
+  add_exit_test(cli_${bench}_help_reader_gone CODE 0 TEXT ""
+                COMMAND ${BASH_EXECUTABLE} -c "(sleep 0.3 && exec env --default-signal=PIPE \"$0\" --help) | true && exit \${PIPESTATUS[0]}"
+                        $<TARGET_FILE:${bench}>)
   add_exit_test(cli_${bench}_repeated_filter CODE 2 TEXT "--benchmark_filter given twice"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=Gradient --benchmark_filter=NoSuchCase)
