@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
-#include <iostream>
 #include <string>
 #include <vector>
 
@@ -186,8 +185,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     // stopped early (--help | head) took what it wanted.
     if (std::find(args.begin(), args.end(), "--help") != args.end())
         std::atexit([] {
-            std::cout.flush();
-            if ((std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout) || errno == EPIPE) return;
+            if (!standard_output_lost() || errno == EPIPE) return;
             std::fprintf(stderr, "%s: environment: --help: cannot write the help text to standard output\n",
                          running_program_name());
             std::_Exit(kExitEnvironment);

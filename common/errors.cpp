@@ -97,12 +97,15 @@ int run_program(const char* program_name, const std::function<int()>& body) {
     return finish_program(check_output_written(program_name, code));
 }
 
+bool standard_output_lost() {
+    std::cout.flush();
+    return !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+}
+
 int check_output_written(const char* program_name, int code) {
     // A run whose output could not all be written lost lines and its RESULT: no success, as a help text
-    // that cannot be written is none (cli.cpp). Both the C stream and the C++ one (Google Benchmark's).
-    std::cout.flush();
-    const bool lost = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
-    if (code != kExitOk || !lost) return code;
+    // that cannot be written is none (cli.cpp).
+    if (code != kExitOk || !standard_output_lost()) return code;
     std::fprintf(stderr,
                  "%s: environment: standard output could not be written (closed, on a full disk, or a pipe whose "
                  "reader has gone): what the run printed is lost\n",

@@ -50,6 +50,9 @@ int run_program(const char* program_name, const std::function<int()>& body);
 // (closed, a full disk, a pipe whose reader has gone). run_program ends with it; so do mains that do not
 // use run_program.
 int check_output_written(const char* program_name, int code);
+// Flushes standard output, the C stream and the C++ one (Google Benchmark's): true when some of what was
+// written to it is lost (errno then says why). check_output_written's test.
+bool standard_output_lost();
 // The name run_program was given ("05_nccl_mpi (rank 1)"), for messages printed outside its error
 // reporting, such as a watcher thread's; "program" before run_program starts. A main that does not use
 // run_program names itself with set_running_program_name (`name` must outlive the process's messages).

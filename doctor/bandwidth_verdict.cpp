@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "timing.hpp"
 
@@ -30,17 +31,21 @@ std::string link_kind(const GpuSystem& system, int i, int j) {
 
 std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on,
                                             const Matrix& one_way_off) {
+    // The median of each kind of link: a pair is compared with the pairs linked as it is.
+    std::map<std::string, Matrix> by_kind;
+    for (int i = 0; i < system.count; ++i)
+        for (int j = 0; j < system.count; ++j)
+            by_kind.try_emplace(link_kind(system, i, j), system.count).first->second.at(i, j) = one_way_on.at(i, j);
+    std::map<std::string, double> typical_of;
+    for (const auto& [kind, alike] : by_kind) typical_of[kind] = median_of_measured(alike);
+
     std::vector<std::string> problems;
     for (int i = 0; i < system.count; ++i)
         for (int j = 0; j < system.count; ++j) {
             const double bandwidth = one_way_on.at(i, j);
             if (i == j || std::isnan(bandwidth)) continue;
             const std::string kind = link_kind(system, i, j);
-            Matrix alike(system.count);
-            for (int a = 0; a < system.count; ++a)
-                for (int b = 0; b < system.count; ++b)
-                    if (link_kind(system, a, b) == kind) alike.at(a, b) = one_way_on.at(a, b);
-            const double typical = median_of_measured(alike);
+            const double typical = typical_of.at(kind);
             const std::string pair = "GPU " + std::to_string(i) + " -> GPU " + std::to_string(j) + " ";
             if (bandwidth < 0.5 * typical)
                 problems.push_back(pair + number(bandwidth, "%.1f") + " GB/s, under half the median " +

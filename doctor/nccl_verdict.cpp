@@ -23,46 +23,6 @@ bool uses_family(const NcclLog& log, int from, int to, const std::string& family
                        [&](const std::string& transport) { return transport_family(transport) == family; });
 }
 
-struct Cause {
-    std::string text;
-    bool setting = false;  // a setting takes P2P away (else NCCL left it out by itself)
-};
-
-Cause peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables) {
-    // The settings that take P2P away, and for the network transport also shared memory, with the values
-    // that do so.
-    struct Blocking {
-        const char* name;
-        bool (*blocks)(const std::string& value);
-    };
-    std::vector<Blocking> blocking{{"NCCL_P2P_DISABLE", nccl_disable_set}, {"NCCL_P2P_LEVEL", p2p_level_below_default}};
-    if (family == "NET") blocking.push_back({"NCCL_SHM_DISABLE", nccl_disable_set});
-
-    std::vector<std::string> found, from_files;
-    for (const Blocking& setting : blocking) {
-        const auto logged = log.settings.find(setting.name);
-        const bool in_environment = is_set(variables, setting.name);
-        if (logged == log.settings.end() && !in_environment) continue;
-        const std::string value = logged != log.settings.end() ? logged->second : value_of(variables, setting.name);
-        if (!setting.blocks(value)) continue;
-        found.push_back(std::string(setting.name) + "=" + value);
-        if (!in_environment) from_files.push_back(setting.name);
-    }
-    if (found.empty())
-        return {family == "SHM" ? "no NCCL setting explains it, so NCCL ruled P2P out itself (as it does by default "
-                                  "where the PCIe path between two GPUs goes through a CPU); NCCL_DEBUG=INFO "
-                                  "NCCL_DEBUG_SUBSYS=INIT,GRAPH shows its reasons"
-                                : "no NCCL setting explains it; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why "
-                                  "NCCL chose its network transport"};
-    const std::string files = "an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)";
-    std::string cause = join(found, " and ") + (found.size() == 1 ? " is set" : " are set");
-    if (from_files.size() == found.size())
-        cause += " in " + files;
-    else if (!from_files.empty())
-        cause += ", " + join(from_files, " and ") + " in " + files;
-    return {cause, true};
-}
-
 }  // namespace
 
 std::vector<size_t> nccl_check_sizes(size_t largest) {
@@ -139,7 +99,7 @@ PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
             where = std::to_string(pairs.size() + more) + " pairs of GPUs that have peer access (" + join(pairs, ", ") +
                     (more ? ", and " + std::to_string(more) + " more" : "") + ")";
         }
-        const Cause cause = peer_link_cause(family, log, variables);
+        const PeerLinkCause cause = nccl_peer_link_cause(family, log, variables);
         (family == "SHM" && !cause.setting ? findings.notes : findings.problems)
             .push_back("NCCL uses " + family + " between " + where + ": " + cause.text);
     }
@@ -163,8 +123,39 @@ bool p2p_level_limits_pairs(const std::string& level, const GpuSystem& system) {
     return false;
 }
 
-std::string nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables) {
-    return peer_link_cause(family, log, variables).text;
+PeerLinkCause nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables) {
+    // The settings that take P2P away, and for the network transport also shared memory, with the values
+    // that do so.
+    struct Blocking {
+        const char* name;
+        bool (*blocks)(const std::string& value);
+    };
+    std::vector<Blocking> blocking{{"NCCL_P2P_DISABLE", nccl_disable_set}, {"NCCL_P2P_LEVEL", p2p_level_below_default}};
+    if (family == "NET") blocking.push_back({"NCCL_SHM_DISABLE", nccl_disable_set});
+
+    std::vector<std::string> found, from_files;
+    for (const Blocking& setting : blocking) {
+        const auto logged = log.settings.find(setting.name);
+        const bool in_environment = is_set(variables, setting.name);
+        if (logged == log.settings.end() && !in_environment) continue;
+        const std::string value = logged != log.settings.end() ? logged->second : value_of(variables, setting.name);
+        if (!setting.blocks(value)) continue;
+        found.push_back(std::string(setting.name) + "=" + value);
+        if (!in_environment) from_files.push_back(setting.name);
+    }
+    if (found.empty())
+        return {family == "SHM" ? "no NCCL setting explains it, so NCCL ruled P2P out itself (as it does by default "
+                                  "where the PCIe path between two GPUs goes through a CPU); NCCL_DEBUG=INFO "
+                                  "NCCL_DEBUG_SUBSYS=INIT,GRAPH shows its reasons"
+                                : "no NCCL setting explains it; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why "
+                                  "NCCL chose its network transport"};
+    const std::string files = "an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)";
+    std::string cause = join(found, " and ") + (found.size() == 1 ? " is set" : " are set");
+    if (from_files.size() == found.size())
+        cause += " in " + files;
+    else if (!from_files.empty())
+        cause += ", " + join(from_files, " and ") + " in " + files;
+    return {cause, true};
 }
 
 }  // namespace fwi::doctor

@@ -72,6 +72,10 @@ bool p2p_level_limits_pairs(const std::string& level, const GpuSystem& system);
 // shared memory too) as NCCL's log reports them, else as doctor's environment has them (when the log was
 // not captured): "NCCL_P2P_DISABLE=1 is set", naming a config file when the environment does not hold
 // it. Without such a setting, a sentence on what else makes NCCL leave P2P out.
-std::string nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables);
+struct PeerLinkCause {
+    std::string text;
+    bool setting = false;  // a setting takes P2P away (else NCCL left it out by itself)
+};
+PeerLinkCause nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables);
 
 }  // namespace fwi::doctor

@@ -536,32 +536,34 @@ TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; wit
 TEST_CASE("the cause of SHM or NET: a setting from the environment or a config file, or what NCCL does itself") {
     NcclLog log;
     // From the environment: doctor sees it too.
-    CHECK(nccl_peer_link_cause("SHM", log, {{"NCCL_P2P_DISABLE", "1"}}) == "NCCL_P2P_DISABLE=1 is set");
+    CHECK(nccl_peer_link_cause("SHM", log, {{"NCCL_P2P_DISABLE", "1"}}).text == "NCCL_P2P_DISABLE=1 is set");
     // From /etc/nccl.conf: only NCCL's log has it.
     log.settings["NCCL_P2P_DISABLE"] = "1";
-    CHECK(nccl_peer_link_cause("SHM", log, {}) ==
+    CHECK(nccl_peer_link_cause("SHM", log, {}).text ==
           "NCCL_P2P_DISABLE=1 is set in an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
     // NET needs shared memory off too, which SHM does not.
     log.settings["NCCL_SHM_DISABLE"] = "1";
     const Variables both{{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}};
-    CHECK(nccl_peer_link_cause("NET", log, both) == "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set");
-    CHECK(nccl_peer_link_cause("NET", log, {{"NCCL_SHM_DISABLE", "1"}}) ==
+    CHECK(nccl_peer_link_cause("NET", log, both).text == "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set");
+    CHECK(nccl_peer_link_cause("NET", log, {{"NCCL_SHM_DISABLE", "1"}}).text ==
           "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set, NCCL_P2P_DISABLE in an NCCL config file (NCCL_CONF_FILE, "
           "~/.nccl.conf or /etc/nccl.conf)");
-    CHECK(nccl_peer_link_cause("SHM", log, both) == "NCCL_P2P_DISABLE=1 is set");
+    CHECK(nccl_peer_link_cause("SHM", log, both).text == "NCCL_P2P_DISABLE=1 is set");
     // A value that turns nothing off is no cause: NCCL_P2P_DISABLE other than 1, and an NCCL_P2P_LEVEL that
     // allows P2P as far as NCCL's default (PXB) or further. A level below it is a cause, by name or by
     // NCCL's old numbers (0 is LOC, 1 is PIX).
     for (const char* value : {"0", "2", "yes"})
-        CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_DISABLE", value}}),
+        CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_DISABLE", value}}).text,
                        "no NCCL setting explains it"));
     for (const char* value : {"PXB", "PHB", "SYS", "2", "3", "5", "bogus"})
-        CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", value}}),
+        CHECK(contains(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", value}}).text,
                        "no NCCL setting explains it"));
     for (const char* value : {"LOC", "NVL", "NVB", "C2C", "PIX", "0", "1"})
-        CHECK(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", value}}) ==
+        CHECK(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_LEVEL", value}}).text ==
               "NCCL_P2P_LEVEL=" + std::string(value) + " is set");
-    CHECK(contains(nccl_peer_link_cause("NET", NcclLog{}, {}), "NCCL_DEBUG=INFO"));
+    CHECK(contains(nccl_peer_link_cause("NET", NcclLog{}, {}).text, "NCCL_DEBUG=INFO"));
+    CHECK(nccl_peer_link_cause("SHM", NcclLog{}, {{"NCCL_P2P_DISABLE", "1"}}).setting);
+    CHECK_FALSE(nccl_peer_link_cause("SHM", NcclLog{}, {}).setting);
 }
 
 TEST_CASE("P2P data: correct, zeros, nothing arrived, partly wrong") {
