@@ -64,28 +64,18 @@ bool too_few_gpus_anywhere(double timeout_s) {
 }
 
 int report_placement(int device, const std::string& shots_text, double timeout_s) {
-    struct Placement {
-        char line[384];
-        char gpu[160];  // host and PCI bus id: the same GPU seen by two ranks
-    } mine{}, none{};
     char bus_id[32] = {};
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
     const std::string host = mpi_processor_name();
-    std::snprintf(mine.line, sizeof mine.line, "rank %d: host %s, GPU %d %s [%s]%s", world_rank(), host.c_str(), device,
-                  describe_device(device).c_str(), bus_id, shots_text.c_str());
-    std::snprintf(mine.gpu, sizeof mine.gpu, "%s/%s", host.c_str(), bus_id);
-    std::vector<Placement> all(world_rank() == 0 ? world_size() : 0, none);
-    {
-        WaitTimeout guard("the placement report", timeout_s);
-        MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD));
-    }
-    std::set<std::string> gpus;
-    for (const Placement& p : all) {
-        std::printf("  %s\n", p.line);
-        gpus.insert(p.gpu);
-    }
-    // Only rank 0 gathered the placements (the others count 0 GPUs), so the maximum is rank 0's count.
-    return int(reduce_over_ranks(double(gpus.size()), MPI_MAX, "the GPU count", timeout_s));
+    const std::string line = "rank " + std::to_string(world_rank()) + ": host " + host + ", GPU " +
+                             std::to_string(device) + " " + describe_device(device) + " [" + bus_id + "]" + shots_text;
+    for (const std::string& rank_line : gather_on_rank0(line, "the placement report", timeout_s))
+        std::printf("  %s\n", rank_line.c_str());
+    // The same GPU seen by two ranks has the same host and PCI bus id. Only rank 0 gathers them (the
+    // others count 0 GPUs), so the maximum is rank 0's count.
+    const std::vector<std::string> gpus = gather_on_rank0(host + "/" + bus_id, "the placement report", timeout_s);
+    const std::set<std::string> distinct(gpus.begin(), gpus.end());
+    return int(reduce_over_ranks(double(distinct.size()), MPI_MAX, "the GPU count", timeout_s));
 }
 
 void print_variant_table(const std::vector<VariantLine>& lines, size_t gradient_bytes, int ranks, int iterations) {

@@ -173,8 +173,7 @@ int run(int argc, char** argv) {
     if (rank == 0)
         std::printf("03_host_staged_mpi: %d rank(s), %s\n", ranks,
                     o.bench ? "--bench-allreduce" : problem.summary().c_str());
-    const std::string shots_text =
-        o.bench ? "" : ", shots " + std::to_string(mine.first) + ".." + std::to_string(mine.first + mine.count - 1);
+    const std::string shots_text = o.bench ? "" : ", shots " + mine.text();
     const int gpus = report_placement(device, shots_text, o.timeout_s);
     if (o.bench) return run_bench_allreduce(specs, o.sweep, gpus, o.timeout_s, o.json);
     return run_fwi(problem, o, specs, mine, gpus);

@@ -86,8 +86,7 @@ void print_setup(const Problem& p, const Options& o, const std::vector<ShotRange
     std::printf("04_nccl_threads: %s on %d GPU%s, driver %s, %s\n", p.summary().c_str(), gpus, gpus > 1 ? "s" : "",
                 o.driver.c_str(), nccl_version_string().c_str());
     for (int g = 0; g < gpus; ++g)
-        std::printf("  GPU %d: %s, shots %d..%d\n", g, describe_device(g).c_str(), split[g].first,
-                    split[g].first + split[g].count - 1);
+        std::printf("  GPU %d: %s, shots %s\n", g, describe_device(g).c_str(), split[g].text().c_str());
     if (o.verbose) std::printf("  %s\n", nccl_transport_hint().c_str());
     std::fflush(stdout);
 }

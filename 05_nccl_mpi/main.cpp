@@ -67,17 +67,11 @@ void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
 // ---- set-up and report ------------------------------------------------------------------------------
 
 // Rank 0 prints where every rank runs (gathered over MPI: this is still before the bootstrap).
-void print_layout(int rank, int ranks, int device, const std::string& shots, double timeout_s) {
-    constexpr int kLine = 256;
-    char line[kLine] = {};
-    std::snprintf(line, kLine, "  rank %d on %s: GPU %d, %s%s", rank, mpi_processor_name().c_str(), device,
-                  describe_device(device).c_str(), shots.c_str());
-    std::vector<char> lines(rank == 0 ? size_t(ranks) * kLine : 0);
-    {
-        const WaitTimeout guard("the other ranks' placement", timeout_s);
-        MPI_CHECK(MPI_Gather(line, kLine, MPI_CHAR, lines.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD));
-    }
-    for (int r = 0; rank == 0 && r < ranks; ++r) std::printf("%s\n", &lines[size_t(r) * kLine]);
+void print_layout(int rank, int device, const std::string& shots, double timeout_s) {
+    const std::string line = "  rank " + std::to_string(rank) + " on " + mpi_processor_name() + ": GPU " +
+                             std::to_string(device) + ", " + describe_device(device) + shots;
+    for (const std::string& rank_line : gather_on_rank0(line, "the other ranks' placement", timeout_s))
+        std::printf("%s\n", rank_line.c_str());
     std::fflush(stdout);
 }
 
@@ -99,9 +93,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0) print_header(p.summary().c_str(), o, ranks);
-    print_layout(rank, ranks, device,
-                 ", shots " + std::to_string(mine.first) + ".." + std::to_string(mine.first + mine.count - 1),
-                 o.timeout_s);
+    print_layout(rank, device, ", shots " + mine.text(), o.timeout_s);
 
     // 2. This rank's share of the shots (rank 0's also holds every shot's data, for the reference).
     const bool with_reference = rank == 0 && !o.no_reference;
@@ -139,7 +131,7 @@ int run_bench(const Options& o) {
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
-    print_layout(rank, ranks, device, "", o.timeout_s);
+    print_layout(rank, device, "", o.timeout_s);
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
     const long long wrong = run_allreduce_bench(comm, rank, ranks, o.sweep, o.timeout_s, o.json);
     nccl_destroy_all({comm}, o.timeout_s);

@@ -315,6 +315,22 @@ std::string mpi_processor_name() {
     return std::string(name, length);
 }
 
+std::vector<std::string> gather_on_rank0(const std::string& text, const std::string& what, double timeout_s) {
+    const bool root = world_rank() == 0;
+    const int ranks = world_size();
+    const int length = int(text.size());
+    std::vector<int> lengths(root ? ranks : 0), offsets(root ? ranks : 0);
+    const WaitTimeout guard(what, timeout_s);
+    MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+    for (int r = 1; r < int(offsets.size()); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+    std::vector<char> all(root ? size_t(offsets.back() + lengths.back()) + 1 : 0);  // + 1: never null on rank 0
+    MPI_CHECK(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
+                          MPI_COMM_WORLD));
+    std::vector<std::string> texts;
+    for (int r = 0; r < int(lengths.size()); ++r) texts.emplace_back(all.data() + offsets[r], size_t(lengths[r]));
+    return texts;
+}
+
 namespace {
 
 // FWI_TEST_NODE_OF_RANK's entry for `rank` of `size` ranks (see node_local_communicator).

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fwi {
 
@@ -55,6 +56,10 @@ int world_rank();
 int world_size();
 // The name MPI gives this rank's node (MPI_Get_processor_name), as the launcher's host lists name it.
 std::string mpi_processor_name();
+
+// Every rank's `text`, gathered on rank 0 in rank order (empty on the other ranks), under a WaitTimeout
+// naming `what`: how rank 0 prints a line for each rank. Texts may differ in length.
+std::vector<std::string> gather_on_rank0(const std::string& text, const std::string& what, double timeout_s);
 
 // The ranks of `comm` on this node, as a new communicator (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED),
 // ordered by their rank in `comm`; the caller frees it with MPI_Comm_free.

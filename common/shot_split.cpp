@@ -13,6 +13,8 @@ std::vector<int> ShotRange::shots() const {
     return list;
 }
 
+std::string ShotRange::text() const { return std::to_string(first) + ".." + std::to_string(first + count - 1); }
+
 ShotRange split_shots(int nshots, int parts, int part, const std::string& what) {
     if (parts < 1 || part < 0 || part >= parts)
         throw UsageError("shot split: part " + std::to_string(part) + " of " + std::to_string(parts) +

@@ -11,6 +11,7 @@ struct ShotRange {
     int first = 0;  // first shot
     int count = 0;  // number of shots
     std::vector<int> shots() const;
+    std::string text() const;  // "first..last", as the programs print a share of the shots
 };
 
 // Every shot, 0 .. nshots-1: what a single GPU computes.

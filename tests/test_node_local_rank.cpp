@@ -2,7 +2,8 @@
 // nodes, on one machine and without a GPU: under mpirun --oversubscribe, FWI_TEST_NODE_OF_RANK places the
 // ranks on fake nodes the way launchers place them on real ones (in blocks, --map-by ppr:k:node; dealt
 // round-robin, --map-by node; unevenly). Every rank must get the number of ranks before it on its node,
-// and the ranks of a node must take distinct GPUs 0, 1, ... whatever the placement.
+// and the ranks of a node must take distinct GPUs 0, 1, ... whatever the placement. Also the gather by
+// which rank 0 prints where each rank runs (gather_on_rank0).
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -139,4 +140,17 @@ TEST_CASE("a fake-node list that does not fit is refused on every rank, naming t
         CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD),
                              doctest::Contains("FWI_TEST_NODE_OF_RANK: 'x' is not a node number"), UsageError);
     }
+}
+
+TEST_CASE("rank 0 gathers every rank's line in rank order, whatever their lengths") {
+    // Rank r sends r copies of its letter (rank 0 an empty line), and rank 3 a line past any fixed buffer.
+    const int rank = world_rank();
+    const auto line_of = [](int r) { return std::string(r == 3 ? 1000 : size_t(r), char('a' + r % 26)); };
+    const std::vector<std::string> lines = gather_on_rank0(line_of(rank), "the test's lines", 60.0);
+    if (rank != 0) {
+        CHECK(lines.empty());
+        return;
+    }
+    REQUIRE(int(lines.size()) == world_size());
+    for (int r = 0; r < world_size(); ++r) CHECK(lines[size_t(r)] == line_of(r));
 }

@@ -31,6 +31,12 @@ TEST_CASE("8 shots on 3 ranks: 3, 3 and 2") {
     CHECK(split_shots(8, 3, 2).shots() == std::vector<int>{6, 7});
 }
 
+TEST_CASE("a share of the shots is printed as first..last") {
+    CHECK(ShotRange{0, 3}.text() == "0..2");
+    CHECK(ShotRange{6, 2}.text() == "6..7");
+    CHECK(ShotRange{5, 1}.text() == "5..5");
+}
+
 TEST_CASE("more ranks than shots is refused with a message naming the flag") {
     CHECK_THROWS_WITH_AS(split_shots(2, 3, 0), doctest::Contains("--nshots: 2 shots cannot keep 3 ranks busy"),
                          UsageError);
