@@ -162,7 +162,10 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
         {"NCCL_P2P_DISABLE",
          "NCCL does not use P2P (NVLink or PCIe) between GPUs; data goes through host memory, several times slower",
          nccl_disable_set},
-        {"NCCL_SHM_DISABLE", "NCCL does not use shared host memory between processes", nccl_disable_set},
+        {"NCCL_SHM_DISABLE",
+         "NCCL does not pass data through shared host memory where P2P is not available; such GPUs fall back to its "
+         "network transport",
+         nccl_disable_set},
         {"NCCL_P2P_LEVEL",
          "limits P2P to GPU pairs at most this far apart (LOC: none; NVL: NVLink only; PIX: one PCIe switch; PXB, "
          "NCCL's default: no CPU between them; PHB, SYS: further)",
@@ -171,7 +174,10 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
         {"NCCL_PROTO", "forces NCCL's protocol; its own choice is usually faster", forces},
         {"NCCL_CUMEM_ENABLE", "changes how NCCL maps peer memory (cuMem or legacy IPC)", never},
         {"NCCL_NVLS_ENABLE", "NVLink SHARP (multicast); this suite keeps it at 0", never},
-        {"NCCL_IB_DISABLE", "InfiniBand off (matters only across nodes)", never},
+        {"NCCL_IB_DISABLE",
+         "InfiniBand off: NCCL's network transport uses TCP sockets (across nodes, or within a node when P2P and SHM "
+         "are off)",
+         never},
     };
     std::vector<NcclSettingNote> notes;
     for (const Known& known : kKnown) {
@@ -290,13 +296,21 @@ IommuHints parse_iommu_hints(const std::string& kernel_command_line) {
     return hints;
 }
 
-std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version) {
-    if (!unlimited) return limit_bytes < 8ull * 1024 * 1024 ? "the stack limit is below the usual 8 MiB" : "";
+std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version,
+                                const std::string& set_cpu_stack_size) {
+    const bool small = !unlimited && limit_bytes < 8ull * 1024 * 1024;
+    if (!unlimited && !small) return "";
     int major = 0, minor = 0;
-    if (std::sscanf(nccl_version.c_str(), "%d.%d", &major, &minor) == 2 && (major > 2 || (major == 2 && minor >= 28)))
-        return "";
-    return "the stack limit is unlimited, which gives the threads of NCCL " + nccl_version +
-           " only 2 MiB of stack (glibc), too little for its topology search on large machines (fixed in NCCL 2.28)";
+    const bool sizes_its_stacks = std::sscanf(nccl_version.c_str(), "%d.%d", &major, &minor) == 2 &&
+                                  (major > 2 || (major == 2 && minor >= 28)) && set_cpu_stack_size != "0";
+    if (sizes_its_stacks) return "";
+    const std::string why = set_cpu_stack_size == "0" ? " with NCCL_SET_CPU_STACK_SIZE=0" : "";
+    if (small)
+        return "the stack limit is below the usual 8 MiB, which NCCL " + nccl_version + why +
+               " gives its threads too (NCCL 2.28 and later raise them to 8 MiB)";
+    return "the stack limit is unlimited, which gives the threads of NCCL " + nccl_version + why +
+           " only 2 MiB of stack (glibc), too little for its topology search on large machines (NCCL 2.28 and later "
+           "raise them to 8 MiB)";
 }
 
 bool iommu_translates(const std::vector<std::string>& group_types, const IommuHints& hints, int groups) {
@@ -347,9 +361,10 @@ void add_limits(Finding& finding, std::vector<Problem>& problems) {
                               "; locked memory limit: " + limit_text(locked.rlim_cur) +
                               " (InfiniBand / GPUDirect RDMA across nodes want unlimited)");
     finding.facts.add("stack_limit", limit_text(stack.rlim_cur)).add("memlock_limit", limit_text(locked.rlim_cur));
-    const bool unlimited_stack = stack.rlim_cur == RLIM_INFINITY;  // only then does NCCL's version matter
+    const char* set_cpu_stack_size = std::getenv("NCCL_SET_CPU_STACK_SIZE");
     const std::string stack_problem =
-        stack_limit_problem(unlimited_stack, stack.rlim_cur, unlimited_stack ? nccl_version_number() : "");
+        stack_limit_problem(stack.rlim_cur == RLIM_INFINITY, stack.rlim_cur, nccl_version_number(),
+                            set_cpu_stack_size ? set_cpu_stack_size : "");
     if (!stack_problem.empty())
         problems.push_back({stack_problem, "set the usual 8 MiB: ulimit -s 8192 (in every rank's environment)"});
     std::error_code error;

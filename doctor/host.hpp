@@ -103,11 +103,13 @@ IommuHints parse_iommu_hints(const std::string& kernel_command_line);
 // built into the kernel. Without those files, from the command line's options and the group count.
 bool iommu_translates(const std::vector<std::string>& group_types, const IommuHints& hints, int groups);
 
-// What is wrong with the stack limit for NCCL `nccl_version` ("2.28.3"), "" when nothing: under 8 MiB
-// (`limit_bytes`), or unlimited before NCCL 2.28, where glibc then gives NCCL's threads only 2 MiB, which
-// its topology search can overflow (NCCL's troubleshooting guide, "Stack size"; from 2.28 NCCL sizes its
-// threads' stacks itself).
-std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version);
+// What is wrong with the stack limit for NCCL `nccl_version` ("2.28.3"), "" when nothing. Before NCCL
+// 2.28, glibc sizes NCCL's threads' stacks from the limit: under 8 MiB (`limit_bytes`) they get less, and
+// unlimited gives them only 2 MiB, which its topology search can overflow (NCCL's troubleshooting guide,
+// "Stack size"). From 2.28 NCCL raises its threads' stacks to 8 MiB itself, unless
+// NCCL_SET_CPU_STACK_SIZE is 0 (`set_cpu_stack_size`: that variable's value, "" when unset).
+std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version,
+                                const std::string& set_cpu_stack_size);
 
 // What is wrong with the locked-memory limit (`limit` as shown, e.g. "8 MiB"), "" when nothing: any limit
 // where the host has InfiniBand (or RoCE) devices, as NCCL's transport for them registers (locks) its

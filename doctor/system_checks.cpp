@@ -271,8 +271,9 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         finding.status = Status::fail;
         finding.summary = "NVLink but no peer access between GPUs " + nvlink_without_access;
         finding.next =
-            "on NVSwitch machines start the fabric manager (systemctl status nvidia-fabricmanager); in a VM the "
-            "hypervisor must pass P2P through; `nvidia-smi topo -p2p r` shows the driver's view";
+            "in a VM the hypervisor must pass P2P through; on NVSwitch machines look for an NVLink fault or a fabric "
+            "partition (nvidia-smi nvlink -s; nvidia-smi -q | grep -i -A2 fabric); `nvidia-smi topo -p2p r` shows the "
+            "driver's view";
     } else if (!without_access.empty()) {
         finding.status = Status::warn;
         finding.summary =

@@ -282,14 +282,19 @@ TEST_CASE("an NCCL_P2P_LEVEL below the default takes P2P away only where a pair'
     CHECK(p2p_level_limits_pairs("NVL", unknown));
 }
 
-TEST_CASE("the stack limit: under 8 MiB, or unlimited before NCCL 2.28, is a problem") {
+TEST_CASE("the stack limit: under 8 MiB or unlimited is a problem before NCCL 2.28, which sizes its threads itself") {
     const unsigned long long mib = 1024 * 1024;
-    CHECK(stack_limit_problem(false, 8 * mib, "2.19.3").empty());
-    CHECK(contains(stack_limit_problem(false, 4 * mib, "2.28.3"), "below the usual 8 MiB"));
-    CHECK(contains(stack_limit_problem(true, 0, "2.27.7"),
+    CHECK(stack_limit_problem(false, 8 * mib, "2.19.3", "").empty());
+    CHECK(contains(stack_limit_problem(false, 4 * mib, "2.27.7", ""), "below the usual 8 MiB, which NCCL 2.27.7"));
+    CHECK(contains(stack_limit_problem(true, 0, "2.27.7", ""),
                    "unlimited, which gives the threads of NCCL 2.27.7 only 2 MiB"));
-    CHECK(stack_limit_problem(true, 0, "2.28.3").empty());
-    CHECK(stack_limit_problem(true, 0, "3.0.0").empty());
+    CHECK(stack_limit_problem(false, 4 * mib, "2.28.3", "").empty());
+    CHECK(stack_limit_problem(true, 0, "2.28.3", "").empty());
+    CHECK(stack_limit_problem(true, 0, "3.0.0", "").empty());
+    CHECK(stack_limit_problem(false, 4 * mib, "2.28.3", "1").empty());
+    // NCCL_SET_CPU_STACK_SIZE=0 turns 2.28's sizing off: glibc's rule is back.
+    CHECK(contains(stack_limit_problem(false, 4 * mib, "2.28.3", "0"), "with NCCL_SET_CPU_STACK_SIZE=0"));
+    CHECK(contains(stack_limit_problem(true, 0, "2.28.3", "0"), "only 2 MiB"));
 }
 
 TEST_CASE("check 4 compares a pair's copies with the pairs linked alike, not with every pair") {
