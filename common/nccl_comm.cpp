@@ -121,9 +121,8 @@ std::string nccl_version_string() { return "NCCL " + nccl_version_number(); }
 std::string nccl_transport_hint() {
     return "to see the transports NCCL picks, run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH: lines like "
            "'Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer' (GPUs of one process) or 'via P2P/CUMEM' (a process "
-           "per GPU) are NVLink or PCIe peer copies, 'via SHM' goes through host memory, 'via NET/IB' or 'NET/Socket' "
-           "is "
-           "NCCL's network transport (across nodes, or with --transport network)";
+           "per GPU) are NVLink or PCIe peer copies, 'via SHM' goes through host memory, and 'via NET/IB' or "
+           "'NET/Socket' is NCCL's network transport (across nodes, or with --transport network)";
 }
 
 void add_nccl_transport_flag(ArgParser& parser, std::string& transport) {

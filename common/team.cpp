@@ -63,9 +63,8 @@ void ThreadTeam::run_threads(const std::function<void(int)>& fn) {
     if (!progress.wait_for(lock, std::chrono::duration<double>(timeout_s_), [&] { return finished == started; }))
         exit_at_once(first_error, std::to_string(started - finished) + " of the GPUs' threads had not finished " +
                                       format_number(timeout_s_) +
-                                      " s (--timeout) after that error, stuck in a CUDA or NCCL call (a hung GPU, a "
-                                      "blocking NCCL call?): the "
-                                      "program ends without waiting for them");
+                                      " s (--timeout) after that error, stuck in a CUDA or NCCL call (a hung GPU, "
+                                      "a blocking NCCL call?): the program ends without waiting for them");
     lock.unlock();
     for (auto& thread : threads) thread.join();
     if (first_error) std::rethrow_exception(first_error);
