@@ -46,7 +46,7 @@ public:
 
     const FieldLayout& layout() const { return layout_; }
     const Acquisition& acquisition() const { return acquisition_; }
-    size_t trace_samples() const { return static_cast<size_t>(problem_.nt) * problem_.nrec; }
+    size_t trace_samples() const { return problem_.trace_samples(); }
 
 private:
     Problem problem_;

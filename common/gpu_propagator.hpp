@@ -29,7 +29,7 @@
 
 namespace fwi {
 
-struct StepConstants;  // kernel arguments, defined in gpu_propagator.cu
+struct StepConstants;  // kernel arguments, defined in gpu_kernels.cuh
 struct InnerRegion;
 
 // What gradient() returns on the host. The gradient itself stays in device memory (device_gradient()).
@@ -132,6 +132,7 @@ private:
     size_t observed_bytes() const;  // the observed traces of every shot, allocated or not
     void require_observed_fits();
     void release_workspace();           // the workspace and the graphs captured on it
+    void count_workspace();             // allocated_bytes_ (and its peak) after the workspace changed
     int shots_that_fit_memory() const;  // gradient shots the free device memory holds at once
     void choose_batches();
 

@@ -39,7 +39,7 @@ std::string in_gib(size_t bytes) {
 // sit beside them.
 HostMemoryNeed host_memory_needed(const Problem& p, int trace_copies, bool with_cpu_reference) {
     HostMemoryNeed need;
-    need.traces = sizeof(float) * size_t(std::max(1, trace_copies)) * size_t(p.nshots) * size_t(p.nt) * size_t(p.nrec);
+    need.traces = sizeof(float) * size_t(std::max(1, trace_copies)) * size_t(p.nshots) * p.trace_samples();
     if (with_cpu_reference) need.history = sizeof(float) * size_t(p.nt) * history_floats_per_step(p);
     return need;
 }

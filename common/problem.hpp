@@ -43,6 +43,7 @@ struct Problem {
     double gradient_depth_power = 2.0;      // the update scales the gradient by (depth/nz)^this
 
     size_t model_cells() const { return static_cast<size_t>(nz) * nx; }
+    size_t trace_samples() const { return static_cast<size_t>(nt) * nrec; }  // one shot's traces, nt x nrec
     // "384x512, 8 shots, nt 2000"
     std::string summary() const;
 };
