@@ -103,10 +103,10 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     columns_.upload(pml_profile_as<float>(problem, layout_.nx_padded), stream_);
     receiver_of_col_ = DeviceBuffer<int>(layout_.nx_padded);
     receiver_of_col_.upload(acquisition_.receiver_of_col, stream_);
-    for (const bool adjoint : {false, true}) {
-        const InnerRegion region = pass_region(layout_, adjoint);
+    for (const Pass pass : {Pass::forward, Pass::adjoint}) {
+        const InnerRegion region = pass_region(layout_, pass == Pass::adjoint);
         const std::vector<int2> table = border_table(layout_, region);
-        DeviceBuffer<int2>& border = adjoint ? adjoint_border_ : forward_border_;
+        DeviceBuffer<int2>& border = pass == Pass::adjoint ? adjoint_border_ : forward_border_;
         border = DeviceBuffer<int2>(table.size());
         border.upload(table, stream_);
     }
@@ -354,17 +354,10 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
     const size_t field_set = size_t(batch) * l.cells;  // one slot: all shots of the batch
     const size_t x_set = size_t(batch) * l.x_band_cells(), z_set = size_t(batch) * l.z_band_cells();
     const size_t frame_set = size_t(batch) * l.frame_cells();
-    const StepConstants k{l,
-                          forward_courant_.data() + kForwardShift,
-                          rows_.data(),
-                          columns_.data(),
-                          acquisition_.receiver_row,
-                          receiver_of_col_.data(),
-                          problem_.trace_samples(),
-                          problem_.nrec};
+    const StepConstants k = step_constants(Pass::forward);
     const bool keep_history = mode == Mode::gradient;
-    const InnerRegion inner = step_region(false);
-    const int chains = begin_chains(batch, false);
+    const InnerRegion inner = step_region(Pass::forward);
+    const int chains = begin_chains(batch, Pass::forward);
     for (int c = 0; c < chains; ++c) {
         // The chain's shots are [first, first + count) of the batch: each of its fields starts `first` shots
         // into the batch's. u[n] and X[n] live in slot (n+2) mod 2 (u[-1] in slot 1); P[n] in slot (n+1)
@@ -387,22 +380,23 @@ void GpuPropagator::capture_forward(Mode mode, int batch) {
             return w.pz.data() + size_t((n + 1) % 2) * z_set + first * l.z_band_cells();
         };
         for (int n = 0; n + 1 < problem_.nt; ++n) {
-            const ForwardStep a{wave_slot(w.u, n - 1),
-                                wave_slot(w.u, n),
-                                wave_slot(w.u, n + 1),
-                                wave_slot(w.x, n - 1),
-                                wave_slot(w.x, n),
-                                wave_slot(w.x, n + 1),
-                                px_slot(n - 1),
-                                pz_slot(n - 1),
-                                px_slot(n),
-                                pz_slot(n),
-                                w.source_cell.data() + first,
-                                acquisition_.wavelet[n],
-                                w.traces.data() + first * k.trace_samples,
-                                keep_history ? w.h.data() + n * field_set + first * l.cells : nullptr,
-                                keep_history ? w.gx.data() + n * frame_set + first * l.frame_cells() : nullptr,
-                                n};
+            ForwardStep a{};
+            a.u_prev = wave_slot(w.u, n - 1);
+            a.u = wave_slot(w.u, n);
+            a.u_next = wave_slot(w.u, n + 1);
+            a.x_prev = wave_slot(w.x, n - 1);
+            a.x = wave_slot(w.x, n);
+            a.x_next = wave_slot(w.x, n + 1);
+            a.px_prev = px_slot(n - 1);
+            a.pz_prev = pz_slot(n - 1);
+            a.px = px_slot(n);
+            a.pz = pz_slot(n);
+            a.source_cell = w.source_cell.data() + first;
+            a.source_amplitude = acquisition_.wavelet[n];
+            a.traces = w.traces.data() + first * k.trace_samples;
+            a.h = keep_history ? w.h.data() + n * field_set + first * l.cells : nullptr;
+            a.gx = keep_history ? w.gx.data() + n * frame_set + first * l.frame_cells() : nullptr;
+            a.n = n;
             launch_step(chains_[c], inner, count, rows, inner_kernel, forward_border_kernel, k, a);
         }
     }
@@ -416,18 +410,10 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
     const FieldLayout& l = layout_;
     const size_t field_set = size_t(count) * l.cells;
     const size_t history_set = size_t(batch) * l.cells, history_frame_set = size_t(batch) * l.frame_cells();
-    const size_t trace_samples = problem_.trace_samples();
-    const StepConstants k{l,
-                          courant_.data(),
-                          rows_.data(),
-                          columns_.data(),
-                          acquisition_.receiver_row,
-                          receiver_of_col_.data(),
-                          trace_samples,
-                          problem_.nrec};
-    const InnerRegion inner = step_region(true);
+    const StepConstants k = step_constants(Pass::adjoint);
+    const InnerRegion inner = step_region(Pass::adjoint);
     const int nt = problem_.nt;
-    const int chains = begin_chains(count, true);
+    const int chains = begin_chains(count, Pass::adjoint);
     for (int c = 0; c < chains; ++c) {
         // The chain's shots are [first + chain_first, ... + chain_count) of the batch; its adjoint fields start
         // chain_first shots into the group's.
@@ -446,23 +432,24 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
             // Imaging terms k = m and m+1 on the steps m = nt-3, nt-5, ..., and k = 0 alone at m = 0 when nt is even.
             const bool pair = m + 2 < nt && (nt - 2 - m) % 2 == 1;
             const bool image = pair || (m == 0 && nt % 2 == 0);
-            const AdjointStep a{rotate(w.zeta, m + 2),
-                                rotate(w.zeta, m + 1),
-                                rotate(w.zeta, m),
-                                rotate(w.delta, m + 2),
-                                rotate(w.delta, m + 1),
-                                rotate(w.delta, m),
-                                rotate(w.rho_x, m),
-                                rotate(w.rho_z, m),
-                                rotate(w.rho_x, m + 1),
-                                rotate(w.rho_z, m + 1),
-                                w.traces.data() + (first + chain_first) * trace_samples,
-                                image ? history(w.h, history_set, l.cells, m) : nullptr,
-                                image ? history(w.gx, history_frame_set, l.frame_cells(), m) : nullptr,
-                                pair ? history(w.h, history_set, l.cells, m + 1) : nullptr,
-                                pair ? history(w.gx, history_frame_set, l.frame_cells(), m + 1) : nullptr,
-                                image ? w.image.data() + chain_first * l.cells : nullptr,
-                                m};
+            AdjointStep a{};
+            a.zeta2 = rotate(w.zeta, m + 2);
+            a.zeta1 = rotate(w.zeta, m + 1);
+            a.zeta = rotate(w.zeta, m);
+            a.delta2 = rotate(w.delta, m + 2);
+            a.delta1 = rotate(w.delta, m + 1);
+            a.delta = rotate(w.delta, m);
+            a.rho_x = rotate(w.rho_x, m);
+            a.rho_z = rotate(w.rho_z, m);
+            a.rho_x_next = rotate(w.rho_x, m + 1);
+            a.rho_z_next = rotate(w.rho_z, m + 1);
+            a.residual = w.traces.data() + (first + chain_first) * k.trace_samples;
+            a.h = image ? history(w.h, history_set, l.cells, m) : nullptr;
+            a.gx = image ? history(w.gx, history_frame_set, l.frame_cells(), m) : nullptr;
+            a.h_later = pair ? history(w.h, history_set, l.cells, m + 1) : nullptr;
+            a.gx_later = pair ? history(w.gx, history_frame_set, l.frame_cells(), m + 1) : nullptr;
+            a.image = image ? w.image.data() + chain_first * l.cells : nullptr;
+            a.m = m;
             launch_step(chains_[c], inner, chain_count, kAdjointRows,
                         image ? adjoint_inner_kernel<true> : adjoint_inner_kernel<false>,
                         image ? adjoint_border_kernel<true> : adjoint_border_kernel<false>, k, a);
@@ -472,10 +459,25 @@ void GpuPropagator::capture_adjoint(int batch, int first, int count) {
 }
 
 // The inner rectangle and border table of a forward or an adjoint step.
-InnerRegion GpuPropagator::step_region(bool adjoint) const {
-    InnerRegion region = pass_region(layout_, adjoint);
-    region.border = (adjoint ? adjoint_border_ : forward_border_).data();
+InnerRegion GpuPropagator::step_region(Pass pass) const {
+    InnerRegion region = pass_region(layout_, pass == Pass::adjoint);
+    region.border = (pass == Pass::adjoint ? adjoint_border_ : forward_border_).data();
     return region;
+}
+
+// What every step of a pass reads and never changes; the forward pass has its own copy of the Courant
+// numbers, stored kForwardShift floats further on.
+StepConstants GpuPropagator::step_constants(Pass pass) const {
+    StepConstants k{};
+    k.layout = layout_;
+    k.courant = pass == Pass::forward ? forward_courant_.data() + kForwardShift : courant_.data();
+    k.rows = rows_.data();
+    k.columns = columns_.data();
+    k.receiver_row = acquisition_.receiver_row;
+    k.receiver_of_col = receiver_of_col_.data();
+    k.trace_samples = problem_.trace_samples();
+    k.nrec = problem_.nrec;
+    return k;
 }
 
 // One time step: the inner kernel on the chain's main stream and the border kernel on its side stream,
@@ -508,8 +510,8 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
 // waits"): one chain 56.0 ms; two 44.4; the forward pass as four chains of 2 shots 0.9 ms slower; the
 // adjoint groups of 4 as four chains of one shot 0.7 ms faster than as two of 2; the gradient of 2 shots
 // 16.0-16.1 ms with the adjoint as one chain, 16.3 as two.
-int GpuPropagator::begin_chains(int shots, bool adjoint) {
-    const int chains = adjoint ? (shots <= 2 ? 1 : std::min(kMaxChains, shots)) : (shots >= 4 ? 2 : 1);
+int GpuPropagator::begin_chains(int shots, Pass pass) {
+    const int chains = pass == Pass::adjoint ? (shots <= 2 ? 1 : std::min(kMaxChains, shots)) : (shots >= 4 ? 2 : 1);
     CUDA_CHECK(cudaEventRecord(loop_start_, stream_));
     for (int c = 0; c < chains; ++c) CUDA_CHECK(cudaStreamWaitEvent(chains_[c].main, loop_start_));
     return chains;

@@ -102,7 +102,8 @@ public:
 
 private:
     enum class Mode { forward_only, gradient };
-    struct Workspace;  // wavefields and traces for up to `capacity` shots in one mode
+    enum class Pass { forward, adjoint };  // which pass a time step belongs to
+    struct Workspace;                      // wavefields and traces for up to `capacity` shots in one mode
     // A time loop splits its shots into up to kMaxChains chains of launches (see begin_chains). One chain:
     // the inner kernels on `main`, the border kernels on `side`.
     static constexpr int kMaxChains = 4;
@@ -116,7 +117,8 @@ private:
     cudaGraphExec_t time_loop_graph(Mode mode, int batch, int adjoint_first = 0, int adjoint_count = 0);
     void capture_forward(Mode mode, int batch);
     void capture_adjoint(int batch, int first, int count);
-    InnerRegion step_region(bool adjoint) const;
+    InnerRegion step_region(Pass pass) const;
+    StepConstants step_constants(Pass pass) const;
     // One step of a chain of `batch` shots: the inner kernel (whose threads update `cell_rows` rows of cells
     // each) beside the border kernel.
     template <typename Step>
@@ -124,7 +126,7 @@ private:
                      void (*inner_kernel)(StepConstants, Step, InnerRegion),
                      void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
                      const Step& a);
-    int begin_chains(int shots, bool adjoint);
+    int begin_chains(int shots, Pass pass);
     void end_chains(int chains);
     void start_batch(const std::vector<int>& shots, size_t first, int batch);
     void start_adjoint();
