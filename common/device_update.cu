@@ -11,11 +11,6 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// Cell i's gradient weighted by its depth (update.hpp).
-__device__ float scaled_gradient(const float* gradient, const float* weights, int nx, size_t i) {
-    return weights[i / nx] * gradient[i];
-}
-
 // For non-negative floats the order of the bit patterns (as unsigned) is the order of the values, so
 // atomicMax on the bits is a maximum of the floats.
 __global__ void largest_kernel(const float* gradient, const float* weights, int nx, size_t first, size_t cells,
@@ -50,7 +45,8 @@ DeviceModelUpdate::DeviceModelUpdate(const Problem& problem)
 
 void DeviceModelUpdate::apply(const float* gradient, float* velocity, cudaStream_t stream) {
     const Problem& p = problem_;
-    const size_t first = size_t(std::min(p.mask_rows, p.nz)) * p.nx, cells = p.model_cells();
+    const size_t first = first_updated_cell(p), cells = p.model_cells();
+    // Grid-stride loops: enough blocks to fill a GPU, not one per cell.
     const unsigned blocks = unsigned(std::min<size_t>((cells + kBlock - 1) / kBlock, 1024));
     CUDA_CHECK(cudaMemsetAsync(largest_bits_.data(), 0, sizeof(unsigned), stream));
     largest_kernel<<<blocks, kBlock, 0, stream>>>(gradient, depth_weights_.data(), p.nx, first, cells,

@@ -13,17 +13,17 @@ std::vector<float> depth_weights(const Problem& p) {
 }
 
 void update_model(const Problem& p, const std::vector<float>& gradient, std::vector<float>& velocity) {
-    const size_t first_row = static_cast<size_t>(std::min(p.mask_rows, p.nz));
-    const std::vector<float> row_weight = depth_weights(p);
+    const size_t first = first_updated_cell(p);
+    const std::vector<float> row_weights = depth_weights(p);
     std::vector<float> scaled(gradient.size(), 0.0f);
     float largest = 0.0f;  // max is exact and order-independent: the same on every rank
-    for (size_t i = first_row * p.nx; i < gradient.size(); ++i) {
-        scaled[i] = row_weight[i / p.nx] * gradient[i];
+    for (size_t i = first; i < gradient.size(); ++i) {
+        scaled[i] = scaled_gradient(gradient.data(), row_weights.data(), p.nx, i);
         largest = std::max(largest, std::abs(scaled[i]));
     }
     if (largest == 0.0f) return;
     const float step = static_cast<float>(p.step_size) / largest;
-    for (size_t i = first_row * p.nx; i < velocity.size(); ++i)
+    for (size_t i = first; i < velocity.size(); ++i)
         velocity[i] = updated_velocity(velocity[i], scaled[i], step, float(p.v_min), float(p.v_max));
 }
 

@@ -29,6 +29,16 @@ void update_model(const Problem& problem, const std::vector<float>& gradient, st
 // device use the same float values.
 std::vector<float> depth_weights(const Problem& problem);
 
+// The first cell the update changes (row-major): the top problem.mask_rows rows are left alone.
+inline size_t first_updated_cell(const Problem& problem) {
+    return static_cast<size_t>(std::min(problem.mask_rows, problem.nz)) * problem.nx;
+}
+
+// Cell i's gradient weighted by its row's depth weight (depth_weights).
+FWI_HD float scaled_gradient(const float* gradient, const float* row_weights, int nx, size_t i) {
+    return row_weights[i / nx] * gradient[i];
+}
+
 // One cell of the update, given the step (step_size / largest scaled |gradient|, never 0 / 0).
 FWI_HD float updated_velocity(float velocity, float scaled_gradient, float step, float v_min, float v_max) {
     const float v = velocity - step * scaled_gradient;
