@@ -66,12 +66,13 @@ struct InnerRegion {
     // `margin`: cells from the edge of the padded grid that need the border kernel; `shift`: floats by
     // which the pass's fields are stored further on (kForwardShift or 0).
     static InnerRegion make(const FieldLayout& l, int margin, int shift) {
-        static_assert(FieldLayout::kLeadColumns % 8 == 0, "x0 and x1 below assume rows that start on a sector");
-        const auto round_down = [](int column) { return column / 8 * 8; };
+        constexpr int kSector = FieldLayout::kFloatsPerSector;
+        static_assert(FieldLayout::kLeadColumns % kSector == 0, "x0 and x1 below assume rows that start on a sector");
+        const auto round_down = [](int column) { return column / kSector * kSector; };
         InnerRegion r;
         r.z0 = margin;
         r.z1 = std::max(margin, l.nz_padded - margin);
-        r.x0 = round_down(margin + shift + 7) - shift;
+        r.x0 = round_down(margin + shift + kSector - 1) - shift;
         r.x1 = std::max(r.x0, round_down(l.nx_padded - margin + shift) - shift);
         return r;
     }

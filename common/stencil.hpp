@@ -142,7 +142,8 @@ FWI_HD LayerAdjoint<Real> layer_adjoint(Real coupled, Real zeta1, Real zeta2, Re
 // (docs/PERFORMANCE.md).
 struct FieldLayout {
     static constexpr int kSlackRows = 4, kSlackColumns = 4;
-    static constexpr int kLeadColumns = 8;  // 8 floats are 32 bytes
+    static constexpr int kFloatsPerSector = 8;             // the GPU's 32-byte sector
+    static constexpr int kLeadColumns = kFloatsPerSector;  // so that every row starts on a sector
     static_assert(kLeadColumns >= kHalo && kLeadColumns % 4 == 0, "the halo, and 16-byte loads aligned");
     int nz = 0, nx = 0;  // physical model
     int width = 0;       // absorbing cells on each side
