@@ -9,10 +9,11 @@ function(add_cli_test name program text)
   add_exit_test(cli_${name} CODE 2 TEXT "${text}" COMMAND $<TARGET_FILE:${program}> ${ARGN})
 endfunction()
 
-# The same under `mpirun -np 2`, which must end within 10 s: every rank parses the same argv with the same
-# parser and decides alone, so none waits (for a collective, or its 300 s timeout) on a rank that left.
+# The same under `mpirun -np 2`, which must end within 30 s (a few seconds on an idle machine; 30 leaves room
+# for a cold start of mpirun on a loaded one): every rank parses the same argv with the same parser and
+# decides alone, so none waits (for a collective, or its 60 or 300 s timeout) on a rank that left.
 function(add_cli_mpi_test name code program text)
-  add_exit_test(cli_${name} CODE ${code} TEXT "${text}" LABELS cpu mpi TIMEOUT 10
+  add_exit_test(cli_${name} CODE ${code} TEXT "${text}" LABELS cpu mpi TIMEOUT 30
                 ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
                 COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:${program}> ${ARGN})
 endfunction()
@@ -22,7 +23,7 @@ endfunction()
 function(add_help_test program)
   set(help_lines "usage: ${program} [flags]" "print this help")
   if(program MATCHES "^0[356]_")
-    add_exit_test(cli_${program}_help_text CODE 0 TEXT "" LABELS cpu mpi TIMEOUT 10 ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
+    add_exit_test(cli_${program}_help_text CODE 0 TEXT "" LABELS cpu mpi TIMEOUT 30 ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
                   OUTPUT ${help_lines} COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:${program}> --help)
   else()
     add_exit_test(cli_${program}_help_text CODE 0 TEXT "" OUTPUT ${help_lines} COMMAND $<TARGET_FILE:${program}> --help)
@@ -158,7 +159,7 @@ add_cli_mpi_test(06_bad_transport 2 06_fwi_shot_parallel "--transport: 'Network'
 # refused on every rank at once: one rank with --help, or doctor's checks chosen on one rank only, used to
 # leave the other waiting in a collective until its timeout (doctor's: with no limit).
 function(add_cli_mpmd_test name program first_args second_args)
-  add_exit_test(cli_${name} CODE 2 TEXT "the ranks were given different command lines" LABELS cpu mpi TIMEOUT 10
+  add_exit_test(cli_${name} CODE 2 TEXT "the ranks were given different command lines" LABELS cpu mpi TIMEOUT 30
                 ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
                 COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:${program}> ${first_args}
                         : ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:${program}> ${second_args})
@@ -256,6 +257,12 @@ add_exit_test(cli_gpu_check_steps_in_one_argument CODE 2 TEXT "unknown step 'bui
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh "build tests")
 add_exit_test(cli_gpu_check_repeated_step CODE 2 TEXT "step 'tests' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/gpu-check.sh tests faults tests)
+add_exit_test(cli_sanitize_help CODE 0 TEXT "" TIMEOUT 20 OUTPUT "usage: scripts/sanitize.sh [-j N]"
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/sanitize.sh --help)
+add_exit_test(cli_sanitize_unknown_argument CODE 2 TEXT "sanitize: unknown argument 'thread'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/sanitize.sh thread)
+add_exit_test(cli_sanitize_bad_parallel CODE 2 TEXT "sanitize: -j: '0' is not a number of tests" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/sanitize.sh -j 0)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 OUTPUT "usage: scripts/run-tests.sh [CTEST OPTIONS...]"
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
 # run-tests.sh checks what it passes to ctest before it builds (--bogus once built everything, then ctest
