@@ -180,18 +180,21 @@ TEST_CASE("a stuck run on a machine without a GPU ends with exit code 3, the cod
 TEST_CASE("a disarmed watchdog lets the run go on") {
     Report report(true, "", "single-process");
     Watchdog watchdog(report);
-    watchdog.arm("host", 0.5);  // long enough that no stall of a loaded machine between the two lines fires it
+    // Armed long enough that no stall of a loaded machine between the two lines fires it, and the sleep
+    // outlasts it, so a disarm that did not hold would end the test binary.
+    watchdog.arm("host", 2.0);
     watchdog.disarm();
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     CHECK(report.exit_code() == kExitOk);
 }
 
 TEST_CASE("a deadline counts down") {
-    const Deadline deadline(0.5);  // long enough that a stall of a loaded machine does not pass it at once
-    CHECK(!deadline.passed());
-    CHECK(deadline.remaining() > 0.0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
-    CHECK(deadline.passed());
+    const Deadline later(60.0);  // far enough that no stall of a loaded machine passes it
+    CHECK(!later.passed());
+    CHECK(later.remaining() > 0.0);
+    const Deadline soon(0.05);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(soon.passed());
 }
 
 TEST_CASE("fault injection: known names switch faults on, anything else is a usage error naming the variable") {

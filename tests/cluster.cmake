@@ -10,6 +10,6 @@ add_executable(test_node_local_rank mpi_test_main.cpp test_node_local_rank.cpp)
 target_link_libraries(test_node_local_rank PRIVATE fwi_mpi doctest::doctest)
 foreach(ranks 1 4 6)
   add_test(NAME node_local_rank_${ranks}_ranks COMMAND ${MPIRUN_TEST} ${ranks} $<TARGET_FILE:test_node_local_rank> --ranks=${ranks})
-  set_tests_properties(node_local_rank_${ranks}_ranks PROPERTIES LABELS "cpu;mpi" TIMEOUT 120
+  set_tests_properties(node_local_rank_${ranks}_ranks PROPERTIES LABELS "cpu;mpi" TIMEOUT 120 PROCESSORS ${ranks}
                        ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 endforeach()

@@ -69,7 +69,7 @@ add_exit_test(ecosystem_launch_mismatch_pmi_size_03 CODE 3 TEXT "PMI_SIZE=2" LAB
 add_exit_test(ecosystem_launch_mismatch_ompi_size_06 CODE 3 TEXT "OMPI_COMM_WORLD_SIZE=2" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=2
               COMMAND $<TARGET_FILE:06_fwi_shot_parallel> --problem small --no-plots
-                      --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06)
+                      --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06_mismatch)
 add_exit_test(ecosystem_launch_mismatch_doctor_mpi CODE 3 TEXT "WORLD_SIZE=2" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=2
               COMMAND $<TARGET_FILE:doctor> --mpi)
@@ -79,7 +79,7 @@ add_exit_test(ecosystem_launch_ompi_size_overflow_06 CODE 3
               LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=99999999999999999999
               COMMAND $<TARGET_FILE:06_fwi_shot_parallel> --problem small --no-plots
-                      --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06)
+                      --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06_overflow)
 # Consistent launches pass the check and go on to the GPU check: WORLD_SIZE=1; and `mpirun -np 1` inside a
 # Slurm allocation of more tasks (Open MPI's OMPI_COMM_WORLD_SIZE=1 says one rank on purpose).
 add_exit_test(ecosystem_launch_world_size_one_05 CODE 3 TEXT "sees no CUDA GPU" LABELS cpu mpi
