@@ -296,19 +296,28 @@ IommuHints parse_iommu_hints(const std::string& kernel_command_line) {
     return hints;
 }
 
+bool nccl_stack_sizing_turned_off(const std::string& set_cpu_stack_size) {
+    // NCCL reads the value as an integer (strtoll, any base): 0, 00 or 0x0 turn the sizing off, and text that
+    // is not a number leaves NCCL's default, on.
+    char* end = nullptr;
+    const long long value = std::strtoll(set_cpu_stack_size.c_str(), &end, 0);
+    return !set_cpu_stack_size.empty() && *end == '\0' && value == 0;
+}
+
 std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version,
                                 const std::string& set_cpu_stack_size) {
     const bool small = !unlimited && limit_bytes < 8ull * 1024 * 1024;
     if (!unlimited && !small) return "";
     int major = 0, minor = 0;
+    const bool turned_off = nccl_stack_sizing_turned_off(set_cpu_stack_size);
     const bool sizes_its_stacks = std::sscanf(nccl_version.c_str(), "%d.%d", &major, &minor) == 2 &&
-                                  (major > 2 || (major == 2 && minor >= 28)) && set_cpu_stack_size != "0";
+                                  (major > 2 || (major == 2 && minor >= 28)) && !turned_off;
     if (sizes_its_stacks) return "";
-    const std::string why = set_cpu_stack_size == "0" ? " with NCCL_SET_CPU_STACK_SIZE=0" : "";
+    const std::string nccl = "NCCL " + nccl_version + (turned_off ? " with NCCL_SET_CPU_STACK_SIZE=0" : "");
     if (small)
-        return "the stack limit is below the usual 8 MiB, which NCCL " + nccl_version + why +
-               " gives its threads too (NCCL 2.28 and later raise them to 8 MiB)";
-    return "the stack limit is unlimited, which gives the threads of NCCL " + nccl_version + why +
+        return "the stack limit (" + limit_text(limit_bytes) + ") is below 8 MiB, and " + nccl +
+               " gives its threads stacks of that size (NCCL 2.28 and later raise them to 8 MiB)";
+    return "the stack limit is unlimited, which gives the threads of " + nccl +
            " only 2 MiB of stack (glibc), too little for its topology search on large machines (NCCL 2.28 and later "
            "raise them to 8 MiB)";
 }
@@ -361,12 +370,16 @@ void add_limits(Finding& finding, std::vector<Problem>& problems) {
                               "; locked memory limit: " + limit_text(locked.rlim_cur) +
                               " (InfiniBand / GPUDirect RDMA across nodes want unlimited)");
     finding.facts.add("stack_limit", limit_text(stack.rlim_cur)).add("memlock_limit", limit_text(locked.rlim_cur));
-    const char* set_cpu_stack_size = std::getenv("NCCL_SET_CPU_STACK_SIZE");
+    // (From the environment: a value in an NCCL config file is not seen here.)
+    const std::string set_cpu_stack_size = value_of(relevant_variables_in_effect(), "NCCL_SET_CPU_STACK_SIZE");
     const std::string stack_problem =
-        stack_limit_problem(stack.rlim_cur == RLIM_INFINITY, stack.rlim_cur, nccl_version_number(),
-                            set_cpu_stack_size ? set_cpu_stack_size : "");
+        stack_limit_problem(stack.rlim_cur == RLIM_INFINITY, stack.rlim_cur, nccl_version_number(), set_cpu_stack_size);
     if (!stack_problem.empty())
-        problems.push_back({stack_problem, "set the usual 8 MiB: ulimit -s 8192 (in every rank's environment)"});
+        problems.push_back(
+            {stack_problem, std::string("set the usual 8 MiB: ulimit -s 8192 (in every rank's environment)") +
+                                (nccl_stack_sizing_turned_off(set_cpu_stack_size)
+                                     ? ", or unset NCCL_SET_CPU_STACK_SIZE (with NCCL 2.28 or later)"
+                                     : "")});
     std::error_code error;
     const bool infiniband = !std::filesystem::is_empty("/sys/class/infiniband", error) && !error;
     const std::string locked_problem =

@@ -107,7 +107,9 @@ bool iommu_translates(const std::vector<std::string>& group_types, const IommuHi
 // 2.28, glibc sizes NCCL's threads' stacks from the limit: under 8 MiB (`limit_bytes`) they get less, and
 // unlimited gives them only 2 MiB, which its topology search can overflow (NCCL's troubleshooting guide,
 // "Stack size"). From 2.28 NCCL raises its threads' stacks to 8 MiB itself, unless
-// NCCL_SET_CPU_STACK_SIZE is 0 (`set_cpu_stack_size`: that variable's value, "" when unset).
+// NCCL_SET_CPU_STACK_SIZE is 0 (`set_cpu_stack_size`: that variable's value, "" when unset; see
+// nccl_stack_sizing_turned_off).
+bool nccl_stack_sizing_turned_off(const std::string& set_cpu_stack_size);  // as NCCL reads the value
 std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version,
                                 const std::string& set_cpu_stack_size);
 

@@ -288,16 +288,24 @@ TEST_CASE("an NCCL_P2P_LEVEL below the default takes P2P away only where a pair'
 TEST_CASE("the stack limit: under 8 MiB or unlimited is a problem before NCCL 2.28, which sizes its threads itself") {
     const unsigned long long mib = 1024 * 1024;
     CHECK(stack_limit_problem(false, 8 * mib, "2.19.3", "").empty());
-    CHECK(contains(stack_limit_problem(false, 4 * mib, "2.27.7", ""), "below the usual 8 MiB, which NCCL 2.27.7"));
+    CHECK(contains(stack_limit_problem(false, 4 * mib, "2.27.7", ""),
+                   "the stack limit (4 MiB) is below 8 MiB, and NCCL 2.27.7 gives its threads stacks of that size"));
     CHECK(contains(stack_limit_problem(true, 0, "2.27.7", ""),
                    "unlimited, which gives the threads of NCCL 2.27.7 only 2 MiB"));
     CHECK(stack_limit_problem(false, 4 * mib, "2.28.3", "").empty());
     CHECK(stack_limit_problem(true, 0, "2.28.3", "").empty());
     CHECK(stack_limit_problem(true, 0, "3.0.0", "").empty());
     CHECK(stack_limit_problem(false, 4 * mib, "2.28.3", "1").empty());
-    // NCCL_SET_CPU_STACK_SIZE=0 turns 2.28's sizing off: glibc's rule is back.
+    // NCCL_SET_CPU_STACK_SIZE=0 turns 2.28's sizing off: glibc's rule is back. NCCL reads an integer, so
+    // 00 is 0 too, and text that is not a number leaves the sizing on.
     CHECK(contains(stack_limit_problem(false, 4 * mib, "2.28.3", "0"), "with NCCL_SET_CPU_STACK_SIZE=0"));
     CHECK(contains(stack_limit_problem(true, 0, "2.28.3", "0"), "only 2 MiB"));
+    CHECK(contains(stack_limit_problem(false, 4 * mib, "2.28.3", "00"), "with NCCL_SET_CPU_STACK_SIZE=0"));
+    CHECK(stack_limit_problem(false, 4 * mib, "2.28.3", "off").empty());
+    CHECK(!nccl_stack_sizing_turned_off(""));
+    CHECK(!nccl_stack_sizing_turned_off("1"));
+    CHECK(!nccl_stack_sizing_turned_off("0 "));
+    CHECK(nccl_stack_sizing_turned_off("0x0"));
 }
 
 TEST_CASE("check 4 compares a pair's copies with the pairs linked alike, not with every pair") {
