@@ -73,6 +73,46 @@ std::string gpu_count_hint(cudaError_t status) {
 
 bool driver_makes_programmatic_edges() { return installed_driver_version() >= 12030; }
 
+namespace {
+// The graph calls that take edge data are named *_v2 in CUDA 12 and plain from CUDA 13 on.
+#if CUDART_VERSION >= 13000
+constexpr auto graph_get_edges = cudaGraphGetEdges;
+constexpr auto graph_remove_edges = cudaGraphRemoveDependencies;
+constexpr auto graph_add_edges = cudaGraphAddDependencies;
+#else
+constexpr auto graph_get_edges = cudaGraphGetEdges_v2;
+constexpr auto graph_remove_edges = cudaGraphRemoveDependencies_v2;
+constexpr auto graph_add_edges = cudaGraphAddDependencies_v2;
+#endif
+}  // namespace
+
+void make_kernel_edges_programmatic(cudaGraph_t graph) {
+    size_t count = 0;
+    CUDA_CHECK(graph_get_edges(graph, nullptr, nullptr, nullptr, &count));
+    std::vector<cudaGraphNode_t> from(count), to(count);
+    std::vector<cudaGraphEdgeData> edges(count);
+    CUDA_CHECK(graph_get_edges(graph, from.data(), to.data(), edges.data(), &count));
+    const auto is_kernel = [](cudaGraphNode_t node) {
+        cudaGraphNodeType type;
+        CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+        return type == cudaGraphNodeTypeKernel;
+    };
+    size_t kept = 0;
+    for (size_t e = 0; e < count; ++e) {
+        if (!is_kernel(from[e]) || !is_kernel(to[e])) continue;
+        from[kept] = from[e];
+        to[kept] = to[e];
+        edges[kept] = edges[e];
+        ++kept;
+    }
+    CUDA_CHECK(graph_remove_edges(graph, from.data(), to.data(), edges.data(), kept));
+    for (size_t e = 0; e < kept; ++e) {
+        edges[e].from_port = cudaGraphKernelNodePortProgrammatic;
+        edges[e].type = cudaGraphDependencyTypeProgrammatic;
+    }
+    CUDA_CHECK(graph_add_edges(graph, from.data(), to.data(), edges.data(), kept));
+}
+
 int visible_gpu_count_checked() {
     int count = 0;
     const cudaError_t status = count_gpus(count);

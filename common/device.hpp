@@ -48,6 +48,11 @@ inline bool has_programmatic_wait(const BuildCode& code) { return code.runs && c
 // program built with a newer toolkit still runs on an older driver of the same major version (CUDA's
 // minor version compatibility), where those calls fail.
 bool driver_makes_programmatic_edges();
+// Turns every edge of `graph` from one kernel node to another into a programmatic edge: the later kernel
+// may be launched before the earlier one ends, and must wait for it itself (griddepcontrol.wait; the
+// propagator's wait_for_previous_step). Edges to or from other kinds of node stay as they are. Needs
+// driver_makes_programmatic_edges() and kernels built with the wait (has_programmatic_wait).
+void make_kernel_edges_programmatic(cudaGraph_t graph);
 
 // Device-to-device copy bandwidth of the current device, counting bytes read plus bytes written, from
 // the median of several cudaMemcpyAsync of `bytes` after a warm-up. The roofline's ceiling.

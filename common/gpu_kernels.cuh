@@ -161,13 +161,13 @@ __device__ __forceinline__ void set_lane(float4& q, int v, float value) {
 constexpr float4 kZero4 = {0.0f, 0.0f, 0.0f, 0.0f};
 
 // Programmatic dependent launch. In a time loop's graph, each step's kernels depend on the previous step's
-// through programmatic edges (make_steps_programmatic), so the GPU launches them while the previous step
-// still runs. Each kernel first does what needs nothing from the previous step (finds its cells, reads
-// their Courant numbers and PML coefficients), then waits here until every kernel it depends on has
-// finished and its writes are visible. It must neither read a wave field nor write anything before this
-// call. Past it, the kernel lets the next step's kernels be launched. Without programmatic edges (a launch
-// outside the graphs) the wait returns at once. Code compiled for a GPU before compute capability 9.0 has
-// no wait, and the propagator then makes no programmatic edges (see its constructor).
+// through programmatic edges (make_kernel_edges_programmatic, device.hpp), so the GPU launches them while the previous
+// step still runs. Each kernel first does what needs nothing from the previous step (finds its cells, reads their
+// Courant numbers and PML coefficients), then waits here until every kernel it depends on has finished and its writes
+// are visible. It must neither read a wave field nor write anything before this call. Past it, the kernel lets the next
+// step's kernels be launched. Without programmatic edges (a launch outside the graphs) the wait returns at once. Code
+// compiled for a GPU before compute capability 9.0 has no wait, and the propagator then makes no programmatic edges
+// (see its constructor).
 __device__ __forceinline__ void wait_for_previous_step() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

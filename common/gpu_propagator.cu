@@ -524,49 +524,6 @@ void GpuPropagator::end_chains(int chains) {
     }
 }
 
-namespace {
-// The graph calls that take edge data are named *_v2 in CUDA 12 and plain from CUDA 13 on.
-#if CUDART_VERSION >= 13000
-constexpr auto graph_get_edges = cudaGraphGetEdges;
-constexpr auto graph_remove_edges = cudaGraphRemoveDependencies;
-constexpr auto graph_add_edges = cudaGraphAddDependencies;
-#else
-constexpr auto graph_get_edges = cudaGraphGetEdges_v2;
-constexpr auto graph_remove_edges = cudaGraphRemoveDependencies_v2;
-constexpr auto graph_add_edges = cudaGraphAddDependencies_v2;
-#endif
-
-// Turns the edges of a captured time loop, each from a kernel of one step to a kernel of the next, into
-// programmatic edges: the later kernel may be launched before the earlier one ends, and waits for it in
-// wait_for_previous_step. (Edges to or from any other kind of node would stay as they are.)
-void make_steps_programmatic(cudaGraph_t graph) {
-    size_t count = 0;
-    CUDA_CHECK(graph_get_edges(graph, nullptr, nullptr, nullptr, &count));
-    std::vector<cudaGraphNode_t> from(count), to(count);
-    std::vector<cudaGraphEdgeData> edges(count);
-    CUDA_CHECK(graph_get_edges(graph, from.data(), to.data(), edges.data(), &count));
-    const auto is_kernel = [](cudaGraphNode_t node) {
-        cudaGraphNodeType type;
-        CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-        return type == cudaGraphNodeTypeKernel;
-    };
-    size_t kept = 0;
-    for (size_t e = 0; e < count; ++e) {
-        if (!is_kernel(from[e]) || !is_kernel(to[e])) continue;
-        from[kept] = from[e];
-        to[kept] = to[e];
-        edges[kept] = edges[e];
-        ++kept;
-    }
-    CUDA_CHECK(graph_remove_edges(graph, from.data(), to.data(), edges.data(), kept));
-    for (size_t e = 0; e < kept; ++e) {
-        edges[e].from_port = cudaGraphKernelNodePortProgrammatic;
-        edges[e].type = cudaGraphDependencyTypeProgrammatic;
-    }
-    CUDA_CHECK(graph_add_edges(graph, from.data(), to.data(), edges.data(), kept));
-}
-}  // namespace
-
 // The time loop of the forward pass over `batch` shots (adjoint_count 0), or of the adjoint pass over
 // shots [adjoint_first, adjoint_first + adjoint_count) of that batch; captured once and kept.
 cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint_first, int adjoint_count) {
@@ -580,7 +537,7 @@ cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint
         capture_forward(mode, batch);
     CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     CUDA_CHECK_LAUNCH();
-    if (programmatic_steps_) make_steps_programmatic(graph);
+    if (programmatic_steps_) make_kernel_edges_programmatic(graph);  // see wait_for_previous_step
     cudaGraphExec_t exec = nullptr;
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
