@@ -37,7 +37,7 @@ std::vector<Real> CpuPropagator<Real>::forward(int shot, const std::vector<Real>
     const Acquisition& a = acquisition_;
     const int nt = problem_.nt, nrec = problem_.nrec;
     const size_t stride = l.stride;
-    std::vector<Real> traces(static_cast<size_t>(nt) * nrec, Real(0));
+    std::vector<Real> traces(trace_samples(), Real(0));
     std::vector<Real> u_prev(l.cells, Real(0)), u(l.cells, Real(0)), u_next(l.cells, Real(0));
     std::vector<Real> x_prev(l.cells, Real(0)), x(l.cells, Real(0)), x_next(l.cells, Real(0));
     std::vector<Real> px_prev(l.x_band_cells(), Real(0)), px(l.x_band_cells(), Real(0));

@@ -308,7 +308,7 @@ TEST_CASE("a run whose traces fit this machine once, but not once per GPU on it,
     Problem p = problem_preset("default");
     p.nt = 100000;
     p.nrec = 1000;  // 400 MB of traces a shot: as many shots as fit this machine's memory once
-    const size_t per_shot = sizeof(float) * size_t(p.nt) * size_t(p.nrec);
+    const size_t per_shot = sizeof(float) * p.trace_samples();
     p.nshots = static_cast<int>(std::min<size_t>(physical_memory_bytes() / per_shot, 100000));
     REQUIRE(p.nshots >= 2);
     CHECK_NOTHROW(require_host_memory(p, 1));
