@@ -118,19 +118,10 @@ VariantRun run_variant(VariantContext& r, const VariantSpec& spec) {
     return {line, run};
 }
 
-int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& specs, const ShotRange& mine,
-            int gpus) {
-    const int rank = world_rank();
-    const bool with_reference = rank == 0 && !o.no_reference;
-    GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
-    if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
-    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
-    VariantContext r{p, o, gpus, share, team};
-    std::vector<VariantRun> runs;
-    for (const VariantSpec& spec : specs) runs.push_back(run_variant(r, spec));
-    if (rank != 0) return kExitOk;
-
-    // Rank 0: the single-GPU reference on its share, then each variant's check and report.
+// Rank 0, after every variant's run: the single-GPU reference on its share (when `with_reference`), then
+// each variant's check and report, and the table of variants.
+void check_and_report(const Problem& p, const Options& o, GpuShare& share, bool with_reference,
+                      std::vector<VariantRun>& runs) {
     const ReferenceRun reference =
         with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
     std::vector<VariantLine> lines;
@@ -151,6 +142,22 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
     if (lines.size() > 1)
         print_variant_table(lines, share.gradient_count() * sizeof(float), world_size(), o.iterations);
     if (!failed.empty()) throw VerificationError("variant(s) " + failed + " failed verification (see above)");
+}
+
+int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& specs, const ShotRange& mine,
+            int gpus) {
+    const int rank = world_rank();
+    const bool with_reference = rank == 0 && !o.no_reference;
+    GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
+    if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
+    const HostTimer run_timer;
+    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
+    VariantContext r{p, o, gpus, share, team};
+    std::vector<VariantRun> runs;
+    for (const VariantSpec& spec : specs) runs.push_back(run_variant(r, spec));
+    const double run_seconds = run_timer.seconds();
+    if (rank == 0) check_and_report(p, o, share, with_reference, runs);
+    wait_for_rank0_to_finish(run_seconds, o.timeout_s);  // the other ranks wait for rank 0's reference
     return kExitOk;
 }
 

@@ -1,10 +1,17 @@
-// WaitTimeout (common/mpi_env.hpp), run under mpirun with 2 ranks. A thousand guarded barriers (300 s
-// each) that finish in time pass silently. Then an outer guard of 2 s encloses a hundred more of them;
-// after they end, its own deadline must apply again, earlier than theirs: rank 1 reaches the next barrier
-// 30 s late, and the job must end within seconds with exit code 3 and a message naming what rank 0 waited
-// for (CTest checks the code, the message and a 25 s limit).
+// WaitTimeout (common/mpi_env.hpp), run under mpirun with 2 ranks.
+//
+// Without an argument: a thousand guarded barriers (300 s each) that finish in time pass silently. Then an
+// outer guard of 2 s encloses a hundred more of them; after they end, its own deadline must apply again,
+// earlier than theirs: rank 1 reaches the next barrier 30 s late, and the job must end within seconds with
+// exit code 3 and a message naming what rank 0 waited for (CTest checks the code, the message and a 25 s
+// limit).
+//
+// With `rank0 S`: the end of an FWI lesson, wait_for_rank0_to_finish after a "run" of 1 s and with a
+// --timeout of 1 s, so a limit of 3 x 2 ranks x 1 s + 1 s = 7 s, while rank 0 takes S seconds for its
+// reference. S = 1 must end with exit 0; S = 30 with exit 3 and the message, long before rank 0 is done.
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "mpi_check.hpp"
@@ -12,14 +19,31 @@
 
 using namespace fwi;
 
+namespace {
+
+void nested_guards() {
+    for (int i = 0; i < 1000; ++i) barrier_with_timeout(MPI_COMM_WORLD, "a barrier in time", 300.0);
+    if (world_rank() == 0) std::printf("1000 guarded barriers in time: passed\n");
+    WaitTimeout outer("a barrier rank 1 reaches 30 s late", 2.0);
+    for (int i = 0; i < 100; ++i) barrier_with_timeout(MPI_COMM_WORLD, "a nested barrier in time", 300.0);
+    if (world_rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(30));
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+void rank0_takes(int reference_seconds) {
+    if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(reference_seconds));
+    wait_for_rank0_to_finish(1.0, 1.0);
+    if (world_rank() == 0) std::printf("every rank waited for rank 0's %d s\n", reference_seconds);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-    return run_mpi_program("test_wait_timeout", argc, argv, [] {
-        for (int i = 0; i < 1000; ++i) barrier_with_timeout(MPI_COMM_WORLD, "a barrier in time", 300.0);
-        if (world_rank() == 0) std::printf("1000 guarded barriers in time: passed\n");
-        WaitTimeout outer("a barrier rank 1 reaches 30 s late", 2.0);
-        for (int i = 0; i < 100; ++i) barrier_with_timeout(MPI_COMM_WORLD, "a nested barrier in time", 300.0);
-        if (world_rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(30));
-        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    return run_mpi_program("test_wait_timeout", argc, argv, [&] {
+        if (argc == 3 && std::string(argv[1]) == "rank0")
+            rank0_takes(std::stoi(argv[2]));
+        else
+            nested_guards();
         return 0;
     });
 }

@@ -36,6 +36,7 @@
 #include "problem.hpp"
 #include "shot_parallel.hpp"
 #include "test_fault.hpp"
+#include "timing.hpp"
 
 using namespace fwi;
 
@@ -104,6 +105,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
 
     // 4. The FWI loop, the combine being one NCCL allreduce.
+    const HostTimer run_timer;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     int combines = 0;
     const MemberRecord record = run_iterations(
@@ -117,12 +119,15 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
         1, o.iterations);
     const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
     nccl_destroy_all({comm}, o.timeout_s);
+    const double run_seconds = run_timer.seconds();
 
-    // 5. Rank 0 runs the single-GPU reference on its share, checks against it and reports.
-    if (rank != 0) return kExitOk;
-    const ReferenceRun reference =
-        with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
-    report(p, run, with_reference ? &reference : nullptr, o.json);
+    // 5. Rank 0 runs the single-GPU reference on its share, checks against it and reports; the others wait.
+    if (rank == 0) {
+        const ReferenceRun reference =
+            with_reference ? run_reference(share, initial_model(p), o.iterations) : ReferenceRun{};
+        report(p, run, with_reference ? &reference : nullptr, o.json);
+    }
+    wait_for_rank0_to_finish(run_seconds, o.timeout_s);
     return kExitOk;
 }
 

@@ -37,6 +37,7 @@
 #include "run_files.hpp"
 #include "shot_parallel.hpp"
 #include "shot_split.hpp"
+#include "timing.hpp"
 
 using namespace fwi;
 
@@ -229,20 +230,26 @@ int run_fwi(const Problem& p, const Options& o) {
     // 5. The FWI loop from where the checkpoint left it (iteration 1 without one); the combine is one NCCL
     //    allreduce.
     const int first_iteration = start.iterations_done + 1;
+    const HostTimer run_timer;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const MemberRecord record = run_iterations(
         team, rank, share, [&](GpuShare& this_share) { nccl_sum(this_share, comm, o.timeout_s); }, first_iteration,
         o.iterations, rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
     const RunSummary run = summarize(team, rank, record, "06_fwi_shot_parallel", "", first_iteration);
     nccl_destroy_all({comm}, o.timeout_s);
-    if (rank != 0) return kExitOk;
+    const double run_seconds = run_timer.seconds();
 
-    // 6. Rank 0: the files, the single-GPU run of the same iterations, the check and the report.
-    state.velocity = record.final_model;
-    write_final_files(p, o, state, record, first_iteration);
-    const ReferenceRun reference =
-        with_reference ? run_reference(share, start.velocity, o.iterations - start.iterations_done) : ReferenceRun{};
-    report(p, run, with_reference ? &reference : nullptr, o.json);
+    // 6. Rank 0: the files, the single-GPU run of the same iterations, the check and the report; the others
+    //    wait.
+    if (rank == 0) {
+        state.velocity = record.final_model;
+        write_final_files(p, o, state, record, first_iteration);
+        const ReferenceRun reference = with_reference
+                                           ? run_reference(share, start.velocity, o.iterations - start.iterations_done)
+                                           : ReferenceRun{};
+        report(p, run, with_reference ? &reference : nullptr, o.json);
+    }
+    wait_for_rank0_to_finish(run_seconds, o.timeout_s);
     return kExitOk;
 }
 

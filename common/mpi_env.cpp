@@ -296,6 +296,11 @@ void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout
     MPI_CHECK(MPI_Barrier(comm));
 }
 
+void wait_for_rank0_to_finish(double run_seconds, double timeout_s) {
+    const double limit_s = 3.0 * world_size() * run_seconds + timeout_s;
+    barrier_with_timeout(MPI_COMM_WORLD, "rank 0's single-GPU reference and report", limit_s);
+}
+
 int world_rank() {
     int rank = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

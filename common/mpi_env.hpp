@@ -52,6 +52,13 @@ private:
 // MPI_Barrier on `comm` under a WaitTimeout naming `what`.
 void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout_s);
 
+// The last wait of an FWI lesson over MPI (03, 05, 06), called by every rank when its part is done. Rank 0
+// still runs the single-GPU reference and reports; without this the other ranks would wait for it in
+// MPI_Finalize, which has no time limit. The reference repeats every rank's work on one GPU, so the limit
+// is 3 x ranks x run_seconds (how long the parallel run took on this rank), plus timeout_s for the report
+// and the files.
+void wait_for_rank0_to_finish(double run_seconds, double timeout_s);
+
 int world_rank();
 int world_size();
 // The name MPI gives this rank's node (MPI_Get_processor_name), as the launcher's host lists name it.
