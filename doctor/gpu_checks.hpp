@@ -5,12 +5,14 @@
 
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "device.hpp"
 #include "host.hpp"
 #include "nvml.hpp"
+#include "pcie_acs.hpp"
 #include "report.hpp"
 #include "watchdog.hpp"
 
@@ -27,8 +29,9 @@ struct GpuSystem {
     double p2p_one_way_GBps = std::numeric_limits<double>::quiet_NaN();
 
     bool peer(int i, int j) const { return can_access[size_t(i) * count + j] != 0; }
-    // Pairs with peer access whose link is PCIe (no NVLink), where the IOMMU and ACS matter.
-    bool has_pcie_peer_pairs() const;
+    // Pairs with peer access (either way) whose link is PCIe (no NVLink), where the IOMMU and ACS matter;
+    // nullopt when check 2 did not look at the pairs (--mpi, no GPU, not selected).
+    std::optional<std::vector<PciePair>> pcie_peer_pairs() const;
 };
 
 // The code of this build a GPU runs (check 1).

@@ -429,17 +429,39 @@ void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_
              "iommu=pt) or turn the IOMMU off, and check ACS with `lspci -vvv | grep -i acsctl`"});
 }
 
+// Adds what ACS says on the PCIe switch ports between the pairs (pcie_acs.hpp), and a problem for each port
+// that turns peer traffic away.
+void add_acs(Finding& finding, std::vector<Problem>& problems, const std::optional<std::vector<PciePair>>& checked) {
+    if (!checked) {
+        finding.details.push_back("ACS: not read (the GPU pairs are known only when check 2 runs)");
+        return;
+    }
+    const std::vector<PciePair>& pairs = *checked;
+    if (pairs.empty()) {
+        finding.details.push_back("ACS: not read (no GPU pair with peer access talks over PCIe only)");
+        return;
+    }
+    const AcsReading acs = read_acs("/sys", pairs);
+    const AcsVerdict verdict = acs_verdict(acs, pairs.size());
+    finding.details.push_back(verdict.line);
+    finding.facts.add("acs_switch_ports", acs.ports)
+        .add("acs_redirecting_ports", acs.redirecting)
+        .add("acs_unreadable_ports", acs.unreadable);
+    if (!verdict.problem.empty()) problems.push_back({verdict.problem, verdict.fix});
+}
+
 }  // namespace
 
-Finding check_host(bool pcie_peer_pairs) {
+Finding check_host(const std::optional<std::vector<PciePair>>& pcie_peer_pairs) {
     Finding finding;
     finding.id = "host";
     std::vector<Problem> problems;
     add_shared_memory(finding, problems);
     add_limits(finding, problems);
-    add_iommu(finding, problems, pcie_peer_pairs);
+    add_iommu(finding, problems, pcie_peer_pairs && !pcie_peer_pairs->empty());
+    add_acs(finding, problems, pcie_peer_pairs);
     if (problems.empty()) {
-        finding.summary = "shared memory, limits and IOMMU settings look fine";
+        finding.summary = "shared memory, limits, IOMMU and ACS settings look fine";
         return finding;
     }
     finding.status = Status::warn;

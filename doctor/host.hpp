@@ -1,12 +1,14 @@
 // What doctor reads from the host without a GPU: the environment variables in effect, the test-only
 // fault injection switch, the driver's traces in /proc and /dev, and the host check (check 6: /dev/shm,
-// limits, IOMMU hints from the kernel command line).
+// limits, IOMMU hints from the kernel command line, ACS on the PCIe switch ports between GPUs).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "pcie_acs.hpp"
 #include "report.hpp"
 
 namespace fwi::doctor {
@@ -118,7 +120,8 @@ std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, 
 // buffers; NCCL's troubleshooting guide asks containers for --ulimit memlock=-1.
 std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const std::string& limit);
 
-// Check 6. pcie_peer_pairs: some GPU pairs reach each other over PCIe (IOMMU translation matters then).
-Finding check_host(bool pcie_peer_pairs);
+// Check 6. pcie_peer_pairs: the GPU pairs with peer access over PCIe only, where IOMMU translation and ACS
+// on the switch ports between them matter (pcie_acs.hpp); nullopt when the pairs were not looked at.
+Finding check_host(const std::optional<std::vector<PciePair>>& pcie_peer_pairs);
 
 }  // namespace fwi::doctor

@@ -31,7 +31,7 @@ const std::vector<CheckInfo>& all_checks() {
         {"p2p", "P2P works: peer copies and peer reads, data verified"},
         {"bandwidth", "P2P bandwidth and latency (copy engines)"},
         {"nccl", "NCCL allreduce over all GPUs of this process"},
-        {"host", "host: shared memory, stack limit, IOMMU"},
+        {"host", "host: shared memory, stack limit, IOMMU, ACS"},
         {"mpi", "MPI: ranks and their GPUs, CUDA-aware MPI, NCCL over MPI"},
     };
     return checks;

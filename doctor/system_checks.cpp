@@ -14,12 +14,19 @@
 
 namespace fwi::doctor {
 
-bool GpuSystem::has_pcie_peer_pairs() const {
-    if (can_access.size() != size_t(count) * count) return false;  // topology not checked (--mpi)
+std::optional<std::vector<PciePair>> GpuSystem::pcie_peer_pairs() const {
+    if (count == 0 || can_access.size() != size_t(count) * count || pci.size() != size_t(count)) return std::nullopt;
+    std::vector<PciePair> pairs;
+    const auto sysfs_address = [](const PciAddress& a) {  // lower case, as sysfs names it
+        char text[32];
+        std::snprintf(text, sizeof text, "%04x:%02x:%02x.0", a.domain, a.bus, a.device);
+        return std::string(text);
+    };
     for (int i = 0; i < count; ++i)
-        for (int j = 0; j < count; ++j)
-            if (i != j && peer(i, j) && (links.empty() || links[size_t(i) * count + j].nvlinks == 0)) return true;
-    return false;
+        for (int j = i + 1; j < count; ++j)
+            if ((peer(i, j) || peer(j, i)) && (links.empty() || links[size_t(i) * count + j].nvlinks == 0))
+                pairs.push_back({sysfs_address(pci[i]), sysfs_address(pci[j])});
+    return pairs;
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -364,6 +365,109 @@ TEST_CASE("IOMMU translation: the groups' types where the kernel gives them, els
     CHECK(!iommu_translates({}, parse_iommu_hints("intel_iommu=on iommu=pt"), 5));
     CHECK(!iommu_translates({}, parse_iommu_hints("iommu=off"), 0));
     CHECK(!iommu_translates({}, none, 0));
+}
+
+namespace {
+
+// A PCI function's configuration space: 4096 bytes (or `size`), with an ACS capability holding `control`
+// at `acs_at` (0: none) behind one other extended capability at 0x100.
+std::vector<unsigned char> config_space(unsigned control, size_t acs_at = 0x148, size_t size = 4096) {
+    std::vector<unsigned char> bytes(size, 0);
+    const auto put = [&](size_t offset, unsigned value, int count) {
+        for (int i = 0; i < count && offset + i < size; ++i) bytes[offset + i] = (value >> (8 * i)) & 0xff;
+    };
+    put(0x100, 0x0001u | (1u << 16) | (unsigned(acs_at) << 20), 4);  // AER, then the ACS capability
+    if (acs_at != 0) {
+        put(acs_at, 0x000du | (1u << 16), 4);  // ACS, the last capability
+        put(acs_at + 4, 0x007f, 2);            // what the port could do
+        put(acs_at + 6, control, 2);
+    }
+    return bytes;
+}
+
+// A sysfs tree under `root` as Linux lays it out: the functions nested under their bridges in devices/,
+// and bus/pci/devices/<address> linking to each.
+void add_pci_function(const std::filesystem::path& root, const std::vector<std::string>& path,
+                      const std::vector<unsigned char>& config) {
+    std::filesystem::path dir = root / "devices" / "pci0000:00";
+    for (const auto& function : path) dir /= function;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "config", std::ios::binary).write(reinterpret_cast<const char*>(config.data()), config.size());
+    std::filesystem::create_directories(root / "bus" / "pci" / "devices");
+    std::error_code exists;
+    std::filesystem::create_directory_symlink(dir, root / "bus" / "pci" / "devices" / path.back(), exists);
+}
+
+}  // namespace
+
+TEST_CASE("ACS: the switch ports between two GPUs are those below the deepest function both paths hold") {
+    const auto a = pci_functions_on_path("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:03:00.0");
+    CHECK(a == std::vector<std::string>{"0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:03:00.0"});
+    const auto b = pci_functions_on_path("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:04:00.0");
+    CHECK(switch_ports_between(a, b) == std::vector<std::string>{"0000:02:08.0", "0000:02:10.0"});
+    // Under different root ports: no switch between them, whatever lies below each port.
+    const auto c = pci_functions_on_path("/sys/devices/pci0000:00/0000:00:02.0/0000:05:00.0/0000:06:00.0/0000:07:00.0");
+    CHECK(switch_ports_between(a, c).empty());
+    // Two levels of switches: every port below the shared one, on both sides.
+    const auto d = pci_functions_on_path(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:08:00.0/0000:09:04.0/0000:0a:00.0");
+    CHECK(switch_ports_between(a, d) ==
+          std::vector<std::string>{"0000:02:08.0", "0000:02:10.0", "0000:08:00.0", "0000:09:04.0"});
+}
+
+TEST_CASE("ACS: the control register is found among the extended capabilities, and its redirect bits named") {
+    CHECK(acs_control(config_space(0x001d)) == 0x001du);  // SV RR CR UF, what Linux sets with the IOMMU on
+    CHECK(acs_control(config_space(0x0000)) == 0x0000u);
+    CHECK(!acs_control(config_space(0x001d, 0)).has_value());          // no ACS capability
+    CHECK(!acs_control(config_space(0x001d, 0x148, 64)).has_value());  // what a reader without root sees
+    CHECK(!has_extended_config(config_space(0, 0x148, 64)));
+    std::vector<unsigned char> looping = config_space(0, 0);
+    looping[0x102] = 0x01, looping[0x103] = 0x10;  // the first capability names itself as the next
+    CHECK(!acs_control(looping).has_value());
+    CHECK(acs_redirect_bits(0x001d) == "RR CR");
+    CHECK(acs_redirect_bits(0x0020) == "EC");
+    CHECK(acs_redirect_bits(0x0013).empty());  // source validation, translation blocking, upstream forwarding
+}
+
+TEST_CASE("ACS read from a sysfs tree: redirecting ports named once, unreadable ones and missing GPUs counted") {
+    const std::filesystem::path root =
+        std::filesystem::temp_directory_path() / ("doctor-acs-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(root);
+    const std::vector<std::string> upstream{"0000:00:01.0", "0000:01:00.0"};
+    const auto below = [&](std::vector<std::string> rest) {
+        std::vector<std::string> path = upstream;
+        path.insert(path.end(), rest.begin(), rest.end());
+        return path;
+    };
+    add_pci_function(root, {"0000:00:01.0"}, config_space(0x001d));
+    add_pci_function(root, upstream, config_space(0x0000));
+    add_pci_function(root, below({"0000:02:08.0"}), config_space(0x001d));
+    add_pci_function(root, below({"0000:02:08.0", "0000:03:00.0"}), config_space(0));
+    add_pci_function(root, below({"0000:02:10.0"}), config_space(0x0001));  // source validation only
+    add_pci_function(root, below({"0000:02:10.0", "0000:04:00.0"}), config_space(0));
+    add_pci_function(root, below({"0000:02:18.0"}), config_space(0x001d, 0x148, 64));
+    add_pci_function(root, below({"0000:02:18.0", "0000:05:00.0"}), config_space(0));
+
+    const AcsReading reading = read_acs(
+        root.string(),
+        {{"0000:03:00.0", "0000:04:00.0"}, {"0000:03:00.0", "0000:05:00.0"}, {"0000:03:00.0", "0000:0f:00.0"}});
+    CHECK(reading.ports == std::vector<std::string>{"0000:02:08.0", "0000:02:10.0", "0000:02:18.0"});
+    CHECK(reading.redirecting == std::vector<std::string>{"0000:02:08.0 (RR CR)"});
+    CHECK(reading.unreadable == std::vector<std::string>{"0000:02:18.0"});
+    CHECK(reading.pairs_without_path == 1);
+    std::filesystem::remove_all(root);
+
+    const AcsVerdict verdict = acs_verdict(reading, 3);
+    CHECK(contains(verdict.line, "3 GPU pair(s) over PCIe; 3 switch port(s) between them"));
+    CHECK(contains(verdict.line, "redirecting: 0000:02:08.0 (RR CR)"));
+    CHECK(contains(verdict.line, "not readable without root: 0000:02:18.0"));
+    CHECK(contains(verdict.line, "1 pair(s) not found"));
+    CHECK(contains(verdict.problem, "through the CPU (0000:02:08.0 (RR CR))"));
+    CHECK(contains(verdict.fix, "ECAP_ACS+0x6.w=0000"));
+    const AcsVerdict clean = acs_verdict(AcsReading{{"0000:02:08.0", "0000:02:10.0"}, {}, {}, 0}, 1);
+    CHECK(contains(clean.line, "none turns peer traffic away"));
+    CHECK(clean.problem.empty());
+    CHECK(contains(acs_verdict(AcsReading{}, 1).line, "no PCIe switch port between them"));
 }
 
 TEST_CASE("no GPU: the most likely cause comes first, and the facts are all listed") {
