@@ -10,8 +10,8 @@
 // The model is checked at the end of the run. Every update scales its step by the gradient's largest
 // value, so each iteration carries the rounding difference into the next gradient and the two runs
 // drift apart slowly: measured 4e-5 relative L2 after 20 iterations on 4 GPUs (06's run in its README),
-// about 2e-8 after 3 (the 4-GPU runs in 03-05's READMEs). A wrong update (a missed or doubled step of --step-size m/s) moves the model by
-// more: about 5e-3 with one update missed in 3 iterations of the small problem.
+// about 2e-8 after 3 (the 4-GPU runs in 03-05's READMEs). A wrong update (a missed or doubled step of --step-size m/s)
+// moves the model by more: about 5e-3 with one update missed in 3 iterations of the small problem.
 #pragma once
 
 namespace fwi::tolerance {
