@@ -4,8 +4,8 @@
 // memory: the gradient never leaves the GPUs. Each GPU computes the gradient of its shots; one
 // ncclAllReduce (a sum) leaves the gradient over all shots on every GPU; every GPU applies the same
 // update to its copy of the model.
-// What you learn: one communicator per GPU in one process (what ncclCommInitAll does, here with
-// non-blocking communicators so that no wait can hang), and the two ways to drive them:
+// What you learn: one communicator per GPU in one process (what ncclCommInitAll does, here made with a
+// time limit so that no wait can hang: common/nccl_comm.hpp), and the two ways to drive them:
 //   --driver threads  each GPU's host thread issues its own GPU's ncclAllReduce
 //   --driver group    one thread issues every GPU's ncclAllReduce between ncclGroupStart and
 //                     ncclGroupEnd; without the group, the first call could wait for the other GPUs'

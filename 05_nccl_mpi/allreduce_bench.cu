@@ -54,9 +54,10 @@ public:
         thrust::fill(thrust::cuda::par_nosync.on(stream_), recv_.data(), recv_.data() + count,
                      std::numeric_limits<float>::quiet_NaN());
     }
-    // On a non-blocking communicator a call may return ncclInProgress (NCCL is still connecting, for
-    // instance); nothing may be issued on the communicator or its stream before NCCL has finished issuing
-    // it, so wait for that here. Once connected, the calls return ncclSuccess and run back to back.
+    // With an NCCL before 2.18 the communicator is a non-blocking one, on which a call may return
+    // ncclInProgress; nothing may be issued on it or its stream before NCCL has finished issuing the call,
+    // so wait for that here. On the blocking one (nccl_comm.hpp) every call returns ncclSuccess once its
+    // kernel is on the stream, and the calls run back to back.
     void run(size_t count) override {
         last_count_ = count;
         ncclResult_t status = ncclSuccess;

@@ -1,6 +1,6 @@
 // NCCL_CHECK(call): throws fwi::EnvironmentError naming the call, file, line and NCCL's error string.
 // ncclInProgress is not an error: non-blocking communicators return it until an operation completes,
-// and the caller polls ncclCommGetAsyncError.
+// and the caller polls ncclCommGetAsyncError (nccl_comm.hpp).
 #pragma once
 
 #include <nccl.h>

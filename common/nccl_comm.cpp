@@ -52,13 +52,17 @@ void forget(ncclComm_t comm) {
     registry.erase(comm);
 }
 
-std::vector<int> ranks_of(const std::vector<ncclComm_t>& comms, int& nranks) {
+RankOf known_as(ncclComm_t comm) {
     std::lock_guard<std::mutex> lock(registry_mutex);
+    const auto known = registry.find(comm);
+    return known == registry.end() ? RankOf{} : known->second;
+}
+
+std::vector<int> ranks_of(const std::vector<ncclComm_t>& comms, int& nranks) {
     std::vector<int> ranks;
     nranks = 0;
     for (ncclComm_t comm : comms) {
-        const auto known = registry.find(comm);
-        const RankOf rank = known == registry.end() ? RankOf{} : known->second;
+        const RankOf rank = known_as(comm);
         ranks.push_back(rank.rank);
         nranks = std::max(nranks, rank.nranks);
     }
@@ -103,6 +107,7 @@ PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const st
 
 void prepare_nccl() {
     setenv("NCCL_NVLS_ENABLE", "0", 0);
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);  // connect while making a communicator (the top of nccl_comm.hpp)
     set_env_field("nccl_version", nccl_version_number());
 }
 
@@ -173,6 +178,54 @@ void nccl_abort(ncclComm_t comm, double limit_s) {
     watch->finished.notify_one();
 }
 
+namespace {
+
+// Whether the communicators handed out are blocking ones (the top of nccl_comm.hpp): ncclCommSplit came
+// with NCCL 2.18.
+constexpr bool kHandsOutBlocking = NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0);
+
+// ncclCommFinalize of every comm in one group (one thread finalizing several ranks must issue them together,
+// like their creation), then ncclCommDestroy. Waited on with the timeout for non-blocking comms; on blocking
+// ones finalize returns when this process's own streams are done.
+void finalize_and_destroy(const std::vector<ncclComm_t>& comms, bool blocking, double timeout_s) {
+    NCCL_CHECK(ncclGroupStart());
+    for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
+    NCCL_CHECK(ncclGroupEnd());
+    if (!blocking) wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
+    for (ncclComm_t comm : comms) {
+        NCCL_CHECK(ncclCommDestroy(comm));
+        forget(comm);
+    }
+}
+
+// Step 2 of the top of nccl_comm.hpp: from each non-blocking communicator a blocking one of the same ranks
+// in the same order, all in one group (one thread making several ranks must issue them together, like their
+// creation), waited on with the timeout; then the non-blocking ones are finalized and destroyed, so their
+// buffers do not stay beside the new ones'.
+std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, double timeout_s) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    std::vector<ncclComm_t> children(parents.size(), nullptr);
+    NCCL_CHECK(ncclGroupStart());
+    for (size_t i = 0; i < parents.size(); ++i)
+        NCCL_CHECK(ncclCommSplit(parents[i], 0, known_as(parents[i]).rank, &children[i], &config));
+    NCCL_CHECK(ncclGroupEnd());  // ncclInProgress: the split goes on in the background
+    wait_for_nccl(parents, {}, "NCCL communicator creation (the split into a blocking communicator)", timeout_s);
+    for (size_t i = 0; i < parents.size(); ++i) {
+        const RankOf rank = known_as(parents[i]);
+        remember(children[i], rank.rank, rank.nranks);
+    }
+    finalize_and_destroy(parents, false, timeout_s);
+    return children;
+#else
+    (void)timeout_s;
+    return parents;  // no ncclCommSplit: the non-blocking communicators themselves
+#endif
+}
+
+}  // namespace
+
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
                    const std::string& what, double timeout_s) {
     std::string detail;
@@ -212,7 +265,7 @@ std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double ti
     NCCL_CHECK(ncclGroupEnd());  // ncclInProgress: the init goes on in the background
     CUDA_CHECK(cudaSetDevice(current_device));
     wait_for_nccl(comms, {}, "NCCL communicator creation", timeout_s);
-    return comms;
+    return split_blocking(comms, timeout_s);
 }
 
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s) {
@@ -222,20 +275,11 @@ ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double t
     NCCL_CHECK(ncclCommInitRankConfig(&comm, nranks, id, rank, &config));
     remember(comm, rank, nranks);
     wait_for_nccl({comm}, {}, "NCCL communicator creation", timeout_s);
-    return comm;
+    return split_blocking({comm}, timeout_s).front();
 }
 
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
-    // Finalizing waits for the other ranks on this node; one thread finalizing several ranks must
-    // issue them together, like their creation.
-    NCCL_CHECK(ncclGroupStart());
-    for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
-    NCCL_CHECK(ncclGroupEnd());
-    wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
-    for (ncclComm_t comm : comms) {
-        NCCL_CHECK(ncclCommDestroy(comm));
-        forget(comm);
-    }
+    finalize_and_destroy(comms, kHandsOutBlocking, timeout_s);
 }
 
 std::string describe_ranks(const std::vector<int>& ranks, int nranks) {

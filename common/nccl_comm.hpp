@@ -1,11 +1,22 @@
-// NCCL helpers that never hang: non-blocking communicators (ncclConfig_t blocking = 0), so creating one
-// and waiting on a collective can both be given a timeout; after it (or on an asynchronous NCCL error)
-// the communicators are aborted (ncclCommAbort) and an EnvironmentError (exit 3) names the operation
-// and the ranks that waited.
+// NCCL helpers that never hang: making a communicator and waiting on a collective are both given a
+// timeout; after it (or on an asynchronous NCCL error) the communicators are aborted (ncclCommAbort) and
+// an EnvironmentError (exit 3) names the operation and the ranks that waited.
 //
-// Non-blocking semantics (NCCL >= 2.14): any NCCL call on such a communicator may return ncclInProgress;
-// the operation is then finished (or enqueued, for a collective) once ncclCommGetAsyncError no longer
-// reports ncclInProgress. wait_for_nccl polls that and cudaStreamQuery together.
+// Every communicator is made in two steps, each waited on with the timeout:
+//   1. a non-blocking one (ncclConfig_t blocking = 0, NCCL >= 2.14): NCCL makes it in the background, and
+//      any call on it may return ncclInProgress; the operation is done once ncclCommGetAsyncError no longer
+//      reports ncclInProgress, which is what wait_for_nccl polls (with cudaStreamQuery);
+//   2. from it, with ncclCommSplit (NCCL >= 2.18; the split of a non-blocking communicator is
+//      non-blocking too), a blocking one of the same ranks: the one the functions below hand out. The
+//      non-blocking one is then finalized and destroyed.
+// Why not stop at 1: a group of calls on a non-blocking communicator is launched by a thread that NCCL starts
+// for that group (NCCL 2.28), which made the lessons' combine, two allreduces in a group, take about 80 us
+// instead of 32 on 2 x H200 (docs/PERFORMANCE.md, "NCCL's calls without a thread each"). A call on a blocking
+// communicator returns once its kernels are on the stream, and a wait on the stream has the timeout.
+// What keeps such a call from waiting on other ranks from the host: NCCL connects the ranks while the
+// communicator is made, not at its first collective (prepare_nccl sets NCCL_RUNTIME_CONNECT=0); a rank that
+// never makes its call leaves the others' kernels waiting on their streams, which wait_for_nccl times out.
+// With an NCCL before 2.18 the non-blocking communicators are handed out themselves.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,7 +37,9 @@ std::string nccl_version_number();
 std::string nccl_version_string();
 
 // Before a communicator is made (the functions below call it themselves): NVLink SHARP (multicast) stays
-// off unless the user set NCCL_NVLS_ENABLE, and the env of every later RESULT records which NCCL runs.
+// off unless the user set NCCL_NVLS_ENABLE, NCCL connects the ranks while making a communicator unless the
+// user set NCCL_RUNTIME_CONNECT (see the top of this file), and the env of every later RESULT records which
+// NCCL runs.
 void prepare_nccl();
 
 // How to see which transports NCCL picked (NVLink, PCIe, network), for --verbose.
@@ -63,15 +76,17 @@ void nccl_abort(ncclComm_t comm, double limit_s = kNcclAbortLimitSeconds);
 // (multicast) off: NCCL_NVLS_ENABLE=0 unless the user set it. Every program of the suite runs that way.
 ncclUniqueId nccl_unique_id();
 
-// Non-blocking communicators, one per device, all in this process (what ncclCommInitAll does, but
-// ncclCommInitAll has no config variant: ncclGetUniqueId, then ncclCommInitRankConfig per device inside
-// one ncclGroupStart/End). Rank r drives devices[r]. Init is waited on with the timeout.
+// Communicators made as the top of this file says, one per device, all in this process (what
+// ncclCommInitAll does, but ncclCommInitAll has no config variant: ncclGetUniqueId, then
+// ncclCommInitRankConfig per device inside one ncclGroupStart/End, and the splits likewise). Rank r drives
+// devices[r]. Each step is waited on with the timeout.
 std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double timeout_s);
-// One non-blocking communicator for `rank` of `nranks` on the current device (one process per GPU).
+// One communicator, made likewise, for `rank` of `nranks` on the current device (one process per GPU).
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s);
 
-// The clean end: ncclCommFinalize (flushes outstanding work), waited on with the timeout, then
-// ncclCommDestroy. On timeout or error the comms are aborted and an EnvironmentError is thrown.
+// The clean end: ncclCommFinalize (flushes outstanding work: on the blocking communicators a wait on this
+// process's own streams, on non-blocking ones waited on with the timeout), then ncclCommDestroy. On timeout
+// or error the comms are aborted and an EnvironmentError is thrown.
 // For the success path: a lesson that throws before it never destroys its communicators, as the process
 // then exits and the driver frees them.
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);

@@ -6,8 +6,8 @@
 
 namespace fwi {
 
-// Creates a non-blocking NCCL communicator over the ranks of `comm` (NCCL rank = rank in `comm`), on the
-// current device: the caller selects its GPU first (select_gpu_for_rank in mpi_env.hpp). Rank 0 calls
+// Creates an NCCL communicator (made as nccl_comm.hpp says) over the ranks of `comm` (NCCL rank = rank in `comm`), on
+// the current device: the caller selects its GPU first (select_gpu_for_rank in mpi_env.hpp). Rank 0 calls
 // ncclGetUniqueId, MPI_Bcast sends it to every rank, an MPI_Barrier lines the ranks up (both under a
 // WaitTimeout: exit 3 when a rank does not come within `ranks_timeout_s`), and every rank calls
 // nccl_init_rank with `init_timeout_s`. Collective over `comm`. The lessons pass --timeout for both

@@ -80,7 +80,7 @@ struct NcclOptions {
     size_t largest_bytes = size_t(256) << 20;  // the largest size timed (nccl_check_sizes, nccl_verdict.hpp)
     Injection injection;
 };
-// Check 5: a single-process allreduce over every GPU, on non-blocking communicators with the deadline:
+// Check 5: a single-process allreduce over every GPU, on communicators made with the deadline (nccl_comm.hpp):
 // checked, timed at 1 MiB, 32 MiB and options.largest_bytes, and compared with what the links carry
 // (system.p2p_one_way_GBps from check 4, the peer access of check 2); WARN when NCCL goes around them.
 Finding check_nccl(const GpuSystem& system, const Variables& variables, const NcclOptions& options,

@@ -6,9 +6,9 @@
 //   2 topology: peer access, P2P attributes and NVLink / PCIe links of every pair (like nvidia-smi topo -m)
 //   3 P2P works: peer copies and a kernel reading peer memory, the data verified
 //   4 P2P bandwidth and latency matrices, one way and both ways, P2P on and off
-//   5 NCCL allreduce over all GPUs of this process (non-blocking communicators, abort on timeout), timed at
+//   5 NCCL allreduce over all GPUs of this process (every wait with a deadline, abort on timeout), timed at
 //     1, 32 and 256 MiB as nccl-tests does and compared with what the links carry (checks 2 and 4)
-//   6 host: /dev/shm, limits, IOMMU hints
+//   6 host: /dev/shm, limits, IOMMU hints, ACS on the PCIe switch ports between GPUs
 //   7 under mpirun with --mpi: each rank's GPU, two ranks on one GPU, CUDA-aware MPI, NCCL over MPI
 // What you learn: what "P2P supported" does and does not promise, how to read a bandwidth matrix, and
 // how to wait on a GPU or a communicator without hanging: poll with a deadline, abort what can be

@@ -24,7 +24,8 @@ float closed_form_sum(int ranks, size_t index);
 class RankBuffers {
 public:
     RankBuffers(int device, int rank, size_t count);
-    // Enqueues the allreduce on `stream` (a non-blocking communicator may return ncclInProgress).
+    // Enqueues the allreduce on `stream` (a non-blocking communicator, with an NCCL before 2.18, may return
+    // ncclInProgress).
     void allreduce(ncclComm_t comm, cudaStream_t stream) const { allreduce(comm, stream, count_); }
     void allreduce(ncclComm_t comm, cudaStream_t stream, size_t count) const;
     // Enqueues setting the receive buffer to NaN on `stream`, so that elements an allreduce leaves unwritten

@@ -1,7 +1,7 @@
-// Check 5: NCCL allreduce over every GPU of this process, on non-blocking communicators, every wait with
-// the check's deadline: checked, then timed at a few sizes the way nccl-tests times (common/allreduce_sweep),
-// and compared with what the links carry (nccl_verdict.hpp); and the verified allreduce shared with the
-// MPI check.
+// Check 5: NCCL allreduce over every GPU of this process, on the suite's communicators (made non-blocking,
+// used blocking: common/nccl_comm.hpp), every wait with the check's deadline: checked, then timed at a few sizes the
+// way nccl-tests times (common/allreduce_sweep), and compared with what the links carry (nccl_verdict.hpp); and the
+// verified allreduce shared with the MPI check.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -107,8 +107,8 @@ public:
     void setup(size_t count) override {
         for (size_t rank = 0; rank < buffers_.size(); ++rank) buffers_[rank].poison(streams_[rank].get(), count);
     }
-    // A non-blocking communicator may still be issuing the group when ncclGroupEnd returns (ncclInProgress,
-    // while NCCL connects); nothing may be issued on it before that ends, so wait for it here.
+    // With an NCCL before 2.18 the communicators are non-blocking ones, which may still be issuing the group
+    // when ncclGroupEnd returns (ncclInProgress); nothing may be issued on them before that ends, so wait here.
     void run(size_t count) override {
         count_ = count;
         // FWI_DOCTOR_INJECT=hang-nccl: the call after the first, checked one leaves GPU 0 out, so the other
