@@ -174,6 +174,14 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
         {"NCCL_PROTO", "forces NCCL's protocol; its own choice is usually faster", forces},
         {"NCCL_CUMEM_ENABLE", "changes how NCCL maps peer memory (cuMem or legacy IPC)", never},
         {"NCCL_NVLS_ENABLE", "NVLink SHARP (multicast); this suite keeps it at 0", never},
+        {"NCCL_RUNTIME_CONNECT",
+         "when NCCL connects the ranks: 0, the suite's default, while making a communicator; 1 at its first "
+         "collective, a setup inside that call which waits for the other ranks without the suite's time limit",
+         never},
+        {"NCCL_COMM_BLOCKING",
+         "overrides whether communicators are blocking; at 1 the suite's communicators are made by calls that wait "
+         "inside NCCL, without its time limit",
+         never},
         {"NCCL_IB_DISABLE",
          "InfiniBand off: NCCL's network transport uses TCP sockets (across nodes, or within a node when P2P and SHM "
          "are off)",

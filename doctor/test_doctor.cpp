@@ -251,6 +251,9 @@ TEST_CASE("NCCL settings that take its fast path away are marked; harmless ones 
     CHECK(nccl_setting_notes({{"NCCL_P2P_LEVEL", "NVL"}}).at(0).slows);
     CHECK(!nccl_setting_notes({{"NCCL_P2P_LEVEL", "SYS"}}).at(0).slows);
     CHECK(!nccl_setting_notes({{"NCCL_P2P_DISABLE", "2"}}).at(0).slows);  // NCCL reads only 1 as "disable"
+    // Settings that undo what keeps the suite's NCCL calls within its time limits are named with the reason.
+    CHECK(contains(nccl_setting_notes({{"NCCL_RUNTIME_CONNECT", "1"}}).at(0).text(), "without the suite's time limit"));
+    CHECK(contains(nccl_setting_notes({{"NCCL_COMM_BLOCKING", "1"}}).at(0).text(), "without its time limit"));
 }
 
 TEST_CASE("a locked-memory limit is a problem only where there are InfiniBand devices") {
