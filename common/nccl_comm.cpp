@@ -52,7 +52,7 @@ void forget(ncclComm_t comm) {
     registry.erase(comm);
 }
 
-RankOf known_as(ncclComm_t comm) {
+RankOf registered_rank(ncclComm_t comm) {
     std::lock_guard<std::mutex> lock(registry_mutex);
     const auto known = registry.find(comm);
     return known == registry.end() ? RankOf{} : known->second;
@@ -62,7 +62,7 @@ std::vector<int> ranks_of(const std::vector<ncclComm_t>& comms, int& nranks) {
     std::vector<int> ranks;
     nranks = 0;
     for (ncclComm_t comm : comms) {
-        const RankOf rank = known_as(comm);
+        const RankOf rank = registered_rank(comm);
         ranks.push_back(rank.rank);
         nranks = std::max(nranks, rank.nranks);
     }
@@ -180,46 +180,36 @@ void nccl_abort(ncclComm_t comm, double limit_s) {
 
 namespace {
 
-// Whether the communicators handed out are blocking ones (the top of nccl_comm.hpp): ncclCommSplit came
-// with NCCL 2.18.
-constexpr bool kHandsOutBlocking = NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0);
-
-// ncclCommFinalize of every comm in one group (one thread finalizing several ranks must issue them together,
-// like their creation), then ncclCommDestroy. Waited on with the timeout for non-blocking comms; on blocking
-// ones finalize returns when this process's own streams are done.
-void finalize_and_destroy(const std::vector<ncclComm_t>& comms, bool blocking, double timeout_s) {
-    NCCL_CHECK(ncclGroupStart());
-    for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
-    NCCL_CHECK(ncclGroupEnd());
-    if (!blocking) wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
-    for (ncclComm_t comm : comms) {
-        NCCL_CHECK(ncclCommDestroy(comm));
-        forget(comm);
-    }
+// What is left of a time limit of timeout_s that began at `start` (steady_seconds), never below zero: the
+// steps of making a communicator share one limit.
+[[maybe_unused]] double seconds_left(double start, double timeout_s) {
+    return std::max(0.0, timeout_s - (steady_seconds() - start));
 }
 
 // Step 2 of the top of nccl_comm.hpp: from each non-blocking communicator a blocking one of the same ranks
 // in the same order, all in one group (one thread making several ranks must issue them together, like their
-// creation), waited on with the timeout; then the non-blocking ones are finalized and destroyed, so their
-// buffers do not stay beside the new ones'.
-std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, double timeout_s) {
+// creation); then the non-blocking ones are finalized and destroyed, so their buffers do not stay beside the
+// new ones'. Both waits end within what is left of the limit that began at `start`.
+std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, double start, double timeout_s) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
     std::vector<ncclComm_t> children(parents.size(), nullptr);
     NCCL_CHECK(ncclGroupStart());
     for (size_t i = 0; i < parents.size(); ++i)
-        NCCL_CHECK(ncclCommSplit(parents[i], 0, known_as(parents[i]).rank, &children[i], &config));
+        NCCL_CHECK(ncclCommSplit(parents[i], 0, registered_rank(parents[i]).rank, &children[i], &config));
     NCCL_CHECK(ncclGroupEnd());  // ncclInProgress: the split goes on in the background
-    wait_for_nccl(parents, {}, "NCCL communicator creation (the split into a blocking communicator)", timeout_s);
+    wait_for_nccl(parents, {},
+                  "NCCL communicator creation (the split into a blocking one, in what was left of the limit)",
+                  seconds_left(start, timeout_s));
     for (size_t i = 0; i < parents.size(); ++i) {
-        const RankOf rank = known_as(parents[i]);
+        const RankOf rank = registered_rank(parents[i]);
         remember(children[i], rank.rank, rank.nranks);
     }
-    finalize_and_destroy(parents, false, timeout_s);
+    nccl_destroy_all(parents, seconds_left(start, timeout_s));
     return children;
 #else
-    (void)timeout_s;
+    (void)start, (void)timeout_s;
     return parents;  // no ncclCommSplit: the non-blocking communicators themselves
 #endif
 }
@@ -248,6 +238,7 @@ ncclUniqueId nccl_unique_id() {
 }
 
 std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double timeout_s) {
+    const double start = steady_seconds();
     const int n = static_cast<int>(devices.size());
     const ncclUniqueId id = nccl_unique_id();
     ncclConfig_t config = nonblocking_config();
@@ -265,21 +256,33 @@ std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double ti
     NCCL_CHECK(ncclGroupEnd());  // ncclInProgress: the init goes on in the background
     CUDA_CHECK(cudaSetDevice(current_device));
     wait_for_nccl(comms, {}, "NCCL communicator creation", timeout_s);
-    return split_blocking(comms, timeout_s);
+    return split_blocking(comms, start, timeout_s);
 }
 
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s) {
+    const double start = steady_seconds();
     prepare_nccl();
     ncclConfig_t config = nonblocking_config();
     ncclComm_t comm = nullptr;
     NCCL_CHECK(ncclCommInitRankConfig(&comm, nranks, id, rank, &config));
     remember(comm, rank, nranks);
     wait_for_nccl({comm}, {}, "NCCL communicator creation", timeout_s);
-    return split_blocking({comm}, timeout_s).front();
+    return split_blocking({comm}, start, timeout_s).front();
 }
 
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
-    finalize_and_destroy(comms, kHandsOutBlocking, timeout_s);
+    // One thread finalizing several ranks must issue them together, like their creation. On a blocking
+    // communicator the finalize is done when the group returns, and the wait returns at its first poll;
+    // on a non-blocking one (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the environment, which
+    // overrides the configuration) it goes on in the background.
+    NCCL_CHECK(ncclGroupStart());
+    for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
+    NCCL_CHECK(ncclGroupEnd());
+    wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
+    for (ncclComm_t comm : comms) {
+        NCCL_CHECK(ncclCommDestroy(comm));
+        forget(comm);
+    }
 }
 
 std::string describe_ranks(const std::vector<int>& ranks, int nranks) {

@@ -2,7 +2,7 @@
 // timeout; after it (or on an asynchronous NCCL error) the communicators are aborted (ncclCommAbort) and
 // an EnvironmentError (exit 3) names the operation and the ranks that waited.
 //
-// Every communicator is made in two steps, each waited on with the timeout:
+// Every communicator is made in two steps, both within one timeout:
 //   1. a non-blocking one (ncclConfig_t blocking = 0, NCCL >= 2.14): NCCL makes it in the background, and
 //      any call on it may return ncclInProgress; the operation is done once ncclCommGetAsyncError no longer
 //      reports ncclInProgress, which is what wait_for_nccl polls (with cudaStreamQuery);
@@ -16,7 +16,9 @@
 // What keeps such a call from waiting on other ranks from the host: NCCL connects the ranks while the
 // communicator is made, not at its first collective (prepare_nccl sets NCCL_RUNTIME_CONNECT=0); a rank that
 // never makes its call leaves the others' kernels waiting on their streams, which wait_for_nccl times out.
-// With an NCCL before 2.18 the non-blocking communicators are handed out themselves.
+// That holds in NCCL's default launch mode: with NCCL_LAUNCH_MODE=GROUP the ranks of one process also wait
+// for each other inside their calls (doctor names these settings). With an NCCL before 2.18 the
+// non-blocking communicators are handed out themselves.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -79,14 +81,15 @@ ncclUniqueId nccl_unique_id();
 // Communicators made as the top of this file says, one per device, all in this process (what
 // ncclCommInitAll does, but ncclCommInitAll has no config variant: ncclGetUniqueId, then
 // ncclCommInitRankConfig per device inside one ncclGroupStart/End, and the splits likewise). Rank r drives
-// devices[r]. Each step is waited on with the timeout.
+// devices[r]. Both steps end within timeout_s.
 std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double timeout_s);
 // One communicator, made likewise, for `rank` of `nranks` on the current device (one process per GPU).
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s);
 
-// The clean end: ncclCommFinalize (flushes outstanding work: on the blocking communicators a wait on this
-// process's own streams, on non-blocking ones waited on with the timeout), then ncclCommDestroy. On timeout
-// or error the comms are aborted and an EnvironmentError is thrown.
+// The clean end: ncclCommFinalize (flushes outstanding work), then ncclCommDestroy. Call it only after every
+// collective was waited on with its stream (wait_for_nccl): on a blocking communicator the finalize waits
+// for NCCL's work on this GPU without a limit. On a non-blocking one it is waited on with the timeout, and
+// on timeout or error the comms are aborted and an EnvironmentError is thrown.
 // For the success path: a lesson that throws before it never destroys its communicators, as the process
 // then exits and the driver frees them.
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);

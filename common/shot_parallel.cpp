@@ -104,7 +104,7 @@ void print_progress(const IterationDone& done, double first_misfit, double media
 
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after) {
-    // Warm-up, not timed: the first collective also sets up a communicator's connections.
+    // Warm-up, not timed: a first collective pays costs the later ones do not (run_iterations in the header).
     team.barrier(member, "the other GPUs' set-up");
     if (combine) combine(share);
 

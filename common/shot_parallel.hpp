@@ -126,8 +126,9 @@ struct MemberRecord {
 };
 
 // Iterations first_iteration..last_iteration (1-based) of the FWI loop on team member `member`:
-// compute, wait, combine, update, timed as above. One untimed combine first (the warm-up that sets up
-// a communicator's connections). Every member calls it; `after` is called on member 0 only.
+// compute, wait, combine, update, timed as above. One combine first, not timed (the warm-up: a first
+// collective pays once for loading NCCL's kernels, and for connecting the ranks where NCCL connects them
+// then). Every member calls it; `after` is called on member 0 only.
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after = {});
 

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <limits>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +28,8 @@ struct GpuSystem {
     double p2p_one_way_GBps = std::numeric_limits<double>::quiet_NaN();
 
     bool peer(int i, int j) const { return can_access[size_t(i) * count + j] != 0; }
-    // Pairs with peer access (either way) whose link is PCIe (no NVLink), where the IOMMU and ACS matter;
-    // nullopt when check 2 did not look at the pairs (--mpi, no GPU, not selected).
-    std::optional<std::vector<PciePair>> pcie_peer_pairs() const;
+    // The pairs with peer access (either way) whose link is PCIe (no NVLink), where the IOMMU and ACS matter.
+    PeerPairs peer_pairs() const;
 };
 
 // The code of this build a GPU runs (check 1).

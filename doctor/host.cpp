@@ -182,6 +182,10 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
          "overrides whether communicators are blocking; at 1 the suite's communicators are made by calls that wait "
          "inside NCCL, without its time limit",
          never},
+        {"NCCL_LAUNCH_MODE",
+         "GROUP: the GPUs of one process wait for each other inside their NCCL calls, without the suite's time limit; "
+         "PARALLEL, the default, launches each GPU's work on its own",
+         never},
         {"NCCL_IB_DISABLE",
          "InfiniBand off: NCCL's network transport uses TCP sockets (across nodes, or within a node when P2P and SHM "
          "are off)",
@@ -439,12 +443,16 @@ void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_
 
 // Adds what ACS says on the PCIe switch ports between the pairs (pcie_acs.hpp), and a problem for each port
 // that turns peer traffic away.
-void add_acs(Finding& finding, std::vector<Problem>& problems, const std::optional<std::vector<PciePair>>& checked) {
-    if (!checked) {
+void add_acs(Finding& finding, std::vector<Problem>& problems, const PeerPairs& peer_pairs) {
+    if (!peer_pairs.checked) {
         finding.details.push_back("ACS: not read (the GPU pairs are known only when check 2 runs)");
         return;
     }
-    const std::vector<PciePair>& pairs = *checked;
+    if (!peer_pairs.links_known) {
+        finding.details.push_back("ACS: not read (without NVML, NVLink cannot be told from PCIe)");
+        return;
+    }
+    const std::vector<PciePair>& pairs = peer_pairs.pcie;
     if (pairs.empty()) {
         finding.details.push_back("ACS: not read (no GPU pair with peer access talks over PCIe only)");
         return;
@@ -460,14 +468,14 @@ void add_acs(Finding& finding, std::vector<Problem>& problems, const std::option
 
 }  // namespace
 
-Finding check_host(const std::optional<std::vector<PciePair>>& pcie_peer_pairs) {
+Finding check_host(const PeerPairs& pairs) {
     Finding finding;
     finding.id = "host";
     std::vector<Problem> problems;
     add_shared_memory(finding, problems);
     add_limits(finding, problems);
-    add_iommu(finding, problems, pcie_peer_pairs && !pcie_peer_pairs->empty());
-    add_acs(finding, problems, pcie_peer_pairs);
+    add_iommu(finding, problems, pairs.checked && !pairs.pcie.empty());
+    add_acs(finding, problems, pairs);
     if (problems.empty()) {
         finding.summary = "shared memory, limits, IOMMU and ACS settings look fine";
         return finding;

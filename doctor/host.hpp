@@ -3,7 +3,6 @@
 // limits, IOMMU hints from the kernel command line, ACS on the PCIe switch ports between GPUs).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,8 +119,15 @@ std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, 
 // buffers; NCCL's troubleshooting guide asks containers for --ulimit memlock=-1.
 std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const std::string& limit);
 
-// Check 6. pcie_peer_pairs: the GPU pairs with peer access over PCIe only, where IOMMU translation and ACS
-// on the switch ports between them matter (pcie_acs.hpp); nullopt when the pairs were not looked at.
-Finding check_host(const std::optional<std::vector<PciePair>>& pcie_peer_pairs);
+// What check 6 knows of the GPU pairs with peer access (checks 1 and 2 find them), where IOMMU translation
+// and ACS on the switch ports between them matter when they talk over PCIe (pcie_acs.hpp).
+struct PeerPairs {
+    bool checked = false;        // check 2 looked at the pairs (it does not under --mpi, nor without a GPU)
+    bool links_known = false;    // NVML told NVLink from PCIe
+    std::vector<PciePair> pcie;  // with peer access and no NVLink; every pair with peer access if !links_known
+};
+// Check 6. The IOMMU hint counts a pair whose link is unknown as PCIe; ACS is read only for pairs known to
+// talk over PCIe (an NVLink machine's switch ports may well redirect, harmlessly).
+Finding check_host(const PeerPairs& pairs);
 
 }  // namespace fwi::doctor

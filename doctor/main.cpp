@@ -211,7 +211,7 @@ private:
         }
 
         if (selected("host"))
-            run_check("host", [&](const Deadline&) { return check_host(system_.pcie_peer_pairs()); });
+            run_check("host", [&](const Deadline&) { return check_host(system_.peer_pairs()); });
         else
             skip("host", "not selected (--checks)");
         if (!selected("mpi"))

@@ -86,7 +86,7 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
         comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, backstop_seconds(deadline), deadline.remaining());
         buffers = std::make_unique<RankBuffers>(device, rank, options.nccl_bytes / sizeof(float));
         stream = std::make_unique<GpuStream>(device);
-        allreduce();  // the first call also connects the ranks
+        allreduce();  // the first call also pays NCCL's one-time costs
         outcome.wrong = buffers->count_wrong(ranks);
     } catch (const std::exception& error) {
         note(error);

@@ -12,6 +12,7 @@ namespace {
 
 constexpr size_t kExtendedCapabilitiesStart = 0x100;  // the PCIe extended capabilities' first header
 constexpr size_t kConfigSpaceBytes = 0x1000;
+constexpr size_t kUnprivilegedConfigBytes = 64;  // what sysfs gives a reader without root
 constexpr unsigned kAcsCapabilityId = 0x000d;
 constexpr size_t kAcsControlOffset = 6;  // from the ACS capability's header
 // ACS Control bits (PCIe base specification, ACS Extended Capability).
@@ -102,7 +103,9 @@ AcsReading read_acs(const std::string& sysfs_root, const std::vector<PciePair>& 
     for (const std::string& port : reading.ports) {
         const std::vector<unsigned char> config = read_bytes(devices / port / "config");
         if (!has_extended_config(config)) {
-            reading.unreadable.push_back(port);
+            reading.unreadable.push_back(port + (config.size() == kUnprivilegedConfigBytes
+                                                     ? " (its first 64 bytes only: the rest needs root)"
+                                                     : " (no configuration space to read)"));
             continue;
         }
         const std::optional<unsigned> control = acs_control(config);
@@ -119,6 +122,10 @@ AcsVerdict acs_verdict(const AcsReading& acs, size_t pairs) {
         return text;
     };
     AcsVerdict verdict;
+    if (pairs > 0 && size_t(acs.pairs_without_path) == pairs) {
+        verdict.line = "ACS: not read (the GPUs are not in /sys/bus/pci/devices; a container may hide them)";
+        return verdict;
+    }
     verdict.line = "ACS: " + std::to_string(pairs) + " GPU pair(s) over PCIe; ";
     if (acs.ports.empty())
         verdict.line += "no PCIe switch port between them in the PCIe tree this system shows";
@@ -126,7 +133,7 @@ AcsVerdict acs_verdict(const AcsReading& acs, size_t pairs) {
         verdict.line +=
             std::to_string(acs.ports.size()) + " switch port(s) between them (" + listed(acs.ports) + "): " +
             (acs.redirecting.empty() ? "none turns peer traffic away" : "redirecting: " + listed(acs.redirecting));
-    if (!acs.unreadable.empty()) verdict.line += "; not readable without root: " + listed(acs.unreadable);
+    if (!acs.unreadable.empty()) verdict.line += "; not readable: " + listed(acs.unreadable);
     if (acs.pairs_without_path > 0)
         verdict.line += "; " + std::to_string(acs.pairs_without_path) + " pair(s) not found in /sys/bus/pci";
     if (!acs.redirecting.empty()) {

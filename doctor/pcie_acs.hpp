@@ -46,7 +46,7 @@ struct PciePair {
 struct AcsReading {
     std::vector<std::string> ports;        // every switch port between a pair
     std::vector<std::string> redirecting;  // "0000:02:08.0 (RR CR)": ports that turn peer traffic away
-    std::vector<std::string> unreadable;   // ports whose configuration space stops before the capabilities
+    std::vector<std::string> unreadable;   // "0000:02:18.0 (why)": ports whose capabilities could not be read
     int pairs_without_path = 0;            // pairs with a GPU missing from sysfs (a container may hide it)
 };
 AcsReading read_acs(const std::string& sysfs_root, const std::vector<PciePair>& pairs);

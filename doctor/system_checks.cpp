@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -14,18 +15,19 @@
 
 namespace fwi::doctor {
 
-std::optional<std::vector<PciePair>> GpuSystem::pcie_peer_pairs() const {
-    if (count == 0 || can_access.size() != size_t(count) * count || pci.size() != size_t(count)) return std::nullopt;
-    std::vector<PciePair> pairs;
-    const auto sysfs_address = [](const PciAddress& a) {  // lower case, as sysfs names it
-        char text[32];
-        std::snprintf(text, sizeof text, "%04x:%02x:%02x.0", a.domain, a.bus, a.device);
-        return std::string(text);
+PeerPairs GpuSystem::peer_pairs() const {
+    PeerPairs pairs;
+    pairs.checked = count > 0 && can_access.size() == size_t(count) * count && pci.size() == size_t(count);
+    pairs.links_known = !links.empty();
+    if (!pairs.checked) return pairs;
+    const auto sysfs_address = [](std::string bus_id) {  // lower case, as sysfs names it
+        for (char& c : bus_id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return bus_id;
     };
     for (int i = 0; i < count; ++i)
         for (int j = i + 1; j < count; ++j)
             if ((peer(i, j) || peer(j, i)) && (links.empty() || links[size_t(i) * count + j].nvlinks == 0))
-                pairs.push_back({sysfs_address(pci[i]), sysfs_address(pci[j])});
+                pairs.pcie.push_back({sysfs_address(pci[i].bus_id), sysfs_address(pci[j].bus_id)});
     return pairs;
 }
 

@@ -456,14 +456,15 @@ TEST_CASE("ACS read from a sysfs tree: redirecting ports named once, unreadable 
         {{"0000:03:00.0", "0000:04:00.0"}, {"0000:03:00.0", "0000:05:00.0"}, {"0000:03:00.0", "0000:0f:00.0"}});
     CHECK(reading.ports == std::vector<std::string>{"0000:02:08.0", "0000:02:10.0", "0000:02:18.0"});
     CHECK(reading.redirecting == std::vector<std::string>{"0000:02:08.0 (RR CR)"});
-    CHECK(reading.unreadable == std::vector<std::string>{"0000:02:18.0"});
+    CHECK(reading.unreadable ==
+          std::vector<std::string>{"0000:02:18.0 (its first 64 bytes only: the rest needs root)"});
     CHECK(reading.pairs_without_path == 1);
     std::filesystem::remove_all(root);
 
     const AcsVerdict verdict = acs_verdict(reading, 3);
     CHECK(contains(verdict.line, "3 GPU pair(s) over PCIe; 3 switch port(s) between them"));
     CHECK(contains(verdict.line, "redirecting: 0000:02:08.0 (RR CR)"));
-    CHECK(contains(verdict.line, "not readable without root: 0000:02:18.0"));
+    CHECK(contains(verdict.line, "not readable: 0000:02:18.0 (its first 64 bytes only"));
     CHECK(contains(verdict.line, "1 pair(s) not found"));
     CHECK(contains(verdict.problem, "through the CPU (0000:02:08.0 (RR CR))"));
     CHECK(contains(verdict.fix, "ECAP_ACS+0x6.w=0000"));
@@ -471,6 +472,7 @@ TEST_CASE("ACS read from a sysfs tree: redirecting ports named once, unreadable 
     CHECK(contains(clean.line, "none turns peer traffic away"));
     CHECK(clean.problem.empty());
     CHECK(contains(acs_verdict(AcsReading{}, 1).line, "no PCIe switch port between them"));
+    CHECK(contains(acs_verdict(AcsReading{{}, {}, {}, 2}, 2).line, "not read (the GPUs are not in /sys/bus/pci"));
 }
 
 TEST_CASE("no GPU: the most likely cause comes first, and the facts are all listed") {
