@@ -183,8 +183,8 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
          "inside NCCL, without its time limit",
          never},
         {"NCCL_LAUNCH_MODE",
-         "GROUP: the GPUs of one process wait for each other inside their NCCL calls, without the suite's time limit; "
-         "PARALLEL, the default, launches each GPU's work on its own",
+         "at GROUP the GPUs of one process wait for each other inside their NCCL calls, without the suite's time "
+         "limit (PARALLEL, the default, launches each GPU's work on its own)",
          never},
         {"NCCL_IB_DISABLE",
          "InfiniBand off: NCCL's network transport uses TCP sockets (across nodes, or within a node when P2P and SHM "
