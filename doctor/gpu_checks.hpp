@@ -11,7 +11,6 @@
 #include "device.hpp"
 #include "host.hpp"
 #include "nvml.hpp"
-#include "pcie_acs.hpp"
 #include "report.hpp"
 #include "watchdog.hpp"
 
