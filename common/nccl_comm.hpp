@@ -3,22 +3,25 @@
 // an EnvironmentError (exit 3) names the operation and the ranks that waited.
 //
 // Every communicator is made in two steps, both within one timeout:
-//   1. a non-blocking one (ncclConfig_t blocking = 0, NCCL >= 2.14): NCCL makes it in the background, and
-//      any call on it may return ncclInProgress; the operation is done once ncclCommGetAsyncError no longer
-//      reports ncclInProgress, which is what wait_for_nccl polls (with cudaStreamQuery);
+//   1. a non-blocking one (ncclConfig_t blocking = 0, NCCL >= 2.14, which the build requires): NCCL makes
+//      it in the background, and any call on it may return ncclInProgress; the operation is done (for a
+//      collective: on the stream) once ncclCommGetAsyncError no longer reports ncclInProgress, which is what
+//      wait_for_nccl polls (with cudaStreamQuery);
 //   2. from it, with ncclCommSplit (NCCL >= 2.18; the split of a non-blocking communicator is
 //      non-blocking too), a blocking one of the same ranks: the one the functions below hand out. The
 //      non-blocking one is then finalized and destroyed.
 // Why not stop at 1: a group of calls on a non-blocking communicator is launched by a thread that NCCL starts
-// for that group (NCCL 2.28), which made the lessons' combine, two allreduces in a group, take about 80 us
-// instead of 32 on 2 x H200 (docs/PERFORMANCE.md, "NCCL's calls without a thread each"). A call on a blocking
-// communicator returns once its kernels are on the stream, and a wait on the stream has the timeout.
+// for that group (2.18 to 2.28 at least): 05's combine, two allreduces in a group, took 0.14-0.23 ms on
+// non-blocking communicators and 0.07-0.10 ms on blocking ones, on 2 x H200 (docs/PERFORMANCE.md, "NCCL's
+// calls without a thread each"). A call on a blocking communicator returns once its kernels are on the
+// stream, and a wait on the stream has the timeout.
 // What keeps such a call from waiting on other ranks from the host: NCCL connects the ranks while the
-// communicator is made, not at its first collective (prepare_nccl sets NCCL_RUNTIME_CONNECT=0); a rank that
-// never makes its call leaves the others' kernels waiting on their streams, which wait_for_nccl times out.
-// That holds in NCCL's default launch mode: with NCCL_LAUNCH_MODE=GROUP the ranks of one process also wait
-// for each other inside their calls (doctor names these settings). With an NCCL before 2.18 the
-// non-blocking communicators are handed out themselves.
+// communicator is made, not at its first collective (prepare_nccl sets NCCL_RUNTIME_CONNECT=0 unless the user
+// set it); a rank that never makes its call leaves the others' kernels waiting on their streams, which
+// wait_for_nccl times out. That holds in NCCL's default launch mode (NCCL_LAUNCH_MODE=PARALLEL): with GROUP the
+// ranks of one process also wait for each other inside their calls (doctor names these settings). NCCL's
+// rule stays: one thread driving several ranks issues their calls inside one ncclGroupStart/End (04's
+// README). With an NCCL before 2.18 the non-blocking communicators are handed out themselves.
 #pragma once
 
 #include <cuda_runtime.h>
