@@ -10,12 +10,6 @@ namespace fwi::doctor {
 
 namespace {
 
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-    std::string text;
-    for (const auto& part : parts) text += (text.empty() ? "" : separator) + part;
-    return text;
-}
-
 bool uses_family(const NcclLog& log, int from, int to, const std::string& family) {
     const auto found = log.transports.find({from, to});
     if (found == log.transports.end()) return false;

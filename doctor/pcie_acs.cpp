@@ -6,6 +6,8 @@
 #include <iterator>
 #include <regex>
 
+#include "report.hpp"
+
 namespace fwi::doctor {
 
 namespace {
@@ -116,11 +118,6 @@ AcsReading read_acs(const std::string& sysfs_root, const std::vector<PciePair>& 
 }
 
 AcsVerdict acs_verdict(const AcsReading& acs, size_t pairs) {
-    const auto listed = [](const std::vector<std::string>& items) {
-        std::string text;
-        for (const auto& item : items) text += (text.empty() ? "" : ", ") + item;
-        return text;
-    };
     AcsVerdict verdict;
     if (pairs > 0 && size_t(acs.pairs_without_path) == pairs) {
         verdict.line = "ACS: not read (the GPUs are not in /sys/bus/pci/devices; a container may hide them)";
@@ -131,14 +128,14 @@ AcsVerdict acs_verdict(const AcsReading& acs, size_t pairs) {
         verdict.line += "no PCIe switch port between them in the PCIe tree this system shows";
     else
         verdict.line +=
-            std::to_string(acs.ports.size()) + " switch port(s) between them (" + listed(acs.ports) + "): " +
-            (acs.redirecting.empty() ? "none turns peer traffic away" : "redirecting: " + listed(acs.redirecting));
-    if (!acs.unreadable.empty()) verdict.line += "; not readable: " + listed(acs.unreadable);
+            std::to_string(acs.ports.size()) + " switch port(s) between them (" + join(acs.ports, ", ") + "): " +
+            (acs.redirecting.empty() ? "none turns peer traffic away" : "redirecting: " + join(acs.redirecting, ", "));
+    if (!acs.unreadable.empty()) verdict.line += "; not readable: " + join(acs.unreadable, ", ");
     if (acs.pairs_without_path > 0)
         verdict.line += "; " + std::to_string(acs.pairs_without_path) + " pair(s) not found in /sys/bus/pci";
     if (!acs.redirecting.empty()) {
         verdict.problem = "ACS on PCIe switch ports between GPUs sends their peer traffic through the CPU (" +
-                          listed(acs.redirecting) + ")";
+                          join(acs.redirecting, ", ") + ")";
         verdict.fix =
             "turn ACS off on those ports: in the BIOS (often with IO virtualization / VT-d), or as root until the "
             "next boot with `setpci -s <port> ECAP_ACS+0x6.w=0000`; until then NCCL_P2P_DISABLE=1 keeps NCCL correct";
