@@ -13,9 +13,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned blocks_for(size_t count) {
-    return static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
-}
+unsigned blocks_for(size_t count) { return grid_stride_blocks(count, kThreads, 4096); }
 
 __global__ void fill_inputs_kernel(float* data, size_t count, int rank) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -10,6 +11,13 @@
 #include "cuda_check.hpp"
 
 namespace fwi {
+
+// Blocks for a grid-stride loop over `count` items with `threads` a block: one item a thread where that
+// takes at most `max_blocks` blocks, else `max_blocks`, enough to fill a GPU, each thread then looping.
+// At least one, so an empty loop is still a valid launch.
+inline unsigned grid_stride_blocks(size_t count, int threads, unsigned max_blocks) {
+    return static_cast<unsigned>(std::clamp<size_t>((count + threads - 1) / threads, 1, max_blocks));
+}
 
 // Polls `event` (the suite's one way to wait with a deadline, poll_until_done) until it has completed:
 // true, or false once `timeout_s` has passed first. A CUDA error throws, as CUDA_CHECK does.

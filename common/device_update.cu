@@ -1,8 +1,7 @@
 #include "device_update.hpp"
 
-#include <algorithm>
-
 #include "cuda_check.hpp"
+#include "device.hpp"
 #include "update.hpp"
 
 namespace fwi {
@@ -46,8 +45,7 @@ DeviceModelUpdate::DeviceModelUpdate(const Problem& problem)
 void DeviceModelUpdate::apply(const float* gradient, float* velocity, cudaStream_t stream) {
     const Problem& p = problem_;
     const size_t first = first_updated_cell(p), cells = p.model_cells();
-    // Grid-stride loops: enough blocks to fill a GPU, not one per cell.
-    const unsigned blocks = unsigned(std::min<size_t>((cells + kBlock - 1) / kBlock, 1024));
+    const unsigned blocks = grid_stride_blocks(cells, kBlock, 1024);
     CUDA_CHECK(cudaMemsetAsync(largest_bits_.data(), 0, sizeof(unsigned), stream));
     largest_kernel<<<blocks, kBlock, 0, stream>>>(gradient, depth_weights_.data(), p.nx, first, cells,
                                                   largest_bits_.data());

@@ -13,6 +13,7 @@
 
 #include "bandwidth_verdict.hpp"
 #include "cuda_check.hpp"
+#include "device.hpp"
 #include "gpu_checks.hpp"
 #include "gpu_resources.hpp"
 #include "p2p_pattern.hpp"
@@ -24,9 +25,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned blocks_for(size_t count) {
-    return static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 1024));
-}
+unsigned blocks_for(size_t count) { return grid_stride_blocks(count, kThreads, 1024); }
 
 __global__ void fill_pattern_kernel(uint32_t* data, size_t words, int source_gpu) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
