@@ -71,13 +71,35 @@ std::vector<int2> border_table(const FieldLayout& l, const InnerRegion& r) {
     return cells;
 }
 
-size_t forward_floats_per_shot(const FieldLayout& l, size_t trace_samples) {
-    return kWaveSlots * l.cells + kWaveSlots * l.cells + 2 * (l.x_band_cells() + l.z_band_cells()) + trace_samples;
-}
-size_t gradient_only_floats_per_shot(const FieldLayout& l, int nt) {
-    const size_t history = size_t(nt - 1) * (l.cells + l.frame_cells());
-    // zeta, delta, rho_x and rho_z (2 slots each), image
-    return history + kWaveSlots * l.cells + kWaveSlots * l.cells + 4 * l.cells + l.cells;
+// The floats each buffer of a workspace holds, for `batch` shots in the forward pass and `adjoint_batch`
+// in each adjoint group (gradient mode; a forward-only workspace has no history and no adjoint fields).
+// The one formula both for allocating a workspace and for the batches that fit memory.
+struct WorkspaceFloats {
+    size_t u = 0, x = 0, px = 0, pz = 0, traces = 0;              // forward fields, synthetic traces
+    size_t h = 0, gx = 0;                                         // history
+    size_t zeta = 0, delta = 0, rho_x = 0, rho_z = 0, image = 0;  // adjoint fields
+    size_t total() const { return u + x + px + pz + traces + h + gx + zeta + delta + rho_x + rho_z + image; }
+};
+
+WorkspaceFloats workspace_floats(const Problem& p, const FieldLayout& l, bool gradient, int batch, int adjoint_batch) {
+    const size_t shots = size_t(batch), adjoint_shots = size_t(adjoint_batch), history_steps = size_t(p.nt - 1);
+    // The border kernels read the layer's fields before they know whether their cell is in the layer (at
+    // index 0 off it), so these buffers hold at least one float even without a layer (width 0: validate()
+    // refuses it, but a Problem built in code can have it).
+    const auto layer_floats = [](size_t floats) { return std::max<size_t>(floats, 1); };
+    WorkspaceFloats f;
+    f.u = f.x = kWaveSlots * shots * l.cells + kForwardShift;
+    f.px = layer_floats(2 * shots * l.x_band_cells());
+    f.pz = layer_floats(2 * shots * l.z_band_cells());
+    f.traces = shots * p.trace_samples();
+    if (gradient) {
+        f.h = history_steps * shots * l.cells;
+        f.gx = layer_floats(history_steps * shots * l.frame_cells());
+        f.zeta = f.delta = kWaveSlots * adjoint_shots * l.cells;
+        f.rho_x = f.rho_z = 2 * adjoint_shots * l.cells;
+        f.image = adjoint_shots * l.cells;
+    }
+    return f;
 }
 }  // namespace
 
@@ -204,9 +226,8 @@ size_t GpuPropagator::fixed_bytes() const {
 }
 
 size_t GpuPropagator::gradient_bytes_per_shot() const {
-    const size_t trace_samples = problem_.trace_samples();
-    return sizeof(float) *
-           (forward_floats_per_shot(layout_, trace_samples) + gradient_only_floats_per_shot(layout_, problem_.nt));
+    // A workspace of one shot: n shots take at most n times as much.
+    return sizeof(float) * workspace_floats(problem_, layout_, true, 1, 1).total();
 }
 
 std::string GpuPropagator::memory_report() const {
@@ -315,29 +336,24 @@ void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
         return;
     release_workspace();
 
-    const FieldLayout& l = layout_;
-    const size_t trace_samples = problem_.trace_samples();
+    const WorkspaceFloats f = workspace_floats(problem_, layout_, mode == Mode::gradient, batch, adjoint_batch);
     auto w = std::make_unique<Workspace>();
     w->mode = mode;
     w->capacity = batch;
     w->adjoint_capacity = adjoint_batch;
-    w->u = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells + kForwardShift);
-    w->x = DeviceBuffer<float>(kWaveSlots * size_t(batch) * l.cells + kForwardShift);
-    // The border kernels read the layer's fields before they know whether their cell is in the layer (at
-    // index 0 off it), so these buffers hold at least one float even without a layer (width 0: validate()
-    // refuses it, but a Problem built in code can have it).
-    const auto layer_floats = [](size_t floats) { return std::max<size_t>(floats, 1); };
-    w->px = DeviceBuffer<float>(layer_floats(2 * size_t(batch) * l.x_band_cells()));
-    w->pz = DeviceBuffer<float>(layer_floats(2 * size_t(batch) * l.z_band_cells()));
-    w->traces = DeviceBuffer<float>(size_t(batch) * trace_samples);
+    w->u = DeviceBuffer<float>(f.u);
+    w->x = DeviceBuffer<float>(f.x);
+    w->px = DeviceBuffer<float>(f.px);
+    w->pz = DeviceBuffer<float>(f.pz);
+    w->traces = DeviceBuffer<float>(f.traces);
     if (mode == Mode::gradient) {
-        w->h = DeviceBuffer<float>(size_t(problem_.nt - 1) * batch * l.cells);
-        w->gx = DeviceBuffer<float>(layer_floats(size_t(problem_.nt - 1) * batch * l.frame_cells()));
-        w->zeta = DeviceBuffer<float>(kWaveSlots * size_t(adjoint_batch) * l.cells);
-        w->delta = DeviceBuffer<float>(kWaveSlots * size_t(adjoint_batch) * l.cells);
-        w->rho_x = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);
-        w->rho_z = DeviceBuffer<float>(2 * size_t(adjoint_batch) * l.cells);
-        w->image = DeviceBuffer<float>(size_t(adjoint_batch) * l.cells);
+        w->h = DeviceBuffer<float>(f.h);
+        w->gx = DeviceBuffer<float>(f.gx);
+        w->zeta = DeviceBuffer<float>(f.zeta);
+        w->delta = DeviceBuffer<float>(f.delta);
+        w->rho_x = DeviceBuffer<float>(f.rho_x);
+        w->rho_z = DeviceBuffer<float>(f.rho_z);
+        w->image = DeviceBuffer<float>(f.image);
         size_t scratch_bytes = 0;
         CUDA_CHECK(sum_of_squares(nullptr, scratch_bytes, w->traces.data(), w->misfits.data(), w->traces.size()));
         w->misfit_scratch = DeviceBuffer<unsigned char>(std::max<size_t>(scratch_bytes, 1));  // null would query
@@ -572,7 +588,7 @@ void GpuPropagator::start_adjoint() {
 std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
     NvtxRange range("forward");
     const size_t trace_samples = problem_.trace_samples();
-    const size_t per_shot = sizeof(float) * forward_floats_per_shot(layout_, trace_samples);
+    const size_t per_shot = sizeof(float) * workspace_floats(problem_, layout_, false, 1, 0).total();
     const int fits = static_cast<int>(usable_free_bytes() / per_shot);
     const int batch_size = std::min<int>(int(shots.size()), std::max(fits, 1));
     std::vector<float> traces(shots.size() * trace_samples);
