@@ -154,7 +154,7 @@ void Gradient(benchmark::State& state) {
     state.counters["adjoint_ms"] = 1e3 * last.adjoint_seconds;
     state.counters["forward_no_history_ms"] = 1e3 * setup->forward_no_history_seconds;
     state.counters["batch"] = setup->gpu.gradient_batch_size();
-    state.counters["adjoint_batch"] = setup->gpu.adjoint_batch_size();
+    state.counters["adjoint_batch"] = setup->gpu.adjoint_group_size();
     state.counters["peak_GiB"] = gib(setup->gpu.peak_allocated_bytes());
 }
 

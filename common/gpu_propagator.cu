@@ -71,7 +71,7 @@ std::vector<int2> border_table(const FieldLayout& l, const InnerRegion& r) {
     return cells;
 }
 
-// The floats each buffer of a workspace holds, for `batch` shots in the forward pass and `adjoint_batch`
+// The floats each buffer of a workspace holds, for `batch` shots in the forward pass and `adjoint_group`
 // in each adjoint group (gradient mode; a forward-only workspace has no history and no adjoint fields).
 // The one formula both for allocating a workspace and for the batches that fit memory.
 struct WorkspaceFloats {
@@ -81,8 +81,8 @@ struct WorkspaceFloats {
     size_t total() const { return u + x + px + pz + traces + h + gx + zeta + delta + rho_x + rho_z + image; }
 };
 
-WorkspaceFloats workspace_floats(const Problem& p, const FieldLayout& l, bool gradient, int batch, int adjoint_batch) {
-    const size_t shots = size_t(batch), adjoint_shots = size_t(adjoint_batch), history_steps = size_t(p.nt - 1);
+WorkspaceFloats workspace_floats(const Problem& p, const FieldLayout& l, bool gradient, int batch, int adjoint_group) {
+    const size_t shots = size_t(batch), adjoint_shots = size_t(adjoint_group), history_steps = size_t(p.nt - 1);
     // The border kernels read the layer's fields before they know whether their cell is in the layer (at
     // index 0 off it), so these buffers hold at least one float even without a layer (width 0: validate()
     // refuses it, but a Problem built in code can have it).
@@ -175,7 +175,7 @@ int GpuPropagator::shots_that_fit_memory() const {
 }
 
 // Two batch sizes: the forward pass keeps the history of `gradient_batch_` shots, and the adjoint pass
-// works through them in groups of `adjoint_batch_`. Each is as many shots as keep one step's working set
+// works through them in groups of `adjoint_group_`. Each is as many shots as keep one step's working set
 // (the fields a step reads and writes again in the next one) within 45% of the L2 cache, because the step
 // kernels are fastest when those fields stay in L2, and only about half of it holds them: data that SMs all
 // over the chip read is kept twice, once near each half of the SMs (measured on an H200,
@@ -198,13 +198,13 @@ void GpuPropagator::choose_batches() {
                                                   static_cast<int>(cache / (sizeof(float) * (2 * cells + 4 * frame))),
                                                   static_cast<int>(cache / (sizeof(float) * (3 * cells + 6 * frame))));
     gradient_batch_ = batches.gradient;
-    adjoint_batch_ = batches.adjoint;
+    adjoint_group_ = batches.adjoint_group;
 }
 
-void GpuPropagator::set_batch_sizes(int gradient_batch, int adjoint_batch) {
-    if (gradient_batch < 1 || adjoint_batch < 1) throw UsageError("batch sizes must be at least 1");
+void GpuPropagator::set_batch_sizes(int gradient_batch, int adjoint_group) {
+    if (gradient_batch < 1 || adjoint_group < 1) throw UsageError("batch sizes must be at least 1");
     gradient_batch_ = std::min({gradient_batch, problem_.nshots, shots_that_fit_memory()});
-    adjoint_batch_ = std::min(adjoint_batch, gradient_batch_);
+    adjoint_group_ = std::min(adjoint_group, gradient_batch_);
 }
 
 GpuPropagator::~GpuPropagator() {
@@ -237,7 +237,7 @@ std::string GpuPropagator::memory_report() const {
     std::snprintf(text, sizeof text,
                   "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): %d shots, forward %d "
                   "and adjoint %d at a time; %.1f of %.1f GiB free",
-                  gib(gradient_bytes_per_shot()), problem_.nshots, gradient_batch_, adjoint_batch_, gib(free_bytes),
+                  gib(gradient_bytes_per_shot()), problem_.nshots, gradient_batch_, adjoint_group_, gib(free_bytes),
                   gib(total_bytes));
     return text;
 }
@@ -330,17 +330,17 @@ void GpuPropagator::release_workspace() {
     allocated_bytes_ = fixed_bytes();
 }
 
-void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_batch) {
+void GpuPropagator::ensure_workspace(Mode mode, int batch, int adjoint_group) {
     if (workspace_ && workspace_->mode == mode && workspace_->capacity >= batch &&
-        workspace_->adjoint_capacity >= adjoint_batch)
+        workspace_->adjoint_capacity >= adjoint_group)
         return;
     release_workspace();
 
-    const WorkspaceFloats f = workspace_floats(problem_, layout_, mode == Mode::gradient, batch, adjoint_batch);
+    const WorkspaceFloats f = workspace_floats(problem_, layout_, mode == Mode::gradient, batch, adjoint_group);
     auto w = std::make_unique<Workspace>();
     w->mode = mode;
     w->capacity = batch;
-    w->adjoint_capacity = adjoint_batch;
+    w->adjoint_capacity = adjoint_group;
     w->u = DeviceBuffer<float>(f.u);
     w->x = DeviceBuffer<float>(f.x);
     w->px = DeviceBuffer<float>(f.px);
@@ -627,7 +627,7 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
     for (;;) {
         // (No shots: no batch runs, and the gradient and misfit are zero.)
         const int batch_size = shots == 0 ? 1 : even_batch(shots, gradient_batch_);
-        const int group_size = even_batch(batch_size, adjoint_batch_);
+        const int group_size = even_batch(batch_size, adjoint_group_);
         try {
             ensure_workspace(Mode::gradient, batch_size, group_size);
             return {batch_size, group_size};
@@ -636,7 +636,7 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
             const int fits = std::min((batch_size + 1) / 2, shots_that_fit_memory());
             if (batch_size <= 1 || fits < 1) throw;
             gradient_batch_ = fits;
-            adjoint_batch_ = std::min(adjoint_batch_, gradient_batch_);
+            adjoint_group_ = std::min(adjoint_group_, gradient_batch_);
             print_note("the GPU's free memory no longer holds the gradient of " + std::to_string(batch_size) +
                        " shots at a time (other processes or ranks on this GPU took some): " +
                        std::to_string(gradient_batch_) + " at a time from now on");

@@ -75,14 +75,14 @@ public:
 
     // Device memory one shot of a gradient batch needs, and the batch sizes chosen: the forward pass runs
     // up to gradient_batch_size() shots at a time and keeps their history, and the adjoint pass works
-    // through them adjoint_batch_size() at a time.
+    // through them adjoint_group_size() at a time.
     size_t gradient_bytes_per_shot() const;
     int gradient_batch_size() const { return gradient_batch_; }
-    int adjoint_batch_size() const { return adjoint_batch_; }
+    int adjoint_group_size() const { return adjoint_group_; }
     // Sets the batch sizes in place of those chosen from the L2 cache, within what device memory allows:
-    // up to gradient_batch shots at a time in the forward pass, up to adjoint_batch in each adjoint group
+    // up to gradient_batch shots at a time in the forward pass, up to adjoint_group of them in each adjoint group
     // (for tests and experiments, on any GPU's cache).
-    void set_batch_sizes(int gradient_batch, int adjoint_batch);
+    void set_batch_sizes(int gradient_batch, int adjoint_group);
     // Throws DeviceMemoryError (an EnvironmentError: exit 3), naming the memory needed, when not even one
     // shot fits.
     void require_gradient_fits() const;
@@ -112,7 +112,7 @@ private:
         cudaEvent_t fork = nullptr, join = nullptr, done = nullptr;
     };
 
-    void ensure_workspace(Mode mode, int batch, int adjoint_batch);
+    void ensure_workspace(Mode mode, int batch, int adjoint_group);
     std::pair<int, int> ensure_gradient_workspace(int shots);  // the batch and adjoint group sizes it fits
     cudaGraphExec_t time_loop_graph(Mode mode, int batch, int adjoint_first = 0, int adjoint_count = 0);
     void capture_forward(Mode mode, int batch);
@@ -144,7 +144,7 @@ private:
     cudaStream_t stream_ = nullptr;
     Chain chains_[kMaxChains];
     cudaEvent_t loop_start_ = nullptr;
-    int gradient_batch_ = 0, adjoint_batch_ = 0;
+    int gradient_batch_ = 0, adjoint_group_ = 0;
     bool programmatic_steps_ = false;  // join the steps by programmatic edges (kernels built for >= 9.0)
     int forward_inner_places_ = 0;     // blocks of the 2-row forward inner kernel resident at once
     double last_forward_loop_seconds_ = 0.0;

@@ -128,7 +128,7 @@ TEST_CASE("the adjoint pass in groups of shots, and smaller forward batches, giv
     gpu.set_velocity(initial_model(p));
     gpu.set_batch_sizes(p.nshots, p.nshots);  // all together, whatever this GPU's L2 cache would choose
     REQUIRE(gpu.gradient_batch_size() == p.nshots);
-    REQUIRE(gpu.adjoint_batch_size() == p.nshots);
+    REQUIRE(gpu.adjoint_group_size() == p.nshots);
     const GradientResult together = gpu.gradient(kAllShots);
     const std::vector<float> together_gradient = gpu.download_gradient();
     // (forward batch, adjoint group): 4 shots then 2 groups of 2, then 4 groups of 1, then 2 batches of 2

@@ -58,17 +58,17 @@ TEST_CASE("a GPU's batches: the forward's by memory and cache, the adjoint's wit
     // adjoint's 6, with memory for all: forward 8, adjoint 4 + 4.
     ShotBatches b = plan_shot_batches(8, 30, 8, 6);
     CHECK(b.gradient == 8);
-    CHECK(b.adjoint == 4);
+    CHECK(b.adjoint_group == 4);
     // Memory for 5 shots: 4 + 4 forward; the adjoint takes each batch whole.
     b = plan_shot_batches(8, 5, 8, 6);
     CHECK(b.gradient == 4);
-    CHECK(b.adjoint == 4);
+    CHECK(b.adjoint_group == 4);
     // Not one shot's working set fits the cache (a large grid, or a small L2): one shot at a time.
     b = plan_shot_batches(8, 30, 0, 0);
     CHECK(b.gradient == 1);
-    CHECK(b.adjoint == 1);
+    CHECK(b.adjoint_group == 1);
     // Not one shot's gradient fits memory: no batch at all, which the caller refuses.
     b = plan_shot_batches(8, 0, 8, 6);
     CHECK(b.gradient == 0);
-    CHECK(b.adjoint == 0);
+    CHECK(b.adjoint_group == 0);
 }
