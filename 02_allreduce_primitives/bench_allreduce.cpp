@@ -1,7 +1,7 @@
 // Google Benchmark cases for each allreduce variant at a few sizes, on all visible GPUs (at most 8).
 // Time per allreduce comes from CUDA events (manual time); counters give algbw and busbw in GB/s.
 // Exit codes as the suite's (docs/ARCHITECTURE.md): 2 for an unknown flag or a --benchmark_filter that
-// selects nothing, 3 when no GPU is visible (the flags are checked first).
+// selects nothing, 3 when no GPU is visible (the flags are checked first) or a case failed or timed out.
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime.h>
@@ -48,7 +48,7 @@ void allreduce(benchmark::State& state, const std::string& name) {
     }
     // A case that timed out leaves its kernels on the GPUs: the next cases would queue behind them.
     if (gpu_work_abandoned()) {
-        state.SkipWithError("an earlier case timed out and left the GPUs busy");
+        fail_benchmark_case(state, "an earlier case timed out and left the GPUs busy");
         return;
     }
     try {
@@ -77,8 +77,10 @@ void allreduce(benchmark::State& state, const std::string& name) {
         state.counters["gpus"] = group.size();
         state.counters["algbw_GBps"] = algorithm_bandwidth(bytes, mean) / 1e9;
         state.counters["busbw_GBps"] = bus_bandwidth(bytes, mean, group.size()) / 1e9;
-    } catch (const std::exception& e) {
+    } catch (const DeviceMemoryError& e) {  // a GPU too small for the largest case: not a failure
         state.SkipWithError(e.what());
+    } catch (const std::exception& e) {
+        fail_benchmark_case(state, e.what());
     }
 }
 
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
             ->Arg(256 << 20)
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
-    const int status = run_benchmarks("bench_allreduce", "allreduce/<variant>/<bytes>", argc, argv);
-    // A case that timed out skipped itself and the cases after it: the run did not measure what it was asked to.
-    return finish_program(status == kExitOk && gpu_work_abandoned() ? kExitEnvironment : status);
+    // A case that timed out failed, and so did every case after it (exit 3); its kernels may still be on
+    // the GPUs, and finish_program ends the process without waiting for them.
+    return finish_program(run_benchmarks("bench_allreduce", "allreduce/<variant>/<bytes>", argc, argv));
 }

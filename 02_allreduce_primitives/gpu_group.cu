@@ -199,6 +199,7 @@ void GpuGroup::synchronize(const std::string& what) {
     for (int rank = 0; rank < size_; ++rank)
         wait_for_event(markers_[rank], timeout_seconds_, what + " on GPU " + std::to_string(rank));
     if (const int report = *timeout_report_) {
+        *timeout_report_ = 0;  // the kernels have ended: the next run starts without it
         const int waiting = (report - 1) / kMaxRanks, awaited = (report - 1) % kMaxRanks;
         throw EnvironmentError(what + ": GPU " + std::to_string(waiting) + " gave up waiting for a signal from GPU " +
                                std::to_string(awaited) + " after " + format_number(timeout_seconds_ / 2) +

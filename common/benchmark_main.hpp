@@ -2,7 +2,8 @@
 // (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag, a value Google Benchmark would
 // abort on or ignore (see benchmark_flag_problem), a --benchmark_* flag given twice, a --benchmark_out
 // that cannot be written, or a --benchmark_filter that selects nothing, 3 when no GPU is visible (the
-// flags are checked first; listing the benchmarks with --benchmark_list_tests needs none). -h is --help.
+// flags are checked first; listing the benchmarks with --benchmark_list_tests needs none), and 3 when a case
+// failed (fail_benchmark_case). -h is --help.
 // --benchmark_out=FILE is written as every file of the suite is: under a temporary name, renamed over
 // FILE only when the benchmarks ran, so a refused run, or one that only lists them, leaves an earlier
 // FILE as it was.
@@ -29,6 +30,18 @@
 extern char** environ;
 
 namespace fwi {
+
+// Skips a case that failed, with `why`, and marks the run: run_benchmarks then exits 3 once every result
+// is written. A case that only does not apply here (too few GPUs, too little memory) calls
+// state.SkipWithError itself and leaves the run's exit code alone.
+inline bool& benchmark_case_failed() {
+    static bool failed = false;
+    return failed;
+}
+inline void fail_benchmark_case(benchmark::State& state, const char* why) {
+    state.SkipWithError(why);
+    benchmark_case_failed() = true;
+}
 
 // The value of `arg` when it is "FLAG=VALUE" (Google Benchmark's only form), else null.
 inline const char* benchmark_flag_value(const std::string& arg, const char* flag) {
@@ -203,7 +216,13 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     }
     const size_t ran = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
-    return finish_out(ran == 0 ? selects_nothing() : kExitOk);
+    if (ran == 0) return finish_out(selects_nothing());
+    if (benchmark_case_failed()) {
+        std::fprintf(stderr, "%s: environment: a case failed (its ERROR OCCURRED line says why)\n", program);
+        finish_out(kExitOk);  // the results of the cases that ran are still written
+        return kExitEnvironment;
+    }
+    return finish_out(kExitOk);
 }
 
 }  // namespace fwi
