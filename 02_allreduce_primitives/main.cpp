@@ -72,8 +72,7 @@ bool parse_options(int argc, char** argv, Options& options) {
                       "leave peer access off, as on a machine without P2P: via_gpu0's and ring's copies are staged "
                       "through host memory, p2p_kernel cannot run, and NCCL gets NCCL_P2P_DISABLE=1");
     parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
-                      "seconds any wait on a GPU may take before the program gives up (exit 3); the nccl variant's "
-                      "init is not bounded");
+                      "seconds any wait on a GPU or on NCCL may take before the program gives up (exit 3)");
     const auto variants_include = [&options](const std::string& name) {
         const std::vector<std::string> names = split_variant_list(options.variants);
         return std::find(names.begin(), names.end(), name) != names.end();

@@ -1,5 +1,6 @@
-// nccl: the reference. One communicator per GPU from ncclCommInitAll (one process, all GPUs), and
-// the n ncclAllReduce calls grouped so NCCL launches them together.
+// nccl: the reference. One communicator per GPU, all in this process, made as 04 makes them
+// (nccl_init_all: what ncclCommInitAll does, within --timeout), and the n ncclAllReduce calls grouped so
+// NCCL launches them together.
 #include <exception>
 
 #include "allreduce_variant.hpp"
@@ -13,14 +14,13 @@ namespace {
 
 class Nccl final : public AllreduceVariant {
 public:
-    explicit Nccl(GpuGroup& group) : AllreduceVariant(group), comms_(group.size()) {
+    explicit Nccl(GpuGroup& group) : AllreduceVariant(group) {
         prepare_nccl();  // NVLink SHARP off unless the user set it; NCCL's version in the RESULT
         std::vector<int> devices(group.size());
         for (int rank = 0; rank < group.size(); ++rank) devices[rank] = rank;
-        // Blocking communicators on purpose, as nccl-tests makes them, so that the reference is timed as
-        // NCCL is usually run. Their init is the one wait --timeout cannot bound; where it hangs, doctor's
-        // check 5 (and 04) make the same communicators with a time limit (nccl_init_all).
-        NCCL_CHECK(ncclCommInitAll(comms_.data(), group.size(), devices.data()));
+        // Blocking communicators, as ncclCommInitAll and nccl-tests make them, so that the reference is
+        // timed as NCCL is usually run; made under a time limit (common/nccl_comm.hpp says how).
+        comms_ = nccl_init_all(devices, group.timeout_seconds());
     }
     ~Nccl() override {
         // A hung communicator cannot be destroyed (that waits for its work); aborting does not wait for it.
@@ -35,7 +35,7 @@ public:
     }
 
     std::string name() const override { return "nccl"; }
-    std::string description() const override { return "ncclAllReduce over ncclCommInitAll communicators (reference)"; }
+    std::string description() const override { return "ncclAllReduce over one process's communicators (reference)"; }
 
     void run(size_t count) override {
         NCCL_CHECK(ncclGroupStart());
