@@ -1,6 +1,7 @@
 // The parts of the NCCL helpers (common/nccl_comm.hpp) and of the shot-parallel code that run without a
 // GPU: the timeout logic of their waits (common/polling.hpp) on a fake clock, the failure messages, the
-// NCCL version string (the library answers without a GPU), the --transport flag of 05 and 06, and the
+// NCCL version string (the library answers without a GPU), the settings that take the time limit away,
+// the --transport flag of 05 and 06, and the
 // split of the shots over GPUs.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
@@ -104,6 +105,31 @@ TEST_CASE("a failure message carries NCCL's error") {
                                                           60.0, "remote process exited");
     CHECK(message.find("NCCL communicator creation on ranks 0, 1 of 2: failed: remote process exited") == 0);
     CHECK(message.find("aborted the communicators") != std::string::npos);
+}
+
+TEST_CASE("the NCCL settings that take the time limit away are named, and only those") {
+    const auto with = [](const char* name, const char* value) {
+        if (value)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
+    };
+    for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
+    CHECK(nccl_settings_without_time_limit().empty());
+    with("NCCL_COMM_BLOCKING", "0");
+    with("NCCL_RUNTIME_CONNECT", "0");
+    with("NCCL_LAUNCH_MODE", "PARALLEL");
+    CHECK(nccl_settings_without_time_limit().empty());
+    with("NCCL_COMM_BLOCKING", "1");
+    with("NCCL_RUNTIME_CONNECT", "1");
+    with("NCCL_LAUNCH_MODE", "group");
+    const std::vector<std::string> settings = nccl_settings_without_time_limit();
+    REQUIRE(settings.size() == 3);
+    CHECK(settings[0].find("NCCL_COMM_BLOCKING=1") == 0);
+    CHECK(settings[1].find("NCCL_RUNTIME_CONNECT=1") == 0);
+    CHECK(settings[2].find("NCCL_LAUNCH_MODE=group") == 0);
+    for (const std::string& setting : settings) CHECK(setting.find("--timeout cannot end it") != std::string::npos);
+    for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
 }
 
 TEST_CASE("the NCCL version string reads like NCCL 2.x.y") {

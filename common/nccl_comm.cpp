@@ -1,6 +1,7 @@
 #include "nccl_comm.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -109,6 +110,37 @@ void prepare_nccl() {
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     setenv("NCCL_RUNTIME_CONNECT", "0", 0);  // connect while making a communicator (the top of nccl_comm.hpp)
     set_env_field("nccl_version", nccl_version_number());
+    static const bool warned = [] {
+        for (const std::string& setting : nccl_settings_without_time_limit()) print_warning(setting);
+        return true;
+    }();
+    (void)warned;
+}
+
+std::vector<std::string> nccl_settings_without_time_limit() {
+    const auto value_of = [](const char* name) {
+        const char* value = std::getenv(name);
+        return std::string(value ? value : "");
+    };
+    const auto upper = [](std::string text) {
+        for (char& c : text) c = char(std::toupper(static_cast<unsigned char>(c)));
+        return text;
+    };
+    const std::string without_limit = ": a wait there has no time limit, --timeout cannot end it";
+    std::vector<std::string> settings;
+    if (value_of("NCCL_COMM_BLOCKING") == "1")
+        settings.push_back("NCCL_COMM_BLOCKING=1 makes NCCL's communicators with calls that block inside NCCL" +
+                           without_limit);
+    if (const std::string connect = value_of("NCCL_RUNTIME_CONNECT"); !connect.empty() && connect != "0")
+        settings.push_back("NCCL_RUNTIME_CONNECT=" + connect +
+                           " connects the ranks in the first collective, which waits for the other ranks inside "
+                           "NCCL" +
+                           without_limit);
+    if (upper(value_of("NCCL_LAUNCH_MODE")) == "GROUP")
+        settings.push_back("NCCL_LAUNCH_MODE=" + value_of("NCCL_LAUNCH_MODE") +
+                           " makes the GPUs of one process wait for each other inside their NCCL calls" +
+                           without_limit);
+    return settings;
 }
 
 std::string nccl_version_number() {

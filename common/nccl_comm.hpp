@@ -46,6 +46,12 @@ std::string nccl_version_string();
 // user set NCCL_RUNTIME_CONNECT (see the top of this file), and the env of every later RESULT records which
 // NCCL runs.
 void prepare_nccl();
+// The NCCL settings in this process's environment that let NCCL's calls wait inside NCCL, where
+// --timeout cannot reach, one line each: NCCL_COMM_BLOCKING=1 (communicators made by calls that block),
+// NCCL_RUNTIME_CONNECT other than 0 (the first collective connects the ranks, waiting for them) and
+// NCCL_LAUNCH_MODE=GROUP (the GPUs of one process wait for each other inside their calls). prepare_nccl
+// prints them as warnings, once a process; doctor's check 5 names them too.
+std::vector<std::string> nccl_settings_without_time_limit();
 
 // How to see which transports NCCL picked (NVLink, PCIe, network), for --verbose.
 std::string nccl_transport_hint();
