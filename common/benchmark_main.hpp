@@ -1,9 +1,9 @@
 // BENCHMARK_MAIN with the suite's exit codes (docs/ARCHITECTURE.md), for the Google Benchmark programs
 // (bench/bench_propagator, 02's bench_allreduce): 2 for an unknown flag, a value Google Benchmark would
-// abort on or ignore (see benchmark_flag_problem), a --benchmark_* flag given twice, a --benchmark_out
-// that cannot be written, or a --benchmark_filter that selects nothing, 3 when no GPU is visible (the
-// flags are checked first; listing the benchmarks with --benchmark_list_tests needs none), and 3 when a case
-// failed (fail_benchmark_case). -h is --help.
+// abort on, ignore or hang on (see benchmark_flag_problem), a --benchmark_* flag given twice, a
+// --benchmark_out that cannot be written, or a --benchmark_filter that selects nothing; 3 when no GPU is
+// visible (the flags are checked first; listing the benchmarks with --benchmark_list_tests needs none) or
+// when a case failed (fail_benchmark_case). -h is --help.
 // --benchmark_out=FILE is written as every file of the suite is: under a temporary name, renamed over
 // FILE only when the benchmarks ran, so a refused run, or one that only lists them, leaves an earlier
 // FILE as it was.
@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -49,11 +50,45 @@ inline const char* benchmark_flag_value(const std::string& arg, const char* flag
     return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
 }
 
+// Whether `pattern` repeats a group that itself repeats or alternates, such as (.*)* or (a|b)+: the regex
+// engine backtracks through such a pattern in time exponential in the length of the name it matches,
+// so a filter like '(.*)*Q' would hang the program before its first case.
+inline bool repeats_a_varying_group(const std::string& pattern) {
+    std::vector<bool> open_groups;  // for each group not yet closed: whether it repeats or alternates inside
+    bool closed_group_varies = false;
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        const char c = pattern[i];
+        const bool after_varying_group = closed_group_varies;
+        closed_group_varies = false;
+        if (c == '\\') {
+            ++i;                // an escaped character is a plain one
+        } else if (c == '[') {  // a bracket expression holds no group or repetition: skip to its end
+            size_t end = i + 1;
+            if (end < pattern.size() && pattern[end] == '^') ++end;
+            if (end < pattern.size() && pattern[end] == ']') ++end;
+            while (end < pattern.size() && pattern[end] != ']') ++end;
+            i = end;
+        } else if (c == '(') {
+            open_groups.push_back(false);
+        } else if (c == ')' && !open_groups.empty()) {
+            closed_group_varies = open_groups.back();
+            open_groups.pop_back();
+            if (closed_group_varies && !open_groups.empty()) open_groups.back() = true;
+        } else if (c == '*' || c == '+' || c == '{' || c == '|') {
+            if (c != '|' && after_varying_group) return true;
+            if (!open_groups.empty()) open_groups.back() = true;
+        }
+    }
+    return false;
+}
+
 // What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
 // count below 1, on CPU performance counters it was built without (1.8; 1.7 ignores them and exits 0),
 // and prints its usage and exits 0 on an unknown format or time unit. A filter of some 20000 characters
-// overflows the stack of the regex engine (libstdc++'s std::regex recurses per character), and without a
-// GPU every repetition of every case is run to count them (each skips at once; a million took 9 GB).
+// overflows the stack of the regex engine (libstdc++'s std::regex recurses per character), a repeated
+// group that varies inside makes it backtrack for ever (repeats_a_varying_group), and an invalid one is
+// not "a filter that selects nothing". Without a GPU every repetition of every case is run to count them
+// (each skips at once; a million took 9 GB).
 inline std::string benchmark_flag_problem(const std::string& arg) {
     const auto value_of = [&](const char* flag) { return benchmark_flag_value(arg, flag); };
     const auto one_of = [](const std::string& value, std::initializer_list<const char*> allowed) {
@@ -64,8 +99,18 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
         const long n = std::strtol(v, &end, 10);
         if (*v == '\0' || *end != '\0' || n < 1 || n > 1000) return "a whole number from 1 to 1000";
     }
-    if (const char* v = value_of("--benchmark_filter"))
+    if (const char* v = value_of("--benchmark_filter")) {
         if (std::strlen(v) > 1000) return "a regular expression of at most 1000 characters";
+        const std::string pattern = *v == '-' ? v + 1 : v;  // a leading '-' leaves the cases it matches out
+        try {
+            std::regex compiled(pattern, std::regex::extended);  // as Google Benchmark compiles it
+        } catch (const std::regex_error&) {
+            return "a valid (POSIX extended) regular expression";
+        }
+        if (repeats_a_varying_group(pattern))
+            return "a regular expression without a repeated group that repeats or alternates inside, such as "
+                   "(.*)* or (a|b)+, which would take the regex engine exponential time";
+    }
     for (const char* flag : {"--benchmark_format", "--benchmark_out_format"})
         if (const char* v = value_of(flag))
             if (!one_of(v, {"console", "json", "csv"})) return "one of console|json|csv";

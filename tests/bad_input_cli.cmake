@@ -198,6 +198,16 @@ foreach(bench bench_propagator bench_allreduce)
   string(REPEAT "a" 20000 long_filter)
   add_exit_test(cli_${bench}_long_filter CODE 2 TEXT "a regular expression of at most 1000 characters"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=${long_filter})
+  # A repeated group that repeats inside would make the regex engine backtrack for ever; an invalid regex
+  # is said to be one.
+  add_exit_test(cli_${bench}_backtracking_filter CODE 2 TEXT "without a repeated group that repeats"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=(.*)*Q")
+  add_exit_test(cli_${bench}_invalid_filter CODE 2 TEXT "a valid (POSIX extended) regular expression"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=[")
+  # A group that is not repeated is fine: the listing names the case it selects.
+  list(GET ${bench}_cases 0 first_case)
+  add_exit_test(cli_${bench}_grouped_filter CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES=" OUTPUT "${first_case}"
+                COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests "--benchmark_filter=^(${first_case}|NoSuchCase)")
   # Google Benchmark reads its flags from BENCHMARK_* variables too: the same values are refused there.
   add_exit_test(cli_${bench}_env_repetitions CODE 2 TEXT "environment variable BENCHMARK_REPETITIONS=-5"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" "BENCHMARK_REPETITIONS=-5" COMMAND $<TARGET_FILE:${bench}>)
