@@ -43,7 +43,7 @@ def load_model(np, path):
 
 def load(np, directory, name):
     path = os.path.join(directory, name)
-    return load_model(np, path) if os.path.exists(path) else None
+    return load_model(np, path) if os.path.isfile(path) else None  # not a FIFO, which would block the read
 
 
 def model_panel(fig, ax, image, title, vmin, vmax, cmap="viridis", label="m/s"):
@@ -120,7 +120,7 @@ def plot_gradients(np, plt, directory, written):
 
 def plot_loss(plt, directory, written):
     path = os.path.join(directory, "loss_history.json")
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         return
     try:
         with open(path) as f:

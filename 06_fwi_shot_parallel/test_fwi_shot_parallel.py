@@ -176,6 +176,18 @@ def test_plot_script(args):
         if code != 2 or name not in output or "Traceback" in output:
             fail("plot_fwi.py with a damaged %s exited %d (expected 2, naming the file):\n%s" % (name, code, output))
         print("damaged %s: exit 2, %s" % (name, output.strip().splitlines()[-1]))
+    # A FIFO in an input's place is not read (the read would block until a writer came): left out, exit 0.
+    for name in ("true_model.npy", "loss_history.json"):
+        path = os.path.join(folder, name)
+        os.rename(path, path + ".kept")
+        os.mkfifo(path)
+    code, output = run([sys.executable, args.plot_script, folder], timeout_s=60)
+    for name in ("true_model.npy", "loss_history.json"):
+        path = os.path.join(folder, name)
+        os.remove(path)
+        os.rename(path + ".kept", path)
+    if code != 0 or "Traceback" in output:
+        fail("plot_fwi.py with FIFOs as inputs exited %d (expected 0, leaving them out):\n%s" % (code, output))
     # A picture that cannot be written: a folder where models.png would go.
     os.remove(os.path.join(folder, "models.png"))
     os.mkdir(os.path.join(folder, "models.png"))

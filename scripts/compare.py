@@ -20,7 +20,8 @@ fields are read; a RESULT that does not follow the schema is not read at all, an
 the first problem. A row the model cannot predict (an input missing, a sweep of one size) gets a note
 saying why; a machine.json that does not follow the env schema is left out with a warning.
 Exit 0 when every run finished verified, 1 when one did not, 2 for a DIR without runs/manifest.tsv or a
-manifest that lists no runs, is not UTF-8 or is not compare.sh's.
+manifest that lists no runs, is not UTF-8 or is not compare.sh's, 3 when an output file cannot be written
+(a folder in its place, a full disk).
 Speedup is against 01_single_gpu's time per gradient measured in the same comparison; efficiency is
 speedup / GPUs. The programs' own speedup against the single-GPU reference they run in-process (when
 they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
@@ -411,18 +412,22 @@ def main(argv):
         text += "\nmodel inputs that did not finish verified (their rows are not predicted):\n  " + \
             "\n  ".join(failed_inputs)
     print(text)
-    write_text(os.path.join(directory, "comparison.txt"), text + "\n")
-    write_text(os.path.join(directory, "comparison.md"), format_markdown(rows) + "\n")
-    write_csv(os.path.join(directory, "comparison.csv"), rows)
-    write_text(os.path.join(directory, "comparison.json"),
-               json.dumps({"problem": title, "machine": machine, "rows": rows, "notes": notes,
-                           "model": {"compute_of_shots_s": inputs.compute_of_shots, "update_s": inputs.update_s}},
-                          indent=1) + "\n")
     written = "comparison.txt, .md, .csv, .json"
-    if plt is None:
-        print("compare: warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)
-    elif draw_chart(plt, os.path.join(directory, "comparison.png"), rows, title, machine):
-        written += ", .png"
+    try:
+        write_text(os.path.join(directory, "comparison.txt"), text + "\n")
+        write_text(os.path.join(directory, "comparison.md"), format_markdown(rows) + "\n")
+        write_csv(os.path.join(directory, "comparison.csv"), rows)
+        write_text(os.path.join(directory, "comparison.json"),
+                   json.dumps({"problem": title, "machine": machine, "rows": rows, "notes": notes,
+                               "model": {"compute_of_shots_s": inputs.compute_of_shots, "update_s": inputs.update_s}},
+                              indent=1) + "\n")
+        if plt is None:
+            print("compare: warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)
+        elif draw_chart(plt, os.path.join(directory, "comparison.png"), rows, title, machine):
+            written += ", .png"
+    except OSError as error:  # a folder in a file's place, a full disk, a read-only folder
+        print("compare: error: cannot write the comparison in %s/: %s" % (directory, error), file=sys.stderr)
+        return 3
     print("wrote %s to %s/" % (written, directory))
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:

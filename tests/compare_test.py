@@ -2,7 +2,8 @@
 """CPU tests of scripts/compare.py, the comparison's table, on a copy of a stored comparison
 (docs/results) spoiled one way at a time: a RESULT that does not follow the schema is not read (its row
 says why), a row the scaling model cannot predict gets a note, a machine.json without a GPU's name is left
-out, and a manifest that is not UTF-8 or lists no runs is refused (exit 2). Never a traceback.
+out, a manifest that is not UTF-8 or lists no runs is refused (exit 2), and an output that cannot be
+written is an exit 3. Never a traceback.
 
 usage: compare_test.py
 """
@@ -120,6 +121,15 @@ class Compare(unittest.TestCase):
         self.assertIn("): sweep-timeout.log", output)
         self.assertIn("batch 01_single_gpu 2-shots, 1 GPU(s) (NOT VERIFIED): batch-01_single_gpu-2-shots-1gpu.log",
                       output)
+
+    def test_output_that_cannot_be_written(self):
+        for name in ("comparison.txt", "comparison.json"):
+            self.fresh()
+            target = os.path.join(self.dir, name)
+            if os.path.exists(target):
+                os.remove(target)
+            os.mkdir(target)  # a folder where the file goes
+            self.assertIn("compare: error: cannot write the comparison in", self.run_compare(3))
 
     def test_help(self):
         process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
