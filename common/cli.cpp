@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -50,7 +51,10 @@ double parse_real(const std::string& flag, const std::string& text, const std::s
     const bool decimal = text.find_first_not_of("0123456789.eE+-") == std::string::npos;
     if (text.empty() || !decimal || *end != '\0')
         throw UsageError(flag + ": '" + shown_value(text) + "' is not a finite number; allowed " + range);
-    if (errno == ERANGE) throw UsageError(flag + ": " + shown_value(text) + " is out of range; allowed " + range);
+    // ERANGE also means a number too close to 0 for a double (1e-400): strtod returns 0 or nearly, which
+    // the caller's range check judges as it would 0. Only a number too large is out of range here.
+    if (errno == ERANGE && std::fabs(value) > 1.0)
+        throw UsageError(flag + ": " + shown_value(text) + " is out of range; allowed " + range);
     return value;
 }
 

@@ -300,7 +300,9 @@ void check_writable(const std::string& path, const std::string& flag) {
         type == fs::file_type::socket)
         refuse("it is not a regular file (a device, a FIFO or a socket), and the file written would replace it");
     const std::string folder = folder_of(path);
-    if (!fs::is_directory(folder, ignored)) refuse("the folder '" + shown_path(folder) + "' does not exist");
+    if (!fs::is_directory(folder, ignored))
+        refuse(fs::exists(folder, ignored) ? "'" + shown_path(folder) + "' is a file, not a folder"
+                                           : "the folder '" + shown_path(folder) + "' does not exist");
     if (const std::string why = cannot_create_beside(path); !why.empty()) refuse(why);
 }
 

@@ -271,6 +271,7 @@ install_missing_packages() {
 # a folder should be).
 unwritable_folder_reason() {
     local dir="$1" probe
+    if [[ -e "$dir" && ! -d "$dir" ]]; then echo "'$dir' is a file, not a folder"; return 0; fi
     mkdir -p -- "$dir" 2>/dev/null || { echo "cannot create the folder '$dir'"; return 0; }
     probe="$(mktemp -p "$dir" .write-test.XXXXXX 2>/dev/null)" || { echo "cannot create a file in '$dir'"; return 0; }
     rm -f -- "$probe"  # ours, just made

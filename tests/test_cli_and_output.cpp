@@ -61,6 +61,8 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--nt", "abc"}, "--nt: 'abc' is not an integer"},
         {{"--dt", "1e400"}, "--dt: 1e400 is out of range; allowed 1e-06..0.1"},
         {{"--dt", "0.002"}, "--dt: 0.002 s is unstable"},
+        // Too close to 0 for a double: read as 0, below the range, not "out of range" as a huge number is.
+        {{"--dt", "1e-400"}, "--dt: 1e-400 is out of range; allowed 1e-06..0.1"},
         {{"--bogus"}, "unknown flag '--bogus'"},
         {{"--nx"}, "--nx: missing value"},
         {{"--problem", "huge"}, "--problem: 'huge' is not one of default|large|small|comm"},
@@ -363,6 +365,8 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
     CHECK(refusal(folder + "/fifo").find("is not a regular file") != std::string::npos);
     CHECK(refusal(folder + "/link.json").find("is a symbolic link") != std::string::npos);
     CHECK(refusal(folder).find("is a folder") != std::string::npos);
+    CHECK(refusal(folder + "/existing.json/x.json") == "--json: cannot write '" + folder + "/existing.json/x.json': '" +
+                                                           folder + "/existing.json' is a file, not a folder");
     // A path is shown whole, on one line: a newline in it escaped, however long it is.
     const std::string long_folder = "/no-such-folder-" + std::string(200, 'd');
     CHECK(refusal(long_folder + "/line\nbreak.json") == "--json: cannot write '" + long_folder +
