@@ -44,7 +44,7 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
         const bool digits = item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos;
         const long long value = digits ? std::stoll(item) : -1;
         if (!digits || value < min || value > max)
-            throw UsageError(flag + ": '" + item + "' is not allowed; give " + range);
+            throw UsageError(flag + ": '" + shown_value(item) + "' is not allowed; give " + range);
         if (std::find(values.begin(), values.end(), int(value)) != values.end())
             throw UsageError(flag + ": " + std::to_string(value) + " is listed twice");
         values.push_back(int(value));

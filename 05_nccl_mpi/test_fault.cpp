@@ -31,8 +31,9 @@ constexpr PointName kPointNames[] = {{FaultPoint::allreduce, "allreduce"}, {Faul
     std::string kinds, points;
     for (const auto& kind : kKindNames) kinds += (kinds.empty() ? "" : "|") + std::string(kind.name);
     for (const auto& point : kPointNames) points += (points.empty() ? "" : "|") + std::string(point.name);
-    throw UsageError(std::string(kFaultFlag) + ": '" + spec + "' is not KIND-before-POINT:RANK with KIND one of " +
-                     kinds + ", POINT one of " + points + " and RANK 0 or more");
+    throw UsageError(std::string(kFaultFlag) + ": '" + shown_value(spec) +
+                     "' is not KIND-before-POINT:RANK with KIND one of " + kinds + ", POINT one of " + points +
+                     " and RANK 0 or more");
 }
 
 std::string name_of(const TestFault& fault) {

@@ -64,7 +64,7 @@ Injection parse_injection(const std::string& text) {
         else if (name == "hang-nccl")
             injection.hang_nccl = true;
         else
-            throw UsageError("FWI_DOCTOR_INJECT: unknown fault '" + name + "'; allowed " + allowed);
+            throw UsageError("FWI_DOCTOR_INJECT: unknown fault '" + shown_value(name) + "'; allowed " + allowed);
     }
     return injection;
 }
@@ -121,7 +121,7 @@ std::vector<std::string> environment_lines(const Variables& variables) {
     int hidden = 0;
     for (const auto& [name, value] : variables) {
         if (worth_showing(name))
-            lines.push_back(name + "=" + value);
+            lines.push_back(name + "=" + shown_path(value));  // escaped, and whole (a list of GPU UUIDs is long)
         else
             ++hidden;
     }

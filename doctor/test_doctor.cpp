@@ -232,6 +232,9 @@ TEST_CASE("the environment: CUDA_*, NCCL_* and OMPI_* variables, sorted; mpirun'
     CHECK(lines.size() == 4);
     CHECK(lines.back() == "(1 more OMPI_* variables of mpirun's own: see --json)");
     CHECK(environment_lines({}).front() == "CUDA_VISIBLE_DEVICES (unset: every GPU)");
+    // A value is shown on its line: a newline or an escape sequence in it could forge a line of the report.
+    CHECK(environment_lines({{"CUDA_VISIBLE_DEVICES", "a\nFAKE: PASS\x1b[2J"}}).front() ==
+          "CUDA_VISIBLE_DEVICES=a\\x0aFAKE: PASS\\x1b[2J");
     CHECK(environment_json(variables).str() ==
           R"({"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_P2P_DISABLE": "1", "OMPI_MCA_btl": "^openib", )"
           R"("OMPI_MCA_orte_hnp_uri": "123"})");
