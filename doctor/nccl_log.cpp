@@ -1,9 +1,7 @@
 #include "nccl_log.hpp"
 
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -101,14 +99,21 @@ std::vector<std::string> warning_lines(const NcclLog& log, size_t most) {
 
 NcclLogCapture::NcclLogCapture() {
     if (std::getenv("NCCL_DEBUG") || std::getenv("NCCL_DEBUG_FILE")) return;
-    path_ = "/tmp/fwi-doctor-nccl-" + std::to_string(getpid()) + ".log";
+    // In a folder of this process's own (mkdtemp: mode 0700, a new name), not at a name in /tmp that
+    // another user could take first with a link or a FIFO for NCCL to write through or block on.
+    std::error_code error;
+    std::string folder = (std::filesystem::temp_directory_path(error) / "fwi-doctor-XXXXXX").string();
+    if (error || !mkdtemp(folder.data())) return;  // no log then: the checks run without transport names
+    folder_ = folder;
+    path_ = folder_ + "/nccl.log";
     setenv("NCCL_DEBUG", "INFO", 1);
     setenv("NCCL_DEBUG_FILE", path_.c_str(), 1);
 }
 
 NcclLogCapture::~NcclLogCapture() {
     if (!capturing()) return;
-    std::remove(path_.c_str());
+    std::error_code ignored;
+    std::filesystem::remove_all(folder_, ignored);
     unsetenv("NCCL_DEBUG");
     unsetenv("NCCL_DEBUG_FILE");
 }

@@ -40,12 +40,13 @@ JsonObject transport_json(const NcclLog& log, int ranks);
 // Up to `most` of NCCL's warnings, for a failure's details.
 std::vector<std::string> warning_lines(const NcclLog& log, size_t most = 5);
 
-// Sets NCCL_DEBUG=INFO and NCCL_DEBUG_FILE to a file of this process, unless the user set either
-// (their setting wins; then nothing is captured). Must run before the first NCCL call of the process.
+// Sets NCCL_DEBUG=INFO and NCCL_DEBUG_FILE to a file in a new private folder under the temporary
+// folder ($TMPDIR, else /tmp), unless the user set either (their setting wins; then nothing is
+// captured). Must run before the first NCCL call of the process.
 class NcclLogCapture {
 public:
     NcclLogCapture();
-    ~NcclLogCapture();  // removes the file
+    ~NcclLogCapture();  // removes the file and its folder
     NcclLogCapture(const NcclLogCapture&) = delete;
     NcclLogCapture& operator=(const NcclLogCapture&) = delete;
 
@@ -53,7 +54,7 @@ public:
     NcclLog read() const;
 
 private:
-    std::string path_;
+    std::string folder_, path_;
 };
 
 }  // namespace fwi::doctor
