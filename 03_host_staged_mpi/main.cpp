@@ -148,8 +148,10 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
             int gpus) {
     const int rank = world_rank();
     const bool with_reference = rank == 0 && !o.no_reference;
+    const HostTimer setup_timer;
     GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
     if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
+    wait_for_rank0_setup(setup_timer.seconds(), o.timeout_s);
     const HostTimer run_timer;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     VariantContext r{p, o, gpus, share, team};

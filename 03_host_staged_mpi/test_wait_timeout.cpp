@@ -9,6 +9,8 @@
 // With `rank0 S`: the end of an FWI lesson, wait_for_rank0_to_finish after a "run" of 1 s and with a
 // --timeout of 1 s, so a limit of 3 x 2 ranks x 1 s + 1 s = 7 s, while rank 0 takes S seconds for its
 // reference. S = 1 must end with exit 0; S = 30 with exit 3 and the message, long before rank 0 is done.
+// With `setup S`: the start, wait_for_rank0_setup after a set-up of 1 s, the same limit, rank 0's set-up
+// taking S seconds: 5 s (longer than the --timeout alone) must pass, 30 s must not.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -36,12 +38,20 @@ void rank0_takes(int reference_seconds) {
     if (world_rank() == 0) std::printf("every rank waited for rank 0's %d s\n", reference_seconds);
 }
 
+void rank0_sets_up_in(int setup_seconds) {
+    if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(setup_seconds));
+    wait_for_rank0_setup(1.0, 1.0);
+    if (world_rank() == 0) std::printf("every rank waited for rank 0's %d s set-up\n", setup_seconds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     return run_mpi_program("test_wait_timeout", argc, argv, [&] {
         if (argc == 3 && std::string(argv[1]) == "rank0")
             rank0_takes(std::stoi(argv[2]));
+        else if (argc == 3 && std::string(argv[1]) == "setup")
+            rank0_sets_up_in(std::stoi(argv[2]));
         else
             nested_guards();
         return 0;
