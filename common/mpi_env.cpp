@@ -242,6 +242,9 @@ WaitTimeout::~WaitTimeout() {
     w.deadline_changed();
 }
 
+// How long MPI_Finalize may take once every rank is done.
+constexpr double kFinalizeLimitSeconds = 60.0;
+
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // under mpirun stdout is a pipe: show progress line by line
     // FUNNELED: the lessons may run helper threads, but only the main thread calls MPI.
@@ -253,7 +256,13 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
                      name);
         return kExitEnvironment;
     }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    // Errors returned, not fatal: MPI_CHECK then reports them with the suite's messages and exit codes.
+    if (MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) != MPI_SUCCESS || provided < MPI_THREAD_FUNNELED) {
+        std::fprintf(stderr, "%s: environment: this MPI library %s (check the MPI installation)\n", name,
+                     provided < MPI_THREAD_FUNNELED ? "does not support threads (MPI_THREAD_FUNNELED)"
+                                                    : "refused to return errors (MPI_ERRORS_RETURN)");
+        MPI_Abort(MPI_COMM_WORLD, kExitEnvironment);
+    }
     set_env_field("mpi_library_version", mpi_library_version());
     const int rank = world_rank();
     // "name (rank r)": how this process names itself in messages (running_program_name, from run_program).
@@ -287,7 +296,15 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, code);  // ends every rank, so none waits forever on this one
     }
-    MPI_Finalize();
+    {
+        // Every rank has passed its last barrier by now, so this is quick; it waits without a limit only
+        // where a rank has gone since (killed, or its node lost) and the launcher has not ended the job.
+        WaitTimeout guard("MPI_Finalize (the other ranks' shutdown)", kFinalizeLimitSeconds);
+        if (MPI_Finalize() != MPI_SUCCESS && code == kExitOk) {
+            std::fprintf(stderr, "%s: environment: MPI_Finalize failed\n", process_name.c_str());
+            return kExitEnvironment;
+        }
+    }
     return code;
 }
 

@@ -45,8 +45,9 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     std::vector<BusId> all(local.size);
     const int gathered =
         MPI_Allgather(mine.data(), int(mine.size()), MPI_CHAR, all.data(), int(mine.size()), MPI_CHAR, node_comm);
-    MPI_Comm_free(&node_comm);
+    const int freed = MPI_Comm_free(&node_comm);
     MPI_CHECK(gathered);
+    MPI_CHECK(freed);
 
     std::vector<std::string> bus_ids;
     for (const BusId& id : all) bus_ids.emplace_back(id.data());
