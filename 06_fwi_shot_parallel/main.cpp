@@ -143,6 +143,10 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
             state.velocity = done.share.download_model();
             require_finite_model(p, state.velocity, done.iteration);  // never save a diverged model
         }
+        // The other ranks wait for these writes at the next iteration's start, under --timeout: a file
+        // system that stalls is named here, on rank 0, where the guard starts first.
+        const WaitTimeout writes_guard("this iteration's files in --out " + shown_path(o.out), o.timeout_s,
+                                       "the file system is stalled or very slow; raise --timeout if it is only slow");
         if (snapshot) {
             write_model_npy(p, o.out, snapshot_file_name(done.iteration), state.velocity);
             write_loss_history(o.out, state);

@@ -173,7 +173,7 @@ struct WaitTimeout::State {
     bool armed = false;
     Clock::time_point deadline;
     double timeout_s = 0.0;
-    std::string what;
+    std::string what, likely_cause;
 };
 
 namespace {
@@ -203,10 +203,8 @@ struct Watcher : WaitTimeout::State {
             sleeping_until = until;
             armed_changed.wait_until(lock, until);
             if (armed && deadline == until && Clock::now() >= until) {
-                std::fprintf(stderr,
-                             "%s: environment: no progress for %.0f s waiting for %s (another rank failed, hung or is "
-                             "much slower; raise --timeout if it is only slow)\n",
-                             running_program_name(), timeout_s, what.c_str());
+                std::fprintf(stderr, "%s: environment: no progress for %.0f s waiting for %s (%s)\n",
+                             running_program_name(), timeout_s, what.c_str(), likely_cause.c_str());
                 end_process_now(kExitEnvironment);  // the other ranks are ended by mpirun
             }
         }
@@ -224,11 +222,12 @@ Watcher& watcher() {
 
 }  // namespace
 
-WaitTimeout::WaitTimeout(std::string what, double timeout_s) {
+WaitTimeout::WaitTimeout(std::string what, double timeout_s, std::string likely_cause) {
     Watcher& w = watcher();
     std::lock_guard<std::mutex> lock(w.mutex);
     enclosing_ = std::make_unique<State>(static_cast<const State&>(w));
     w.what = std::move(what);
+    w.likely_cause = std::move(likely_cause);
     w.timeout_s = timeout_s;
     w.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     w.armed = true;
@@ -299,7 +298,8 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
     {
         // Every rank has passed its last barrier by now, so this is quick; it waits without a limit only
         // where a rank has gone since (killed, or its node lost) and the launcher has not ended the job.
-        WaitTimeout guard("MPI_Finalize (the other ranks' shutdown)", kFinalizeLimitSeconds);
+        WaitTimeout guard("MPI_Finalize", kFinalizeLimitSeconds,
+                          "a rank has gone since the last barrier, and the launcher did not end the job");
         if (MPI_Finalize() != MPI_SUCCESS && code == kExitOk) {
             std::fprintf(stderr, "%s: environment: MPI_Finalize failed\n", process_name.c_str());
             return kExitEnvironment;

@@ -33,13 +33,16 @@ std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environ
 
 // Guards a blocking MPI call that waits on other ranks (a collective, a barrier), which MPI itself
 // cannot time out: if the guard still exists `timeout_s` after it was made, this process prints
-// "name (rank r): environment: no progress for T s waiting for <what> ..." on stderr and exits with
-// code 3, and mpirun then ends the other ranks. Cheap enough to wrap every call (a watcher thread started
-// once checks the deadline). Guards nest: the innermost one's deadline applies until it ends, then the
-// enclosing one's again.
+// "name (rank r): environment: no progress for T s waiting for <what> (<likely cause>)" on stderr and
+// exits with code 3, and mpirun then ends the other ranks. The likely cause is by default another rank;
+// a guard around something else (files being written) names its own. Cheap enough to wrap every call
+// (a watcher thread started once checks the deadline). Guards nest: the innermost one's deadline applies
+// until it ends, then the enclosing one's again.
+constexpr const char* kAnotherRankCause =
+    "another rank failed, hung or is much slower; raise --timeout if it is only slow";
 class WaitTimeout {
 public:
-    WaitTimeout(std::string what, double timeout_s);
+    WaitTimeout(std::string what, double timeout_s, std::string likely_cause = kAnotherRankCause);
     ~WaitTimeout();
     WaitTimeout(const WaitTimeout&) = delete;
     WaitTimeout& operator=(const WaitTimeout&) = delete;
