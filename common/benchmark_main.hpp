@@ -50,43 +50,61 @@ inline const char* benchmark_flag_value(const std::string& arg, const char* flag
     return arg.compare(0, n, flag) == 0 && arg.size() > n && arg[n] == '=' ? arg.c_str() + n + 1 : nullptr;
 }
 
-// Whether `pattern` repeats a group that itself repeats or alternates, such as (.*)* or (a|b)+: the regex
-// engine backtracks through such a pattern in time exponential in the length of the name it matches,
-// so a filter like '(.*)*Q' would hang the program before its first case.
-inline bool repeats_a_varying_group(const std::string& pattern) {
+// What in `pattern` would make the regex engine take minutes or longer to match it against a case's
+// name, or "" for nothing. libstdc++'s std::regex backtracks: a repeated group that varies inside
+// ((.*)*, (a|b)+, (.?)*) costs time exponential in the length of the name, and so does a quantifier on a
+// quantifier (.** or .*{30}); each unbounded repetition (* + {n,}) multiplies the time by the name's
+// length, and eight of them took more than 20 s. A rule of thumb on the safe side: it also refuses a few
+// harmless patterns, such as (ab{2})+.
+inline std::string filter_backtracking_problem(const std::string& pattern) {
+    constexpr int kMostUnbounded = 4;
     std::vector<bool> open_groups;  // for each group not yet closed: whether it repeats or alternates inside
-    bool closed_group_varies = false;
+    bool closed_group_varies = false, after_quantifier = false;
+    int unbounded = 0;
     for (size_t i = 0; i < pattern.size(); ++i) {
         const char c = pattern[i];
-        const bool after_varying_group = closed_group_varies;
-        closed_group_varies = false;
-        if (c == '\\') {
+        const bool after_varying_group = closed_group_varies, on_a_quantifier = after_quantifier;
+        closed_group_varies = after_quantifier = false;
+        if (c == '*' || c == '+' || c == '?' || c == '{') {
+            bool unbounded_here = c == '*' || c == '+';
+            if (c == '{') {  // {n}, {n,m} or {n,}: one quantifier, up to its '}'
+                const size_t close = pattern.find('}', i);
+                unbounded_here = close != std::string::npos && close > i + 1 && pattern[close - 1] == ',';
+                i = close == std::string::npos ? pattern.size() : close;
+            }
+            if (on_a_quantifier) return "a quantifier on a quantifier, such as .** or .*{30}";
+            if (after_varying_group && c != '?')
+                return "a repeated group that repeats or alternates inside, such as (.*)* or (a|b)+";
+            if (unbounded_here && ++unbounded > kMostUnbounded)
+                return "more than " + std::to_string(kMostUnbounded) + " unbounded repetitions (* + {n,})";
+            if (!open_groups.empty()) open_groups.back() = true;
+            after_quantifier = true;
+        } else if (c == '\\') {
             ++i;                // an escaped character is a plain one
         } else if (c == '[') {  // a bracket expression holds no group or repetition: skip to its end
-            size_t end = i + 1;
-            if (end < pattern.size() && pattern[end] == '^') ++end;
-            if (end < pattern.size() && pattern[end] == ']') ++end;
-            while (end < pattern.size() && pattern[end] != ']') ++end;
-            i = end;
+            size_t close = i + 1;
+            if (close < pattern.size() && pattern[close] == '^') ++close;
+            if (close < pattern.size() && pattern[close] == ']') ++close;
+            while (close < pattern.size() && pattern[close] != ']') ++close;
+            i = close;
         } else if (c == '(') {
             open_groups.push_back(false);
         } else if (c == ')' && !open_groups.empty()) {
             closed_group_varies = open_groups.back();
             open_groups.pop_back();
             if (closed_group_varies && !open_groups.empty()) open_groups.back() = true;
-        } else if (c == '*' || c == '+' || c == '{' || c == '|') {
-            if (c != '|' && after_varying_group) return true;
-            if (!open_groups.empty()) open_groups.back() = true;
+        } else if (c == '|' && !open_groups.empty()) {
+            open_groups.back() = true;
         }
     }
-    return false;
+    return "";
 }
 
 // What is wrong with one of Google Benchmark's own flags, "" if nothing is: it aborts on a repetition
 // count below 1, on CPU performance counters it was built without (1.8; 1.7 ignores them and exits 0),
 // and prints its usage and exits 0 on an unknown format or time unit. A filter of some 20000 characters
-// overflows the stack of the regex engine (libstdc++'s std::regex recurses per character), a repeated
-// group that varies inside makes it backtrack for ever (repeats_a_varying_group), and an invalid one is
+// overflows the stack of the regex engine (libstdc++'s std::regex recurses per character), some make it
+// backtrack for minutes or longer (filter_backtracking_problem), and an invalid one is
 // not "a filter that selects nothing". Without a GPU every repetition of every case is run to count them
 // (each skips at once; a million took 9 GB).
 inline std::string benchmark_flag_problem(const std::string& arg) {
@@ -107,9 +125,10 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
         } catch (const std::regex_error&) {
             return "a valid (POSIX extended) regular expression";
         }
-        if (repeats_a_varying_group(pattern))
-            return "a regular expression without a repeated group that repeats or alternates inside, such as "
-                   "(.*)* or (a|b)+, which would take the regex engine exponential time";
+        if (const std::string problem = filter_backtracking_problem(pattern); !problem.empty())
+            return "a regular expression without " + problem +
+                   ", which the regex engine would take minutes or "
+                   "longer to match";
     }
     for (const char* flag : {"--benchmark_format", "--benchmark_out_format"})
         if (const char* v = value_of(flag))

@@ -198,10 +198,14 @@ foreach(bench bench_propagator bench_allreduce)
   string(REPEAT "a" 20000 long_filter)
   add_exit_test(cli_${bench}_long_filter CODE 2 TEXT "a regular expression of at most 1000 characters"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_filter=${long_filter})
-  # A repeated group that repeats inside would make the regex engine backtrack for ever; an invalid regex
-  # is said to be one.
+  # Filters the regex engine would backtrack on for minutes or longer are refused; an invalid regex is
+  # said to be one.
   add_exit_test(cli_${bench}_backtracking_filter CODE 2 TEXT "without a repeated group that repeats"
-                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=(.*)*Q")
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=(.?)*Q")
+  add_exit_test(cli_${bench}_quantified_quantifier_filter CODE 2 TEXT "without a quantifier on a quantifier"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=Gradient.**Q")
+  add_exit_test(cli_${bench}_many_repetitions_filter CODE 2 TEXT "without more than 4 unbounded repetitions"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=.*.*.*.*.*Q")
   add_exit_test(cli_${bench}_invalid_filter CODE 2 TEXT "a valid (POSIX extended) regular expression"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=[")
   # A group that is not repeated is fine: the listing names the case it selects.
