@@ -24,6 +24,7 @@
 #include "errors.hpp"
 #include "gpu_checks.hpp"
 #include "host.hpp"
+#include "mpi_check.hpp"
 #include "mpi_checks.hpp"
 #include "mpi_env.hpp"
 #include "nccl_verdict.hpp"
@@ -124,7 +125,10 @@ public:
     int run() {
         print_header();
         if (!options_.mpi || world_rank() == 0) run_local_checks();
-        if (selected("mpi")) run_mpi_check();
+        if (options_.mpi) {
+            wait_for_rank0_checks();
+            if (selected("mpi")) run_mpi_check();
+        }
         return report_.finish();
     }
 
@@ -253,13 +257,17 @@ private:
         report_.add(std::move(finding));
     }
 
-    void run_mpi_check() {
-        if (!options_.mpi) return;
-        // Rank 0 ran the local checks meanwhile; line up so that every rank's deadline starts together.
-        // The watchdog bounds the wait by what those checks may take, in case rank 0 never comes.
+    // Under --mpi, every rank but 0 waits here while rank 0 runs the local checks: so that check 7's
+    // deadlines start together, and so that no rank reaches MPI_Finalize (which waits for the others only
+    // a short while) long before rank 0 is done. The watchdog bounds the wait by what those checks may
+    // take, in case rank 0 never comes.
+    void wait_for_rank0_checks() {
         watchdog_.arm("mpi", double(all_checks().size()) * (options_.timeout_seconds + kWatchdogGrace));
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         watchdog_.disarm();
+    }
+
+    void run_mpi_check() {
         run_check("mpi", [&](const Deadline& deadline) {
             MpiCheckOptions options;
             options.nccl_bytes = std::min(size_t(options_.nccl_mib) << 20, kNcclSummaryBytes);
