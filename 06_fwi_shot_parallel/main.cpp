@@ -139,14 +139,14 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
         const bool snapshot = o.save_every > 0 && done.iteration % o.save_every == 0;
         const bool checkpoint =
             o.checkpoint_every > 0 && (done.iteration % o.checkpoint_every == 0 || done.iteration == o.iterations);
-        if (snapshot || checkpoint) {
-            state.velocity = done.share.download_model();
-            require_finite_model(p, state.velocity, done.iteration);  // never save a diverged model
-        }
-        // The other ranks wait for these writes at the next iteration's start, under --timeout: a file
-        // system that stalls is named here, on rank 0, where the guard starts first.
-        const WaitTimeout writes_guard("this iteration's files in --out " + shown_path(o.out), o.timeout_s,
+        if (!snapshot && !checkpoint) return;
+        // The other ranks wait for these files at the next iteration's start, under --timeout and from
+        // about now: this guard is shorter, so that a stalled file system is named here, on rank 0, before
+        // they blame "another rank".
+        const WaitTimeout writes_guard("this iteration's files in --out " + shown_path(o.out), 0.8 * o.timeout_s,
                                        "the file system is stalled or very slow; raise --timeout if it is only slow");
+        state.velocity = done.share.download_model();
+        require_finite_model(p, state.velocity, done.iteration);  // never save a diverged model
         if (snapshot) {
             write_model_npy(p, o.out, snapshot_file_name(done.iteration), state.velocity);
             write_loss_history(o.out, state);

@@ -241,9 +241,6 @@ WaitTimeout::~WaitTimeout() {
     w.deadline_changed();
 }
 
-// How long MPI_Finalize may take once every rank is done.
-constexpr double kFinalizeLimitSeconds = 60.0;
-
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // under mpirun stdout is a pipe: show progress line by line
     // FUNNELED: the lessons may run helper threads, but only the main thread calls MPI.
@@ -296,8 +293,9 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
         MPI_Abort(MPI_COMM_WORLD, code);  // ends every rank, so none waits forever on this one
     }
     {
-        // Every rank has passed its last barrier by now, so this is quick; it waits without a limit only
-        // where a rank has gone since (killed, or its node lost) and the launcher has not ended the job.
+        // The ranks have met at the end of their work (the lessons' and doctor's last barrier), so this is
+        // quick; it would wait without a limit where a rank has gone since (killed, or its node lost) and
+        // the launcher has not ended the job.
         WaitTimeout guard("MPI_Finalize", kFinalizeLimitSeconds,
                           "a rank has gone since the last barrier, and the launcher did not end the job");
         if (MPI_Finalize() != MPI_SUCCESS && code == kExitOk) {
@@ -315,7 +313,10 @@ void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout
 
 namespace {
 void wait_for_rank0(const std::string& what, double own_seconds, double timeout_s) {
-    barrier_with_timeout(MPI_COMM_WORLD, what, 3.0 * world_size() * own_seconds + timeout_s);
+    // Rank 0 comes last, so it waits only for the others: --timeout. Were it to allow for its own longer
+    // part, a rank stalled before the wait would keep it waiting for hours on a large problem.
+    const double allowance = world_rank() == 0 ? 0.0 : 3.0 * world_size() * own_seconds;
+    barrier_with_timeout(MPI_COMM_WORLD, what, allowance + timeout_s);
 }
 }  // namespace
 

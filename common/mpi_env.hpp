@@ -14,10 +14,14 @@ namespace fwi {
 
 // Runs an MPI program: MPI_Init, MPI_ERRORS_RETURN on MPI_COMM_WORLD, the body, MPI_Finalize. An exception
 // on any rank is printed once, prefixed "name (rank r): ", and ends the whole job with MPI_Abort with the
-// error kind's exit code (2 usage, 3 environment, 1 verification), so no rank is left waiting.
+// error kind's exit code (2 usage, 3 environment, 1 verification), so no rank is left waiting. An MPI
+// without MPI_THREAD_FUNNELED or MPI_ERRORS_RETURN ends it with exit 3. MPI_Finalize is guarded as a
+// wait on the other ranks, for a minute (kFinalizeLimitSeconds): a program whose ranks end far apart
+// meets in a barrier first (wait_for_rank0_to_finish).
 // Before the body, every rank must have been given the same program and arguments (else a UsageError
 // on every rank: ranks that parse different runs would wait for each other forever), and, unless --help
 // is asked for, the launch is checked: see launch_mismatch.
+constexpr double kFinalizeLimitSeconds = 60.0;
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body);
 
 // A launch that went wrong: MPI sees one rank (`mpi_world_size` 1) while the environment names more, so
@@ -57,12 +61,13 @@ void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout
 
 // The two waits of an FWI lesson over MPI (03, 05, 06) where rank 0 has more to do than the others, for
 // the single-GPU reference. Each is a barrier of every rank whose limit is 3 x ranks x the same part's
-// length on this rank, plus timeout_s: the reference repeats every rank's work on one GPU.
+// length on this rank, plus timeout_s: the reference repeats every rank's work on one GPU. Rank 0 itself,
+// which comes last, waits timeout_s.
 // - wait_for_rank0_setup, once every rank has built its share: rank 0's also models every shot and runs a
 //   gradient of all of them, which on a large problem or a slow GPU can take longer than --timeout.
 //   `setup_seconds`: how long this rank's own share took to build.
 // - wait_for_rank0_to_finish, when a rank's part is done: rank 0 still runs the reference and reports;
-//   without this the other ranks would wait for it in MPI_Finalize, which has no time limit.
+//   without this the other ranks would wait for it in MPI_Finalize, whose guard allows only a minute.
 //   `run_seconds`: how long the parallel run took on this rank.
 void wait_for_rank0_setup(double setup_seconds, double timeout_s);
 void wait_for_rank0_to_finish(double run_seconds, double timeout_s);

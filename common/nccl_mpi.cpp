@@ -16,8 +16,9 @@ ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double ranks_timeout_s, double
     {
         // A rank that fails before this point ends the job through MPI_Abort while the others wait here
         // in MPI, rather than inside NCCL's init; one that never comes (stopped, hung in its set-up) ends
-        // it through this guard. The wait includes the ranks' set-up before it: rank 0 modelling every
-        // shot's data for its reference, a slow CUDA start on another node.
+        // it through this guard. The wait includes what the ranks did before it since their last meeting
+        // (in the FWI lessons, wait_for_rank0_setup: rank 0's longer set-up is not counted here), or their
+        // whole set-up (05's --bench-allreduce: a slow CUDA start on another node).
         const WaitTimeout guard("the other ranks before NCCL's init (rank 0's NCCL id)", ranks_timeout_s);
         MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
         // Line the ranks up before the timed init: MPI_Bcast may return on rank 0 before the others have
