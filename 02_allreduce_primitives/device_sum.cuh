@@ -4,9 +4,9 @@
 // GPU that sums the same inputs gets the same bits). The inputs may live on peer GPUs.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 
+#include "device.hpp"
 #include "gpu_group.hpp"
 
 namespace fwi {
@@ -23,9 +23,8 @@ struct SumOperands {
 
 // Blocks for summing `count` elements: enough to cover them, at most `max_blocks`.
 inline unsigned sum_blocks(size_t count, int max_blocks) {
-    const size_t vectors_per_block = size_t(kSumThreads) * kVectorsPerThread;
-    const size_t wanted = ((count + 3) / 4 + vectors_per_block - 1) / vectors_per_block;
-    return static_cast<unsigned>(std::clamp<size_t>(wanted, 1, max_blocks));
+    const size_t vectors = (count + 3) / 4;  // float4s, the last one partly filled
+    return grid_stride_blocks(vectors, kSumThreads * kVectorsPerThread, unsigned(max_blocks));
 }
 
 __device__ inline float4 operator+(float4 a, float4 b) { return {a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w}; }

@@ -1,6 +1,7 @@
 // nccl: the reference. One communicator per GPU, all in this process, made as 04 makes them
 // (nccl_init_all: what ncclCommInitAll does, within --timeout), and the n ncclAllReduce calls grouped so
 // NCCL launches them together.
+#include <cstdio>
 #include <exception>
 
 #include "allreduce_variant.hpp"
@@ -23,14 +24,17 @@ public:
         comms_ = nccl_init_all(devices, group.timeout_seconds());
     }
     ~Nccl() override {
-        // A hung communicator cannot be destroyed (that waits for its work); aborting does not wait for it.
+        // A hung communicator cannot be finalized (that waits for its work); aborting does not wait for it.
         // So abort after a timeout, and on the way out of any error, which may have left an allreduce queued.
-        const bool may_hang = gpu_work_abandoned() || std::uncaught_exceptions() > 0;
-        for (ncclComm_t comm : comms_) {
-            if (may_hang)
-                nccl_abort(comm);
-            else
-                ncclCommDestroy(comm);
+        if (gpu_work_abandoned() || std::uncaught_exceptions() > 0) {
+            for (ncclComm_t comm : comms_) nccl_abort(comm);
+            return;
+        }
+        try {
+            nccl_destroy_all(comms_, group_.timeout_seconds());
+        } catch (const std::exception& error) {  // a destructor cannot throw: the error ends the process here
+            std::fprintf(stderr, "%s: environment: %s\n", running_program_name(), error.what());
+            end_process_now(kExitEnvironment);
         }
     }
 

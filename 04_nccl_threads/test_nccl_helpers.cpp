@@ -117,15 +117,15 @@ TEST_CASE("the NCCL settings that take the time limit away are named, and only t
     for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
     CHECK(nccl_settings_without_time_limit().empty());
     with("NCCL_COMM_BLOCKING", "0");
-    with("NCCL_RUNTIME_CONNECT", "0");
+    with("NCCL_RUNTIME_CONNECT", "00");  // NCCL reads integers: 00 is 0
     with("NCCL_LAUNCH_MODE", "PARALLEL");
     CHECK(nccl_settings_without_time_limit().empty());
-    with("NCCL_COMM_BLOCKING", "1");
+    with("NCCL_COMM_BLOCKING", "0x1");
     with("NCCL_RUNTIME_CONNECT", "1");
     with("NCCL_LAUNCH_MODE", "group");
     const std::vector<std::string> settings = nccl_settings_without_time_limit();
     REQUIRE(settings.size() == 3);
-    CHECK(settings[0].find("NCCL_COMM_BLOCKING=1") == 0);
+    CHECK(settings[0].find("NCCL_COMM_BLOCKING=0x1") == 0);
     CHECK(settings[1].find("NCCL_RUNTIME_CONNECT=1") == 0);
     CHECK(settings[2].find("NCCL_LAUNCH_MODE=group") == 0);
     for (const std::string& setting : settings) CHECK(setting.find("--timeout cannot end it") != std::string::npos);

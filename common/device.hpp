@@ -12,11 +12,12 @@
 
 namespace fwi {
 
-// Blocks for a grid-stride loop over `count` items with `threads` a block: one item a thread where that
-// takes at most `max_blocks` blocks, else `max_blocks`, enough to fill a GPU, each thread then looping.
-// At least one, so an empty loop is still a valid launch.
-inline unsigned grid_stride_blocks(size_t count, int threads, unsigned max_blocks) {
-    return static_cast<unsigned>(std::clamp<size_t>((count + threads - 1) / threads, 1, max_blocks));
+// Blocks for a grid-stride loop over `count` items, `per_block` items a block in one pass (its threads,
+// or its threads times the items each takes): enough for one pass where that takes at most `max_blocks`
+// blocks, else `max_blocks`, enough to fill a GPU, each thread then looping. At least one, so an empty
+// loop is still a valid launch.
+inline unsigned grid_stride_blocks(size_t count, int per_block, unsigned max_blocks) {
+    return static_cast<unsigned>(std::clamp<size_t>((count + per_block - 1) / per_block, 1, max_blocks));
 }
 
 // Polls `event` (the suite's one way to wait with a deadline, poll_until_done) until it has completed:

@@ -126,12 +126,18 @@ std::vector<std::string> nccl_settings_without_time_limit() {
         for (char& c : text) c = char(std::toupper(static_cast<unsigned char>(c)));
         return text;
     };
+    // As NCCL reads these two: an integer (strtoll, base 0), any value but 0 turning the setting on.
+    const auto on = [](const std::string& value) {
+        char* end = nullptr;
+        const long long number = std::strtoll(value.c_str(), &end, 0);
+        return !value.empty() && end != value.c_str() && number != 0;
+    };
     const std::string without_limit = ": a wait there has no time limit, --timeout cannot end it";
     std::vector<std::string> settings;
-    if (value_of("NCCL_COMM_BLOCKING") == "1")
-        settings.push_back("NCCL_COMM_BLOCKING=1 makes NCCL's communicators with calls that block inside NCCL" +
-                           without_limit);
-    if (const std::string connect = value_of("NCCL_RUNTIME_CONNECT"); !connect.empty() && connect != "0")
+    if (const std::string blocking = value_of("NCCL_COMM_BLOCKING"); on(blocking))
+        settings.push_back("NCCL_COMM_BLOCKING=" + blocking +
+                           " makes NCCL's communicators with calls that block inside NCCL" + without_limit);
+    if (const std::string connect = value_of("NCCL_RUNTIME_CONNECT"); on(connect))
         settings.push_back("NCCL_RUNTIME_CONNECT=" + connect +
                            " connects the ranks in the first collective, which waits for the other ranks inside "
                            "NCCL" +
