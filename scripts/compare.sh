@@ -72,8 +72,10 @@ marker="$runs/.made-by-compare"
 if [ -e "$runs" ] && [ ! -f "$marker" ]; then
     bad_flag "--out: '$runs' exists and was not made by compare.sh (no $(basename "$marker") in it); the comparison empties DIR/runs, so choose another --out or move that folder away"
 fi
-# Nor the stored results (docs/results), which the docs' figures are made from.
-if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* ]]; then
+# Nor the stored results (docs/results), which the docs' figures are made from, but for a new recording's
+# own folder, which scripts/record-results.sh names in FWI_RECORDING_INTO.
+recording="${FWI_RECORDING_INTO:+$(realpath -m -- "$FWI_RECORDING_INTO")}"
+if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* && ( -z "$recording" || "$out/" != "$recording/"* ) ]]; then
     bad_flag "--out: '$out' is in docs/results, the stored results the docs' figures are made from; choose another --out"
 fi
 why="$(unwritable_folder_reason "$out")"

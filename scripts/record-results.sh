@@ -67,6 +67,8 @@ check_cuda_environment  # before the build step, whose own refusal would end up 
 model=$(quick_query nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')
 [ -n "$out" ] || out="$(realpath -m -- "$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)")"
 check_out
+# compare.sh keeps out of docs/results, except this new recording's own folder.
+export FWI_RECORDING_INTO="$out"
 failed=0
 # The commit of the code measured, which the figures made from these results are stamped with. Where the
 # checkout's git metadata is not that of its files (a copy), say it: FWI_SOURCE_COMMIT=<commit>.

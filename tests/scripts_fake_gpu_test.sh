@@ -4,7 +4,9 @@
 # builds nothing (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3)
 # before the build and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides
 # GPUs (exit 2); compare.sh refuses a GPU count that is not a number (exit 3) and, given a RESULT of 01
-# whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic.
+# whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic;
+# record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
+# not write.
 # Then every script through a symbolic link. No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
@@ -84,6 +86,19 @@ run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp
 expect compare_null_shots 1 "gives shots 'None' and gradient_bytes 'None', not positive integers"
 [[ "$out" == *"invalid RESULT"* && -f "$tmp/compare/comparison.md" ]] ||
     fail "compare_null_shots: no table with the RESULT's problem, or no comparison.md"
+
+# ---- record-results.sh's comparison goes into its new folder of docs/results, which compare.sh refuses
+#      to anyone else ----
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --steps compare-default
+recorded="$(ls -d "$scratch"/docs/results/1xH100-* 2>/dev/null | head -n 1)"
+if [ -n "$recorded" ] && [ -f "$recorded/compare-default/comparison.md" ]; then
+    echo "ok:   record_results_compare_in_docs_results"
+else
+    fail "record_results_compare_in_docs_results: no comparison in ${recorded:-a new folder of docs/results}:"
+    sed 's/^/    /' <<<"$out"
+fi
+run -- bash "$scratch/scripts/compare.sh" --out "$recorded/compare-again"
+expect compare_refuses_docs_results 2 "is in docs/results, the stored results"
 
 # ---- through a symbolic link: the scripts find common.sh where they are, not where the link is ----
 mkdir "$tmp/links"
