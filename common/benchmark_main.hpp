@@ -104,9 +104,9 @@ inline std::string filter_backtracking_problem(const std::string& pattern) {
 // count below 1, on CPU performance counters it was built without (1.8; 1.7 ignores them and exits 0),
 // and prints its usage and exits 0 on an unknown format or time unit. A filter of some 20000 characters
 // overflows the stack of the regex engine (libstdc++'s std::regex recurses per character), some make it
-// backtrack for minutes or longer (filter_backtracking_problem), and an invalid one is
-// not "a filter that selects nothing". Without a GPU every repetition of every case is run to count them
-// (each skips at once; a million took 9 GB).
+// backtrack for minutes or longer (filter_backtracking_problem), and an invalid one is not "a filter that
+// selects nothing". Without a GPU every repetition of every case is run to count them (each skips at
+// once; a million took 9 GB).
 inline std::string benchmark_flag_problem(const std::string& arg) {
     const auto value_of = [&](const char* flag) { return benchmark_flag_value(arg, flag); };
     const auto one_of = [](const std::string& value, std::initializer_list<const char*> allowed) {
@@ -127,8 +127,7 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
         }
         if (const std::string problem = filter_backtracking_problem(pattern); !problem.empty())
             return "a regular expression without " + problem +
-                   ", which the regex engine would take minutes or "
-                   "longer to match";
+                   ", which the regex engine would take minutes or longer to match";
     }
     for (const char* flag : {"--benchmark_format", "--benchmark_out_format"})
         if (const char* v = value_of(flag))

@@ -80,8 +80,8 @@ public:
     int gradient_batch_size() const { return gradient_batch_; }
     int adjoint_group_size() const { return adjoint_group_; }
     // Sets the batch sizes in place of those chosen from the L2 cache, within what device memory allows:
-    // up to gradient_batch shots at a time in the forward pass, up to adjoint_group of them in each adjoint group
-    // (for tests and experiments, on any GPU's cache).
+    // up to gradient_batch shots at a time in the forward pass, up to adjoint_group of them in each
+    // adjoint group (for tests and experiments, on any GPU's cache).
     void set_batch_sizes(int gradient_batch, int adjoint_group);
     // Throws DeviceMemoryError (an EnvironmentError: exit 3), naming the memory needed, when not even one
     // shot fits.

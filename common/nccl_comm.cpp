@@ -139,8 +139,7 @@ std::vector<std::string> nccl_settings_without_time_limit() {
                            " makes NCCL's communicators with calls that block inside NCCL" + without_limit);
     if (const std::string connect = value_of("NCCL_RUNTIME_CONNECT"); on(connect))
         settings.push_back("NCCL_RUNTIME_CONNECT=" + connect +
-                           " connects the ranks in the first collective, which waits for the other ranks inside "
-                           "NCCL" +
+                           " connects the ranks in their first collective, which waits for the others in NCCL" +
                            without_limit);
     if (upper(value_of("NCCL_LAUNCH_MODE")) == "GROUP")
         settings.push_back("NCCL_LAUNCH_MODE=" + value_of("NCCL_LAUNCH_MODE") +
