@@ -32,16 +32,11 @@ void nested_guards() {
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
-void rank0_takes(int reference_seconds) {
-    if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(reference_seconds));
-    wait_for_rank0_to_finish(1.0, 1.0);
-    if (world_rank() == 0) std::printf("every rank waited for rank 0's %d s\n", reference_seconds);
-}
-
-void rank0_sets_up_in(int setup_seconds) {
-    if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(setup_seconds));
-    wait_for_rank0_setup(1.0, 1.0);
-    if (world_rank() == 0) std::printf("every rank waited for rank 0's %d s set-up\n", setup_seconds);
+// Rank 0 takes `seconds` before the wait for it (the "own" part of the others: 1 s, --timeout 1 s).
+void rank0_late_for(void (*wait_for_rank0)(double, double), const char* what, int seconds) {
+    if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    wait_for_rank0(1.0, 1.0);
+    if (world_rank() == 0) std::printf("every rank waited for rank 0's %d s%s\n", seconds, what);
 }
 
 }  // namespace
@@ -49,9 +44,9 @@ void rank0_sets_up_in(int setup_seconds) {
 int main(int argc, char** argv) {
     return run_mpi_program("test_wait_timeout", argc, argv, [&] {
         if (argc == 3 && std::string(argv[1]) == "rank0")
-            rank0_takes(std::stoi(argv[2]));
+            rank0_late_for(wait_for_rank0_to_finish, "", std::stoi(argv[2]));
         else if (argc == 3 && std::string(argv[1]) == "setup")
-            rank0_sets_up_in(std::stoi(argv[2]));
+            rank0_late_for(wait_for_rank0_setup, " set-up", std::stoi(argv[2]));
         else
             nested_guards();
         return 0;
