@@ -1,7 +1,6 @@
 // nccl: the reference. One communicator per GPU, all in this process, made as 04 makes them
 // (nccl_init_all: what ncclCommInitAll does, within --timeout), and the n ncclAllReduce calls grouped so
 // NCCL launches them together.
-#include <cstdio>
 #include <exception>
 
 #include "allreduce_variant.hpp"
@@ -32,9 +31,8 @@ public:
         }
         try {
             nccl_destroy_all(comms_, group_.timeout_seconds());
-        } catch (const std::exception& error) {  // a destructor cannot throw: the error ends the process here
-            std::fprintf(stderr, "%s: environment: %s\n", running_program_name(), error.what());
-            end_process_now(kExitEnvironment);
+        } catch (...) {  // a destructor cannot throw: the error ends the process here
+            exit_at_once(std::current_exception(), "while ending the nccl variant's communicators");
         }
     }
 
