@@ -1,7 +1,8 @@
 #include "nccl_comm.hpp"
 
+#include <strings.h>
+
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -122,10 +123,6 @@ std::vector<std::string> nccl_settings_without_time_limit() {
         const char* value = std::getenv(name);
         return std::string(value ? value : "");
     };
-    const auto upper = [](std::string text) {
-        for (char& c : text) c = char(std::toupper(static_cast<unsigned char>(c)));
-        return text;
-    };
     // As NCCL reads these two: an integer (strtoll, base 0), any value but 0 turning the setting on.
     const auto on = [](const std::string& value) {
         char* end = nullptr;
@@ -141,7 +138,7 @@ std::vector<std::string> nccl_settings_without_time_limit() {
         settings.push_back("NCCL_RUNTIME_CONNECT=" + connect +
                            " connects the ranks in their first collective, which waits for the others in NCCL" +
                            without_limit);
-    if (upper(value_of("NCCL_LAUNCH_MODE")) == "GROUP")
+    if (strcasecmp(value_of("NCCL_LAUNCH_MODE").c_str(), "GROUP") == 0)  // as NCCL compares it
         settings.push_back("NCCL_LAUNCH_MODE=" + value_of("NCCL_LAUNCH_MODE") +
                            " makes the GPUs of one process wait for each other inside their NCCL calls" +
                            without_limit);
