@@ -6,7 +6,7 @@
 # GPUs (exit 2); compare.sh refuses a GPU count that is not a number (exit 3) and, given a RESULT of 01
 # whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
-# not write.
+# not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # Then every script through a symbolic link. No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
@@ -99,6 +99,26 @@ else
 fi
 run -- bash "$scratch/scripts/compare.sh" --out "$recorded/compare-again"
 expect compare_refuses_docs_results 2 "is in docs/results, the stored results"
+
+# ---- a recording's source.txt names the commit, "-dirty" when the code differs from it, but not for
+#      results folders not yet committed (a recording made in parts leaves the earlier parts' folders) ----
+printf '/build/\n' >"$scratch/.gitignore"
+git -C "$scratch" init -q && git -C "$scratch" add .gitignore scripts &&
+    git -C "$scratch" -c user.name=test -c user.email=test@invalid commit -qm scratch ||
+    fail "record_results_source: could not make the scratch repository a git repository"
+commit="$(git -C "$scratch" rev-parse --short HEAD)"
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --steps compare-default \
+    --out "$scratch/docs/results/second-part"
+[ "$(cat "$scratch/docs/results/second-part/source.txt" 2>/dev/null)" = "commit: $commit" ] &&
+    echo "ok:   record_results_source_beside_uncommitted_results" ||
+    fail "record_results_source_beside_uncommitted_results: $(cat "$scratch/docs/results/second-part/source.txt" 2>&1)"
+touch "$scratch/scripts/not-committed.sh"
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --steps compare-default \
+    --out "$scratch/docs/results/after-a-change"
+[ "$(cat "$scratch/docs/results/after-a-change/source.txt" 2>/dev/null)" = "commit: $commit-dirty" ] &&
+    echo "ok:   record_results_source_dirty" ||
+    fail "record_results_source_dirty: $(cat "$scratch/docs/results/after-a-change/source.txt" 2>&1)"
+rm "$scratch/scripts/not-committed.sh"
 
 # ---- through a symbolic link: the scripts find common.sh where they are, not where the link is ----
 mkdir "$tmp/links"
