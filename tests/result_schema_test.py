@@ -4,9 +4,10 @@
 usage: result_schema_test.py [--visible-gpus PATH/TO/visible_gpus]
 
 A sample of every kind is valid; a missing field, a wrong type, an unknown top-level key, another schema
-version and NaN are violations, while extra keys inside details and at env's top level are not; the command line finds
-RESULT lines in logs and --json files and exits 1 on a violation. With --visible-gpus, the env this machine
-reports (visible_gpus --env-json) follows the schema too. docs/RESULT.md names every field of the schema.
+version and NaN are violations, while extra keys inside details and at env's top level are not; the
+command line finds RESULT lines in logs and --json files and exits 1 on a violation. With --visible-gpus,
+the env this machine reports (visible_gpus --env-json) follows the schema too. docs/RESULT.md names every
+field of the schema.
 """
 import copy
 import json
