@@ -1,6 +1,6 @@
 // The model update: deterministic, so every rank or GPU holding the same gradient computes the same
-// model bit for bit. One definition of the arithmetic serves the host (update_model, for the CPU
-// reference) and the device (DeviceModelUpdate in device_update.hpp, for the GPU lessons).
+// model bit for bit. One definition of the arithmetic serves the host (update_model, which the tests
+// compare the device's with) and the device (DeviceModelUpdate in device_update.hpp, for the GPU lessons).
 #pragma once
 
 #include <algorithm>
