@@ -5,7 +5,7 @@
 // and update the model. The loop is common/shot_parallel.cpp's run_iterations, the one every later
 // lesson runs too: they change only how the shots are spread over GPUs and how the gradients are
 // combined. Here one GPU holds every shot, so there is nothing to combine. The gradient and the model
-// stay in device memory through every iteration; only the final ones are copied out, for the files.
+// stay in device memory through every iteration; they are copied out only after the last one, for the files.
 //
 // What you should see: the misfit falling a little each iteration, each iteration's phases, the time
 // per gradient (about 44 ms for the default problem on an H100, 40 ms on an H200), and a RESULT line.
