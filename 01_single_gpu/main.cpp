@@ -45,7 +45,7 @@ int run_fwi(const Problem& p, const Options& options) {
     // One GPU holds every shot: its share is the whole problem, and nothing needs combining.
     GpuShare share(p, ShotRange{0, p.nshots}, initial_model(p));
     std::printf("memory: %s\n", share.propagator().memory_report().c_str());
-    ThreadTeam alone(1, 60.0);
+    ThreadTeam alone(1, 60.0);  // one member: its barriers return at once, so the timeout never applies
     const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, options.iterations);
 
     write_model_npy(p, options.out, "true_model.npy", true_model(p));
