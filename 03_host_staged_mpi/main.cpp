@@ -49,8 +49,8 @@ struct StagingTimes {
 
 // Every variant: the gradient through DeviceCombine (pageable and pinned: the three steps of combine_whole
 // in combine_steps.cpp; pipelined: chunks whose copies and MPI overlap; cuda_aware: the device pointer
-// handed to MPI), then the misfit, 8 bytes, the simple way. --bench-allreduce and the CPU tests run the
-// same DeviceCombine and combine steps.
+// handed to MPI), then the misfit, 8 bytes, the simple way. --bench-allreduce runs the same DeviceCombine,
+// and the CPU tests the same combine steps (with a host buffer standing in for the GPU's).
 void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, StagingTimes& times, double timeout_s) {
     double misfit = share.download_misfit();  // also waits until the gradient is complete
     {
