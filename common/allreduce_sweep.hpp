@@ -25,7 +25,7 @@ struct AllreduceSweepOptions {
     long long min_bytes = 8;  // 64-bit: sweeps go past 2 GiB (-e 4G)
     long long max_bytes = 256 << 20;
     double step_factor = 2.0;
-    int warmup = 5;   // untimed allreduces per size before timing
+    int warmup = 5;   // untimed allreduces per size before timing (at most one batch's worth)
     int iters = 20;   // allreduces per timed batch (fewer when a batch would move more than 1 GiB)
     int repeats = 5;  // timed batches per size; the median is reported
 };
@@ -156,10 +156,10 @@ struct SweepResult {
 // ---- the sweep ---------------------------------------------------------------------------------------
 
 // Every size of allreduce_sweep_sizes(options): setup, one allreduce and its check (#wrong); `warmup`
-// untimed allreduces; `repeats` batches, each started from fresh inputs (a variant that sums in place
-// grows its data n-fold per allreduce) and, with several participants, by all of them together. The
-// participant that reports prints the table and emits the RESULT. Collective: every participant calls
-// it with the same options; the result is the same on each.
+// untimed allreduces (no more than a batch's); `repeats` batches, each started from fresh inputs (a
+// variant that sums in place grows its data n-fold per allreduce) and, with several participants, by all
+// of them together. The participant that reports prints the table and emits the RESULT. Collective:
+// every participant calls it with the same options; the result is the same on each.
 SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);
 
