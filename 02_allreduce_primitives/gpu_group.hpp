@@ -44,7 +44,8 @@ enum class PeerAccess { enable, leave_off };
 
 class GpuGroup {
 public:
-    // Uses GPUs 0..gpus-1 (0 = every visible GPU). Throws EnvironmentError when there are too few.
+    // Uses GPUs 0..gpus-1 (0 = every visible GPU, up to kMaxRanks). Throws EnvironmentError when there are
+    // too few.
     GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access);
     ~GpuGroup();
     GpuGroup(const GpuGroup&) = delete;
