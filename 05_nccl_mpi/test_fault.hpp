@@ -23,7 +23,7 @@ struct TestFault {
     int rank = -1;
 };
 
-// "" gives no fault; anything that is not KIND:RANK throws UsageError naming --test-fault.
+// "" gives no fault; anything that is not KIND-before-POINT:R throws UsageError naming --test-fault.
 TestFault parse_test_fault(const std::string& spec);
 
 // Removes `flag VALUE` or `flag=VALUE` from args and returns VALUE ("" when the flag is absent), so the
