@@ -94,7 +94,7 @@ void print_setup(const Problem& p, const Options& o, const std::vector<ShotRange
 int run(const Problem& p, const Options& o) {
     // 1. Devices and shots: the split is checked before any GPU is touched (more GPUs than shots is a
     //    usage error).
-    const int gpus = o.gpus > 0 ? o.gpus : std::max(visible_gpu_count(), 1);
+    const int gpus = o.gpus > 0 ? o.gpus : std::max(visible_gpu_count(), 1);  // none: 1, which require_gpus refuses
     const std::vector<ShotRange> split = split_all_shots(p.nshots, gpus);
     check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     require_host_memory(p, gpus);
