@@ -1,6 +1,7 @@
 #include "errors.hpp"
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -116,6 +117,17 @@ int check_output_written(const char* program_name, int code) {
 std::string format_number(double value) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", value);
+    return text;
+}
+
+std::string format_at_most(double value) {
+    std::string text = format_number(value);
+    // %g rounds to the nearest six-digit number, at most half a unit of its last digit (5e-6 of the value)
+    // above it: step down until the text reads back no larger.
+    for (double lower = value; std::isfinite(value) && std::strtod(text.c_str(), nullptr) > value;) {
+        lower -= std::fabs(value) * 1e-6;
+        text = format_number(lower);
+    }
     return text;
 }
 

@@ -88,6 +88,9 @@ int finish_program(int code);
 // %g, six significant digits without trailing zeros ("3000", "1.5992", "0.0001", "1e-06"), not
 // std::to_string's six decimals. A size in GiB (2^30 bytes), for "%.1f GiB".
 std::string format_number(double value);
+// The same for a limit a message suggests ("--dt at most X"): the six-digit text nearest below `value`
+// where format_number would round up, so that the value suggested is never refused itself.
+std::string format_at_most(double value);
 double gib(size_t bytes);
 
 // Text from outside (a value from the command line, a path) as a message shows it: control characters

@@ -26,8 +26,8 @@ void check_stable(const Problem& p, double velocity, const std::string& source) 
     const double dt_limit = courant_limit * p.dh / velocity;
     if (p.dt <= dt_limit) return;
     char text[160];
-    std::snprintf(text, sizeof text, ": velocity %g m/s with --dh %g m needs dt <= %.4f * dh / v = %g s", velocity,
-                  p.dh, courant_limit, dt_limit);
+    std::snprintf(text, sizeof text, ": velocity %g m/s with --dh %g m needs dt <= %.4f * dh / v = %s s", velocity,
+                  p.dh, courant_limit, format_at_most(dt_limit).c_str());
     throw UsageError("--dt: " + format_number(p.dt) + " s is unstable for " + source + text +
                      " (the CFL limit of the 8th-order stencil)");
 }

@@ -225,7 +225,7 @@ void validate(const Problem& p) {
                          ")");
     if (p.delay > (p.nt - 1) * p.dt)
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
-                         format_number((p.nt - 1) * p.dt) + " s");
+                         format_at_most((p.nt - 1) * p.dt) + " s");
 
     // The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity
     // the update may produce.
@@ -245,13 +245,16 @@ void validate(const Problem& p) {
     // 8th-order stencil's phase error shows.
     const double v_slowest = std::min(double(*std::min_element(truth.begin(), truth.end())), p.v_initial);
     const double cells_per_wavelength = v_slowest / (max_frequency(p) * p.dh);
-    if (cells_per_wavelength < 2.0) {
+    // With a little slack for rounding, so that the --dh or --freq the message suggests is never refused itself;
+    // the count is shown rounded down (1.999 is not "2.00").
+    if (cells_per_wavelength < 2.0 * (1.0 - 1e-9)) {
         char text[400];
         std::snprintf(text, sizeof text,
                       "--dh: %.2f cells per shortest wavelength (slowest velocity %g m/s of the models, %g Hz = 2.5 x "
-                      "--freq, --dh %g m); allowed at least 2: --dh at most %g m or --freq at most %g Hz",
-                      cells_per_wavelength, v_slowest, max_frequency(p), p.dh, v_slowest / (2.0 * max_frequency(p)),
-                      p.freq * cells_per_wavelength / 2.0);
+                      "--freq, --dh %g m); allowed at least 2: --dh at most %s m or --freq at most %s Hz",
+                      std::floor(cells_per_wavelength * 100.0) / 100.0, v_slowest, max_frequency(p), p.dh,
+                      format_at_most(v_slowest / (2.0 * max_frequency(p))).c_str(),
+                      format_at_most(p.freq * cells_per_wavelength / 2.0).c_str());
         throw UsageError(text);
     }
     if (cells_per_wavelength < 5.0) {
