@@ -95,6 +95,20 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
     }
 }
 
+TEST_CASE("a limit a refusal suggests is accepted when given back") {
+    // %g rounds to the nearest six digits: 3001 m/s allows dt up to 0.001108894..., which rounds up to 0.0011089,
+    // a --dt the check refuses again.
+    CHECK(parse_error({"--problem", "small", "--v-top", "3001", "--v-max", "3001", "--dt", "0.1"})
+              .find("= 0.00110889 s") != std::string::npos);
+    CHECK(parse_error({"--problem", "small", "--v-top", "3001", "--v-max", "3001", "--dt", "0.00110889"}) == "");
+    // 1500 m/s at 35 Hz: dh up to 21.42857..., which rounds up to 21.4286.
+    CHECK(parse_error({"--problem", "small", "--dh", "1000"}).find("--dh at most 21.4285 m") != std::string::npos);
+    CHECK(parse_error({"--problem", "small", "--dh", "21.4285", "--nt", "2000"}) == "");
+    // 996 x 0.000333333 s = 0.331999668 s, which rounds up to 0.332.
+    CHECK(parse_error({"--problem", "small", "--nt", "997", "--dt", "0.000333333", "--delay", "1"})
+              .find("allowed 0..0.331999 s") != std::string::npos);
+}
+
 TEST_CASE("a flag given twice is refused, whichever spelling") {
     CHECK(parse_error({"--nz", "64", "--nz", "80"}) == "--nz given twice");
     CHECK(parse_error({"--nz=64", "--nz", "64"}) == "--nz given twice");
