@@ -186,6 +186,16 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file.
     std::string out_path, out_temporary;
     std::vector<std::string> args(argv, argv + argc);
+    // Google Benchmark reads BENCHMARK_OUT where the command line has no --benchmark_out: given to it as that
+    // flag, the file is checked and written as the flag's is (an unwritable one would otherwise end the run
+    // with Google Benchmark's "invalid file name" and exit 1, after the checks).
+    const char* out_variable = std::getenv("BENCHMARK_OUT");
+    const bool out_given = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
+        return benchmark_flag_value(arg, "--benchmark_out") != nullptr;
+    });
+    const bool out_from_environment = out_variable && *out_variable && !out_given;
+    if (out_from_environment) args.push_back(std::string("--benchmark_out=") + out_variable);
+    const char* out_name = out_from_environment ? "BENCHMARK_OUT" : "--benchmark_out";
     for (std::string& arg : args) {
         if (arg == "-h") arg = "--help";
         const char* out = benchmark_flag_value(arg, "--benchmark_out");
@@ -193,7 +203,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         out_path = out;
         try {
             if (out_path.empty()) throw UsageError("--benchmark_out: needs a file name");
-            check_writable(out_path, "--benchmark_out");
+            check_writable(out_path, out_name);
         } catch (const UsageError& e) {
             std::fprintf(stderr, "%s: error: %s\n", program, e.what());
             return kExitBadInput;
@@ -205,6 +215,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     for (std::string& arg : args) pointers.push_back(arg.data());
     pointers.push_back(nullptr);
     argv = pointers.data();
+    argc = static_cast<int>(args.size());
     // Called on every way out once Google Benchmark may have opened the temporary file. It holds results
     // only when benchmarks ran: when they were only listed (--benchmark_list_tests, however Google
     // Benchmark read it) the file is empty, and FILE stays as it was. A run whose standard output was

@@ -173,6 +173,10 @@ add_exit_test(data_safety_bench_out_twice CODE 2 TEXT "--benchmark_out given twi
                       --benchmark_out=${CMAKE_CURRENT_BINARY_DIR}/bench_b.json)
 add_exit_test(data_safety_bench_out_unwritable CODE 2 TEXT "--benchmark_out: cannot write" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=/proc/results.json)
+# Google Benchmark reads BENCHMARK_OUT where no --benchmark_out is given: checked as the flag is (it ended the
+# run with Google Benchmark's "invalid file name" and exit 1).
+add_exit_test(data_safety_bench_out_variable_unwritable CODE 2 TEXT "BENCHMARK_OUT: cannot write"
+              ENVIRONMENT "CUDA_VISIBLE_DEVICES=;BENCHMARK_OUT=/proc/results.json" COMMAND $<TARGET_FILE:bench_propagator>)
 
 # A run refused at the GPU check (exit 3: none is visible) writes no file into --out.
 add_test(NAME data_safety_fwi06_refused_writes_nothing
