@@ -242,6 +242,21 @@ expect_refusal "hostfile: an unknown option" 2 "unknown option '--nodes'" \
 printf '# nothing\n\n' >"$tmp/empty-hosts"
 expect_refusal "hostfile: a hostfile without nodes" 2 "names no node" \
     -- bash "$hostfile_run" --hostfile "$tmp/empty-hosts" --gpus-per-node 4 05_nccl_mpi
+# An empty value is refused, not taken as the default (`--np ''` once started nodes x GPUs ranks).
+expect_refusal "hostfile: --np ''" 2 "--np: needs a non-empty value" \
+    -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np '' 05_nccl_mpi
+expect_refusal "hostfile: --hostfile ''" 2 "--hostfile: needs a non-empty value" \
+    -- bash "$hostfile_run" --hostfile '' --gpus-per-node 4 05_nccl_mpi
+# A hostfile that cannot be read is named as such (it used to be a shell error and "names no node"). Root
+# reads any file, so there the case cannot be made.
+printf 'node1 slots=4\n' >"$tmp/unreadable-hosts"
+chmod 000 "$tmp/unreadable-hosts"
+if [ -r "$tmp/unreadable-hosts" ]; then
+    echo "skip: hostfile: a hostfile that cannot be read (this user reads any file)"
+else
+    expect_refusal "hostfile: a hostfile that cannot be read" 2 "--hostfile: '$tmp/unreadable-hosts' cannot be read" \
+        -- bash "$hostfile_run" --hostfile "$tmp/unreadable-hosts" --gpus-per-node 4 05_nccl_mpi
+fi
 
 # ---- a real launch, through fake launchers that print what they were given ----
 for launcher in srun mpirun; do

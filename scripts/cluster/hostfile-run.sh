@@ -38,6 +38,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --hostfile | --gpus-per-node | --np)
             [ $# -ge 2 ] || fwi_die 2 "$1: missing value"
+            [ -n "$2" ] || fwi_die 2 "$1: needs a non-empty value"
             [[ " $given " != *" $1 "* ]] || fwi_die 2 "$1 given twice"
             given+=" $1"
             case "$1" in
@@ -60,6 +61,7 @@ fwi_is_one_of "$program" "${FWI_CLUSTER_PROGRAMS[@]}" ||
     fwi_die 2 "PROGRAM: '$program' is not one of ${FWI_CLUSTER_PROGRAMS[*]}"
 [ -n "$hostfile" ] || fwi_die 2 "--hostfile: missing; a file with one node a line (node1 slots=4)"
 [ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
+[ -r "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' cannot be read"
 fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999)"
 nodes=$(grep -cvE '^[[:space:]]*(#|$)' "$hostfile")
 [ "$nodes" -gt 0 ] || fwi_die 2 "--hostfile: '$hostfile' names no node"
