@@ -9,10 +9,11 @@
 # CUDA sees none (an empty CUDA_VISIBLE_DEVICES, say), and would pass the step unseen.
 # Each step is stopped at a generous limit (10 min for the sanitizers' plain verify run, 30 for a
 # benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
-# Logs go to out/gpu-check/; when the environment variable OUT names a folder, the summary, the comparison
-# table and chart, and one archive of all logs are copied there. Exit 0 only when every step passed, 2 for
-# an unknown step or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and
-# tests) where none is visible, or compute-sanitizer where it is missing (all before any runs).
+# Logs go to out/gpu-check/; when the environment variable OUT names a folder (made if missing), the
+# summary, one archive of all logs and, after the main step, the comparison table and chart are copied
+# there. Exit 0 only when every step passed, 2 for an unknown step, an OUT that cannot be written or a
+# CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and tests) where none is
+# visible, or compute-sanitizer where it is missing (all before any runs).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -32,6 +33,16 @@ repeated="$(repeated_item "$(IFS=,; echo "${steps[*]}")")"
 if [ -n "$repeated" ]; then
     echo "gpu-check: step '$repeated' is listed twice" >&2
     exit 2
+fi
+# OUT is written at the end, so it is checked now rather than after hours of steps (and made absolute: the
+# steps run from the repository's root).
+if [ -n "${OUT:-}" ]; then
+    OUT="$(realpath -m -- "$OUT")"
+    why="$(unwritable_folder_reason "$OUT")"
+    if [ -n "$why" ]; then
+        echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder that can be written, or unset OUT" >&2
+        exit 2
+    fi
 fi
 logs="$ROOT/out/gpu-check"
 mkdir -p "$logs"
@@ -138,7 +149,8 @@ done
     printf '%s\n' "${summary[@]}"
 } | tee "$logs/summary.txt"
 if [ -n "${OUT:-}" ]; then
-    cp "$logs"/compare/comparison.md "$logs"/compare/comparison.png "$OUT/" 2>/dev/null  # only after main
+    # This run's comparison only: an earlier run's main step left its own in out/gpu-check/compare.
+    is_one_of main "${steps[@]}" && cp "$logs"/compare/comparison.md "$logs"/compare/comparison.png "$OUT/" 2>/dev/null
     if ! { cp "$logs/summary.txt" "$OUT/" && tar czf "$OUT/gpu-check-logs.tar.gz" -C "$logs/.." gpu-check; }; then
         echo "gpu-check: could not copy the summary and logs to \$OUT ($OUT)" >&2
         failed=1

@@ -7,7 +7,8 @@
 # whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
-# Then every script through a symbolic link. No GPU, nothing built or installed.
+# gpu-check.sh refuses an OUT it cannot write before any step (exit 2), and copies there no comparison
+# of an earlier run. Then every script through a symbolic link. No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -119,6 +120,21 @@ run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --st
     echo "ok:   record_results_source_dirty" ||
     fail "record_results_source_dirty: $(cat "$scratch/docs/results/after-a-change/source.txt" 2>&1)"
 rm "$scratch/scripts/not-committed.sh"
+
+# ---- gpu-check.sh: OUT is checked before the first step; only this run's comparison is copied there ----
+run FAKE_GPUS=1 OUT=/proc/x -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_unwritable_out 2 "gpu-check: OUT: cannot create the folder '/proc/x'"
+[ -z "$built" ] || fail "gpu_check_unwritable_out: built before refusing OUT ($built)"
+mkdir -p "$scratch/out/gpu-check/compare"
+echo "an earlier run's table" >"$scratch/out/gpu-check/compare/comparison.md"
+mkdir "$tmp/gpu-check-out"
+run FAKE_GPUS=1 OUT="$tmp/gpu-check-out" -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_build_only 0 "PASS"
+if [ -f "$tmp/gpu-check-out/summary.txt" ] && [ ! -e "$tmp/gpu-check-out/comparison.md" ]; then
+    echo "ok:   gpu_check_no_earlier_comparison"
+else
+    fail "gpu_check_no_earlier_comparison: in OUT: $(ls "$tmp/gpu-check-out" 2>&1)"
+fi
 
 # ---- through a symbolic link: the scripts find common.sh where they are, not where the link is ----
 mkdir "$tmp/links"
