@@ -8,6 +8,8 @@
 # compute-sanitizer checks them (scripts/gpu-check.sh sanitizers). About 10 minutes on 2 cores.
 #
 # usage: scripts/sanitize.sh [-j N]   N: tests at a time (default: the number of cores)
+# Exit 0 when every test passed without a report, 1 otherwise, 2 for a bad argument, 3 where it cannot
+# build here: a tool missing, or a repository path holding a space, comma or colon (clone it elsewhere).
 set -euo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 
@@ -31,7 +33,7 @@ build="$ROOT/build-asan"
 # The sanitizers read their options as a list split at spaces, commas and colons: a log folder whose path
 # holds one would send the reports elsewhere, unseen.
 [[ "$build" != *[[:space:],:]* ]] ||
-    { echo "sanitize: the repository's path '$ROOT' holds a space, comma or colon, which the sanitizers' log path cannot; clone it elsewhere" >&2; exit 2; }
+    { echo "sanitize: the repository's path '$ROOT' holds a space, comma or colon, which the sanitizers' log path cannot; clone it elsewhere" >&2; exit 3; }
 check_cuda_environment
 install_missing_packages
 flags=(-fsanitize=address -fsanitize=undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)

@@ -8,7 +8,8 @@
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # gpu-check.sh refuses an OUT it cannot write before any step (exit 2), and copies there no comparison
-# of an earlier run. Then every script through a symbolic link. No GPU, nothing built or installed.
+# of an earlier run; sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then
+# every script through a symbolic link. No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -135,6 +136,14 @@ if [ -f "$tmp/gpu-check-out/summary.txt" ] && [ ! -e "$tmp/gpu-check-out/compari
 else
     fail "gpu_check_no_earlier_comparison: in OUT: $(ls "$tmp/gpu-check-out" 2>&1)"
 fi
+
+# ---- sanitize.sh in a repository whose path holds a space: exit 3 (move the clone) before anything is
+#      installed or built ----
+mkdir -p "$tmp/a repo"
+cp -r "$repo/scripts" "$tmp/a repo/"
+run -- bash "$tmp/a repo/scripts/sanitize.sh"
+expect sanitize_path_with_a_space 3 "holds a space, comma or colon, which the sanitizers' log path cannot"
+[ ! -e "$tmp/a repo/build-asan" ] || fail "sanitize_path_with_a_space: made build-asan before refusing"
 
 # ---- through a symbolic link: the scripts find common.sh where they are, not where the link is ----
 mkdir "$tmp/links"
