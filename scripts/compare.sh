@@ -78,9 +78,12 @@ recording="${FWI_RECORDING_INTO:+$(realpath -m -- "$FWI_RECORDING_INTO")}"
 if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* && ( -z "$recording" || "$out/" != "$recording/"* ) ]]; then
     bad_flag "--out: '$out' is in docs/results, the stored results the docs' figures are made from; choose another --out"
 fi
+made_out=yes
+[ ! -e "$out" ] || made_out=""
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
 no_gpu() {
+    [ -z "$made_out" ] || rmdir -- "$out" 2>/dev/null  # ours, just made by the check above and still empty
     echo "compare: no CUDA GPU visible ($1); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
     exit 3
 }

@@ -71,6 +71,7 @@ expect() {
 run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
 expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
 [ -z "$built" ] || fail "compare_no_gpu: built before saying there is no GPU ($built)"
+[ ! -e "$tmp/compare" ] || fail "compare_no_gpu: left the --out folder it made to check it"
 run FAKE_GPUS=0 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
 expect record_results_no_gpu 3 "record-results: no CUDA GPU visible"
 run FAKE_GPUS=2 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
