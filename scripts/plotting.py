@@ -43,3 +43,11 @@ def replace_atomically(path, write):
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
+
+
+if __name__ == "__main__":  # a module of the plotting scripts: run alone, it says what it is
+    if sys.argv[1:] not in ([], ["-h"], ["--help"]):
+        print("plotting: a module of scripts/compare.py and 06_fwi_shot_parallel/plot_fwi.py; it takes no arguments "
+              "(--help prints what it does)", file=sys.stderr)
+        sys.exit(2)
+    print(__doc__)

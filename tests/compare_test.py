@@ -3,7 +3,7 @@
 (docs/results) spoiled one way at a time: a RESULT that does not follow the schema is not read (its row
 says why), a row the scaling model cannot predict gets a note, a machine.json without a GPU's name is left
 out, a manifest that is not UTF-8 or lists no runs is refused (exit 2), and an output that cannot be
-written is an exit 3. Never a traceback.
+written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
 
 usage: compare_test.py
 """
@@ -135,6 +135,18 @@ class Compare(unittest.TestCase):
         process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
         self.assertEqual(process.returncode, 0)
         self.assertIn("usage: python3 scripts/compare.py DIR", process.stdout)
+
+    def test_its_modules_run_alone(self):
+        """The modules compare.py imports say what they are (--help) and refuse arguments (exit 2)."""
+        for name, text in (("plotting.py", "matplotlib for the suite's plotting scripts"),
+                           ("scaling_model.py", "The comparison's scaling model")):
+            script = os.path.join(ROOT, "scripts", name)
+            process = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=60)
+            self.assertEqual((process.returncode, process.stderr), (0, ""), name)
+            self.assertIn(text, process.stdout)
+            process = subprocess.run([sys.executable, script, "out"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(process.returncode, 2, name)
+            self.assertIn("it takes no arguments", process.stderr)
 
 
 if __name__ == "__main__":
