@@ -13,7 +13,8 @@
 # summary, one archive of all logs and, after the main step, the comparison table and chart are copied
 # there. Exit 0 only when every step passed, 2 for an unknown step, an OUT that cannot be written or a
 # CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and tests) where none is
-# visible, or compute-sanitizer where it is missing (all before any runs).
+# visible, compute-sanitizer where it is missing, or an out/gpu-check that cannot be written (all before
+# any runs).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -45,7 +46,11 @@ if [ -n "${OUT:-}" ]; then
     fi
 fi
 logs="$ROOT/out/gpu-check"
-mkdir -p "$logs"
+why="$(unwritable_folder_reason "$logs")"
+if [ -n "$why" ]; then
+    echo "gpu-check: the logs go to out/gpu-check, but $why; run it in a checkout you can write" >&2
+    exit 3
+fi
 cd "$ROOT"
 summary=()
 failed=0

@@ -7,9 +7,10 @@
 # whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
-# gpu-check.sh refuses an OUT it cannot write before any step (exit 2), and copies there no comparison
-# of an earlier run; sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then
-# every script through a symbolic link. No GPU, nothing built or installed.
+# gpu-check.sh refuses an OUT it cannot write before any step (exit 2), copies there no comparison of
+# an earlier run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path
+# its sanitizers' logs cannot hold (exit 3). Then every script through a symbolic link. No GPU, nothing
+# built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -137,6 +138,14 @@ if [ -f "$tmp/gpu-check-out/summary.txt" ] && [ ! -e "$tmp/gpu-check-out/compari
 else
     fail "gpu_check_no_earlier_comparison: in OUT: $(ls "$tmp/gpu-check-out" 2>&1)"
 fi
+
+# ---- gpu-check.sh where its logs cannot go (a file named out in the checkout): exit 3 before any step ----
+mkdir -p "$tmp/no-logs"
+cp -r "$scratch/scripts" "$tmp/no-logs/"
+echo "not a folder" >"$tmp/no-logs/out"
+run FAKE_GPUS=1 -- bash "$tmp/no-logs/scripts/gpu-check.sh" build
+expect gpu_check_logs_unwritable 3 "gpu-check: the logs go to out/gpu-check, but cannot create the folder"
+[ -z "$built" ] || fail "gpu_check_logs_unwritable: built before refusing ($built)"
 
 # ---- sanitize.sh in a repository whose path holds a space: exit 3 (move the clone) before anything is
 #      installed or built ----
