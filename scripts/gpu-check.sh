@@ -11,10 +11,10 @@
 # benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
 # Logs go to out/gpu-check/; when the environment variable OUT names a folder (made if missing), the
 # summary, one archive of all logs and, after the main step, the comparison table and chart are copied
-# there. Exit 0 only when every step passed, 2 for an unknown step, an OUT that cannot be written or a
-# CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and tests) where none is
-# visible, compute-sanitizer where it is missing, or an out/gpu-check that cannot be written (all before
-# any runs).
+# there. Exit 0 only when every step passed, 2 for an unknown or repeated step, an OUT that cannot be
+# written or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and tests)
+# where none is visible, compute-sanitizer where it is missing, a CUDACXX that names no program, or an
+# out/gpu-check that cannot be written (all before any runs).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
