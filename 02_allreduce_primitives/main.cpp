@@ -16,8 +16,6 @@
 // algorithm.
 // What you should see: one table per variant with 0 in #wrong and its RESULT line, then a summary per
 // size.
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +24,7 @@
 #include "allreduce_variant.hpp"
 #include "bandwidth.hpp"
 #include "cli.hpp"
-#include "cuda_check.hpp"
+#include "device.hpp"
 #include "errors.hpp"
 #include "gpu_group.hpp"
 #include "nccl_comm.hpp"
@@ -150,17 +148,11 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
 }
 
 // Every GPU holds a send and a receive buffer of the sweep's largest size, and via_gpu0 adds one for each
-// other GPU on GPU 0: a size no GPU's memory can hold is bad input, named by its flag, rather than a
-// failed cudaMalloc blamed on other processes.
+// other GPU on GPU 0.
 void require_buffers_fit(const GpuGroup& group, size_t largest_bytes, const std::vector<std::string>& variants) {
     const auto require = [&](int rank, size_t buffers, const std::string& needs, const std::string& or_else) {
-        size_t free_bytes = 0, total_bytes = 0;
-        CUDA_CHECK(cudaSetDevice(rank));
-        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-        if (buffers * largest_bytes <= total_bytes) return;
-        throw UsageError("--max-bytes: the largest size, " + format_number(gib(largest_bytes)) + " GiB, needs " +
-                         needs + ", more than GPU " + std::to_string(rank) + "'s " + format_number(gib(total_bytes)) +
-                         " GiB of memory; give less than 1/" + std::to_string(buffers) + " of it" + or_else);
+        require_sweep_fits(largest_bytes, buffers, device_memory_bytes(rank), needs,
+                           "GPU " + std::to_string(rank) + "'s", or_else);
     };
     // Every GPU's pair first, so that leaving via_gpu0 out is advised only where that would do.
     for (int rank = 0; rank < group.size(); ++rank) require(rank, 2, "a send and a receive buffer on every GPU", "");

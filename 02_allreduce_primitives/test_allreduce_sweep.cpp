@@ -309,6 +309,21 @@ TEST_CASE("a batch moves at most 1 GiB, and always one allreduce") {
     CHECK(batch_iterations(0, 3) == 3);
 }
 
+TEST_CASE("a largest size that the buffers cannot hold is bad input naming --max-bytes") {
+    const size_t gib = size_t(1) << 30;
+    CHECK_NOTHROW(require_sweep_fits(20 * gib, 4, 80 * gib, "4 buffers", "GPU 0's"));  // exactly full
+    CHECK_NOTHROW(require_sweep_fits(64 * gib, 2, 0, "2 buffers", "this machine's"));  // memory unknown
+    try {
+        require_sweep_fits(64 * gib, 2, 80 * gib, "a send and a receive buffer on every GPU", "GPU 1's",
+                           ", or leave via_gpu0 out");
+        FAIL("64 GiB twice fits no 80 GiB");
+    } catch (const UsageError& e) {
+        CHECK(std::string(e.what()) ==
+              "--max-bytes: the largest size, 64 GiB, needs a send and a receive buffer on every GPU, more than GPU "
+              "1's 80 GiB of memory; give less than 1/2 of it, or leave via_gpu0 out");
+    }
+}
+
 TEST_CASE("algbw = bytes / time, busbw = algbw * 2(n-1)/n") {
     CHECK(algorithm_bandwidth(1000, 2.0) == doctest::Approx(500.0));
     CHECK(bus_bandwidth_factor(1) == 0.0);

@@ -45,8 +45,19 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
         "when --combine runs pipelined (all, or a list that names it)");
     if (!parser.parse(argc, argv)) return false;
     validate(problem, parser);
-    require_host_memory(problem, ranks_on_this_node(o.timeout_s));
+    const int ranks_here = ranks_on_this_node(o.timeout_s);
+    require_host_memory(problem, ranks_here);
     validate_allreduce_sweep_options(o.sweep);
+    // The sweep's host memory, before any GPU is touched: every rank on this machine holds its inputs and a
+    // staging buffer (pageable or pinned) of the largest size at once.
+    if (o.bench) {
+        const std::string needs = std::to_string(2 * ranks_here) +
+                                  " buffers of it in host memory (inputs and a staging buffer for each rank; " +
+                                  std::to_string(ranks_here) + (ranks_here == 1 ? " rank runs" : " ranks run") +
+                                  " on this machine)";
+        require_sweep_fits(allreduce_sweep_sizes(o.sweep).back(), 2 * size_t(ranks_here), physical_memory_bytes(),
+                           needs, "this machine's");
+    }
     return true;
 }
 

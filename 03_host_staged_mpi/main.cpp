@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "device.hpp"
 #include "device_combine.hpp"
 #include "errors.hpp"
 #include "launch.hpp"
@@ -184,7 +185,12 @@ int run(int argc, char** argv) {
                     o.bench ? "--bench-allreduce" : problem.summary().c_str());
     const std::string shots_text = o.bench ? "" : ", shots " + mine.text();
     const int gpus = report_placement(device, shots_text, o.timeout_s);
-    if (o.bench) return run_bench_allreduce(specs, o.sweep, gpus, o.timeout_s, o.json);
+    if (o.bench) {
+        require_sweep_fits(allreduce_sweep_sizes(o.sweep).back(), 2, device_memory_bytes(device),
+                           "a buffer to sum in and one of this rank's inputs on every GPU",
+                           "GPU " + std::to_string(device) + "'s");
+        return run_bench_allreduce(specs, o.sweep, gpus, o.timeout_s, o.json);
+    }
     return run_fwi(problem, o, specs, mine, gpus);
 }
 

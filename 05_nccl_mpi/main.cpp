@@ -137,6 +137,8 @@ int run_bench(const Options& o) {
     const int rank = world_rank(), ranks = world_size();
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
+    require_sweep_fits(allreduce_sweep_sizes(o.sweep).back(), 2, device_memory_bytes(device),
+                       "a send and a receive buffer on every GPU", "GPU " + std::to_string(device) + "'s");
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
     print_layout(rank, device, "", o.timeout_s);
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);

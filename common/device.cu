@@ -143,6 +143,12 @@ std::string describe_device(int device) {
     return text;
 }
 
+size_t device_memory_bytes(int device) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return prop.totalGlobalMem;
+}
+
 namespace {
 __global__ void build_code_probe() {}
 }  // namespace

@@ -37,6 +37,8 @@ void require_gpus(int needed);
 
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 std::string describe_device(int device);
+// All of GPU `device`'s memory in bytes, not only what is free now.
+size_t device_memory_bytes(int device);
 
 // Which of this build's code a GPU runs, asked of a kernel of this library (every kernel of the suite is
 // built for the same architectures, CMAKE_CUDA_ARCHITECTURES). A GPU runs machine code built for its own

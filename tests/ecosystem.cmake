@@ -28,13 +28,14 @@ set_tests_properties(ecosystem_install_runs_from_prefix PROPERTIES LABELS cpu TI
 # nccl-tests' command lines work in every allreduce sweep (02, 03 and 05 --bench-allreduce): -b/-e/-f/-n/-w
 # (-g in 02), sizes with K/M/G and past 2 GiB. Each parses and then stops at the GPU check (exit 3, not 2):
 # CUDA_VISIBLE_DEVICES is empty, so no GPU is visible on any machine. A bad size is exit 2 naming the flag.
+# (03's sweep at 1G: its host buffers, 2 GiB, are checked before the GPU and fit any machine that runs the tests.)
 set(ecosystem_no_gpu "CUDA_VISIBLE_DEVICES=")
 add_exit_test(ecosystem_nccl_tests_flags_02 CODE 3 TEXT "needs 1 CUDA GPU and 0 are visible"
               ENVIRONMENT ${ecosystem_no_gpu}
               COMMAND $<TARGET_FILE:02_allreduce_primitives> -b 1M -e 4G -f 2 -g 2 -n 5 -w 1)
 add_exit_test(ecosystem_nccl_tests_flags_03 CODE 3 TEXT "no CUDA GPU" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
-              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:03_host_staged_mpi> --bench-allreduce -b 1M -e 4G -f 2 -n 5 -w 1)
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:03_host_staged_mpi> --bench-allreduce -b 1M -e 1G -f 2 -n 5 -w 1)
 add_exit_test(ecosystem_nccl_tests_flags_05 CODE 3 TEXT "no CUDA GPU" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce -b 1M -e 4G -f 2 -n 5 -w 1)
