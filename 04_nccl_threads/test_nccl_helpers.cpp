@@ -132,6 +132,40 @@ TEST_CASE("the NCCL settings that take the time limit away are named, and only t
     for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
 }
 
+TEST_CASE("an NCCL setting left empty or out of range is NCCL's default, and prepare_nccl sets an empty one") {
+    const auto with = [](const char* name, const char* value) {
+        if (value)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
+    };
+    for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
+    // NCCL reads "" as unset: RUNTIME_CONNECT's default connects at the first collective, COMM_BLOCKING's
+    // leaves the communicator non-blocking; a number out of range is its default too.
+    with("NCCL_RUNTIME_CONNECT", "");
+    with("NCCL_COMM_BLOCKING", "99999999999999999999");
+    std::vector<std::string> settings = nccl_settings_without_time_limit();
+    REQUIRE(settings.size() == 1);
+    CHECK(settings[0].find("NCCL_RUNTIME_CONNECT= ") == 0);
+    with("NCCL_RUNTIME_CONNECT", "99999999999999999999");
+    with("NCCL_COMM_BLOCKING", "");
+    settings = nccl_settings_without_time_limit();
+    REQUIRE(settings.size() == 1);
+    CHECK(settings[0].find("NCCL_RUNTIME_CONNECT=99999999999999999999") == 0);
+    // prepare_nccl keeps a value the user chose, and sets an empty one as it sets an unset one.
+    with("NCCL_RUNTIME_CONNECT", "");
+    with("NCCL_NVLS_ENABLE", "");
+    prepare_nccl();
+    CHECK(std::string(std::getenv("NCCL_RUNTIME_CONNECT")) == "0");
+    CHECK(std::string(std::getenv("NCCL_NVLS_ENABLE")) == "0");
+    with("NCCL_NVLS_ENABLE", "2");
+    prepare_nccl();
+    CHECK(std::string(std::getenv("NCCL_NVLS_ENABLE")) == "2");
+    CHECK(nccl_settings_without_time_limit().empty());
+    for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE", "NCCL_NVLS_ENABLE"})
+        with(name, nullptr);
+}
+
 TEST_CASE("the NCCL version string reads like NCCL 2.x.y") {
     const std::string version = nccl_version_string();
     CHECK(version.rfind("NCCL 2.", 0) == 0);

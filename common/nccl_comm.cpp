@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -108,8 +109,14 @@ PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const st
 }  // namespace
 
 void prepare_nccl() {
-    setenv("NCCL_NVLS_ENABLE", "0", 0);
-    setenv("NCCL_RUNTIME_CONNECT", "0", 0);  // connect while making a communicator (the top of nccl_comm.hpp)
+    // NCCL reads a variable set to the empty string as unset (its own default: NVLS on where the GPUs support
+    // it, the ranks connected at their first collective), so an empty one is no choice of the user's: set it.
+    const auto set_unless_chosen = [](const char* name, const char* value) {
+        const char* chosen = std::getenv(name);
+        if (!chosen || !*chosen) setenv(name, value, 1);
+    };
+    set_unless_chosen("NCCL_NVLS_ENABLE", "0");
+    set_unless_chosen("NCCL_RUNTIME_CONNECT", "0");  // connect while making a communicator (the top of nccl_comm.hpp)
     set_env_field("nccl_version", nccl_version_number());
     static const bool warned = [] {
         for (const std::string& setting : nccl_settings_without_time_limit()) print_warning(setting);
@@ -123,19 +130,24 @@ std::vector<std::string> nccl_settings_without_time_limit() {
         const char* value = std::getenv(name);
         return std::string(value ? value : "");
     };
-    // As NCCL reads these two: an integer (strtoll, base 0), any value but 0 turning the setting on.
-    const auto on = [](const std::string& value) {
-        char* end = nullptr;
-        const long long number = std::strtoll(value.c_str(), &end, 0);
-        return !value.empty() && end != value.c_str() && number != 0;
+    // As NCCL reads these two (ncclLoadParam): an integer (strtoll, base 0), any value but 0 turning the
+    // setting on. An empty value, or one out of range, is NCCL's default: on for RUNTIME_CONNECT, for
+    // COMM_BLOCKING the communicator's own setting (non-blocking here). Unset: prepare_nccl's choice.
+    const auto on = [](const char* name, bool by_default) {
+        const char* value = std::getenv(name);
+        if (!value) return false;
+        if (!*value) return by_default;
+        errno = 0;
+        const long long number = std::strtoll(value, nullptr, 0);
+        return errno == ERANGE ? by_default : number != 0;
     };
     const std::string without_limit = ": a wait there has no time limit, --timeout cannot end it";
     std::vector<std::string> settings;
-    if (const std::string blocking = value_of("NCCL_COMM_BLOCKING"); on(blocking))
-        settings.push_back("NCCL_COMM_BLOCKING=" + blocking +
+    if (on("NCCL_COMM_BLOCKING", false))
+        settings.push_back("NCCL_COMM_BLOCKING=" + value_of("NCCL_COMM_BLOCKING") +
                            " makes NCCL's communicators with calls that block inside NCCL" + without_limit);
-    if (const std::string connect = value_of("NCCL_RUNTIME_CONNECT"); on(connect))
-        settings.push_back("NCCL_RUNTIME_CONNECT=" + connect +
+    if (on("NCCL_RUNTIME_CONNECT", true))
+        settings.push_back("NCCL_RUNTIME_CONNECT=" + value_of("NCCL_RUNTIME_CONNECT") +
                            " connects the ranks in their first collective, which waits for the others in NCCL" +
                            without_limit);
     if (strcasecmp(value_of("NCCL_LAUNCH_MODE").c_str(), "GROUP") == 0)  // as NCCL compares it
