@@ -68,20 +68,26 @@ constexpr LaunchVariable kOtherLauncherVariables[] = {
      "Start it with `mpirun -np N` (or `srun --mpi=pmix -n N` under Slurm)"},
 };
 
-// The variable's value in `environment` as a rank count; 0 when unset or not a positive integer. Throws
-// EnvironmentError when it is a number larger than MPI can count ranks (an int): no launcher sets that.
+// The variable's value in `environment` as a rank count; 0 when unset or empty. Throws EnvironmentError when
+// it is set to anything but a positive number of ranks MPI can count (an int): no launcher sets that, and a
+// junk value read as "unset" would let a mistaken launch through unseen.
 int ranks_named_by(const LaunchEnvironment& environment, const LaunchVariable& variable) {
     const auto found = environment.find(variable.name);
     if (found == environment.end() || found->second.empty()) return 0;
-    char* end = nullptr;
+    const std::string& text = found->second;
+    const auto refuse = [&](const std::string& setting, const std::string& what) {
+        return EnvironmentError(setting + " (set by " + variable.set_by + ") is " + what +
+                                ", which no launcher sets: unset it, or start the program again with its launcher");
+    };
+    const std::string setting = std::string(variable.name) + "=" + shown_value(text);
+    if (!std::all_of(text.begin(), text.end(), [](unsigned char c) { return c >= '0' && c <= '9'; }))
+        throw refuse(std::string(variable.name) + "='" + shown_value(text) + "'", "not a number of ranks");
     errno = 0;
-    const long long value = std::strtoll(found->second.c_str(), &end, 10);
-    if (*end != '\0' || value <= 0) return 0;
+    const long long value = std::strtoll(text.c_str(), nullptr, 10);
     if (errno == ERANGE || value > std::numeric_limits<int>::max())
-        throw EnvironmentError(std::string(variable.name) + "=" + found->second + " (set by " + variable.set_by +
-                               ") is more ranks than MPI can start (at most " +
-                               std::to_string(std::numeric_limits<int>::max()) +
-                               "), which no launcher sets: unset it, or start the program again with its launcher");
+        throw refuse(setting,
+                     "more ranks than MPI can start (at most " + std::to_string(std::numeric_limits<int>::max()) + ")");
+    if (value == 0) throw refuse(setting, "zero ranks");
     return static_cast<int>(value);
 }
 

@@ -29,8 +29,9 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
 // start the ranks instead), or "" when the launch is consistent. The variables: those of MPI launchers
 // (OMPI_COMM_WORLD_SIZE: Open MPI; PMI_SIZE: MPICH/Intel MPI Hydra, srun --mpi=pmi2; MV2_COMM_WORLD_SIZE:
 // MVAPICH), which are authoritative (one set to 1 means one rank on purpose, whatever the rest say), then
-// SLURM_NTASKS and SLURM_NPROCS (Slurm) and WORLD_SIZE (torchrun). Throws EnvironmentError when one of
-// them names more ranks than MPI can count (past an int): a broken environment, not a rank count.
+// SLURM_NTASKS and SLURM_NPROCS (Slurm) and WORLD_SIZE (torchrun). Throws EnvironmentError when one it
+// reads is set to anything but a rank count of 1 or more that MPI can count (an int: "abc", "-1", " 2",
+// "0", 99999999999): a broken environment, refused as a flag's bad value is, not read as unset.
 using LaunchEnvironment = std::map<std::string, std::string>;  // variable -> value, for those set
 LaunchEnvironment launch_environment();                        // the variables above, from this process's environment
 std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environment);

@@ -81,6 +81,15 @@ add_exit_test(ecosystem_launch_ompi_size_overflow_06 CODE 3
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=99999999999999999999
               COMMAND $<TARGET_FILE:06_fwi_shot_parallel> --problem small --no-plots
                       --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06_overflow)
+# A value that is no rank count is refused too, naming it as it is set, not read as unset (which would let a
+# mistaken launch through unseen).
+add_exit_test(ecosystem_launch_ompi_size_junk_05 CODE 3
+              TEXT "OMPI_COMM_WORLD_SIZE='2abc' (set by Open MPI's mpirun) is not a number of ranks" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=2abc
+              COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
+add_exit_test(ecosystem_launch_world_size_zero_05 CODE 3 TEXT "WORLD_SIZE=0 (set by torchrun" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=0
+              COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
 # Consistent launches pass the check and go on to the GPU check: WORLD_SIZE=1; and `mpirun -np 1` inside a
 # Slurm allocation of more tasks (Open MPI's OMPI_COMM_WORLD_SIZE=1 says one rank on purpose).
 add_exit_test(ecosystem_launch_world_size_one_05 CODE 3 TEXT "sees no CUDA GPU" LABELS cpu mpi
