@@ -27,6 +27,7 @@ speedup / GPUs. The programs' own speedup against the single-GPU reference they 
 they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
 """
 import csv
+import errno
 import io
 import json
 import math
@@ -380,9 +381,28 @@ def draw_chart(plt, path, rows, title, machine):
     return True
 
 
+def say(text, lost):
+    """print(text) on standard output; when it cannot be written (closed, a full disk, a reader that has gone),
+    the error goes into the list `lost` instead of ending the script, so that the comparison's files are still
+    written, and standard output is pointed at /dev/null so that Python's own flush at exit fails no more."""
+    try:
+        if sys.stdout is None:  # started with standard output closed
+            raise OSError(errno.EBADF, "standard output is closed")
+        print(text)
+        sys.stdout.flush()
+    except OSError as error:
+        lost.append(error)
+        if sys.stdout is not None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv):
+    lost = []  # errors writing standard output
     if argv[1:] in (["-h"], ["--help"]):
-        print(__doc__)
+        say(__doc__, lost)
+        if lost and not isinstance(lost[0], BrokenPipeError):  # a reader that stopped early took what it wanted
+            print("compare: environment: --help: cannot write the help text to standard output", file=sys.stderr)
+            return 3
         return 0
     if len(argv) != 2 or not os.path.isfile(os.path.join(argv[1], "runs", "manifest.tsv")):
         print("usage: python3 scripts/compare.py DIR   (DIR: scripts/compare.sh's output, with runs/manifest.tsv)",
@@ -411,7 +431,7 @@ def main(argv):
     if failed_inputs:
         text += "\nmodel inputs that did not finish verified (their rows are not predicted):\n  " + \
             "\n  ".join(failed_inputs)
-    print(text)
+    say(text, lost)
     written = "comparison.txt, .md, .csv, .json"
     try:
         write_text(os.path.join(directory, "comparison.txt"), text + "\n")
@@ -428,10 +448,15 @@ def main(argv):
     except OSError as error:  # a folder in a file's place, a full disk, a read-only folder
         print("compare: error: cannot write the comparison in %s/: %s" % (directory, error), file=sys.stderr)
         return 3
-    print("wrote %s to %s/" % (written, directory))
+    say("wrote %s to %s/" % (written, directory), lost)
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
-        print("%d of %d runs did not finish verified; their logs are in %s/runs/" % (len(failed), len(rows), directory))
+        say("%d of %d runs did not finish verified; their logs are in %s/runs/" % (len(failed), len(rows), directory),
+            lost)
+    if lost:
+        print("compare: environment: standard output could not be written (%s): the table is in %s/comparison.txt"
+              % (lost[0].strerror or lost[0], directory), file=sys.stderr)
+        return 3
     return 1 if failed or failed_inputs else 0
 
 

@@ -28,7 +28,8 @@ def import_matplotlib():
     running_system_python = os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON)
     if os.path.exists(SYSTEM_PYTHON) and not running_system_python and not os.environ.get("FWI_PLOT_REEXEC"):
         os.environ["FWI_PLOT_REEXEC"] = "1"
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None when started with standard output closed
+            sys.stdout.flush()
         os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
     return None, None
 

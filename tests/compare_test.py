@@ -131,6 +131,30 @@ class Compare(unittest.TestCase):
             os.mkdir(target)  # a folder where the file goes
             self.assertIn("compare: error: cannot write the comparison in", self.run_compare(3))
 
+    def test_standard_output_that_cannot_be_written(self):
+        """Closed, on a full disk or a pipe whose reader has gone: exit 3 with one line on stderr, never a
+        traceback, and the comparison's files are written all the same."""
+        for stdout in ("closed", "/dev/full", "pipe"):
+            self.fresh()
+            os.remove(os.path.join(self.dir, "comparison.txt"))
+            if stdout == "pipe":
+                process = subprocess.Popen([sys.executable, SCRIPT, self.dir], stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True)
+                process.stdout.close()  # the reader goes before anything is written
+                error = process.stderr.read()
+                process.wait(timeout=120)
+                code = process.returncode
+            else:
+                with open(os.devnull if stdout == "closed" else stdout, "w") as target:
+                    process = subprocess.run([sys.executable, SCRIPT, self.dir], stdout=target, stderr=subprocess.PIPE,
+                                             text=True, timeout=120,
+                                             preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None)
+                error, code = process.stderr, process.returncode
+            self.assertNotIn("Traceback", error, stdout)
+            self.assertEqual(code, 3, stdout + ": " + error)
+            self.assertIn("compare: environment: standard output could not be written", error)
+            self.assertTrue(os.path.isfile(os.path.join(self.dir, "comparison.txt")), stdout)
+
     def test_help(self):
         process = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
         self.assertEqual(process.returncode, 0)
