@@ -3,7 +3,7 @@
 # lines of every *.sbatch (where sbatch reads them, the options and values it takes, one task per GPU);
 # the launch line each recipe prints in a dry run, inside a fake Slurm allocation (SLURM_* variables), with
 # srun and with mpirun, outside one (from the #SBATCH lines) and from a hostfile; their refusals (exit 2,
-# a missing program exit 3); and a real launch through a fake srun and mpirun on PATH, which get exactly
+# a missing program or launcher exit 3); and a real launch through a fake srun and mpirun on PATH, which get exactly
 # the line printed and NCCL_NVLS_ENABLE=0. Fake programs stand in for the built ones. No GPU, no MPI.
 #
 # usage: tests/cluster_scripts_test.sh [REPO_ROOT]     exit 0 when every case passes
@@ -177,6 +177,18 @@ expect_refusal "--bin-dir given twice" 2 "--bin-dir given twice" \
 expect_refusal "a node count that would overflow" 2 "--nodes: '99999999999999999999' is not a node count" \
     SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=99999999999999999999 SLURM_NTASKS_PER_NODE=4 SLURM_GPUS_PER_NODE=4 \
     FWI_BIN_DIR="$build" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+expect_refusal "an SLURM_NTASKS that is not a count" 2 "--ntasks (SLURM_NTASKS): 'abc' is not a count" \
+    SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 SLURM_GPUS_PER_NODE=4 SLURM_NTASKS=abc \
+    FWI_LAUNCHER=mpirun FWI_BIN_DIR="$build" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+expect_refusal "an SLURM_NTASKS past the allocation's tasks" 2 "9 ranks do not fit 2 node(s) x 4 tasks" \
+    SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 SLURM_GPUS_PER_NODE=4 SLURM_NTASKS=9 \
+    FWI_LAUNCHER=mpirun FWI_BIN_DIR="$build" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+expect_refusal "a launcher that is not there" 3 "cannot start the launcher '$tmp/no-mpirun'" \
+    "${allocation[@]}" FWI_LAUNCHER=mpirun FWI_MPIRUN="$tmp/no-mpirun" FWI_BIN_DIR="$build" \
+    -- bash "$cluster/05_nccl_mpi.sbatch"
+expect_refusal "hostfile: a launcher that is not there" 3 "cannot start the launcher '$tmp/no-mpirun'" \
+    FWI_MPIRUN="$tmp/no-mpirun" FWI_BIN_DIR="$build" \
+    -- bash "$cluster/hostfile-run.sh" --hostfile "$tmp/hosts" --gpus-per-node 4 05_nccl_mpi
 # Outside an allocation, --help is the recipe's own (inside one it is the program's).
 for recipe in "${recipes[@]}"; do
     run -- bash "$recipe" --help

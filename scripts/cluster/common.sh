@@ -130,6 +130,10 @@ fwi_launch() {
         echo "$line"
         exit 0
     fi
+    # exec would end the script with the shell's own "not found" (exit 127): say what to fix instead.
+    command -v -- "$1" >/dev/null 2>&1 ||
+        fwi_die 3 "cannot start the launcher '$1': no such program (not on PATH, or not executable); load the" \
+            "MPI or Slurm that provides it (module load ...), or name Open MPI's mpirun with FWI_MPIRUN"
     echo "${FWI_RECIPE:-scripts/cluster}: $line" >&2
     exec "$@"
 }
@@ -177,6 +181,11 @@ fwi_slurm_run() {
         fwi_die 2 "--ntasks-per-node=$tasks_per_node with --gpus-per-node=$gpus_per_node: these recipes run one" \
             "task per GPU, so give both the same value"
     ranks="${ranks:-$((nodes * tasks_per_node))}"
+    # SLURM_NTASKS: what mpirun's -np gets (FWI_LAUNCHER=mpirun), so checked as the counts above are.
+    fwi_positive_integer "$ranks" || fwi_die 2 "--ntasks (SLURM_NTASKS): '$ranks' is not a count (1..999999)"
+    [ "$ranks" -le $((nodes * tasks_per_node)) ] ||
+        fwi_die 2 "--ntasks (SLURM_NTASKS): $ranks ranks do not fit $nodes node(s) x $tasks_per_node tasks (one rank" \
+            "per GPU); at most $((nodes * tasks_per_node))"
     path="$(fwi_program_path "$program")" || exit
     case "${FWI_LAUNCHER:-srun}" in
         srun) FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1) ;;
