@@ -266,6 +266,15 @@ install_missing_packages() {
     check_cmake_version
 }
 
+# python3_path: the python3 the scripts run their Python helpers with (compare.py, relative_paths.py): the
+# one on PATH, else the system's /usr/bin/python3 (to which the install step gives matplotlib); nothing when
+# there is neither, which the scripts check before their runs rather than fail on it at the end.
+python3_path() {
+    command -v python3 2>/dev/null && return 0
+    [ -x /usr/bin/python3 ] && echo /usr/bin/python3
+    return 0
+}
+
 # Why no file can be written in the folder DIR (made if missing), or nothing when one can: how the scripts
 # check their --out before they build or run anything (a permission, a read-only file system, a file where
 # a folder should be).

@@ -91,6 +91,13 @@ no_gpu() {
 quick_query nvidia-smi -L >/dev/null 2>&1 || no_gpu "nvidia-smi -L fails or does not answer"
 
 configure_and_build default || exit $?
+# The table and the scaling model's inputs are read with python3: checked before the runs, not after them.
+python="$(python3_path)"
+if [ -z "$python" ]; then
+    echo "compare: python3 is not installed (not on PATH, no /usr/bin/python3), and scripts/compare.py makes the" \
+         "table with it; install python3 (apt-get install python3-matplotlib) or put it on PATH, and run again" >&2
+    exit 3
+fi
 bin="$BUILD_DIR"
 cd "$ROOT"
 
@@ -210,7 +217,7 @@ done
 # 01's RESULT. Compute: 01 with the largest share of the shots of each GPU count (ceil(shots / N), as
 # split_shots gives out). Combine: every allreduce sweep the model maps a pattern to, on each GPU count,
 # from G/8 to 2G doubling (G: the gradient's bytes).
-result_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$2" "$1" 2>/dev/null; }
+result_field() { "$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$2" "$1" 2>/dev/null; }
 shots=$(result_field shots "$runs/01_single_gpu-1gpu.json")
 gradient_bytes=$(result_field gradient_bytes "$runs/01_single_gpu-1gpu.json")
 if [ -z "$shots" ] && [ -z "$gradient_bytes" ]; then
@@ -243,4 +250,4 @@ else
 fi
 
 echo
-python3 "$ROOT/scripts/compare.py" "$out"
+"$python" "$ROOT/scripts/compare.py" "$out"

@@ -63,6 +63,14 @@ if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
         bad_flag "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides some of the machine's GPUs: the results record the whole machine, named by its GPUs; unset it (env -u CUDA_VISIBLE_DEVICES scripts/record-results.sh ...)"
 fi
 check_cuda_environment  # before the build step, whose own refusal would end up in its log only
+# The results' paths are made relative with python3 at the end (the build step installs it where missing):
+# checked now, not after hours of runs.
+python="$(python3_path)"
+if [ -z "$python" ] && ! is_one_of build ${steps//,/ }; then
+    echo "record-results: python3 is not installed (not on PATH, no /usr/bin/python3), and the results' paths are" \
+         "made relative with it (scripts/relative_paths.py); install python3 or put it on PATH, or run the build step" >&2
+    exit 3
+fi
 # The model: the second word of the first GPU's name ("NVIDIA H100 80GB HBM3": H100).
 model=$(quick_query nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')
 [ -n "$out" ] || out="$(realpath -m -- "$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)")"
@@ -222,7 +230,7 @@ quick_query nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 quick_query nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
 # Paths in the results relative to the repository or to the results folder, as the docs quote them.
 if ! find "$out" -type f \( -name '*.log' -o -name '*.json' -o -name '*.tsv' -o -name '*.txt' -o -name '*.md' -o -name '*.csv' \) \
-        -print0 | xargs -0 -r python3 "$ROOT/scripts/relative_paths.py" "$out" "$ROOT"; then
+        -print0 | xargs -0 -r "${python:-$(python3_path)}" "$ROOT/scripts/relative_paths.py" "$out" "$ROOT"; then
     echo "record-results: the paths in $out could not all be made relative (above); some keep this machine's" >&2
     failed=1
 fi
