@@ -56,7 +56,7 @@ Injection parse_injection(const std::string& text) {
     injection.text = text;
     if (text.empty()) return injection;  // unset or empty: no fault
     const std::string allowed = "a comma list of corrupt-peer, hang-peer-kernel, hang-nccl";
-    for (const std::string& name : split_comma_list("FWI_DOCTOR_INJECT", text, allowed)) {
+    for (const std::string& name : split_choice_list("FWI_DOCTOR_INJECT", text, allowed)) {  // as a flag's list
         if (name == "corrupt-peer")
             injection.corrupt_peer = true;
         else if (name == "hang-peer-kernel")

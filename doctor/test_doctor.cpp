@@ -217,6 +217,9 @@ TEST_CASE("fault injection: known names switch faults on, anything else is a usa
     // A stray comma is refused, as in every comma list: "hang-nccl," usually means a name was left out.
     for (const char* text : {",", "hang-nccl,", "corrupt-peer,,hang-nccl"})
         CHECK_THROWS_AS(parse_injection(text), UsageError);
+    // A name given twice too, as in a flag's list: the second was probably meant to be another.
+    CHECK_THROWS_WITH_AS(parse_injection("corrupt-peer,corrupt-peer"),
+                         "FWI_DOCTOR_INJECT: 'corrupt-peer' is listed twice", UsageError);
 }
 
 TEST_CASE("the environment: CUDA_*, NCCL_* and OMPI_* variables, sorted; mpirun's own OMPI_* only counted") {
