@@ -189,6 +189,10 @@ expect_refusal "a launcher that is not there" 3 "cannot start the launcher '$tmp
 expect_refusal "hostfile: a launcher that is not there" 3 "cannot start the launcher '$tmp/no-mpirun'" \
     FWI_MPIRUN="$tmp/no-mpirun" FWI_BIN_DIR="$build" \
     -- bash "$cluster/hostfile-run.sh" --hostfile "$tmp/hosts" --gpus-per-node 4 05_nccl_mpi
+expect_refusal "an FWI_SRUN_MPI that names no plugin" 2 "FWI_SRUN_MPI: 'pmix --foo' is not the name of a Slurm MPI" \
+    "${allocation[@]}" FWI_SRUN_MPI="pmix --foo" FWI_BIN_DIR="$build" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+expect_refusal "a dry run whose line cannot be written" 3 "the launch line could not be written to standard output" \
+    "${allocation[@]}" FWI_BIN_DIR="$build" -- bash -c 'exec "$@" >/dev/full' bash "$cluster/05_nccl_mpi.sbatch" --dry-run
 # Outside an allocation, --help is the recipe's own (inside one it is the program's).
 for recipe in "${recipes[@]}"; do
     run -- bash "$recipe" --help

@@ -127,7 +127,9 @@ fwi_launch() {
     line="$(printf '%q ' "$@")"
     line="${line% }"
     if fwi_dry_run; then
-        echo "$line"
+        # The line is what a dry run is for: one that could not be written (stdout closed, a full disk) is no success.
+        echo "$line" 2>/dev/null || fwi_die 3 "the launch line could not be written to standard output (closed, or" \
+            "on a full disk): $line"
         exit 0
     fi
     # exec would end the script with the shell's own "not found" (exit 127): say what to fix instead.
@@ -188,7 +190,11 @@ fwi_slurm_run() {
             "per GPU); at most $((nodes * tasks_per_node))"
     path="$(fwi_program_path "$program")" || exit
     case "${FWI_LAUNCHER:-srun}" in
-        srun) FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1) ;;
+        srun)
+            [[ "${FWI_SRUN_MPI:-pmix}" =~ ^[A-Za-z0-9_]{1,32}$ ]] ||
+                fwi_die 2 "FWI_SRUN_MPI: '$FWI_SRUN_MPI' is not the name of a Slurm MPI plugin like pmix or pmi2" \
+                    "(srun --mpi=list shows those of this cluster)"
+            FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1) ;;
         mpirun) fwi_mpirun_line "$ranks" "$gpus_per_node" ;;
         *) fwi_die 2 "FWI_LAUNCHER: '$FWI_LAUNCHER' is not one of srun|mpirun" ;;
     esac
