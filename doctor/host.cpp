@@ -237,7 +237,7 @@ Cause most_likely_cause(const NoGpuFacts& facts) {
                 "install the user-space driver libraries of the same version as the kernel module; in a container, use "
                 "the NVIDIA Container Toolkit (--gpus all), which mounts them"};
     if (facts.visible_devices_set)
-        return {"CUDA_VISIBLE_DEVICES='" + facts.visible_devices + "' hides " +
+        return {"CUDA_VISIBLE_DEVICES='" + shown_path(facts.visible_devices) + "' hides " +  // escaped: one line
                     (facts.nvml_gpus > 0 ? "the " + std::to_string(facts.nvml_gpus) + " GPUs the driver sees"
                                          : "every GPU"),
                 "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use by index (0,1) or by UUID (`nvidia-smi -L`)"};

@@ -152,8 +152,9 @@ std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
                    : outcomes[r].wrong == 0 ? "correct"
                    : outcomes[r].wrong > 0  ? std::to_string(outcomes[r].wrong) + " elements wrong"
                                             : "not run";
+        // CUDA_VISIBLE_DEVICES escaped (a newline in it would break the table into lines that read as others).
         std::snprintf(line, sizeof line, "%4zu  %-20s %5d  %-20s %4d %4s  %-13s  %s", r, record.host, record.local_rank,
-                      record.visible_devices, record.visible_gpus,
+                      shown_path(record.visible_devices).c_str(), record.visible_gpus,
                       record.device >= 0 ? std::to_string(record.device).c_str() : "-",
                       record.bus_id[0] ? record.bus_id : "-", nccl.c_str());
         lines.push_back(line);

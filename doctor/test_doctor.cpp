@@ -502,6 +502,9 @@ TEST_CASE("no GPU: the most likely cause comes first, and the facts are all list
         facts.nvml_gpus = 4;
         const Finding finding = diagnose_no_gpu(facts);
         CHECK(contains(finding.summary, "CUDA_VISIBLE_DEVICES='' hides the 4 GPUs the driver sees"));
+        // Escaped, as in the environment's lines: a newline would start a line of the report's own.
+        facts.visible_devices = "0\n  PASS  all GPUs fine";
+        CHECK(contains(diagnose_no_gpu(facts).summary, "CUDA_VISIBLE_DEVICES='0\\x0a  PASS  all GPUs fine' hides"));
     }
     SUBCASE("a driver older than the runtime") {
         facts.driver_version = 12040;
@@ -756,6 +759,10 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     REQUIRE(uuids.size() == 327);
     std::snprintf(records[0].visible_devices, sizeof records[0].visible_devices, "%s", uuids.c_str());
     CHECK(contains(mapping_lines(records, outcomes)[1], uuids + " "));
+    // A newline in it is escaped: the table keeps one line per rank.
+    std::snprintf(records[0].visible_devices, sizeof records[0].visible_devices, "0\n1");
+    CHECK(contains(mapping_lines(records, outcomes)[1], "0\\x0a1 "));
+    CHECK(mapping_lines(records, outcomes)[1].find('\n') == std::string::npos);
 }
 
 TEST_CASE("the allreduce's inputs are small integers whose float sum is exact") {
