@@ -162,6 +162,11 @@ TEST_CASE("an NCCL setting left empty or out of range is NCCL's default, and pre
     prepare_nccl();
     CHECK(std::string(std::getenv("NCCL_NVLS_ENABLE")) == "2");
     CHECK(nccl_settings_without_time_limit().empty());
+    // A value is shown escaped: a newline in it would start a line of its own.
+    with("NCCL_COMM_BLOCKING", "1\nfake line");
+    settings = nccl_settings_without_time_limit();
+    REQUIRE(settings.size() == 1);
+    CHECK(settings[0].find("NCCL_COMM_BLOCKING=1\\x0afake line makes") == 0);
     for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE", "NCCL_NVLS_ENABLE"})
         with(name, nullptr);
 }

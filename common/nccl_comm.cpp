@@ -144,10 +144,10 @@ std::vector<std::string> nccl_settings_without_time_limit() {
     const std::string without_limit = ": a wait there has no time limit, --timeout cannot end it";
     std::vector<std::string> settings;
     if (on("NCCL_COMM_BLOCKING", false))
-        settings.push_back("NCCL_COMM_BLOCKING=" + value_of("NCCL_COMM_BLOCKING") +
+        settings.push_back("NCCL_COMM_BLOCKING=" + shown_value(value_of("NCCL_COMM_BLOCKING")) +
                            " makes NCCL's communicators with calls that block inside NCCL" + without_limit);
     if (on("NCCL_RUNTIME_CONNECT", true))
-        settings.push_back("NCCL_RUNTIME_CONNECT=" + value_of("NCCL_RUNTIME_CONNECT") +
+        settings.push_back("NCCL_RUNTIME_CONNECT=" + shown_value(value_of("NCCL_RUNTIME_CONNECT")) +
                            " connects the ranks in their first collective, which waits for the others in NCCL" +
                            without_limit);
     if (strcasecmp(value_of("NCCL_LAUNCH_MODE").c_str(), "GROUP") == 0)  // as NCCL compares it
