@@ -177,6 +177,12 @@ refresh_apt_lists() {
 # install cannot provide): exit 3 with one message naming the version found and the one needed.
 check_cmake_version() {
     command -v cmake >/dev/null 2>&1 || return 0
+    # In a current folder that was deleted, `cmake --version` fails ("Current working directory cannot be
+    # established"), which would read as a CMake too old: said as what it is.
+    if ! pwd -P >/dev/null 2>&1; then
+        echo "error: the current folder no longer exists (deleted or moved while this shell was in it), where CMake cannot run; cd to an existing folder and run again" >&2
+        exit 3
+    fi
     local found
     found="$(cmake_version)"
     if ! version_at_least "$found" "$FWI_CMAKE_MIN"; then

@@ -120,6 +120,13 @@ detect FAKE_CMAKE_VERSION=3.22.1
 check "cmake_too_old" 3 '3\.22\.1.*3\.24.*pip install cmake'
 detect FAKE_CMAKE_VERSION=3.24.0
 check "cmake_at_floor" 0 '^nothing to install$'
+# In a current folder that was deleted, where the real cmake --version fails: said as such, not as an old CMake.
+mkdir "$tmp/gone"
+out="$(cd "$tmp/gone" && rmdir "$tmp/gone" && env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT PATH="$fake_path" \
+           FWI_INSTALL_DRY_RUN=1 FWI_NCCL_SEARCH_DIRS="$sys" FWI_INCLUDE_DIRS="$sys" \
+           "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages' bash "$common" 2>&1)"
+code=$?
+check "cwd_deleted" 3 'current folder no longer exists' 'pip install cmake'
 
 # (d) everything present: nothing to install, and without the dry run nothing said and apt never run.
 detect
