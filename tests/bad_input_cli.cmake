@@ -246,8 +246,8 @@ foreach(bench bench_propagator bench_allreduce)
 endforeach()
 
 # The flags of scripts/gpu-check.sh's benchmarks step parse with the Google Benchmark installed, and the run
-# then stops at the GPU check. (Its bench_allreduce runs without flags: a --benchmark_min_time with the "s"
-# suffix of Google Benchmark 1.8 is an unknown flag to 1.7, Debian 12's, and one without it a warning to 1.8.)
+# then stops at the GPU check. (Its bench_allreduce's --benchmark_min_time is spelt as the version installed
+# takes it, which the script asks by listing the cases.)
 add_exit_test(cli_bench_propagator_gpu_check_flags CODE 3 TEXT "needs 1 CUDA GPU and 0 are visible"
               ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:bench_propagator> --benchmark_out=${CMAKE_CURRENT_BINARY_DIR}/bench_propagator.json
