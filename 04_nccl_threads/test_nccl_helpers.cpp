@@ -107,13 +107,17 @@ TEST_CASE("a failure message carries NCCL's error") {
     CHECK(message.find("aborted the communicators") != std::string::npos);
 }
 
+namespace {
+// Sets an environment variable for the tests below, or unsets it (nullptr).
+void with(const char* name, const char* value) {
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+}  // namespace
+
 TEST_CASE("the NCCL settings that take the time limit away are named, and only those") {
-    const auto with = [](const char* name, const char* value) {
-        if (value)
-            setenv(name, value, 1);
-        else
-            unsetenv(name);
-    };
     for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
     CHECK(nccl_settings_without_time_limit().empty());
     with("NCCL_COMM_BLOCKING", "0");
@@ -133,12 +137,6 @@ TEST_CASE("the NCCL settings that take the time limit away are named, and only t
 }
 
 TEST_CASE("an NCCL setting left empty or out of range is NCCL's default, and prepare_nccl sets an empty one") {
-    const auto with = [](const char* name, const char* value) {
-        if (value)
-            setenv(name, value, 1);
-        else
-            unsetenv(name);
-    };
     for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
     // NCCL reads "" as unset: RUNTIME_CONNECT's default connects at the first collective, COMM_BLOCKING's
     // leaves the communicator non-blocking; a number out of range is its default too.
