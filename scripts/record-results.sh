@@ -56,11 +56,19 @@ if ! listing="$(quick_query nvidia-smi -L 2>/dev/null)" || [ -z "$listing" ]; th
     exit 3
 fi
 gpus=$(grep -c . <<<"$listing")
-# The whole machine: CUDA_VISIBLE_DEVICES, if set (a Slurm allocation sets it), must name every GPU.
+# The whole machine: CUDA_VISIBLE_DEVICES, if set (a Slurm allocation sets it), must name every GPU once, by
+# its index or its UUID (CUDA stops at an entry it cannot use: "0,0" and "abc" hide GPUs too).
 if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
-    listed=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
-    [ "$listed" -eq "$gpus" ] ||
-        bad_flag "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides some of the machine's GPUs: the results record the whole machine, named by its GPUs; unset it (env -u CUDA_VISIBLE_DEVICES scripts/record-results.sh ...)"
+    IFS=, read -r -a entries <<<"$CUDA_VISIBLE_DEVICES"
+    named=0
+    for ((i = 0; i < gpus; i++)); do
+        uuid=$(sed -n "$((i + 1))s/.*(UUID: \([^)]*\)).*/\1/p" <<<"$listing")
+        if is_one_of "$i" "${entries[@]}" || { [ -n "$uuid" ] && is_one_of "$uuid" "${entries[@]}"; }; then
+            named=$((named + 1))
+        fi
+    done
+    [ "$named" -eq "$gpus" ] && [ "${#entries[@]}" -eq "$gpus" ] ||
+        bad_flag "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' does not name each of the machine's $gpus GPUs once (by index or UUID), so it hides some of them: the results record the whole machine, named by its GPUs; unset it (env -u CUDA_VISIBLE_DEVICES scripts/record-results.sh ...)"
 fi
 check_cuda_environment  # before the build step, whose own refusal would end up in its log only
 # The results' paths are made relative with python3 at the end (the build step installs it where missing):

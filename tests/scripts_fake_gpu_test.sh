@@ -76,7 +76,17 @@ expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
 run FAKE_GPUS=0 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
 expect record_results_no_gpu 3 "record-results: no CUDA GPU visible"
 run FAKE_GPUS=2 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
-expect record_results_some_gpus 2 "CUDA_VISIBLE_DEVICES='0' hides some of the machine's GPUs"
+expect record_results_some_gpus 2 "CUDA_VISIBLE_DEVICES='0' does not name each of the machine's 2 GPUs once"
+for hiding in 0,0 abc 0,1,2 ''; do  # a GPU twice, no GPU, one GPU too many, none
+    run FAKE_GPUS=2 CUDA_VISIBLE_DEVICES="$hiding" -- bash "$scratch/scripts/record-results.sh" --steps lessons \
+        --out "$tmp/record"
+    expect "record_results_hiding_${hiding:-empty}" 2 "CUDA_VISIBLE_DEVICES='$hiding' does not name each"
+done
+for every in 1,0 GPU-1,GPU-0; do  # every GPU once, by index or UUID, in any order: taken
+    run FAKE_GPUS=2 FAKE_VISIBLE=2 CUDA_VISIBLE_DEVICES="$every" -- bash "$scratch/scripts/record-results.sh" \
+        --steps compare-default --out "$tmp/record-$every"
+    [[ "$out" != *"does not name each"* ]] || fail "record_results_every_gpu_$every: refused: $out"
+done
 
 # ---- compare.sh after the build: CUDA's count must be a number, and 0 is no GPU ----
 run FAKE_GPUS=1 FAKE_VISIBLE=junk -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
