@@ -123,11 +123,10 @@ std::string format_number(double value) {
 std::string format_at_most(double value) {
     std::string text = format_number(value);
     // %g rounds to the nearest six-digit number, at most half a unit of its last digit (5e-6 of the value)
-    // above it: step down until the text reads back no larger.
-    for (double lower = value; std::isfinite(value) && std::strtod(text.c_str(), nullptr) > value;) {
-        lower -= std::fabs(value) * 1e-6;
-        text = format_number(lower);
-    }
+    // above it: step down by 1e-6 of the value until the text reads back no larger (a few steps; the bound
+    // of 20 only matters where the step is too small to count, as on a denormal).
+    for (int step = 1; step <= 20 && std::isfinite(value) && std::strtod(text.c_str(), nullptr) > value; ++step)
+        text = format_number(value - step * std::fabs(value) * 1e-6);
     return text;
 }
 

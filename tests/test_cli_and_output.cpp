@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,10 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
     CHECK(format_number(1e-6) == "1e-06");
     CHECK(format_number(-5000.0) == "-5000");
     CHECK(format_number(0.2) == "0.2");
+    // A limit a message suggests never reads back above the limit (%g would round 21.428571 up).
+    CHECK(format_at_most(21.428571) == "21.4285");
+    CHECK(format_at_most(3000.0) == "3000");
+    CHECK(std::strtod(format_at_most(1e-318).c_str(), nullptr) > 0.0);  // a denormal: the loop still ends
 }
 
 TEST_CASE("CUDA errors of a build for other GPUs, a full GPU, too many peers or an old driver say what to do") {
