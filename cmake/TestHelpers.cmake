@@ -25,6 +25,16 @@ endif()
 set(MPIRUN_TEST ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS} ${MPIEXEC_NUMPROC_FLAG})
 set(MPI_TEST_ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;NCCL_NVLS_ENABLE=0")
 
+# gpu_mpi_labels(<variable> <gpus>): the labels of an MPI test on `gpus` GPUs: gpu;mpi for one, multigpu;mpi
+# for two or more (docs/ARCHITECTURE.md), so that -L gpu and -L multigpu select by the GPUs a test needs.
+function(gpu_mpi_labels variable gpus)
+  if(gpus GREATER 1)
+    set(${variable} "multigpu;mpi" PARENT_SCOPE)
+  else()
+    set(${variable} "gpu;mpi" PARENT_SCOPE)
+  endif()
+endfunction()
+
 # add_exit_test(<name> CODE <exit code> TEXT <text> [LABELS <labels>] [TIMEOUT <seconds>]
 #               [ENVIRONMENT <VAR=value>...] [OUTPUT <text>...] COMMAND <program> <args>...)
 # Passes when the command exits with CODE, its stderr contains TEXT and its stdout each OUTPUT text
