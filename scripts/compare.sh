@@ -15,7 +15,9 @@
 #   --problem      the problem every program runs (default: default; large is the scaling problem, comm
 #                  the communication-bound one, where a combine through host memory is as long as the
 #                  compute)
-#   --gpus         the GPU counts to run (default: 1 to all visible)
+#   --gpus         the GPU counts to run (default: 1 to all visible, at most the problem's shots: 8 in
+#                  default, 4 in comm and small, 32 in large; a count above the shots is refused, exit 2,
+#                  once 01's run has said how many there are)
 #   --iterations   timed iterations per run, after a warm-up (default: 3)
 #   --reference    whether each multi-GPU program also runs its in-process single-GPU reference, which
 #                  checks it and gives the grad rel diff column (default: yes; no for --problem large,
@@ -193,6 +195,25 @@ run_one() {
 }
 
 run_one fwi 01_single_gpu "" 1 direct "$bin/01_single_gpu/01_single_gpu" "${common_flags[@]}" --out "$runs/01_single_gpu"
+# The problem's shots and gradient bytes, from 01's RESULT: they bound the GPU counts and size the scaling
+# model's inputs.
+result_field() { "$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$2" "$1" 2>/dev/null; }
+shots=$(result_field shots "$runs/01_single_gpu-1gpu.json")
+gradient_bytes=$(result_field gradient_bytes "$runs/01_single_gpu-1gpu.json")
+# Every program refuses more GPUs than shots (exit 2: a GPU would have nothing to do), so the GPU counts stop
+# at the shots: the default counts are cut there, and a count asked for above them is a bad --gpus.
+if [[ "$shots" =~ ^[1-9][0-9]{0,5}$ ]]; then
+    kept=""
+    for n in $gpu_counts; do
+        [ "$n" -le "$shots" ] && kept+="${kept:+ }$n"
+    done
+    if [ "$kept" != "$gpu_counts" ]; then
+        [ -z "$gpu_list" ] ||
+            bad_flag "--gpus: the $problem problem has $shots shots, and every program refuses more GPUs than shots; list counts up to $shots"
+        echo "compare: the $problem problem has $shots shots, so the GPU counts stop at $shots: $kept"
+        gpu_counts="$kept"
+    fi
+fi
 for variant in pageable pinned pipelined; do
     for n in $gpu_counts; do
         run_one fwi 03_host_staged_mpi "$variant" "$n" mpi "$bin/03_host_staged_mpi/03_host_staged_mpi" \
@@ -213,13 +234,10 @@ for n in $gpu_counts; do
         "${common_flags[@]}" "${reference_flags[@]}" --no-plots --save-every 0 --out "$runs/06_fwi_shot_parallel-${n}gpu"
 done
 
-# The scaling model's inputs (scripts/scaling_model.py). The problem's shots and gradient bytes come from
-# 01's RESULT. Compute: 01 with the largest share of the shots of each GPU count (ceil(shots / N), as
-# split_shots gives out). Combine: every allreduce sweep the model maps a pattern to, on each GPU count,
+# The scaling model's inputs (scripts/scaling_model.py), from the problem's shots and gradient bytes
+# (01's RESULT, above). Compute: 01 with the largest share of the shots of each GPU count (ceil(shots / N),
+# as split_shots gives out). Combine: every allreduce sweep the model maps a pattern to, on each GPU count,
 # from G/8 to 2G doubling (G: the gradient's bytes).
-result_field() { "$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$2" "$1" 2>/dev/null; }
-shots=$(result_field shots "$runs/01_single_gpu-1gpu.json")
-gradient_bytes=$(result_field gradient_bytes "$runs/01_single_gpu-1gpu.json")
 if [ -z "$shots" ] && [ -z "$gradient_bytes" ]; then
     echo "compare: 01_single_gpu left no RESULT, so the scaling model's inputs are not measured"
 elif ! [[ "$shots" =~ ^[1-9][0-9]{0,5}$ && "$gradient_bytes" =~ ^[1-9][0-9]{0,14}$ ]]; then

@@ -4,7 +4,8 @@
 # builds nothing (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3)
 # before the build and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides
 # GPUs (exit 2); compare.sh refuses a GPU count that is not a number (exit 3) and, given a RESULT of 01
-# whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic;
+# whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic,
+# and stops its GPU counts at the problem's shots (a count asked for above them is exit 2);
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # gpu-check.sh refuses an OUT it cannot write before any step (exit 2), copies there no comparison of
@@ -43,9 +44,10 @@ done'
 # visible_gpus prints FAKE_VISIBLE (CUDA's count); its --env-json fails (compare.sh then warns).
 fake "$scratch/build/common/visible_gpus" '[ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"'
 
-# 01 writes a RESULT of the fwi kind with null shots and gradient_bytes (--json PATH).
+# 01 writes a RESULT of the fwi kind with FAKE_SHOTS shots (null when unset) and null gradient_bytes
+# (--json PATH).
 fake "$scratch/build/01_single_gpu/01_single_gpu" 'while [ $# -gt 1 ] && [ "$1" != --json ]; do shift; done
-printf "{\"kind\": \"fwi\", \"shots\": null, \"gradient_bytes\": null}\n" >"$2"'
+printf "{\"kind\": \"fwi\", \"shots\": ${FAKE_SHOTS:-null}, \"gradient_bytes\": null}\n" >"$2"'
 
 # run VAR=value... -- COMMAND...: COMMAND with the fake tools first on PATH; sets out (stdout and stderr),
 # code, and built (what configure_and_build was asked).
@@ -100,6 +102,14 @@ run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp
 expect compare_null_shots 1 "gives shots 'None' and gradient_bytes 'None', not positive integers"
 [[ "$out" == *"invalid RESULT"* && -f "$tmp/compare/comparison.md" ]] ||
     fail "compare_null_shots: no table with the RESULT's problem, or no comparison.md"
+
+# ---- compare.sh's GPU counts stop at the problem's shots (01's RESULT): more GPUs would have none ----
+run FAKE_GPUS=6 FAKE_VISIBLE=6 FAKE_SHOTS=4 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_counts_stop_at_shots 1 "has 4 shots, so the GPU counts stop at 4: 1 2 3 4"
+! cut -f4 "$tmp/compare/runs/manifest.tsv" | grep -qx '[56]' ||
+    fail "compare_counts_stop_at_shots: a run on 5 or 6 GPUs is in the manifest"
+run FAKE_GPUS=6 FAKE_VISIBLE=6 FAKE_SHOTS=4 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 2,6
+expect compare_gpus_above_shots 2 "--gpus: the default problem has 4 shots"
 
 # ---- record-results.sh's comparison goes into its new folder of docs/results, which compare.sh refuses
 #      to anyone else ----
