@@ -11,16 +11,17 @@ role is "fwi" (a row of the table), "batch" (01_single_gpu with fewer shots: the
 "not-built"; json and log are paths relative to DIR/runs.
 Writes DIR/comparison.txt (the table and the model's inputs, as printed), comparison.md (the table as
 Markdown, to paste), comparison.csv, comparison.json (with DIR/machine.json, the env of the machine,
-when compare.sh wrote it), and comparison.png (measured and predicted speedup, and the combine share,
-against the GPU count, one line per pattern and variant; left out with a warning when matplotlib is
-missing).
+when compare.sh wrote it), and comparison.png (one panel per GPU count: each pattern and variant's
+measured speedup beside the predicted one, as horizontal bars, with its combine share; left out with a
+warning when matplotlib is missing). A DIR in docs/results, the stored results the docs' figures are made
+from, is refused (exit 2): re-tabulate a copy of it.
 
 Every RESULT is checked against its schema (docs/RESULT.md, scripts/result_schema.py) and only its
 fields are read; a RESULT that does not follow the schema is not read at all, and its row's status shows
 the first problem. A row the model cannot predict (an input missing, a sweep of one size) gets a note
 saying why; a machine.json that does not follow the env schema is left out with a warning.
 Exit 0 when every run finished verified, 1 when one did not, 2 for a DIR without runs/manifest.tsv or a
-manifest that lists no runs, is not UTF-8 or is not compare.sh's, 3 when an output file cannot be written
+manifest that lists no runs, is not UTF-8 or is not compare.sh's, or a DIR in docs/results, 3 when an output file cannot be written
 (a folder in its place, a full disk).
 Speedup is against 01_single_gpu's time per gradient measured in the same comparison; efficiency is
 speedup / GPUs. The programs' own speedup against the single-GPU reference they run in-process (when
@@ -36,6 +37,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 from plotting import MISSING_HINT, import_matplotlib, replace_atomically  # noqa: E402
 from result_schema import validate, validate_env  # noqa: E402
 import scaling_model  # noqa: E402
@@ -336,7 +338,7 @@ def write_text(path, text):
 def write_csv(path, rows):
     fields = [key for key, _, _ in COLUMNS] + EXTRA_FIELDS
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=fields)
+    writer = csv.DictWriter(text, fieldnames=fields, lineterminator="\n")  # as the other files: not \r\n
     writer.writeheader()
     for row in rows:
         writer.writerow({key: "" if row[key] is None else row[key] for key in fields})
@@ -396,6 +398,16 @@ def say(text, lost):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def in_stored_results(directory):
+    """Whether DIR is in docs/results, where only a new recording's own folder may be written: the one
+    scripts/record-results.sh names in FWI_RECORDING_INTO (compare.sh refuses the same --out)."""
+    def inside(path, folder):
+        return (os.path.realpath(path) + os.sep).startswith(os.path.realpath(folder) + os.sep)
+    recording = os.environ.get("FWI_RECORDING_INTO")
+    return inside(directory, os.path.join(ROOT, "docs", "results")) and not (
+        recording and inside(directory, recording))
+
+
 def main(argv):
     lost = []  # errors writing standard output
     if argv[1:] in (["-h"], ["--help"]):
@@ -409,6 +421,11 @@ def main(argv):
               file=sys.stderr)
         return 2
     directory = argv[1]
+    if in_stored_results(directory):
+        print("compare: %s is in docs/results, the stored results the docs' figures are made from, and this would "
+              "rewrite its comparison files; to see its table again, run compare.py on a copy (cp -r DIR /tmp/)"
+              % directory, file=sys.stderr)
+        return 2
     _, plt = import_matplotlib()  # first: it may run this script again under another python3
     try:
         runs = read_runs(os.path.join(directory, "runs"))

@@ -2,8 +2,8 @@
 """CPU tests of scripts/compare.py, the comparison's table, on a copy of a stored comparison
 (docs/results) spoiled one way at a time: a RESULT that does not follow the schema is not read (its row
 says why), a row the scaling model cannot predict gets a note, a machine.json without a GPU's name is left
-out, a manifest that is not UTF-8 or lists no runs is refused (exit 2), and an output that cannot be
-written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
+out, a manifest that is not UTF-8 or lists no runs is refused (exit 2), as is a folder of docs/results
+itself, and an output that cannot be written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
 
 usage: compare_test.py
 """
@@ -54,6 +54,38 @@ class Compare(unittest.TestCase):
 
     def test_stored_comparison(self):
         self.assertNotIn("not predicted", self.run_compare(0))
+        # Written as stored, byte for byte, but for the CSV's line ends: \n now, as in the other files (this
+        # record's CSV has the \r\n of Python's csv module).
+        for name in ("comparison.txt", "comparison.md", "comparison.csv"):
+            with open(os.path.join(self.dir, name), "rb") as made, open(os.path.join(STORED, name), "rb") as stored:
+                self.assertEqual(made.read(), stored.read().replace(b"\r\n", b"\n"), name)
+
+    def test_stored_results_are_refused(self):
+        """The stored folder itself, or a link to it, is refused and left as it was; a recording's own is not."""
+        link = os.path.join(self.work, "link")
+        os.symlink(STORED, link)
+        environment = dict(os.environ)
+        environment.pop("FWI_RECORDING_INTO", None)
+        for directory in (STORED, link):
+            before = os.stat(os.path.join(STORED, "comparison.csv")).st_mtime_ns
+            process = subprocess.run([sys.executable, SCRIPT, directory], capture_output=True, text=True, timeout=120,
+                                     env=environment)
+            self.assertEqual(process.returncode, 2, process.stderr)
+            self.assertIn("is in docs/results, the stored results", process.stderr)
+            self.assertEqual(os.stat(os.path.join(STORED, "comparison.csv")).st_mtime_ns, before)
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import compare
+        recording = os.path.dirname(STORED)
+        saved = os.environ.get("FWI_RECORDING_INTO")
+        os.environ["FWI_RECORDING_INTO"] = recording
+        try:
+            self.assertFalse(compare.in_stored_results(STORED))
+            self.assertTrue(compare.in_stored_results(os.path.join(os.path.dirname(recording), "other", "compare")))
+        finally:
+            os.environ.pop("FWI_RECORDING_INTO")
+            if saved is not None:
+                os.environ["FWI_RECORDING_INTO"] = saved
+        self.assertFalse(compare.in_stored_results(self.dir))
 
     def test_result_off_schema_is_not_read(self):
         self.edit("01_single_gpu-1gpu.json", lambda r: r.update(time_per_gradient_s="abc"))
