@@ -56,9 +56,12 @@ std::vector<std::string> selected_checks(const std::string& list) {
         "all or a comma list of p2p, bandwidth, nccl, host, mpi (devices and topology always run)";
     const std::vector<std::string> selected = split_choice_list("--checks", list, allowed);
     const auto known = optional_checks();
-    for (const std::string& id : selected)
+    for (const std::string& id : selected) {
+        if (id == "all")
+            throw UsageError("--checks: 'all' stands alone (every check), not in a list; allowed " + allowed);
         if (std::find(known.begin(), known.end(), id) == known.end())
             throw UsageError("--checks: unknown check '" + shown_value(id) + "'; allowed " + allowed);
+    }
     return selected;
 }
 
