@@ -59,6 +59,10 @@ def check_combine_from_sweep(model):
     beyond = model.combine_from_sweep(kinked, 16000)["predicted_s"]
     if not close(beyond, 1.7e-4 + 8000 * 8e-5 / 4000):
         fail("combine at 16000 B past the sweep: %g" % beyond)
+    # G below the first size: the first two sizes (the sweep's smallest, not its ends).
+    below = model.combine_from_sweep(kinked, 500)
+    if not close(below["predicted_s"], 5e-6) or below["sizes"] != (1000, 2000):
+        fail("combine at 500 B below the sweep: %s, expected 5e-6 s through 1000 and 2000 B" % below)
     try:
         model.combine_from_sweep(sweep([(4000, 1e-4)]), 4000)
         fail("a sweep of one size must be refused")
