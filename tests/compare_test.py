@@ -7,6 +7,7 @@ itself, and an output that cannot be written is an exit 3. Never a traceback. Th
 
 usage: compare_test.py
 """
+import csv
 import glob
 import json
 import os
@@ -56,7 +57,7 @@ class Compare(unittest.TestCase):
         self.assertNotIn("not predicted", self.run_compare(0))
         # Written as stored, byte for byte, but for the CSV's line ends: \n now, as in the other files (this
         # record's CSV has the \r\n of Python's csv module).
-        for name in ("comparison.txt", "comparison.md", "comparison.csv"):
+        for name in ("comparison.txt", "comparison.md", "comparison.csv", "comparison.json"):
             with open(os.path.join(self.dir, name), "rb") as made, open(os.path.join(STORED, name), "rb") as stored:
                 self.assertEqual(made.read(), stored.read().replace(b"\r\n", b"\n"), name)
 
@@ -118,6 +119,51 @@ class Compare(unittest.TestCase):
         self.edit("*.json", no_time)
         self.assertIn("not predicted: the model's gradient time is 0 s", self.run_compare(0))
 
+    def manifest_rows(self):
+        with open(os.path.join(self.dir, "runs", "manifest.tsv")) as f:
+            return [line.rstrip("\n").split("\t") for line in f]
+
+    def write_manifest(self, rows):
+        with open(os.path.join(self.dir, "runs", "manifest.tsv"), "w") as f:
+            f.write("".join("\t".join(row) + "\n" for row in rows))
+
+    def set_status(self, json_name, status):
+        self.write_manifest([row[:4] + [status] + row[5:] if row[5] == json_name else row
+                             for row in self.manifest_rows()])
+
+    def csv_row(self, pattern, variant, gpus):
+        with open(os.path.join(self.dir, "comparison.csv")) as f:
+            return next(r for r in csv.DictReader(f) if (r["pattern"], r["variant"], r["gpus"]) == (pattern, variant, gpus))
+
+    def test_a_failed_run_keeps_its_times(self):
+        """A row whose run failed (exit 1) but wrote a RESULT that follows the schema shows that RESULT's
+        times beside its status."""
+        self.set_status("05_nccl_mpi-2gpu.json", "1")
+        output = self.run_compare(1)
+        self.assertIn("FAILED (exit 1: verification failed)", output)
+        row = self.csv_row("05_nccl_mpi", "", "2")
+        self.assertEqual((row["status"], row["time_per_gradient_ms"] != "", row["speedup"] != ""),
+                         ("FAILED (exit 1: verification failed)", True, True), row)
+
+    def test_a_failed_baseline_is_no_reference(self):
+        """01 failed: no speedup is taken against it, and the model does not use its compute."""
+        self.set_status("01_single_gpu-1gpu.json", "1")
+        output = self.run_compare(1)
+        self.assertIn("not predicted: no verified 01_single_gpu run of all 8 shots", output)
+        self.assertEqual(self.csv_row("05_nccl_mpi", "", "2")["speedup"], "")
+
+    def test_an_ok_run_without_a_result_is_not_ok(self):
+        os.remove(os.path.join(self.dir, "runs", "05_nccl_mpi-2gpu.json"))
+        output = self.run_compare(1)
+        self.assertIn("ok, but no RESULT", output)
+        self.assertIn("1 of 29 runs did not finish verified", output)
+
+    def test_a_run_faster_than_predicted_gets_a_note(self):
+        """A prediction missed by more than 10% either way is explained under the table."""
+        self.edit("05_nccl_mpi-2gpu.json", lambda r: r.update(time_per_gradient_s=r["time_per_gradient_s"] / 2))
+        output = self.run_compare(0)
+        self.assertRegex(output, r"05_nccl_mpi 2 GPU\(s\): measured [0-9.]+ ms, predicted [0-9.]+ ms \(-4[0-9]%\): its ")
+
     def test_machine_json_without_a_gpu_name(self):
         path = os.path.join(self.dir, "machine.json")
         with open(path) as f:
@@ -140,6 +186,11 @@ class Compare(unittest.TestCase):
             f.write("role\tpattern\tvariant\tgpus\tstatus\tjson\tlog\nfwi\t01_single_gpu\t\t%s\t0\tx.json\tx.log\n"
                     % ("9" * 5000))
         self.assertIn("is not a GPU count", self.run_compare(2))
+        rows = [line.split("\t") for line in "".join(open(os.path.join(STORED, "runs", "manifest.tsv"))).splitlines()]
+        self.write_manifest(rows[:2] + [rows[2][:3] + ["0"] + rows[2][4:]] + rows[3:])  # 0 GPUs: no count
+        self.assertIn("line 3: gpus '0' is not a GPU count", self.run_compare(2))
+        self.write_manifest([row[:6] for row in rows])  # no log column: another tool's, or an older one's
+        self.assertIn("manifest.tsv line 2: no log", self.run_compare(2))
 
     def test_model_inputs_that_failed_are_listed(self):
         # A sweep that timed out (its RESULT missing) and a batch run that failed verification (exit 1).
