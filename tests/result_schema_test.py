@@ -105,6 +105,19 @@ class Validate(unittest.TestCase):
                            "env.links[0].gpus: expected 2 elements")
         self.assertProblem(changed("fwi", "env.utc_time", "yesterday"), "env.utc_time: 'yesterday' does not look like")
 
+    def test_a_boolean_is_no_number_and_a_float_no_version(self):
+        # JSON's true is Python's True, an int: the schema still tells them apart.
+        self.assertProblem(changed("fwi", "gpus", True), "gpus: expected integer, got boolean")
+        self.assertProblem(changed("fwi", "combine_share", False), "combine_share: expected number, got boolean")
+        self.assertProblem(changed("fwi", "schema_version", 2.0), "schema_version: expected one of 2, got 2.0")
+        self.assertProblem(changed("fwi", "schema_version", True), "schema_version: expected one of 2")
+
+    def test_patterns_and_lengths_are_whole(self):
+        """A string must match its pattern whole, and an array of a fixed length have no more elements either."""
+        self.assertProblem(changed("fwi", "env.utc_time", "2025-06-01T08:30:00Z, later"), "env.utc_time:")
+        self.assertProblem(changed("fwi", "env.gpus", [dict(ENV["gpus"][0], sm="sm_90 (Hopper)")]), "env.gpus[0].sm:")
+        self.assertProblem(changed("fwi", "grid", [384, 512, 1]), "grid: expected 2 elements, got 3")
+
     def test_an_unknown_top_level_key_is_a_violation_but_not_inside_details_or_env(self):
         self.assertProblem(changed("fwi", "speedup", 2.0), "speedup: not in the schema")
         self.assertProblem(changed("fwi", "verification.extra", 1), "verification.extra: not in the schema")
@@ -163,6 +176,8 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(self.run_script("--env", env_file)[0], 0)
             self.assertEqual(self.run_script(os.path.join(directory, "missing.log"))[0], 2)
             self.assertEqual(self.run_script()[0], 2)
+            code, output = self.run_script("--kind", "bogus", good_json)
+            self.assertEqual((code, "--kind needs one of" in output), (2, True), output)
 
     def test_a_file_that_is_not_an_object(self):
         with tempfile.TemporaryDirectory() as directory:
