@@ -110,6 +110,26 @@ def main():
     if code != 2 or "does not exist" not in output:
         fail("a block naming missing results: exit %d, expected 2 saying so:\n%s" % (code, output))
 
+    # Program output pasted into a code block, outside any block, fails --check as a table does.
+    with open(page, "w") as f:
+        f.write("# a page\n\n```\nRESULT {\"time_per_gradient_s\": 0.0123}\n```\n")
+    code, output = run(script, "--check", page)
+    if code != 1 or "line 3: a measured-looking figure outside a figure or quoted block" not in output:
+        fail("a RESULT line pasted into a code block passes --check (exit %d):\n%s" % (code, output))
+    # A chart block whose picture in docs/figures is another comparison's: --check names the picture.
+    with open(page, "w") as f:
+        f.write("<!-- figure: chart %s comparison-default-4xH100 -->\n<!-- end figure -->\n" % RESULTS)
+    code, output = run(script, "--check", page)
+    if code != 1 or "differs from its results: chart docs/figures/comparison-default-4xH100.png" not in output:
+        fail("a chart whose picture is another comparison's passes --check (exit %d):\n%s" % (code, output))
+    # A timings block naming a step its results do not hold is an error, not a shorter table.
+    with open(page, "w") as f:
+        f.write("<!-- figure: timings docs/results/4xH100-2026-11-27-comm compare-comm no-such-step -->\n"
+                "<!-- end figure -->\n")
+    code, output = run(script, "--check", page)
+    if code != 2 or "timings.tsv lacks ['no-such-step']" not in output:
+        fail("a timings block naming a missing step: exit %d, expected 2 saying so:\n%s" % (code, output))
+
     check_bad_results(script, work, page)
 
     code, output = run(script, "--check")
