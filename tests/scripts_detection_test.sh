@@ -19,7 +19,7 @@ sys="$tmp/sys/include" # stands for /usr/include and the other system folders
 mkdir -p "$bin" "$sys/doctest" "$sys/benchmark" "$tmp/tools"
 # PATH is the fake tools and links to the few real utilities common.sh and they use, nothing else: a real
 # cmake or mpirun of this machine must not be seen.
-for tool in dirname sed head sort tr readlink grep id cat touch nproc; do
+for tool in dirname sed head sort tr readlink grep id cat touch nproc timeout; do
     real="$(command -v "$tool")" || { echo "this test needs $tool" >&2; exit 1; }
     ln -s "$real" "$tmp/tools/$tool"
 done
@@ -60,7 +60,9 @@ export FAKE_APT_LISTED="$tmp/nccl-listed"
 fake apt-get "echo \"\$*\" >>'$tmp/apt-get.log'
 [ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_ADDS_NCCL:-no}\" = yes ] && touch \"\$FAKE_APT_LISTED\"
 [ \"\$1\" = update ]"
-fake sudo '"$@"'
+# sudo logs that it was used (in FAKE_SUDO_LOG), then runs what it is given.
+export FAKE_SUDO_LOG="$tmp/sudo.log"
+fake sudo 'echo sudo >>"$FAKE_SUDO_LOG"; "$@"'
 
 # nccl_header DIR VERSION: a minimal nccl.h of that version in DIR.
 nccl_header() {
@@ -138,6 +140,36 @@ out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT -u FWI_INSTA
            "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages; echo done' bash "$common" 2>&1)"
 code=$?
 check "everything_present_real_run" 0 '^done$' 'install'
+
+# Each tool or header missing alone is planned as its own package, and only that one.
+for missing in cmake:cmake g++:g++ mpicxx:libopenmpi-dev mpirun:openmpi-bin; do
+    tool="${missing%%:*}"
+    mv "$bin/$tool" "$tmp/tool.hidden"
+    detect
+    check "missing_$tool" 3 "^would install: $(sed 's/[+.]/\\&/g' <<<"${missing#*:}")\$"
+    mv "$tmp/tool.hidden" "$bin/$tool"
+done
+for missing in doctest/doctest.h:doctest-dev benchmark/benchmark.h:libbenchmark-dev; do
+    header="${missing%%:*}"
+    mv "$sys/$header" "$tmp/header.hidden"
+    detect
+    check "missing_${header%%/*}" 3 "^would install: ${missing#*:}\$"
+    mv "$tmp/header.hidden" "$sys/$header"
+done
+
+# mpi_launcher: Open MPI's mpirun gets the suite's flags (and --allow-run-as-root as root); another MPI's, none.
+launcher() {
+    out="$(env PATH="$fake_path" "$BASH" -c 'set -euo pipefail; source "$1"; mpi_launcher' bash "$common" 2>&1 | tr '\n' ' ')"
+    code=$?
+}
+launcher
+as_root=""
+[ "$(id -u)" -ne 0 ] || as_root=" --allow-run-as-root"
+check "mpi_launcher_open_mpi" 0 "^mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0$as_root \$"
+fake mpirun 'echo "HYDRA build details:"; echo "    Version:                                 4.1"'
+launcher
+check "mpi_launcher_other_mpi" 0 '^mpirun $'
+fake mpirun 'echo "mpirun (Open MPI) 4.1.6"'
 
 # run_tests ARG...: scripts/run-tests.sh in a dry run with the fake tools; sets out and code, and calls to
 # what cmake and ctest were asked to do.
@@ -230,6 +262,10 @@ real_run FAKE_APT_UPDATE_ADDS_NCCL=yes
 check "fresh_lists_real_run" 3 "could not install libnccl-dev;"
 [ "$(cat "$tmp/apt-get.log" 2>/dev/null | cut -d' ' -f1 | paste -sd' ')" = "update update install" ] ||
     { echo "FAIL fresh_lists_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+# apt-get through sudo only when not root (a container's root often has no sudo at all).
+if [ "$(id -u)" -eq 0 ]; then expected_sudo=""; else expected_sudo="sudo sudo sudo"; fi
+[ "$(paste -sd' ' "$FAKE_SUDO_LOG" 2>/dev/null)" = "$expected_sudo" ] ||
+    { echo "FAIL fresh_lists_real_run: sudo used $(grep -c . "$FAKE_SUDO_LOG" 2>/dev/null || echo 0) time(s) as user $(id -u)"; failures=$((failures + 1)); }
 rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
 real_run
 check "no_package_after_update_real_run" 3 'no package here provides libnccl-dev.*NCCL_ROOT' 'installing'
