@@ -29,7 +29,8 @@ mkdir -p "$tmp/bin"
 scratch="$tmp/repo"
 mkdir -p "$scratch/build/common" "$scratch/build/01_single_gpu"
 cp -r "$repo/scripts" "$scratch/"
-printf '\nconfigure_and_build() { echo "configure_and_build $*" >>"%s"; }\n' "$calls" >>"$scratch/scripts/common.sh"
+# (FAKE_BUILD_FAILS=1: the build fails.)
+printf '\nconfigure_and_build() { echo "configure_and_build $*" >>"%s"; [ -z "${FAKE_BUILD_FAILS:-}" ]; }\n' "$calls" >>"$scratch/scripts/common.sh"
 # fake PATH NAME BODY: an executable shell script.
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$1" && chmod +x "$1"; }
 # nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu), or fails when FAKE_GPUS is 0.
@@ -41,13 +42,15 @@ for i in $(seq 0 $((FAKE_GPUS - 1))); do
   esac
 done'
 
-# visible_gpus prints FAKE_VISIBLE (CUDA's count); its --env-json fails (compare.sh then warns).
-fake "$scratch/build/common/visible_gpus" '[ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"'
+# visible_gpus prints FAKE_VISIBLE (CUDA's count) and exits FAKE_VISIBLE_EXIT (0); its --env-json fails
+# (compare.sh then warns).
+fake "$scratch/build/common/visible_gpus" '[ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"; exit "${FAKE_VISIBLE_EXIT:-0}"'
 
-# 01 writes a RESULT of the fwi kind with FAKE_SHOTS shots (null when unset) and null gradient_bytes
-# (--json PATH).
-fake "$scratch/build/01_single_gpu/01_single_gpu" 'while [ $# -gt 1 ] && [ "$1" != --json ]; do shift; done
-printf "{\"kind\": \"fwi\", \"shots\": ${FAKE_SHOTS:-null}, \"gradient_bytes\": null}\n" >"$2"'
+# 01 writes a RESULT of the fwi kind with FAKE_SHOTS shots and FAKE_GRADIENT_BYTES gradient_bytes (null when
+# unset) (--json PATH); with FAKE_KILLED=1 it is killed (SIGKILL, as by the OOM killer) instead.
+fake "$scratch/build/01_single_gpu/01_single_gpu" '[ -z "${FAKE_KILLED:-}" ] || kill -9 $$
+while [ $# -gt 1 ] && [ "$1" != --json ]; do shift; done
+printf "{\"kind\": \"fwi\", \"shots\": ${FAKE_SHOTS:-null}, \"gradient_bytes\": ${FAKE_GRADIENT_BYTES:-null}}\n" >"$2"'
 
 # run VAR=value... -- COMMAND...: COMMAND with the fake tools first on PATH; sets out (stdout and stderr),
 # code, and built (what configure_and_build was asked).
@@ -96,6 +99,26 @@ expect compare_count_not_a_number 3 "visible_gpus printed 'junk', not a number o
 [ "$built" = "configure_and_build default" ] || fail "compare_count_not_a_number: the build was not asked for ($built)"
 run FAKE_GPUS=1 FAKE_VISIBLE=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
 expect compare_cuda_sees_none 3 "compare: no CUDA GPU visible (to CUDA"
+run FAKE_GPUS=1 FAKE_VISIBLE= -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_count_empty 3 "visible_gpus printed '', not a number of GPUs"
+run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_VISIBLE_EXIT=4 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+expect compare_counter_fails 3 "visible_gpus failed (exit 4), so the GPUs cannot be counted"
+# More GPUs asked for than CUDA sees: a bad --gpus, before any run.
+run FAKE_GPUS=2 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1,2
+expect compare_gpus_above_visible 2 "--gpus: 2 GPUs asked for, 1 visible"
+[ ! -e "$tmp/compare/runs/manifest.tsv" ] || fail "compare_gpus_above_visible: ran before refusing"
+
+# ---- compare.sh's model inputs: 01 with ceil(shots / N) shots for each N (5 shots: 3 on 2 GPUs, 2 on 3) ----
+run FAKE_GPUS=3 FAKE_VISIBLE=3 FAKE_SHOTS=5 FAKE_GRADIENT_BYTES=1024 -- bash "$scratch/scripts/compare.sh" \
+    --out "$tmp/compare" --gpus 2,3
+expect compare_batch_shares 1 "compare: problem default"
+batches="$(awk -F'\t' '$1 == "batch" { print $3 }' "$tmp/compare/runs/manifest.tsv" | paste -sd' ')"
+[ "$batches" = "3-shots 2-shots" ] || fail "compare_batch_shares: 01's batch runs are '$batches', expected '3-shots 2-shots'"
+# A run killed (SIGKILL) before its time limit failed (exit 137); it did not time out.
+run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_KILLED=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
+expect compare_run_killed 1 "FAILED (exit 137)"
+[ "$(awk -F'\t' 'NR == 2 { print $5 }' "$tmp/compare/runs/manifest.tsv")" = 137 ] ||
+    fail "compare_run_killed: 01's status in the manifest is not 137: $(sed -n 2p "$tmp/compare/runs/manifest.tsv")"
 
 # ---- compare.sh with a RESULT of 01 whose shots are null: the table, without the model's inputs ----
 run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
@@ -123,6 +146,12 @@ else
 fi
 run -- bash "$scratch/scripts/compare.sh" --out "$recorded/compare-again"
 expect compare_refuses_docs_results 2 "is in docs/results, the stored results"
+# Results are kept: an --out that exists is refused, as is a step that is not one.
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --steps compare-default --out "$recorded"
+expect record_results_out_exists 2 "--out: '$recorded' exists; results are kept"
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --steps compare-default,bogus --out "$tmp/new"
+expect record_results_unknown_step 2 "--steps: 'bogus' is not one of"
+[ ! -e "$tmp/new" ] || fail "record_results_unknown_step: made its --out"
 
 # ---- a recording's source.txt names the commit, "-dirty" when the code differs from it, but not for
 #      results folders not yet committed (a recording made in parts leaves the earlier parts' folders) ----
@@ -158,6 +187,18 @@ if [ -f "$tmp/gpu-check-out/summary.txt" ] && [ ! -e "$tmp/gpu-check-out/compari
 else
     fail "gpu_check_no_earlier_comparison: in OUT: $(ls "$tmp/gpu-check-out" 2>&1)"
 fi
+
+# ---- gpu-check.sh: without a GPU only build and tests run; a step that fails fails the check ----
+run FAKE_GPUS=0 -- bash "$scratch/scripts/gpu-check.sh" build faults
+expect gpu_check_faults_without_gpu 3 "step 'faults' runs on one"
+[ -z "$built" ] || fail "gpu_check_faults_without_gpu: built before refusing ($built)"
+run FAKE_GPUS=1 FAKE_BUILD_FAILS=1 -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_step_fails 1 "FAIL (exit 1)"
+# nvidia-smi lists a GPU but CUDA sees none: the tests step fails at its check (ctest, faked, would pass).
+fake "$tmp/bin/ctest" 'exit 0'
+run FAKE_GPUS=1 FAKE_VISIBLE=0 -- bash "$scratch/scripts/gpu-check.sh" tests
+expect gpu_check_cuda_sees_none 1 "nvidia-smi lists GPUs, but CUDA sees none"
+rm "$tmp/bin/ctest"
 
 # ---- gpu-check.sh where its logs cannot go (a file named out in the checkout): exit 3 before any step ----
 mkdir -p "$tmp/no-logs"
