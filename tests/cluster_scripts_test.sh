@@ -27,7 +27,7 @@ for program in 03_host_staged_mpi 05_nccl_mpi 06_fwi_shot_parallel doctor; do
     chmod +x "$build/$program/$program"
 done
 cp "$build/06_fwi_shot_parallel/06_fwi_shot_parallel" "$prefix/"
-printf 'node1 slots=4\n# a comment\n\n  node2 slots=4\n' >"$tmp/hosts"
+printf 'node1 slots=4\n# a comment\n\n  node2 slots=4\n  # an indented comment\n' >"$tmp/hosts"
 
 # run VAR=value... -- COMMAND...: COMMAND in an environment of only the variables given (and PATH, HOME),
 # so that no SLURM_* or NCCL_* variable of the machine running the test leaks in. Sets out, err, code.
@@ -166,6 +166,10 @@ expect_refusal "an unknown FWI_LAUNCHER" 2 "FWI_LAUNCHER: 'torchrun' is not one 
     "${allocation[@]}" FWI_LAUNCHER=torchrun FWI_BIN_DIR="$build" -- bash "$cluster/06_fwi_shot_parallel.sbatch" --dry-run
 expect_refusal "a program that is not built" 3 "no built 05_nccl_mpi in $tmp/prefix" \
     "${allocation[@]}" FWI_BIN_DIR="$tmp/prefix" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+mkdir -p "$tmp/not-executable/05_nccl_mpi"
+printf '#!/bin/sh\nexit 0\n' >"$tmp/not-executable/05_nccl_mpi/05_nccl_mpi"  # not made executable
+expect_refusal "a program that is not executable" 3 "no built 05_nccl_mpi in $tmp/not-executable" \
+    "${allocation[@]}" FWI_BIN_DIR="$tmp/not-executable" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
 expect_refusal "a --bin-dir that is not a folder" 2 "--bin-dir (FWI_BIN_DIR): '$tmp/nowhere' is not a folder" \
     "${allocation[@]}" -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run --bin-dir "$tmp/nowhere"
 expect_refusal "--bin-dir without a value" 2 "--bin-dir: missing value" \
