@@ -3,13 +3,16 @@
 # in a scratch repository whose build/ holds a fake visible_gpus and 01_single_gpu, and whose common.sh
 # builds nothing (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3)
 # before the build and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides
-# GPUs (exit 2); compare.sh refuses a GPU count that is not a number (exit 3) and, given a RESULT of 01
-# whose shots are null, prints its table without the model's inputs instead of dying in the arithmetic,
-# and stops its GPU counts at the problem's shots (a count asked for above them is exit 2);
+# GPUs (exit 2), an existing --out and an unknown step; compare.sh refuses a GPU count that is not a number
+# or a counter that fails (exit 3) and a --gpus above CUDA's count (exit 2), runs 01 with ceil(shots / N)
+# shots for the model, says a killed run failed (exit 137, not a timeout), given a RESULT of 01 whose
+# shots are null prints its table without the model's inputs instead of dying in the arithmetic, and stops
+# its GPU counts at the problem's shots (a count asked for above them is exit 2);
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
-# gpu-check.sh refuses an OUT it cannot write before any step (exit 2), copies there no comparison of
-# an earlier run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path
+# gpu-check.sh refuses an OUT it cannot write before any step (exit 2) and a GPU step without a GPU (exit
+# 3), fails a step that fails and a tests step where CUDA sees no GPU (exit 1), copies into OUT no
+# comparison of an earlier run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path
 # its sanitizers' logs cannot hold (exit 3). Then every script through a symbolic link. No GPU, nothing
 # built or installed.
 #
