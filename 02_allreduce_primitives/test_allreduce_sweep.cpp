@@ -154,6 +154,7 @@ struct Wire {
     explicit Wire(int participants) : barrier(participants), inputs(participants), deposits(participants) {}
 
     void reduce(int participant, std::vector<double>& values, ReduceOp op) {
+        ++reduces[participant];  // only this participant's thread writes its count
         deposits[participant] = values;
         barrier.arrive_and_wait();
         for (size_t k = 0; k < values.size(); ++k) {
@@ -168,6 +169,7 @@ struct Wire {
     Barrier barrier;
     std::vector<const float*> inputs;
     std::vector<std::vector<double>> deposits;
+    std::vector<int> reduces = std::vector<int>(deposits.size(), 0);  // calls per participant
 };
 
 // One rank per thread: its allreduce meets the others' on the wire.
@@ -177,8 +179,20 @@ public:
         : HostVariant(mine, participant, skip_rank), wire_(wire) {
         wire_.inputs[participant] = mine.send[0].data();
     }
+    void setup(size_t count) override {
+        reduces_at_setup_ = wire_.reduces[participant_];
+        HostVariant::setup(count);
+    }
+    // A timed batch that starts without a reduce since its setup did not line up with the other ranks.
+    void begin_batch() override {
+        ++batches;
+        if (wire_.reduces[participant_] == reduces_at_setup_) ++batches_not_lined_up;
+        HostVariant::begin_batch();
+    }
+    int batches = 0, batches_not_lined_up = 0;
 
 private:
+    int reduces_at_setup_ = 0;
     void exchange_and_sum(size_t count) override {
         wire_.barrier.arrive_and_wait();  // every rank's input is ready
         mine_.sum(wire_.inputs, count, skip_rank_);
@@ -252,6 +266,8 @@ TEST_CASE("flags: nccl-tests' short names -b -e -f -n -w, sizes with K/M/G, 64-b
     CHECK(usage_error_of({"-e", " 1M"}).find("is not a size") != std::string::npos);
     CHECK(usage_error_of({"-e", "-4"}).find("out of range") != std::string::npos);
     CHECK(usage_error_of({"-e", "99999999999G"}).find("out of range") != std::string::npos);
+    // (2^34 + 1) G is 2^64 + 1 GiB: a product left unchecked wraps to 1G, inside the range.
+    CHECK(usage_error_of({"-e", "17179869185G"}).find("out of range") != std::string::npos);
     CHECK(usage_error_of({"-n", "0"}).find("-n (--iters): 0 is out of range") == 0);
     CHECK(usage_error_of({"-b", "1G", "-e", "1M"}) == "--min-bytes (1073741824) must not exceed --max-bytes (1048576)");
 
@@ -298,6 +314,9 @@ TEST_CASE("sizes: nccl-tests' -b/-e/-f, whole floats, the FWI gradient inserted 
     CHECK(sweep_byte_sizes(4, 4, 2.0, fwi_bytes) == std::vector<size_t>{4});
     CHECK(sweep_byte_sizes(10, 30, 1.5, 0) == std::vector<size_t>{8, 12, 20});
     CHECK(sweep_byte_sizes(6, 6, 2.0, 6) == std::vector<size_t>{4});
+    // The extra size at either end of the range is kept (1000 * 2^k never reaches it).
+    CHECK(sweep_byte_sizes(1000, fwi_bytes, 2.0, fwi_bytes).back() == fwi_bytes);
+    CHECK(sweep_byte_sizes(fwi_bytes, 4 * fwi_bytes, 3.0, fwi_bytes).front() == fwi_bytes);
     CHECK(allreduce_sweep_sizes(quick_options()) == std::vector<size_t>{8, 32});
 }
 
@@ -393,7 +412,7 @@ TEST_CASE("one process holding every rank: each size checked, warmed up and time
         const SweepRow& row = result.rows[k];
         CHECK(row.bytes == sizes[k]);
         CHECK(row.wrong == 0);
-        CHECK(row.seconds == doctest::Approx(fake_seconds(sizes[k] / sizeof(float), 0)));
+        CHECK(row.seconds == doctest::Approx(fake_seconds(sizes[k] / sizeof(float), 0)).scale(0));
         CHECK(row.note == "note " + std::to_string(sizes[k] / sizeof(float)));
         const int iters = batch_iterations(sizes[k], options.iters);
         expected_runs += 1 + std::min(options.warmup, iters) + options.repeats * iters;
@@ -423,6 +442,19 @@ TEST_CASE("one process holding every rank: each size checked, warmed up and time
     CHECK(written.find(first_size) != std::string::npos);
     CHECK(written.find(last_fields) != std::string::npos);
     std::remove(layout.json_path.c_str());
+}
+
+TEST_CASE("the warm-up is at most one batch's worth of allreduces") {
+    const AllreduceSweepOptions options = parsed({"--max-bytes", "64", "--step-factor", "4", "--iters", "2"});
+    REQUIRE(options.warmup > options.iters);  // the default warm-up, 5, is more than a batch of 2
+    const std::vector<size_t> sizes = allreduce_sweep_sizes(options);
+    HostRanks all(0, 2, 2, sizes.back() / sizeof(float));
+    HostVariant variant(all, 0, -1);
+    SweepLayout layout;
+    layout.reports = false;
+    run_allreduce_sweep(variant, options, layout);
+    // Per size: the checked call, a warm-up of one batch (2), and the timed batches.
+    CHECK(variant.runs == static_cast<int>(sizes.size()) * (1 + 2 + options.repeats * 2));
 }
 
 TEST_CASE("a variant that leaves an element unwritten is counted in #wrong, every size") {
@@ -485,9 +517,13 @@ TEST_CASE("one rank per participant: the slowest rank's time, #wrong summed, the
             REQUIRE(results[rank].rows.size() == sizes.size());
             for (size_t k = 0; k < sizes.size(); ++k) {
                 const SweepRow& row = results[rank].rows[k];
-                CHECK(row.seconds == doctest::Approx(fake_seconds(sizes[k] / sizeof(float), ranks - 1)));
+                // scale(0): a relative tolerance (the default scale of 1 would pass any time of a few us).
+                CHECK(row.seconds == doctest::Approx(fake_seconds(sizes[k] / sizeof(float), ranks - 1)).scale(0));
                 CHECK(row.wrong == (skip_rank < 0 ? 0 : 1));
             }
+            // Every timed batch starts after the ranks lined up (a reduce between its setup and its start).
+            CHECK(variants[rank]->batches == static_cast<int>(sizes.size()) * options.repeats);
+            CHECK(variants[rank]->batches_not_lined_up == 0);
         }
     }
 }
