@@ -36,6 +36,7 @@ public:
         pending_.clear();
         arrived_.assign(chunks, false);
         to_device_order.clear();
+        most_sums_in_flight = 0;
         to_host_started_ = 0;
         waited_on_device = false;
     }
@@ -55,6 +56,10 @@ public:
         CHECK(arrived_[index]);  // its sum was done on the host, so it must have arrived first
         // The next chunk's to-host copy was queued before this chunk's sum started: the lane runs ahead.
         CHECK(to_host_started_ >= std::min(index + 2, arrived_.size()));
+        // A chunk's sum starts once it has arrived and ends when it is copied back: the chunks that arrived
+        // and are not back yet, this one included, are the sums in flight.
+        const size_t arrived = size_t(std::count(arrived_.begin(), arrived_.end(), true));
+        most_sums_in_flight = std::max(most_sums_in_flight, arrived - to_device_order.size());
         to_device_order.push_back(index);
         std::memcpy(device_ + chunk.offset, host_.data() + chunk.offset, chunk.count * sizeof(float));
     }
@@ -63,6 +68,7 @@ public:
     double to_device_busy_seconds() override { return 0.0; }
 
     std::vector<size_t> to_device_order;
+    size_t most_sums_in_flight = 0;
     bool waited_on_device = false;
 
 private:
@@ -118,8 +124,11 @@ TEST_CASE("pipelined: chunk sizes that do and do not divide the buffer, 1 to 8 M
                 CAPTURE(in_flight);
                 std::vector<float> device = classic_contribution(world_rank(), count);
                 LazyHostCopies copies(device.data(), count);
-                combine_pipelined(copies, count, PipelineSettings{chunk, in_flight}, MPI_COMM_WORLD);
+                const CombineTimes times =
+                    combine_pipelined(copies, count, PipelineSettings{chunk, in_flight}, MPI_COMM_WORLD);
                 check_classic_sum(device);
+                CHECK(copies.most_sums_in_flight <= size_t(in_flight));
+                CHECK(times.mpi <= times.wall);  // time with a sum in progress, overlapping sums counted once
                 // Each chunk goes back exactly once, in order (the sums finish in the order they started).
                 const size_t chunks = chunk_ranges(count, chunk).size();
                 REQUIRE(copies.to_device_order.size() == chunks);
