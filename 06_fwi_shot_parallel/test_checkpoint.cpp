@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -75,6 +77,19 @@ std::string usage_error_text(const std::function<void()>& action) {
         return e.what();
     }
     return "(no UsageError)";
+}
+
+// The file's last 8 bytes are FNV-1a (64 bit) of the rest: `body` with its checksum recomputed, so that a
+// layout error reaches the checks that follow the checksum (a file another tool wrote whole).
+std::string sealed(const std::string& body) {
+    uint64_t hash = 14695981039346656037ull;
+    for (const char c : body) {
+        hash ^= static_cast<unsigned char>(c);
+        hash *= 1099511628211ull;
+    }
+    std::string bytes = body;
+    bytes.append(reinterpret_cast<const char*>(&hash), sizeof hash);
+    return bytes;
 }
 
 }  // namespace
@@ -205,6 +220,41 @@ TEST_CASE("a whole checkpoint with values no run writes is refused, naming --res
         CHECK(refusal([bad](Checkpoint& c) { c.state.iteration_seconds[2] = bad; }).find("loss history") !=
               std::string::npos);
     }
+}
+
+TEST_CASE("a whole checkpoint whose layout is wrong is refused, naming --resume") {
+    const Checkpoint c = sample_checkpoint(small_problem(), 3);
+    const std::string bytes = encode_checkpoint(c);
+    const std::string body = bytes.substr(0, bytes.size() - sizeof(uint64_t));
+    CHECK(decode_checkpoint(sealed(body), "made.fwi").state.iterations_done == 3);  // the helper seals as written
+    const auto refusal = [](const std::string& file) {
+        return usage_error_text([&] { decode_checkpoint(file, "made.fwi"); });
+    };
+    CHECK(refusal(sealed(body + "tail")).find("bytes after the last field") != std::string::npos);
+    // The model's length (after the magic word, two int32 and the problem text with its length) says far
+    // more floats than the file holds.
+    const size_t model_length_at = 8 + 4 + 4 + 8 + c.problem_text.size();
+    std::string longer = body;
+    const uint64_t huge = uint64_t(1) << 61;
+    std::memcpy(&longer[model_length_at], &huge, sizeof huge);
+    CHECK(refusal(sealed(longer)).find("an array is longer than the file") != std::string::npos);
+}
+
+TEST_CASE("a loss history that does not match the iteration count is refused, naming --resume") {
+    const auto refusal = [](const std::function<void(Checkpoint&)>& change) {
+        Checkpoint c = sample_checkpoint(small_problem(), 3);
+        change(c);
+        return usage_error_text([&] { decode_checkpoint(encode_checkpoint(c), "made.fwi"); });
+    };
+    const std::string expected = "--resume: 'made.fwi' is not a usable checkpoint: its loss history does not match";
+    CHECK(refusal([](Checkpoint& c) { c.state.misfits.pop_back(); }).find(expected) == 0);
+    CHECK(refusal([](Checkpoint& c) { c.state.iteration_seconds.push_back(1.0); }).find(expected) == 0);
+    CHECK(refusal([](Checkpoint& c) { c.state.iterations_done = 4; }).find(expected) == 0);
+    CHECK(refusal([](Checkpoint& c) {
+              c.state.iterations_done = -1;
+              c.state.misfits.clear();
+              c.state.iteration_seconds.clear();
+          }).find(expected) == 0);
 }
 
 TEST_CASE("resume: same problem continues, another problem or too few iterations are refused") {
