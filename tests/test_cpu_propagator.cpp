@@ -57,6 +57,51 @@ double green_times_wavelet(double r, double t, double v, const std::function<dou
 
 }  // namespace
 
+TEST_CASE("the stencils are exact on polynomials: first difference to degree 8, second to degree 9") {
+    // u = x^k sampled at x = (j - 40) h + 0.3 along a line of step 1 or 5 (a row stride); the centred
+    // 8th-order differences at x = 0.3 equal h du/dx and h^2 d2u/dx2 up to rounding wherever u is such a
+    // polynomial. The propagator's physics tests do not see a wrong first-difference coefficient: it only
+    // feeds the layer's memory variables, forward and adjoint alike, and the layer still absorbs.
+    for (const size_t step : {size_t(1), size_t(5)})
+        for (int k = 0; k <= 9; ++k) {
+            CAPTURE(step);
+            CAPTURE(k);
+            const double h = 0.5, x0 = 0.3;
+            std::vector<double> u(81 * step, 0.0);
+            for (int j = 0; j < 81; ++j) u[size_t(j) * step] = std::pow((j - 40) * h + x0, k);
+            const size_t i = 40 * step;
+            const double first = k == 0 ? 0.0 : k * std::pow(x0, k - 1) * h;
+            const double second = k < 2 ? 0.0 : k * (k - 1) * std::pow(x0, k - 2) * h * h;
+            // 1e-12 of the largest value the stencil reads (|x| <= 2.3): far above rounding, far below the
+            // error of a wrong or missing coefficient.
+            const double rounding = 1e-12 * std::pow(2.3, k);
+            if (k <= 8) CHECK(std::abs(first_difference(u.data(), i, step) - first) <= rounding);
+            CHECK(std::abs(second_difference(u.data(), i, step) - second) <= rounding);
+        }
+}
+
+TEST_CASE("the absorbing layer's profile is the same on both sides, rising to the edge") {
+    Problem p = problem_preset("small");
+    p.absorb_width = 8;
+    const int n = 30;
+    const std::vector<PmlAxis<double>> axis = pml_profile(p, n);
+    REQUIRE(axis.size() == size_t(n));
+    const double e_max = kPmlStrength * p.v_max / (p.absorb_width * p.dh) * p.dt;
+    CHECK(axis[0].e == doctest::Approx(e_max));  // the outermost cell damps most
+    for (int i = 0; i < n; ++i) {
+        CAPTURE(i);
+        const PmlAxis<double>& a = axis[i];
+        const PmlAxis<double>& mirror = axis[n - 1 - i];
+        CHECK(a.e == mirror.e);         // the near side and the far side alike
+        CHECK(a.gain == -mirror.gain);  // eta falls towards the model on the near side, rises on the far side
+        const bool in_layer = i < p.absorb_width || i >= n - p.absorb_width;
+        CHECK((a.e > 0.0) == in_layer);
+        if (in_layer && i + 1 < p.absorb_width) CHECK(axis[i + 1].e < a.e);
+        CHECK(a.decay == doctest::Approx(std::exp(-a.e)));
+        CHECK(a.inverse == doctest::Approx(1.0 / (1.0 + a.e)));
+    }
+}
+
 TEST_CASE("forward modelling matches the analytic 2D Green's function convolved with the wavelet") {
     Problem p = constant_velocity_problem(200, 240, 2000.0);
     p.nt = 600;
