@@ -159,11 +159,23 @@ TEST_CASE("a value a message echoes is shown on one line, control characters esc
     // An escape sequence would reach the terminal, a newline would split the message.
     CHECK(parse_error({"--nz", "12\x1b[31m\n"}) == "--nz: '12\\x1b[31m\\x0a' is not an integer; allowed 16..16384");
     CHECK(parse_error({"--model", "two\tlayer"}).find("--model: 'two\\x09layer' is not one of") == 0);
+    CHECK(shown_value("a\x7f"
+                      "b") == "a\\x7fb");  // DEL, a control character too
+    CHECK(shown_value("\x20~") == " ~");   // the printable range's ends are kept
     const std::string long_value(100000, '7');
     const std::string message = parse_error({"--nz", long_value.c_str()});
     CHECK(message == "--nz: " + std::string(80, '7') + "... (100000 characters) is out of range; allowed 16..16384");
     const std::string long_flag = "--" + std::string(500, 'x');
     CHECK(parse_error({long_flag.c_str()}) == "unknown flag '--" + std::string(78, 'x') + "... (502 characters)'");
+}
+
+TEST_CASE("the dispersion check counts the initial model's velocity too") {
+    // A fast true model (3000 m/s: 5 cells per shortest wavelength at 40 Hz) and a slow initial one (1000 m/s:
+    // 1.67 cells): the first iterations model waves in the initial model, which the grid cannot hold.
+    const std::string message =
+        parse_error({"--v-top", "3000", "--v-bottom", "3000", "--v-initial", "1000", "--freq", "40"});
+    CHECK(message.find("--dh: 1.66 cells per shortest wavelength (slowest velocity 1000 m/s of the models") == 0);
+    CHECK(parse_error({"--v-top", "3000", "--v-bottom", "3000", "--v-initial", "2000", "--freq", "40"}) == "");
 }
 
 TEST_CASE("messages show a number as it would be typed, not with six decimals") {
