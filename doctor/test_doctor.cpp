@@ -352,6 +352,21 @@ TEST_CASE("check 4 compares a pair's copies with the pairs linked alike, not wit
           "GPU 0 -> GPU 1 5.0 GB/s, under half the median 20.0 GB/s of the pairs measured");
 }
 
+TEST_CASE("check 4: P2P within 10% of the staged copy is no problem; a GPU's copies within itself are no pair") {
+    // Two GPUs, links unknown (no NVML): every pair is compared with every other. Check 4 also times the
+    // copies within one GPU (the diagonal), far faster than any link; they are no pair's typical figure.
+    GpuSystem system;
+    system.count = 2;
+    Matrix on(2), off(2);
+    on.at(0, 0) = on.at(1, 1) = 1500.0;
+    on.at(0, 1) = on.at(1, 0) = 20.0;
+    off.at(0, 1) = 21.0;  // P2P 95% of staged: within the margin
+    off.at(1, 0) = 25.0;  // P2P 80% of staged: slower
+    CHECK(bandwidth_problems(system, on, off) ==
+          std::vector<std::string>{
+              "GPU 1 -> GPU 0 is slower with P2P (20.0 GB/s) than staged through the host (25.0 GB/s)"});
+}
+
 TEST_CASE("IOMMU options on the kernel command line") {
     const IommuHints translated = parse_iommu_hints("BOOT_IMAGE=/vmlinuz ro intel_iommu=on quiet");
     CHECK(translated.enabled_by_option);
@@ -433,6 +448,12 @@ TEST_CASE("ACS: the control register is found among the extended capabilities, a
     std::vector<unsigned char> looping = config_space(0, 0);
     looping[0x102] = 0x01, looping[0x103] = 0x10;  // the first capability names itself as the next
     CHECK(!acs_control(looping).has_value());
+    // A next pointer below 0x100 leaves the extended capabilities: the walk ends there, even where the bytes
+    // it points to look like an ACS capability.
+    std::vector<unsigned char> outside = config_space(0, 0);
+    outside[0x102] = 0x01, outside[0x103] = 0x04;  // AER, then "next at 0x040"
+    outside[0x40] = 0x0d, outside[0x42] = 0x01, outside[0x46] = 0x1d;
+    CHECK(!acs_control(outside).has_value());
     CHECK(acs_redirect_bits(0x001d) == "RR CR");
     CHECK(acs_redirect_bits(0x0020) == "EC");
     CHECK(acs_redirect_bits(0x0013).empty());  // source validation, translation blocking, upstream forwarding
@@ -626,6 +647,8 @@ TEST_CASE("a bus bandwidth under a quarter of the P2P copies' is named; a health
     CHECK(low_bus_bandwidth(slow, 2, std::nan("")).empty());                                    // check 4 did not run
     CHECK(low_bus_bandwidth(slow, 1, 381.0).empty());                                           // one GPU
     CHECK(low_bus_bandwidth(SweepRow{kMiB, kMiB / 5e9, 0, ""}, 2, 381.0).empty());              // too small to tell
+    const size_t smallest = kLinkComparisonMinBytes;  // 32 MiB: large enough to tell
+    CHECK(!low_bus_bandwidth(SweepRow{smallest, double(smallest) / 22e9, 0, ""}, 2, 381.0).empty());
 }
 
 TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; without peer access it is not") {
@@ -713,6 +736,8 @@ TEST_CASE("P2P data: correct, zeros, nothing arrived, partly wrong") {
     CHECK(describe(check_pattern(poison.data(), words, 1)) == "nothing arrived (all 64 words unchanged)");
     for (size_t i = words / 2; i < words; ++i) data[i] = 0;
     CHECK(describe(check_pattern(data.data(), words, 1)) == "32 of 64 words wrong (32 zero), first at word 32");
+    for (size_t i = words / 2; i < words; ++i) data[i] = kPoisonWord;  // half arrived: not "nothing arrived"
+    CHECK(describe(check_pattern(data.data(), words, 1)) == "32 of 64 words wrong (32 unchanged), first at word 32");
 }
 
 TEST_CASE("pattern words are odd: never zero, never the poison") {
