@@ -154,3 +154,18 @@ TEST_CASE("rank 0 gathers every rank's line in rank order, whatever their length
     REQUIRE(int(lines.size()) == world_size());
     for (int r = 0; r < world_size(); ++r) CHECK(lines[size_t(r)] == line_of(r));
 }
+
+TEST_CASE("launch_mismatch: the advice names the rank count; a count no int can hold is refused") {
+    const std::string world = launch_mismatch(1, {{"WORLD_SIZE", "4"}});
+    CHECK(world.find("(WORLD_SIZE=4, set by torchrun") != std::string::npos);
+    CHECK(world.find("`mpirun -np 4`") != std::string::npos);  // the launch to use, with N filled in
+    CHECK(launch_mismatch(1, {{"SLURM_NTASKS", "2"}}).find("`srun --mpi=pmix -n 2`") != std::string::npos);
+    CHECK(launch_mismatch(1, {{"OMPI_COMM_WORLD_SIZE", "2147483647"}}).find("says 2147483647 ranks") !=
+          std::string::npos);
+    // One past INT_MAX: strtoll reads it without ERANGE, but MPI counts ranks in an int.
+    CHECK_THROWS_WITH_AS(launch_mismatch(1, {{"OMPI_COMM_WORLD_SIZE", "2147483648"}}),
+                         doctest::Contains("OMPI_COMM_WORLD_SIZE=2147483648 (set by Open MPI's mpirun) is more ranks "
+                                           "than MPI can start"),
+                         EnvironmentError);
+    CHECK(launch_mismatch(4, {{"WORLD_SIZE", "4"}}).empty());  // MPI started the ranks: nothing to check
+}
