@@ -21,8 +21,8 @@ fields are read; a RESULT that does not follow the schema is not read at all, an
 the first problem. A row the model cannot predict (an input missing, a sweep of one size) gets a note
 saying why; a machine.json that does not follow the env schema is left out with a warning.
 Exit 0 when every run finished verified, 1 when one did not, 2 for a DIR without runs/manifest.tsv or a
-manifest that lists no runs, is not UTF-8 or is not compare.sh's, or a DIR in docs/results, 3 when an output file cannot be written
-(a folder in its place, a full disk).
+manifest that lists no runs, is not UTF-8 or is not compare.sh's, or a DIR in docs/results, 3 when an
+output file cannot be written (a folder in its place, a full disk).
 Speedup is against 01_single_gpu's time per gradient measured in the same comparison; efficiency is
 speedup / GPUs. The programs' own speedup against the single-GPU reference they run in-process (when
 they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
