@@ -13,7 +13,6 @@
 namespace fwi {
 
 struct Options : ShotParallelOptions {
-    Options() { timeout_s = 300.0; }
     std::string combine = "all", chunk_kb = "1024", in_flight = "1";
     bool bench = false, skip_without_gpus = false;
     AllreduceSweepOptions sweep;

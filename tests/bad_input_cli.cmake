@@ -11,7 +11,7 @@ endfunction()
 
 # The same under `mpirun -np 2`, which must end within 30 s (a few seconds on an idle machine; 30 leaves room
 # for a cold start of mpirun on a loaded one): every rank parses the same argv with the same parser and
-# decides alone, so none waits (for a collective, or its 60 or 300 s timeout) on a rank that left.
+# decides alone, so none waits (for a collective, or its 60 s timeout) on a rank that left.
 function(add_cli_mpi_test name code program text)
   add_exit_test(cli_${name} CODE ${code} TEXT "${text}" LABELS cpu mpi TIMEOUT 30
                 ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
@@ -19,9 +19,13 @@ function(add_cli_mpi_test name code program text)
 endfunction()
 
 # --help: exit 0 with the help on stdout, from its usage line to its last line (--help's own), so that a
-# help cut short fails. The MPI programs on 2 ranks, of which rank 0 prints it.
+# help cut short fails. The MPI programs on 2 ranks, of which rank 0 prints it. The shot-parallel lessons
+# (03-06) share one --timeout and its default.
 function(add_help_test program)
   set(help_lines "usage: ${program} [flags]" "print this help")
+  if(program MATCHES "^0[3-6]_")
+    list(APPEND help_lines "before the run gives up (exit 3) (default: 60)")
+  endif()
   if(program MATCHES "^0[356]_")
     add_exit_test(cli_${program}_help_text CODE 0 TEXT "" LABELS cpu mpi TIMEOUT 30 ENVIRONMENT ${MPI_TEST_ENVIRONMENT}
                   OUTPUT ${help_lines} COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:${program}> --help)
