@@ -19,7 +19,8 @@ from, is refused (exit 2): re-tabulate a copy of it.
 Every RESULT is checked against its schema (docs/RESULT.md, scripts/result_schema.py) and only its
 fields are read; a RESULT that does not follow the schema is not read at all, and its row's status shows
 the first problem. A row the model cannot predict (an input missing, a sweep of one size) gets a note
-saying why; a machine.json that does not follow the env schema is left out with a warning.
+saying why; a machine.json that does not follow the env schema is left out with a warning. Other processes
+that compare.sh saw on the runs' GPUs (DIR/runs/gpu-sharing.txt) are a note under the table.
 Exit 0 when every run finished verified, 1 when one did not, 2 for a DIR without runs/manifest.tsv or a
 manifest that lists no runs, is not UTF-8 or is not compare.sh's, or a DIR in docs/results, 3 when an
 output file cannot be written (a folder in its place, a full disk).
@@ -102,6 +103,20 @@ def read_json(path):
             return json.load(f)
     except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         return None
+
+
+def gpu_sharing_note(runs_dir):
+    """The note on other processes compare.sh saw on the runs' GPUs (runs/gpu-sharing.txt), or None."""
+    path = os.path.join(runs_dir, "gpu-sharing.txt")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, errors="replace") as f:
+            seen = [line.rstrip("\n") for line in f if line.strip()]
+    except OSError:
+        return None
+    return "\n".join(["the GPUs were not idle, so the times are slower than on idle GPUs and vary "
+                      "(runs/gpu-sharing.txt):"] + ["  " + line for line in seen])
 
 
 def field(result, path):
@@ -435,6 +450,9 @@ def main(argv):
     rows = build_rows(runs)
     inputs = ModelInputs(runs)
     notes = add_predictions(rows, inputs)
+    sharing = gpu_sharing_note(os.path.join(directory, "runs"))
+    if sharing:
+        notes.append(sharing)
     machine = read_json(os.path.join(directory, "machine.json"))
     if machine is not None and validate_env(machine):
         print("compare: warning: %s/machine.json: %s; it is left out" % (directory, "; ".join(validate_env(machine))),
