@@ -13,6 +13,8 @@ namespace {
 using NvmlReturn = int;  // nvmlReturn_t: 0 = NVML_SUCCESS
 using NvmlDevice = struct NvmlDeviceOpaque*;
 constexpr NvmlReturn kNvmlSuccess = 0;
+constexpr NvmlReturn kNvmlInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE: the list grew past the array
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
 constexpr int kNvmlFeatureEnabled = 1;  // nvmlEnableState_t
 constexpr int kNvlinkRemoteGpu = 0;     // nvmlIntNvLinkDeviceType_t
 constexpr int kNvlinkRemoteSwitch = 2;
@@ -25,6 +27,13 @@ struct PciInfo {
     unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
     char bus_id[32];
     unsigned char spare[64];
+};
+
+// nvmlProcessInfo_t as the _v2 and _v3 process lists fill it (the _v1 call's layout lacks the last two).
+struct ProcessInfo {
+    unsigned pid;
+    unsigned long long used_gpu_memory;
+    unsigned gpu_instance_id, compute_instance_id;
 };
 
 template <typename Function>
@@ -48,6 +57,7 @@ struct Nvml::Api {
     NvmlReturn (*link_state)(NvmlDevice, unsigned, int*) = nullptr;
     NvmlReturn (*remote_pci)(NvmlDevice, unsigned, PciInfo*) = nullptr;
     NvmlReturn (*remote_type)(NvmlDevice, unsigned, int*) = nullptr;
+    NvmlReturn (*compute_processes)(NvmlDevice, unsigned*, ProcessInfo*) = nullptr;
 
     std::string describe(NvmlReturn status) const {
         return error_string ? error_string(status) : "NVML error " + std::to_string(status);
@@ -97,6 +107,8 @@ Nvml::Nvml() : api_(new Api) {
     api_->remote_pci = load<decltype(api_->remote_pci)>(library, "nvmlDeviceGetNvLinkRemotePciInfo_v2",
                                                         "nvmlDeviceGetNvLinkRemotePciInfo");
     api_->remote_type = load<decltype(api_->remote_type)>(library, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    api_->compute_processes = load<decltype(api_->compute_processes)>(
+        library, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2");
     if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
         error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
         return;
@@ -169,6 +181,34 @@ std::vector<Link> Nvml::links(const std::vector<PciAddress>& gpus) const {
                 link.pcie = pcie_path_name(level);
         }
     return links;
+}
+
+std::vector<GpuProcess> Nvml::compute_processes(const PciAddress& gpu) const {
+    if (!available_) throw std::runtime_error(error_);
+    if (!api_->compute_processes)
+        throw std::runtime_error("this driver's NVML lacks nvmlDeviceGetComputeRunningProcesses (_v2 or _v3)");
+    NvmlDevice handle = nullptr;
+    NvmlReturn status = api_->handle_by_bus_id(gpu.bus_id.c_str(), &handle);
+    if (status != kNvmlSuccess)
+        throw std::runtime_error("NVML cannot find the GPU at PCI " + gpu.bus_id + ": " + api_->describe(status));
+    // A process may start between NVML's count and its list: the array then grows and the call is repeated.
+    std::vector<ProcessInfo> infos(16);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        unsigned count = static_cast<unsigned>(infos.size());
+        status = api_->compute_processes(handle, &count, infos.data());
+        if (status == kNvmlSuccess) {
+            std::vector<GpuProcess> processes;
+            for (unsigned i = 0; i < count && i < infos.size(); ++i)
+                processes.push_back({infos[i].pid, infos[i].used_gpu_memory == kNvmlValueNotAvailable
+                                                       ? -1LL
+                                                       : static_cast<long long>(infos[i].used_gpu_memory)});
+            return processes;
+        }
+        if (status != kNvmlInsufficientSize)
+            throw std::runtime_error("nvmlDeviceGetComputeRunningProcesses: " + api_->describe(status));
+        infos.resize(size_t(count) + 16);
+    }
+    throw std::runtime_error("nvmlDeviceGetComputeRunningProcesses: the list kept growing");
 }
 
 }  // namespace fwi

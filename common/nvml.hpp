@@ -1,8 +1,9 @@
 // NVML, the NVIDIA Management Library that comes with the driver (libnvidia-ml.so.1): the only place that
-// says how two GPUs are connected (NVLinks, or the PCIe path between them). doctor's topology check and
-// the `links` of every RESULT's env (run_env.cpp) read it. Loaded at run time with dlopen, as NCCL does,
-// so the suite builds where nvml.h is missing and runs where the library is: without it available() is
-// false, doctor's topology matrix says "NVML not available" and everything else still runs.
+// says how two GPUs are connected (NVLinks, or the PCIe path between them) and which processes use a GPU.
+// doctor's devices and topology checks and the `links` of every RESULT's env (run_env.cpp) read it.
+// Loaded at run time with dlopen, as NCCL does, so the suite builds where nvml.h is missing and runs where
+// the library is: without it available() is false, doctor's topology matrix says "NVML not available" and
+// everything else still runs.
 #pragma once
 
 #include <string>
@@ -27,6 +28,12 @@ std::string link_label(const Link& link);
 // nvidia-smi's name of an NVML topology level (NVML_TOPOLOGY_SINGLE = 10 -> "PIX", ...).
 std::string pcie_path_name(int nvml_topology_level);
 
+// A process with a compute context on a GPU, as NVML lists it.
+struct GpuProcess {
+    unsigned pid = 0;           // in the driver's view; a container may not see it
+    long long used_bytes = -1;  // its GPU memory; -1 where NVML does not say
+};
+
 class Nvml {
 public:
     Nvml();  // loads and initialises NVML; on failure available() is false and error() says why
@@ -42,6 +49,10 @@ public:
 
     // links[i * n + j] between GPUs i and j; throws std::runtime_error when NVML cannot find a GPU.
     std::vector<Link> links(const std::vector<PciAddress>& gpus) const;
+
+    // The processes with a compute context on the GPU at `gpu`, this one's included; throws
+    // std::runtime_error when NVML cannot say (a driver without the call, a GPU it cannot find).
+    std::vector<GpuProcess> compute_processes(const PciAddress& gpu) const;
 
 private:
     struct Api;

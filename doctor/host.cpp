@@ -22,10 +22,6 @@ extern char** environ;
 
 namespace fwi::doctor {
 
-namespace {
-
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
 std::string first_line_of(const std::string& path) {
     std::ifstream file(path);
     std::string line;
@@ -44,6 +40,10 @@ std::string size_text(double bytes) {
         std::snprintf(text, sizeof text, "%.0f KiB", bytes / kKiB);
     return text;
 }
+
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 std::string limit_text(rlim_t limit) {
     return limit == RLIM_INFINITY ? "unlimited" : size_text(static_cast<double>(limit));

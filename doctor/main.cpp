@@ -19,6 +19,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <vector>
+
+#include <unistd.h>
 
 #include "cli.hpp"
 #include "errors.hpp"
@@ -127,6 +130,7 @@ public:
 
     int run() {
         print_header();
+        own_processes_ = own_processes_on_this_host();
         if (!options_.mpi || world_rank() == 0) run_local_checks();
         if (options_.mpi) {
             wait_for_rank0_checks();
@@ -150,6 +154,22 @@ private:
             std::printf("FAULT INJECTION ACTIVE (FWI_DOCTOR_INJECT=%s): failures below are staged for tests\n",
                         injection_.text.c_str());
         std::fflush(stdout);
+    }
+
+    // This process, and under --mpi every rank on this host (rank 0's list; the others' is unused): check 1
+    // does not count them as other processes on the GPUs.
+    std::vector<unsigned> own_processes_on_this_host() const {
+        const unsigned pid = static_cast<unsigned>(getpid());
+        if (!options_.mpi) return {pid};
+        std::vector<unsigned> here;
+        const std::string host = host_name();
+        for (const std::string& rank :
+             gather_on_rank0(std::to_string(pid) + " " + host, "the ranks' process ids", options_.timeout_seconds)) {
+            const size_t space = rank.find(' ');
+            if (space != std::string::npos && rank.substr(space + 1) == host)
+                here.push_back(static_cast<unsigned>(std::stoul(rank.substr(0, space))));
+        }
+        return here;
     }
 
     // Runs one check under its deadline and the watchdog; an error becomes a FAIL, a hung GPU the end.
@@ -187,7 +207,7 @@ private:
     void run_local_checks() {
         run_check("devices", [&](const Deadline&) {
             nvml_ = std::make_unique<Nvml>();
-            Finding finding = check_devices(variables_, *nvml_, system_);
+            Finding finding = check_devices(variables_, *nvml_, own_processes_, system_);
             // The RESULT's env asks the driver about every GPU: ask now, under this check's time limit and
             // while they answer, rather than after a later check has left one hung and the run is abandoned.
             run_env_json();
@@ -286,6 +306,7 @@ private:
     Report report_;
     Watchdog watchdog_;
     std::unique_ptr<Nvml> nvml_;
+    std::vector<unsigned> own_processes_;
     GpuSystem system_;
 };
 

@@ -273,7 +273,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
                                  "named (in the environment, NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf); with "
                                  "none named, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why NCCL left P2P out"
                                : "NCCL's connections are P2P yet slow: look for other processes on the GPUs "
-                                 "(nvidia-smi), NCCL_ALGO / NCCL_PROTO settings and check 4's matrices";
+                                 "(check 1 lists them), NCCL_ALGO / NCCL_PROTO settings and check 4's matrices";
         }
         finding.facts.add("p2p_one_way_GBps", system.p2p_one_way_GBps).add("problems", problems);
     }

@@ -118,7 +118,53 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
     return verdict;
 }
 
-Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& system) {
+Finding other_processes_verdict(const std::vector<OtherProcess>& others) {
+    Finding verdict;
+    if (others.empty()) return verdict;
+    std::vector<int> devices;
+    for (const OtherProcess& other : others) {
+        if (std::find(devices.begin(), devices.end(), other.device) == devices.end()) devices.push_back(other.device);
+        verdict.details.push_back(
+            "GPU " + std::to_string(other.device) + ": another process, pid " + std::to_string(other.pid) + " (" +
+            (other.name.empty() ? "not visible from here" : other.name) +
+            (other.used_bytes >= 0 ? ", " + size_text(double(other.used_bytes)) : std::string()) + ")");
+    }
+    verdict.status = Status::warn;
+    verdict.summary = std::to_string(others.size()) + " other process" + (others.size() > 1 ? "es" : "") + " on " +
+                      std::to_string(devices.size()) + " of the GPUs, sharing them";
+    verdict.next =
+        "whatever runs beside them is slower and varies (doctor's figures, the lessons, the comparison): "
+        "let them finish or stop them (`nvidia-smi` lists them), or choose idle GPUs with "
+        "CUDA_VISIBLE_DEVICES";
+    return verdict;
+}
+
+namespace {
+
+// The processes NVML lists on the visible GPUs, but for doctor's own; a line saying why where NVML cannot.
+std::vector<OtherProcess> other_processes(const Nvml& nvml, const GpuSystem& system,
+                                          const std::vector<unsigned>& own_processes, std::string& unknown) {
+    std::vector<OtherProcess> others;
+    for (int device = 0; device < system.count; ++device) {
+        std::vector<GpuProcess> processes;
+        try {
+            processes = nvml.compute_processes(system.pci[device]);
+        } catch (const std::exception& error) {
+            unknown = std::string("other processes on the GPUs: unknown (") + error.what() + ")";
+            return {};
+        }
+        for (const GpuProcess& process : processes)
+            if (std::find(own_processes.begin(), own_processes.end(), process.pid) == own_processes.end())
+                others.push_back({device, process.pid, process.used_bytes,
+                                  first_line_of("/proc/" + std::to_string(process.pid) + "/comm")});
+    }
+    return others;
+}
+
+}  // namespace
+
+Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
+                      GpuSystem& system) {
     int driver = 0, runtime = 0, count = 0;
     cudaDriverGetVersion(&driver);  // 0 (and success) when libcuda.so.1 is missing
     cudaRuntimeGetVersion(&runtime);
@@ -169,6 +215,19 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
         finding.details.push_back("the driver sees " + std::to_string(nvml_gpus) +
                                   " GPUs; CUDA_VISIBLE_DEVICES shows " + std::to_string(count));
     for (const auto& line : environment_lines(variables)) finding.details.push_back("environment: " + line);
+    std::string processes_unknown;
+    const std::vector<OtherProcess> others = other_processes(nvml, system, own_processes, processes_unknown);
+    const Finding shared = other_processes_verdict(others);
+    finding.details.insert(finding.details.end(), shared.details.begin(), shared.details.end());
+    if (!processes_unknown.empty()) finding.details.push_back(processes_unknown);
+    std::vector<JsonObject> others_json;
+    for (const OtherProcess& other : others)
+        others_json.push_back(JsonObject()
+                                  .add("gpu", other.device)
+                                  .add("pid", static_cast<long long>(other.pid))
+                                  .add("name", other.name)
+                                  .add("used_bytes", other.used_bytes));
+    finding.facts.add("other_processes", others_json);
     finding.facts.add("driver_version", driver)
         .add("runtime_version", runtime)
         .add("driver", nvml.driver_version())
@@ -199,6 +258,10 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, GpuSystem& s
         finding.status = Status::warn;
         finding.summary += "; CUDA_LAUNCH_BLOCKING=1 serialises every launch";
         finding.next = "unset CUDA_LAUNCH_BLOCKING: it is for debugging and makes every timing meaningless";
+    } else if (shared.status != Status::pass) {
+        finding.status = shared.status;
+        finding.summary += "; " + shared.summary;
+        finding.next = shared.next;
     } else if (models.size() > 1) {
         finding.status = Status::warn;
         finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";

@@ -575,6 +575,21 @@ TEST_CASE("a driver older than the build's runtime warns, and says when programm
     CHECK_FALSE(contains(driver_verdict(12020, 12040, {{0, 80, sm80}}).summary, "programmatic"));
 }
 
+TEST_CASE("other processes on the GPUs warn, with a line each; none is a pass") {
+    CHECK(other_processes_verdict({}).status == Status::pass);
+    CHECK(other_processes_verdict({}).details.empty());
+    const Finding shared =
+        other_processes_verdict({{0, 4242, 20LL << 30, "python3"}, {2, 77, -1, ""}, {2, 78, 512LL << 20, "trainer"}});
+    CHECK(shared.status == Status::warn);
+    CHECK(shared.summary == "3 other processes on 2 of the GPUs, sharing them");
+    REQUIRE(shared.details.size() == 3);
+    CHECK(shared.details[0] == "GPU 0: another process, pid 4242 (python3, 20.0 GiB)");
+    CHECK(shared.details[1] == "GPU 2: another process, pid 77 (not visible from here)");
+    CHECK(shared.details[2] == "GPU 2: another process, pid 78 (trainer, 512 MiB)");
+    CHECK(contains(shared.next, "CUDA_VISIBLE_DEVICES"));
+    CHECK(other_processes_verdict({{1, 5, 0, "x"}}).summary == "1 other process on 1 of the GPUs, sharing them");
+}
+
 TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     std::istringstream log(
         "host:1:2 [0] NCCL INFO Bootstrap : Using eth0\n"
