@@ -214,12 +214,12 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     if (nvml_gpus > count)
         finding.details.push_back("the driver sees " + std::to_string(nvml_gpus) +
                                   " GPUs; CUDA_VISIBLE_DEVICES shows " + std::to_string(count));
-    for (const auto& line : environment_lines(variables)) finding.details.push_back("environment: " + line);
     std::string processes_unknown;
     const std::vector<OtherProcess> others = other_processes(nvml, system, own_processes, processes_unknown);
     const Finding shared = other_processes_verdict(others);
     finding.details.insert(finding.details.end(), shared.details.begin(), shared.details.end());
     if (!processes_unknown.empty()) finding.details.push_back(processes_unknown);
+    for (const auto& line : environment_lines(variables)) finding.details.push_back("environment: " + line);
     std::vector<JsonObject> others_json;
     for (const OtherProcess& other : others)
         others_json.push_back(JsonObject()
