@@ -11,11 +11,11 @@
 # processes on the runs' GPUs (nvidia-smi's), with a note under the table;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
-# gpu-check.sh refuses an OUT it cannot write before any step (exit 2) and a GPU step without a GPU (exit
-# 3), fails a step that fails and a tests step where CUDA sees no GPU (exit 1), copies into OUT no
-# comparison of an earlier run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path
-# its sanitizers' logs cannot hold (exit 3). Then every script through a symbolic link. No GPU, nothing
-# built or installed.
+# gpu-check.sh refuses an OUT it cannot write before any step (exit 2), a GPU step without a GPU and the
+# sanitizers step without compute-sanitizer (exit 3), fails a step that fails and a tests step where CUDA
+# sees no GPU (exit 1), copies into OUT no comparison of an earlier run, and says so where its logs cannot
+# go (exit 3); sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then every
+# script through a symbolic link. No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -222,6 +222,16 @@ fi
 run FAKE_GPUS=0 -- bash "$scratch/scripts/gpu-check.sh" build faults
 expect gpu_check_faults_without_gpu 3 "step 'faults' runs on one"
 [ -z "$built" ] || fail "gpu_check_faults_without_gpu: built before refusing ($built)"
+# compute-sanitizer not on PATH (every folder that has it left out): the sanitizers step is refused before
+# the build.
+path_without_sanitizer="$tmp/bin"
+IFS=: read -r -a path_folders <<<"$PATH"
+for folder in "${path_folders[@]}"; do
+    [ -x "$folder/compute-sanitizer" ] || path_without_sanitizer+=":$folder"
+done
+run FAKE_GPUS=1 PATH="$path_without_sanitizer" -- bash "$scratch/scripts/gpu-check.sh" build sanitizers
+expect gpu_check_no_sanitizer 3 "compute-sanitizer, which the sanitizers step runs, is not on PATH"
+[ -z "$built" ] || fail "gpu_check_no_sanitizer: built before refusing ($built)"
 run FAKE_GPUS=1 FAKE_BUILD_FAILS=1 -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_step_fails 1 "FAIL (exit 1)"
 # nvidia-smi lists a GPU but CUDA sees none: the tests step fails at its check (ctest, faked, would pass).
