@@ -134,6 +134,17 @@ void require_gpus(int needed) {
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
 }
 
+PciAddress gpu_pci_address(int device) {
+    PciAddress address;
+    char bus_id[32] = {};
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
+    address.bus_id = bus_id;
+    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.domain), cudaDevAttrPciDomainId, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.bus), cudaDevAttrPciBusId, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.device), cudaDevAttrPciDeviceId, device));
+    return address;
+}
+
 std::string describe_device(int device) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

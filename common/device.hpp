@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "nvml.hpp"
 
 namespace fwi {
 
@@ -37,6 +38,9 @@ void require_gpus(int needed);
 
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 std::string describe_device(int device);
+
+// The GPU's PCI address, as NVML (nvml.hpp) finds it. Asks no context of the GPU.
+PciAddress gpu_pci_address(int device);
 // All of GPU `device`'s memory in bytes, not only what is free now.
 size_t device_memory_bytes(int device);
 

@@ -333,4 +333,16 @@ void make_directories(const std::string& path) {
         throw UsageError("--out: " + why);
 }
 
+std::string size_text(double bytes) {
+    constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+    char text[32];
+    if (bytes >= kGiB)
+        std::snprintf(text, sizeof text, "%.1f GiB", bytes / kGiB);
+    else if (bytes >= kMiB)
+        std::snprintf(text, sizeof text, "%.0f MiB", bytes / kMiB);
+    else
+        std::snprintf(text, sizeof text, "%.0f KiB", bytes / kKiB);
+    return text;
+}
+
 }  // namespace fwi

@@ -82,6 +82,9 @@ JsonValue::JsonValue(const std::vector<T>& values) {
 
 std::string json_quote(const std::string& text);
 
+// A memory size as people read it: "1.5 GiB", "512 MiB", "64 KiB".
+std::string size_text(double bytes);
+
 // Prints `RESULT {json}` on stdout and, when json_path is not empty, writes the same object to that file
 // (atomically, as write_file_atomically). The object written is
 // {"schema_version": kResultSchemaVersion, <the fields of result>, "env": run_env_json()} (run_env.hpp):

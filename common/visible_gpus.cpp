@@ -2,27 +2,53 @@
 // CUDA cannot use it). The GPU tests' script (run_if_gpus.sh) asks it, so that a test needing more GPUs
 // than there are is skipped, not failed, and one on a machine whose GPUs CUDA cannot reach fails.
 // With --env-json it prints the env object of a RESULT instead (run_env.hpp: this machine, its GPUs and
-// the build), which scripts/compare.sh keeps as the comparison's machine.json.
+// the build), which scripts/compare.sh keeps as the comparison's machine.json. With --other-processes, a
+// line for each process with a context on a visible GPU (other_processes.hpp), which compare.sh warns of; exit
+// 3 where NVML cannot list a GPU's processes.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "device.hpp"
 #include "errors.hpp"
+#include "other_processes.hpp"
 #include "run_env.hpp"
+
+namespace {
+
+bool is(const char* argument, const char* flag) { return std::strcmp(argument, flag) == 0; }
+
+fwi::ExitCode print_other_processes() {
+    std::vector<fwi::PciAddress> gpus;
+    for (int device = 0; device < fwi::visible_gpu_count_checked(); ++device)
+        gpus.push_back(fwi::gpu_pci_address(device));
+    // This process holds no context on them (it asks CUDA for their addresses only).
+    const fwi::OtherProcesses others =
+        fwi::find_other_processes(fwi::Nvml(), gpus, {static_cast<unsigned>(getpid())}, false);
+    for (const std::string& line : fwi::other_process_lines(others)) std::printf("%s\n", line.c_str());
+    if (!others.unknown.empty()) throw fwi::EnvironmentError("other processes on the GPUs: " + others.unknown);
+    return fwi::kExitOk;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     // Under run_program, so that a count that could not be written is an error (exit 3), not a silent 0.
     return fwi::run_program("visible_gpus", [&] {
-        if (argc == 2 && std::strcmp(argv[1], "--env-json") == 0) {
+        if (argc == 2 && is(argv[1], "--env-json")) {
             std::printf("%s\n", fwi::run_env_json().str().c_str());
             return fwi::kExitOk;
         }
+        if (argc == 2 && is(argv[1], "--other-processes")) return print_other_processes();
         const char* usage =
-            "usage: visible_gpus [--env-json]\n"
-            "  prints how many CUDA GPUs this process sees, or with --env-json this machine's\n"
-            "  description (the env object of a RESULT)\n";
-        if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+            "usage: visible_gpus [--env-json | --other-processes]\n"
+            "  prints how many CUDA GPUs this process sees, with --env-json this machine's description\n"
+            "  (the env object of a RESULT), or with --other-processes a line for each process with a\n"
+            "  context on a visible GPU\n";
+        if (argc == 2 && (is(argv[1], "--help") || is(argv[1], "-h"))) {
             std::fputs(usage, stdout);
             return fwi::kExitOk;
         }

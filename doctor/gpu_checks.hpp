@@ -11,6 +11,7 @@
 #include "device.hpp"
 #include "host.hpp"
 #include "nvml.hpp"
+#include "other_processes.hpp"
 #include "report.hpp"
 #include "watchdog.hpp"
 
@@ -50,17 +51,10 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
 // without programmatic launch on GPUs whose code has the wait; else PASS.
 Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus);
 
-// A process other than doctor's own with a compute context on a visible GPU (check 1).
-struct OtherProcess {
-    int device = 0;
-    unsigned pid = 0;
-    long long used_bytes = -1;  // -1: NVML does not say
-    std::string name;           // from /proc/PID/comm; "" where this machine cannot see the process
-};
-
-// Check 1's verdict on other processes: WARN when there is one (it shares its GPU, so whatever doctor and
-// the programs time there is slower and varies), with a detail line each; else PASS.
-Finding other_processes_verdict(const std::vector<OtherProcess>& others);
+// Check 1's verdict on other processes on the GPUs (other_processes.hpp): WARN when there is one (whatever
+// doctor and the programs time beside it is slower and varies), with a detail line each and one saying
+// why a GPU's list is missing; else PASS.
+Finding other_processes_verdict(const OtherProcesses& sharing);
 
 // Check 1. Fills `system` (count 0 when no GPU is visible; the finding then says what the driver
 // traces tell, and the run ends with exit code 3). `own_processes`: doctor's processes on this host (this

@@ -16,11 +16,16 @@
 #include "cli.hpp"
 #include "errors.hpp"
 #include "nccl_comm.hpp"
+#include "output.hpp"
 #include "run_env.hpp"
 
 extern char** environ;
 
 namespace fwi::doctor {
+
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 std::string first_line_of(const std::string& path) {
     std::ifstream file(path);
@@ -28,22 +33,6 @@ std::string first_line_of(const std::string& path) {
     std::getline(file, line);
     return line;
 }
-
-std::string size_text(double bytes) {
-    constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
-    char text[32];
-    if (bytes >= kGiB)
-        std::snprintf(text, sizeof text, "%.1f GiB", bytes / kGiB);
-    else if (bytes >= kMiB)
-        std::snprintf(text, sizeof text, "%.0f MiB", bytes / kMiB);
-    else
-        std::snprintf(text, sizeof text, "%.0f KiB", bytes / kKiB);
-    return text;
-}
-
-namespace {
-
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 std::string limit_text(rlim_t limit) {
     return limit == RLIM_INFINITY ? "unlimited" : size_text(static_cast<double>(limit));

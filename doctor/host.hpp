@@ -27,9 +27,6 @@ struct Injection {
 Injection parse_injection(const std::string& text);  // throws UsageError naming FWI_DOCTOR_INJECT
 Injection injection_from_environment();
 
-std::string first_line_of(const std::string& path);  // "" when it cannot be read
-std::string size_text(double bytes);                 // "1.5 GiB", "512 MiB", "64 KiB"
-
 using Variables = std::vector<std::pair<std::string, std::string>>;
 
 // The variables that steer CUDA, NCCL and Open MPI (CUDA_*, NCCL_*, OMPI_*), sorted by name, from

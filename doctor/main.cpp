@@ -2,7 +2,8 @@
 //
 // Purpose: the first thing to run when a multi-GPU job hangs or crawls. Seven checks, each with its own
 // time limit, each ending in PASS / WARN / FAIL / SKIP with a one-line explanation and what to try next:
-//   1 driver, runtime and devices (and the CUDA_* / NCCL_* / OMPI_* variables in effect)
+//   1 driver, runtime and devices (the other processes on them, and the CUDA_* / NCCL_* / OMPI_* variables
+//     in effect)
 //   2 topology: peer access, P2P attributes and NVLink / PCIe links of every pair (like nvidia-smi topo -m)
 //   3 P2P works: peer copies and a kernel reading peer memory, the data verified
 //   4 P2P bandwidth and latency matrices, one way and both ways, P2P on and off

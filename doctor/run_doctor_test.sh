@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
-#   run_doctor_test.sh [--min-gpus N] [--needs-peer-access] [--needs-one-model] [--exit CODE]
-#                      [--max-seconds S] [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
+#   run_doctor_test.sh [--min-gpus N] [--needs-peer-access] [--needs-one-model] [--needs-idle-gpus]
+#                      [--exit CODE] [--max-seconds S] [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
 # The command gets `--json FILE` appended. The test is skipped (exit 77) with fewer than N GPUs visible
 # (doctor's own count, from the JSON); with --needs-peer-access where a pair of GPUs has no peer access
-# (PCIe cards without P2P, a server with more GPUs than one can reach), and with --needs-one-model where
-# the GPUs are not all one model: what those tests expect holds only on such machines. Then: the exit
+# (PCIe cards without P2P, a server with more GPUs than one can reach), with --needs-one-model where the
+# GPUs are not all one model, and with --needs-idle-gpus where check 1 found another process on them
+# (someone else's job): what those tests expect holds only on such machines. Then: the exit
 # code must be CODE, the run must end within S seconds (wall clock), every TEXT must appear in the
 # output, and every check in the IDS of --pass (a comma list) must be PASS, every one in those of --warn
 # WARN.
 set -uo pipefail
-min_gpus=0 needs_peer_access=0 needs_one_model=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
+min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
 expected=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --min-gpus) min_gpus="$2"; shift 2 ;;
         --needs-peer-access) needs_peer_access=1; shift ;;
         --needs-one-model) needs_one_model=1; shift ;;
+        --needs-idle-gpus) needs_idle_gpus=1; shift ;;
         --exit) expected_exit="$2"; shift 2 ;;
         --max-seconds) max_seconds="$2"; shift 2 ;;
         --expect) expected+=("$2"); shift 2 ;;
@@ -60,6 +62,11 @@ fi
 # Check 1's devices, one "name" each (the env's list of GPUs repeats them).
 if [ "$needs_one_model" -eq 1 ] && [ "$(grep -o '"name": "[^"]*"' "$json" | sort -u | wc -l)" -gt 1 ]; then
     echo "SKIPPED: the GPUs are not all one model (see check 1); this test needs them to be"
+    exit 77
+fi
+# Check 1's other processes: a named or unnamed one is an object in its list.
+if [ "$needs_idle_gpus" -eq 1 ] && grep -Eq '"(named|unnamed)": \[\{' "$json"; then
+    echo "SKIPPED: another process is on the GPUs (see check 1); this test needs them idle"
     exit 77
 fi
 failed=0

@@ -11,6 +11,7 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "gpu_checks.hpp"
+#include "other_processes.hpp"
 #include "run_env.hpp"
 
 namespace fwi::doctor {
@@ -32,17 +33,6 @@ PeerPairs GpuSystem::peer_pairs() const {
 }
 
 namespace {
-
-PciAddress pci_address(int device) {
-    PciAddress address;
-    char bus_id[32] = {};
-    CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
-    address.bus_id = bus_id;
-    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.domain), cudaDevAttrPciDomainId, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.bus), cudaDevAttrPciBusId, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(reinterpret_cast<int*>(&address.device), cudaDevAttrPciDeviceId, device));
-    return address;
-}
 
 Finding no_gpu_finding(const std::string& cuda_error, int driver, int runtime, const Variables& variables,
                        const Nvml& nvml) {
@@ -118,20 +108,15 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
     return verdict;
 }
 
-Finding other_processes_verdict(const std::vector<OtherProcess>& others) {
+Finding other_processes_verdict(const OtherProcesses& others) {
     Finding verdict;
-    if (others.empty()) return verdict;
-    std::vector<int> devices;
-    for (const OtherProcess& other : others) {
-        if (std::find(devices.begin(), devices.end(), other.device) == devices.end()) devices.push_back(other.device);
-        verdict.details.push_back(
-            "GPU " + std::to_string(other.device) + ": another process, pid " + std::to_string(other.pid) + " (" +
-            (other.name.empty() ? "not visible from here" : other.name) +
-            (other.used_bytes >= 0 ? ", " + size_text(double(other.used_bytes)) : std::string()) + ")");
-    }
+    verdict.details = other_process_lines(others);
+    if (!others.unknown.empty()) verdict.details.push_back("other processes: " + others.unknown);
+    const int processes = others.process_count(), gpus = others.gpu_count();
+    if (processes == 0) return verdict;
     verdict.status = Status::warn;
-    verdict.summary = std::to_string(others.size()) + " other process" + (others.size() > 1 ? "es" : "") + " on " +
-                      std::to_string(devices.size()) + " of the GPUs, sharing them";
+    verdict.summary = std::to_string(processes) + " other process" + (processes > 1 ? "es" : "") + " on " +
+                      std::to_string(gpus) + " of the GPUs, sharing them";
     verdict.next =
         "whatever runs beside them is slower and varies (doctor's figures, the lessons, the comparison): "
         "let them finish or stop them (`nvidia-smi` lists them), or choose idle GPUs with "
@@ -141,24 +126,22 @@ Finding other_processes_verdict(const std::vector<OtherProcess>& others) {
 
 namespace {
 
-// The processes NVML lists on the visible GPUs, but for doctor's own; a line saying why where NVML cannot.
-std::vector<OtherProcess> other_processes(const Nvml& nvml, const GpuSystem& system,
-                                          const std::vector<unsigned>& own_processes, std::string& unknown) {
-    std::vector<OtherProcess> others;
-    for (int device = 0; device < system.count; ++device) {
-        std::vector<GpuProcess> processes;
-        try {
-            processes = nvml.compute_processes(system.pci[device]);
-        } catch (const std::exception& error) {
-            unknown = std::string("other processes on the GPUs: unknown (") + error.what() + ")";
-            return {};
-        }
-        for (const GpuProcess& process : processes)
-            if (std::find(own_processes.begin(), own_processes.end(), process.pid) == own_processes.end())
-                others.push_back({device, process.pid, process.used_bytes,
-                                  first_line_of("/proc/" + std::to_string(process.pid) + "/comm")});
-    }
-    return others;
+// Check 1's facts on other processes: those named, the unnamed counts, and why a list is missing (null when
+// none is).
+JsonObject other_processes_json(const OtherProcesses& others) {
+    std::vector<JsonObject> named, unnamed;
+    for (const OtherProcess& other : others.named)
+        named.push_back(JsonObject()
+                            .add("gpu", other.gpu)
+                            .add("pid", static_cast<long long>(other.pid))
+                            .add("process", other.name)
+                            .add("used_bytes", other.used_bytes));
+    for (const auto& [gpu, how_many] : others.unnamed)
+        unnamed.push_back(JsonObject().add("gpu", gpu).add("processes", how_many));
+    return JsonObject()
+        .add("named", named)
+        .add("unnamed", unnamed)
+        .add("unknown", others.unknown.empty() ? JsonValue(nullptr) : JsonValue(others.unknown));
 }
 
 }  // namespace
@@ -193,7 +176,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         cudaDeviceProp properties{};
         CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
         system.names.push_back(properties.name);
-        system.pci.push_back(pci_address(device));
+        system.pci.push_back(gpu_pci_address(device));
         ++models[properties.name];
         const GpuCode gpu{device, properties.major * 10 + properties.minor, build_code_for(device)};
         codes.push_back(gpu);
@@ -214,20 +197,12 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     if (nvml_gpus > count)
         finding.details.push_back("the driver sees " + std::to_string(nvml_gpus) +
                                   " GPUs; CUDA_VISIBLE_DEVICES shows " + std::to_string(count));
-    std::string processes_unknown;
-    const std::vector<OtherProcess> others = other_processes(nvml, system, own_processes, processes_unknown);
+    // doctor holds a context on every visible GPU by now, so it must be in each GPU's list.
+    const OtherProcesses others = find_other_processes(nvml, system.pci, own_processes, true);
     const Finding shared = other_processes_verdict(others);
     finding.details.insert(finding.details.end(), shared.details.begin(), shared.details.end());
-    if (!processes_unknown.empty()) finding.details.push_back(processes_unknown);
     for (const auto& line : environment_lines(variables)) finding.details.push_back("environment: " + line);
-    std::vector<JsonObject> others_json;
-    for (const OtherProcess& other : others)
-        others_json.push_back(JsonObject()
-                                  .add("gpu", other.device)
-                                  .add("pid", static_cast<long long>(other.pid))
-                                  .add("name", other.name)
-                                  .add("used_bytes", other.used_bytes));
-    finding.facts.add("other_processes", others_json);
+    finding.facts.add("other_processes", other_processes_json(others));
     finding.facts.add("driver_version", driver)
         .add("runtime_version", runtime)
         .add("driver", nvml.driver_version())
@@ -258,14 +233,19 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         finding.status = Status::warn;
         finding.summary += "; CUDA_LAUNCH_BLOCKING=1 serialises every launch";
         finding.next = "unset CUDA_LAUNCH_BLOCKING: it is for debugging and makes every timing meaningless";
-    } else if (shared.status != Status::pass) {
-        finding.status = shared.status;
-        finding.summary += "; " + shared.summary;
-        finding.next = shared.next;
-    } else if (models.size() > 1) {
-        finding.status = Status::warn;
-        finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";
-        finding.next = "pick identical GPUs with CUDA_VISIBLE_DEVICES";
+    } else {
+        // Both are worth knowing, and each says what to do about it.
+        if (shared.status != Status::pass) {
+            finding.status = shared.status;
+            finding.summary += "; " + shared.summary;
+            finding.next = shared.next;
+        }
+        if (models.size() > 1) {
+            finding.status = Status::warn;
+            finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";
+            finding.next +=
+                std::string(finding.next.empty() ? "" : "; ") + "pick identical GPUs with CUDA_VISIBLE_DEVICES";
+        }
     }
     return finding;
 }

@@ -575,19 +575,26 @@ TEST_CASE("a driver older than the build's runtime warns, and says when programm
     CHECK_FALSE(contains(driver_verdict(12020, 12040, {{0, 80, sm80}}).summary, "programmatic"));
 }
 
-TEST_CASE("other processes on the GPUs warn, with a line each; none is a pass") {
-    CHECK(other_processes_verdict({}).status == Status::pass);
-    CHECK(other_processes_verdict({}).details.empty());
-    const Finding shared =
-        other_processes_verdict({{0, 4242, 20LL << 30, "python3"}, {2, 77, -1, ""}, {2, 78, 512LL << 20, "trainer"}});
-    CHECK(shared.status == Status::warn);
-    CHECK(shared.summary == "3 other processes on 2 of the GPUs, sharing them");
-    REQUIRE(shared.details.size() == 3);
-    CHECK(shared.details[0] == "GPU 0: another process, pid 4242 (python3, 20.0 GiB)");
-    CHECK(shared.details[1] == "GPU 2: another process, pid 77 (not visible from here)");
-    CHECK(shared.details[2] == "GPU 2: another process, pid 78 (trainer, 512 MiB)");
-    CHECK(contains(shared.next, "CUDA_VISIBLE_DEVICES"));
-    CHECK(other_processes_verdict({{1, 5, 0, "x"}}).summary == "1 other process on 1 of the GPUs, sharing them");
+TEST_CASE("other processes on the GPUs warn, counted once each, with a line each; none is a pass") {
+    CHECK(other_processes_verdict(OtherProcesses{}).status == Status::pass);
+    CHECK(other_processes_verdict(OtherProcesses{}).details.empty());
+    OtherProcesses shared;
+    shared.named = {{0, 4242, 20LL << 30, "python3"}, {1, 4242, 1LL << 30, "python3"}, {1, 77, -1, ""}};
+    const Finding verdict = other_processes_verdict(shared);
+    CHECK(verdict.status == Status::warn);
+    CHECK(verdict.summary == "2 other processes on 2 of the GPUs, sharing them");
+    REQUIRE(verdict.details.size() == 3);
+    CHECK(verdict.details[2] == "GPU 1: pid 77 (not visible from here)");
+    CHECK(contains(verdict.next, "CUDA_VISIBLE_DEVICES"));
+    OtherProcesses one;
+    one.unnamed = {{3, 1}};
+    CHECK(other_processes_verdict(one).summary == "1 other process on 1 of the GPUs, sharing them");
+    // A list NVML could not give is a line, not a warning.
+    OtherProcesses unknown;
+    unknown.unknown = "GPU 0: not listed (NVML not available)";
+    const Finding unsure = other_processes_verdict(unknown);
+    CHECK(unsure.status == Status::pass);
+    CHECK(unsure.details == std::vector<std::string>{"other processes: GPU 0: not listed (NVML not available)"});
 }
 
 TEST_CASE("NCCL's log: connections with their transports, and warnings") {

@@ -106,17 +106,32 @@ def read_json(path):
 
 
 def gpu_sharing_note(runs_dir):
-    """The note on other processes compare.sh saw on the runs' GPUs (runs/gpu-sharing.txt), or None."""
+    """One line on the other processes compare.sh saw on the runs' GPUs (runs/gpu-sharing.txt), or None."""
     path = os.path.join(runs_dir, "gpu-sharing.txt")
     if not os.path.isfile(path):
         return None
     try:
         with open(path, errors="replace") as f:
-            seen = [line.rstrip("\n") for line in f if line.strip()]
+            lines = [line.strip() for line in f if line.strip()]
     except OSError:
         return None
-    return "\n".join(["the GPUs were not idle, so the times are slower than on idle GPUs and vary "
-                      "(runs/gpu-sharing.txt):"] + ["  " + line for line in seen])
+    heading = "other processes on the runs' GPUs "
+    groups = []  # "before the first run: GPU 0: pid 4242 (python3, 20.0 GiB)", ...
+    for line in lines:
+        if line.startswith(heading) or not groups:
+            groups.append([line[len(heading):] if line.startswith(heading) else line])
+        else:
+            groups[-1].append(line)
+    return ("other processes held the runs' GPUs, so if they computed, the times are slower than on idle GPUs "
+            "and vary (runs/gpu-sharing.txt): " + "; ".join(" ".join(group) for group in groups))
+
+
+def table_notes(directory, rows, inputs):
+    """The notes under the table: the rows the model could not predict or missed by more than its tolerance
+    (this fills the rows' predicted columns), then the other processes seen on the runs' GPUs."""
+    notes = add_predictions(rows, inputs)
+    sharing = gpu_sharing_note(os.path.join(directory, "runs"))
+    return notes + [sharing] if sharing else notes
 
 
 def field(result, path):
@@ -449,10 +464,7 @@ def main(argv):
         return 2
     rows = build_rows(runs)
     inputs = ModelInputs(runs)
-    notes = add_predictions(rows, inputs)
-    sharing = gpu_sharing_note(os.path.join(directory, "runs"))
-    if sharing:
-        notes.append(sharing)
+    notes = table_notes(directory, rows, inputs)
     machine = read_json(os.path.join(directory, "machine.json"))
     if machine is not None and validate_env(machine):
         print("compare: warning: %s/machine.json: %s; it is left out" % (directory, "; ".join(validate_env(machine))),

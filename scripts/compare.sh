@@ -8,9 +8,9 @@
 # each GPU count's largest share of the shots, and the allreduce sweeps (02 nccl, 03 per combine, 05)
 # around the gradient's size on each GPU count. The table is also written as text, Markdown, CSV and
 # JSON, with a PNG chart of measured and predicted speedup (scripts/compare.py); the machine is described
-# in machine.json (the env object of docs/RESULT.md) and machine.txt (nvidia-smi). Another process that
-# nvidia-smi lists on the runs' GPUs, before the first run or after the last, is a warning and a note
-# under the table (runs/gpu-sharing.txt).
+# in machine.json (the env object of docs/RESULT.md) and machine.txt (nvidia-smi). Another process on the
+# runs' GPUs, before the first run or after the last, is a warning and a note under the table
+# (runs/gpu-sharing.txt).
 #
 # usage: scripts/compare.sh [--problem default|large|small|comm] [--gpus 1,2,4] [--iterations N]
 #                           [--reference yes|no] [--run-timeout S] [--out DIR]
@@ -135,10 +135,9 @@ echo "made by scripts/compare.sh: the next comparison with this --out deletes th
     quick_query nvidia-smi topo -m
 } >"$out/machine.txt.tmp.$$" 2>&1
 mv -f "$out/machine.txt.tmp.$$" "$out/machine.txt"
-models="" run_gpu_buses=""
+models=""
 if quick_query "$bin/common/visible_gpus" --env-json >"$out/machine.json.tmp.$$"; then
     mv -f "$out/machine.json.tmp.$$" "$out/machine.json"
-    run_gpu_buses=$(grep -o '"pci_bus_id": "[^"]*"' "$out/machine.json" | sed 's/^"pci_bus_id": "//; s/"$//')
     # The GPUs the runs use, as CUDA sees them (CUDA_VISIBLE_DEVICES counts): "4 x NVIDIA H100 80GB HBM3".
     models=$(grep -o '"name": "[^"]*"' "$out/machine.json" | sed 's/^"name": "//; s/"$//' | sort | uniq -c |
              sed 's/^ *\([0-9]*\) /\1 x /' | paste -sd ';' | sed 's/;/, /g')
@@ -155,40 +154,20 @@ if [[ $models == *,* ]]; then
 fi
 
 # Another process on the runs' GPUs shares them with every run: its times are slower and vary, and the
-# comparison measures the patterns under a load it does not control. Looked for before the first run and
-# after the last, when none of the comparison's own processes is alive; what is seen goes into
-# runs/gpu-sharing.txt, which compare.py turns into a note under the table.
-# bus_key BUS_ID: one spelling of a PCI bus id (nvidia-smi writes 00000000:00:06.0, CUDA 0000:00:06.0).
-bus_key() {
-    local id="${1,,}"
-    id="${id// /}"
-    [[ "$id" =~ ^[0-9a-f]{1,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$ ]] || { echo "$id"; return; }
-    printf '%x:%s\n' "$((16#${id%%:*}))" "${id#*:}"
-}
-# other_gpu_users: a line for each compute process nvidia-smi lists on the runs' GPUs (machine.json's; every
-# GPU where machine.json could not be made). Nothing where nvidia-smi cannot say, or cannot see them (a
-# container may hide other containers' processes).
-other_gpu_users() {
-    local ours="" bus pid name memory
-    for bus in $run_gpu_buses; do ours+=" $(bus_key "$bus")"; done
-    quick_query nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv,noheader \
-        2>/dev/null | while IFS=, read -r bus pid name memory; do
-        pid="${pid// /}"
-        [[ "$pid" =~ ^[0-9]+$ ]] || continue  # not a process line ("No running processes found")
-        [ -z "$ours" ] || [[ "$ours " == *" $(bus_key "$bus") "* ]] || continue
-        echo "pid $pid (${name# }, ${memory# }) on the GPU at ${bus// /}"
-    done
-}
+# comparison measures the patterns under a load it does not control. Looked for (visible_gpus asks NVML,
+# as doctor's check 1 does) before the first run and after the last, when none of the comparison's own
+# processes is alive; what is seen goes into runs/gpu-sharing.txt, which compare.py notes under the table.
 sharing="$runs/gpu-sharing.txt"
-# note_gpu_sharing WHEN: warns and writes down the other processes seen now, if any.
+# note_gpu_sharing WHEN: warns of the other processes on the GPUs now, and writes them down.
 note_gpu_sharing() {
     local users
-    users="$(other_gpu_users)"
+    users="$(quick_query "$bin/common/visible_gpus" --other-processes)" ||
+        echo "compare: warning: whether other processes use the GPUs $1 is not known (visible_gpus, above)" >&2
     [ -n "$users" ] || return 0
     { echo "other processes on the runs' GPUs $1:"; sed 's/^/  /' <<<"$users"; } | tee -a "$sharing" |
         sed '1s/^/compare: warning: /' >&2
-    echo "compare: warning: the runs share these GPUs, so their times are slower and vary; stop those processes," \
-         "or choose idle GPUs with CUDA_VISIBLE_DEVICES" >&2
+    echo "compare: warning: they share the GPUs with the runs, so if they compute, the times are slower and" \
+         "vary; let them finish or stop them, or choose idle GPUs with CUDA_VISIBLE_DEVICES" >&2
 }
 note_gpu_sharing "before the first run"
 

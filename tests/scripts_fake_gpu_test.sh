@@ -37,10 +37,8 @@ cp -r "$repo/scripts" "$scratch/"
 printf '\nconfigure_and_build() { echo "configure_and_build $*" >>"%s"; [ -z "${FAKE_BUILD_FAILS:-}" ]; }\n' "$calls" >>"$scratch/scripts/common.sh"
 # fake PATH NAME BODY: an executable shell script.
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$1" && chmod +x "$1"; }
-# nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu), or fails when FAKE_GPUS is 0; its compute processes
-# (--query-compute-apps) are FAKE_GPU_USERS, as it writes them (none when unset).
+# nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu), or fails when FAKE_GPUS is 0.
 fake "$tmp/bin/nvidia-smi" '[ "${FAKE_GPUS:-0}" -gt 0 ] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
-case "$*" in *query-compute-apps*) printf "%b" "${FAKE_GPU_USERS:-}"; exit 0 ;; esac
 for i in $(seq 0 $((FAKE_GPUS - 1))); do
   case "$*" in
     -L) echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)" ;;
@@ -48,10 +46,11 @@ for i in $(seq 0 $((FAKE_GPUS - 1))); do
   esac
 done'
 
-# visible_gpus prints FAKE_VISIBLE (CUDA's count) and exits FAKE_VISIBLE_EXIT (0); its --env-json prints
-# FAKE_ENV_JSON, and fails without it (compare.sh then warns).
-fake "$scratch/build/common/visible_gpus" 'if [ "$*" = --env-json ]; then [ -n "${FAKE_ENV_JSON:-}" ] || exit 1
-echo "$FAKE_ENV_JSON"; exit 0; fi
+# visible_gpus prints FAKE_VISIBLE (CUDA's count) and exits FAKE_VISIBLE_EXIT (0); its --env-json fails
+# (compare.sh then warns); its --other-processes prints FAKE_GPU_USERS (none when unset) and exits
+# FAKE_USERS_EXIT (0).
+fake "$scratch/build/common/visible_gpus" 'if [ "$*" = --other-processes ]; then printf "%b" "${FAKE_GPU_USERS:-}"
+exit "${FAKE_USERS_EXIT:-0}"; fi
 [ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"; exit "${FAKE_VISIBLE_EXIT:-0}"'
 
 # 01 writes a RESULT of the fwi kind with FAKE_SHOTS shots and FAKE_GRADIENT_BYTES gradient_bytes (null when
@@ -142,27 +141,21 @@ expect compare_counts_stop_at_shots 1 "has 4 shots, so the GPU counts stop at 4:
 run FAKE_GPUS=6 FAKE_VISIBLE=6 FAKE_SHOTS=4 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 2,6
 expect compare_gpus_above_shots 2 "--gpus: the default problem has 4 shots"
 
-# ---- compare.sh warns of other processes on the runs' GPUs, and the table says so; only those GPUs count
-#      (machine.json's, whichever way the bus id is written), or every GPU where machine.json is missing ----
-user='00000000:00:06.0, 4242, python3, 20480 MiB\n'
-one_gpu='{"gpus": [{"index": 0, "pci_bus_id": "0000:00:06.0"}]}'
-run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_SHOTS=4 FAKE_GPU_USERS="No running processes found\n" FAKE_ENV_JSON="$one_gpu" \
-    -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
+# ---- compare.sh warns of other processes on the runs' GPUs (visible_gpus --other-processes), and the
+#      table notes them; where they cannot be listed, it says so ----
+run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_SHOTS=4 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
 [[ "$out" != *"other processes"* && ! -e "$tmp/compare/runs/gpu-sharing.txt" ]] &&
     echo "ok:   compare_gpus_idle" || fail "compare_gpus_idle: warned of other processes: $out"
-run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_SHOTS=4 FAKE_GPU_USERS="$user" FAKE_ENV_JSON="$one_gpu" \
+run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_SHOTS=4 FAKE_GPU_USERS='GPU 0: pid 4242 (python3, 20.0 GiB)\n' \
     -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
 expect compare_gpus_shared 1 "compare: warning: other processes on the runs' GPUs before the first run:
-  pid 4242 (python3, 20480 MiB) on the GPU at 00000000:00:06.0"
-[[ "$out" == *"after the last run:"* && "$(cat "$tmp/compare/comparison.txt" 2>&1)" == *"the GPUs were not idle"*"pid 4242"* ]] ||
-    fail "compare_gpus_shared: no check after the last run, or no note under the table"
-run FAKE_GPUS=2 FAKE_VISIBLE=1 FAKE_SHOTS=4 FAKE_GPU_USERS="00000000:00:07.0, 77, other, 1 MiB\n" \
-    FAKE_ENV_JSON="$one_gpu" -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
-[[ "$out" != *"other processes"* ]] && echo "ok:   compare_gpus_shared_elsewhere" ||
-    fail "compare_gpus_shared_elsewhere: warned of a process on a GPU the runs do not use: $out"
-run FAKE_GPUS=2 FAKE_VISIBLE=1 FAKE_SHOTS=4 FAKE_GPU_USERS="00000000:00:07.0, 77, other, 1 MiB\n" \
-    -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
-expect compare_gpus_unknown_shared 1 "pid 77 (other, 1 MiB) on the GPU at 00000000:00:07.0"
+  GPU 0: pid 4242 (python3, 20.0 GiB)"
+[[ "$out" == *"after the last run:"* ]] || fail "compare_gpus_shared: not looked for after the last run"
+[[ "$(cat "$tmp/compare/comparison.txt" 2>&1)" == *"other processes held the runs' GPUs, so if they computed"*"(runs/gpu-sharing.txt): before the first run: GPU 0: pid 4242 (python3, 20.0 GiB); after the last run: GPU 0: pid 4242"* ]] ||
+    fail "compare_gpus_shared: no note under the table: $(cat "$tmp/compare/comparison.txt" 2>&1)"
+run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_SHOTS=4 FAKE_USERS_EXIT=3 -- bash "$scratch/scripts/compare.sh" \
+    --out "$tmp/compare" --gpus 1
+expect compare_gpus_sharing_unknown 1 "whether other processes use the GPUs before the first run is not known"
 
 # ---- record-results.sh's comparison goes into its new folder of docs/results, which compare.sh refuses
 #      to anyone else ----

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nvml.hpp"
+#include "other_processes.hpp"
 #include "output.hpp"
 #include "run_env.hpp"
 
@@ -244,4 +245,55 @@ TEST_CASE("NVML is optional: without libnvidia-ml the object says why and answer
     CHECK(nvml.gpu_count() == -1);
     CHECK(nvml.driver_version().empty());
     CHECK_THROWS(nvml.links({}));
+}
+
+TEST_CASE("other processes on the GPUs: the caller's are left out, and each other is named once per GPU") {
+    const auto name_of = [](unsigned pid) { return pid == 4242 ? std::string("python3") : std::string(); };
+    // GPU 0: the caller (10) and python3; GPU 1: python3 again and a process /proc does not show.
+    const OtherProcesses sharing = sort_gpu_processes(
+        {{{10, 1LL << 30}, {4242, 20LL << 30}}, {{4242, 512LL << 20}, {77, -1}, {10, 0}}}, {10}, true, name_of);
+    REQUIRE(sharing.named.size() == 3);
+    CHECK(sharing.unnamed.empty());
+    CHECK(sharing.process_count() == 2);  // python3 is one process on two GPUs
+    CHECK(sharing.gpu_count() == 2);
+    const std::vector<std::string> lines = other_process_lines(sharing);
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0] == "GPU 0: pid 4242 (python3, 20.0 GiB)");
+    CHECK(lines[1] == "GPU 1: pid 4242 (python3, 512 MiB)");
+    CHECK(lines[2] == "GPU 1: pid 77 (not visible from here)");
+    // Idle GPUs, or the caller's processes alone: nothing to say.
+    CHECK(sort_gpu_processes({{}, {{10, 0}, {11, 0}}}, {10, 11}, true, name_of).process_count() == 0);
+}
+
+TEST_CASE("other processes: where the caller holds a context but is not listed, the ids are another namespace's") {
+    const auto no_name = [](unsigned) { return std::string(); };
+    // GPU 0 lists 3 processes and none is the caller's (pid 10 here, 900 in the driver's numbers): 2 others.
+    // GPU 1 lists only the caller under its other number: none. GPU 2 lists nothing: none.
+    const OtherProcesses in_container =
+        sort_gpu_processes({{{900, 0}, {901, 0}, {902, 0}}, {{900, 0}}, {}}, {10}, true, no_name);
+    CHECK(in_container.named.empty());
+    REQUIRE(in_container.unnamed.size() == 1);
+    CHECK(in_container.unnamed[0] == std::pair<int, int>{0, 2});
+    CHECK(in_container.process_count() == 2);
+    CHECK(in_container.gpu_count() == 1);
+    CHECK(other_process_lines(in_container)[0].rfind("GPU 0: 2 other processes, not named (", 0) == 0);
+    // A caller without a context (visible_gpus, before compare.sh's runs): every listed process is another.
+    CHECK(sort_gpu_processes({{{900, 0}, {901, 0}}}, {10}, false, no_name).named.size() == 2);
+}
+
+TEST_CASE("other processes: MIG instances and a missing NVML are said, not guessed") {
+    const Nvml nvml;
+    const std::vector<PciAddress> one_gpu{{0, 0x1b, 0, "0000:1B:00.0"}};
+    const char* before = std::getenv("CUDA_VISIBLE_DEVICES");
+    const std::string saved = before ? before : "";
+    setenv("CUDA_VISIBLE_DEVICES", "MIG-5c9e1c56-1a2b-5d4e-8f00-123456789abc", 1);
+    const OtherProcesses mig = find_other_processes(nvml, one_gpu, {10}, false);
+    before ? setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1) : unsetenv("CUDA_VISIBLE_DEVICES");
+    CHECK(mig.process_count() == 0);
+    CHECK(mig.unknown.find("MIG instances") != std::string::npos);
+    CHECK(find_other_processes(nvml, {}, {10}, false).unknown.empty());  // no GPU: nothing to list
+    if (nvml.available()) return;
+    const OtherProcesses without_nvml = find_other_processes(nvml, one_gpu, {10}, false);
+    CHECK(without_nvml.process_count() == 0);
+    CHECK(without_nvml.unknown.rfind("GPU 0: not listed (NVML not available", 0) == 0);
 }

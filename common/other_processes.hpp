@@ -1,0 +1,54 @@
+// Other processes on the GPUs. A process that holds a context on a GPU shares it with whatever else runs
+// there, so every time measured beside it is slower and varies. doctor's check 1 warns of them, and
+// scripts/compare.sh (through visible_gpus --other-processes) before its first run and after its last.
+// The lists come from NVML (nvml.hpp), as `nvidia-smi` shows them.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nvml.hpp"
+
+namespace fwi {
+
+// A process that is not one of the caller's own, with a context on a visible GPU.
+struct OtherProcess {
+    int gpu = 0;                // CUDA's ordinal (CUDA_VISIBLE_DEVICES counts)
+    unsigned pid = 0;           // in the driver's view
+    long long used_bytes = -1;  // its GPU memory; -1 where NVML does not say
+    std::string name;           // from /proc/PID/comm; "" where this machine cannot see the process
+};
+
+struct OtherProcesses {
+    std::vector<OtherProcess> named;  // each (GPU, process) pair
+    // GPUs whose list lacks every one of the caller's processes although the caller holds a context there:
+    // the driver's process ids are then another PID namespace's (a container's), one of the listed processes
+    // is the caller and the rest cannot be told apart. (GPU, how many others.)
+    std::vector<std::pair<int, int>> unnamed;
+    std::string unknown;  // why some GPU's list could not be read; "" when every list was
+
+    // Processes counted once however many GPUs they use; the unnamed ones GPU by GPU.
+    int process_count() const;
+    int gpu_count() const;  // the GPUs with another process on them
+};
+
+// Sorts each visible GPU's list (per CUDA ordinal) into the caller's processes (`own`) and the others.
+// `own_context`: the caller holds a context on every one of these GPUs, so it must be in every list (see
+// OtherProcesses::unnamed). `name_of` names a pid ("" when it cannot).
+OtherProcesses sort_gpu_processes(const std::vector<std::vector<GpuProcess>>& per_gpu, const std::vector<unsigned>& own,
+                                  bool own_context, const std::function<std::string(unsigned)>& name_of);
+
+// NVML's lists for the GPUs at `gpus` (in CUDA's order), sorted as above, the pids named from /proc. A GPU
+// whose list NVML cannot give counts as having none, and `unknown` says why. Where CUDA_VISIBLE_DEVICES
+// names MIG instances nothing is listed (`unknown` says so): NVML's list is then the whole GPU's, with the
+// processes of instances that do not share this one's SMs or memory.
+OtherProcesses find_other_processes(const Nvml& nvml, const std::vector<PciAddress>& gpus,
+                                    const std::vector<unsigned>& own, bool own_context);
+
+// A line for each other process on each GPU, "GPU 0: pid 4242 (python3, 20.0 GiB)", and for each GPU's
+// unnamed ones, "GPU 1: 2 other processes, not named (...)".
+std::vector<std::string> other_process_lines(const OtherProcesses& found);
+
+}  // namespace fwi
