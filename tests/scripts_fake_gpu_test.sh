@@ -215,14 +215,15 @@ fi
 run FAKE_GPUS=0 -- bash "$scratch/scripts/gpu-check.sh" build faults
 expect gpu_check_faults_without_gpu 3 "step 'faults' runs on one"
 [ -z "$built" ] || fail "gpu_check_faults_without_gpu: built before refusing ($built)"
-# compute-sanitizer not on PATH (every folder that has it left out, CUDA's bin with it): the sanitizers
-# step is refused before any step runs.
+# compute-sanitizer not on PATH (every folder that has it left out, and CUDA's bin not put back by
+# common.sh): the sanitizers step is refused before any step runs.
 path_without_sanitizer="$tmp/bin"
 IFS=: read -r -a path_folders <<<"$PATH"
 for folder in "${path_folders[@]}"; do
     [ -x "$folder/compute-sanitizer" ] || path_without_sanitizer+=":$folder"
 done
-run FAKE_GPUS=1 PATH="$path_without_sanitizer" -- bash "$scratch/scripts/gpu-check.sh" sanitizers
+run FAKE_GPUS=1 PATH="$path_without_sanitizer" FWI_CUDA_BIN="$tmp/no-cuda" -- \
+    bash "$scratch/scripts/gpu-check.sh" sanitizers
 expect gpu_check_no_sanitizer 3 "compute-sanitizer, which the sanitizers step runs, is not on PATH"
 run FAKE_GPUS=1 FAKE_BUILD_FAILS=1 -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_step_fails 1 "FAIL (exit 1)"
