@@ -41,6 +41,7 @@ std::string describe_device(int device);
 
 // The GPU's PCI address, as NVML (nvml.hpp) finds it. Asks no context of the GPU.
 PciAddress gpu_pci_address(int device);
+
 // All of GPU `device`'s memory in bytes, not only what is free now.
 size_t device_memory_bytes(int device);
 

@@ -1,6 +1,7 @@
 // NVML, the NVIDIA Management Library that comes with the driver (libnvidia-ml.so.1): the only place that
 // says how two GPUs are connected (NVLinks, or the PCIe path between them) and which processes use a GPU.
-// doctor's devices and topology checks and the `links` of every RESULT's env (run_env.cpp) read it.
+// doctor's devices and topology checks, visible_gpus --other-processes (other_processes.hpp) and the `links`
+// of every RESULT's env (run_env.cpp) read it.
 // Loaded at run time with dlopen, as NCCL does, so the suite builds where nvml.h is missing and runs where
 // the library is: without it available() is false, doctor's topology matrix says "NVML not available" and
 // everything else still runs.

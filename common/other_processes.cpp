@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <set>
 
 #include "output.hpp"
 
@@ -20,43 +21,42 @@ std::string process_name(unsigned pid) {
     return name;
 }
 
-bool contains(const std::vector<unsigned>& pids, unsigned pid) {
-    return std::find(pids.begin(), pids.end(), pid) != pids.end();
-}
-
 }  // namespace
 
 int OtherProcesses::process_count() const {
-    std::vector<unsigned> pids;
-    for (const OtherProcess& other : named)
-        if (!contains(pids, other.pid)) pids.push_back(other.pid);
+    std::set<unsigned> pids;
+    for (const OtherProcess& other : named) pids.insert(other.pid);
     int count = static_cast<int>(pids.size());
-    for (const auto& [gpu, how_many] : unnamed) count += how_many;
+    for (const UnnamedProcesses& group : unnamed) count += group.count;
     return count;
 }
 
 int OtherProcesses::gpu_count() const {
-    std::vector<unsigned> gpus;
-    for (const OtherProcess& other : named)
-        if (!contains(gpus, unsigned(other.gpu))) gpus.push_back(unsigned(other.gpu));
-    for (const auto& [gpu, how_many] : unnamed)
-        if (!contains(gpus, unsigned(gpu))) gpus.push_back(unsigned(gpu));
+    std::set<int> gpus;
+    for (const OtherProcess& other : named) gpus.insert(other.gpu);
+    for (const UnnamedProcesses& group : unnamed) gpus.insert(group.gpu);
     return static_cast<int>(gpus.size());
 }
 
-OtherProcesses sort_gpu_processes(const std::vector<std::vector<GpuProcess>>& per_gpu, const std::vector<unsigned>& own,
-                                  bool own_context, const std::function<std::string(unsigned)>& name_of) {
+OtherProcesses split_gpu_processes(const std::vector<std::vector<GpuProcess>>& per_gpu,
+                                   const std::vector<unsigned>& own, bool own_context,
+                                   const std::function<std::string(unsigned)>& name_of) {
+    const auto is_own = [&](const GpuProcess& process) {
+        return std::find(own.begin(), own.end(), process.pid) != own.end();
+    };
     OtherProcesses found;
     for (size_t gpu = 0; gpu < per_gpu.size(); ++gpu) {
         const std::vector<GpuProcess>& listed = per_gpu[gpu];
-        const bool ours_listed = std::any_of(listed.begin(), listed.end(),
-                                             [&](const GpuProcess& process) { return contains(own, process.pid); });
-        if (own_context && !ours_listed && !listed.empty()) {
+        if (own_context && listed.empty()) {
+            found.hidden.push_back(int(gpu));
+            continue;
+        }
+        if (own_context && std::none_of(listed.begin(), listed.end(), is_own)) {
             if (listed.size() > 1) found.unnamed.push_back({int(gpu), int(listed.size()) - 1});
             continue;
         }
         for (const GpuProcess& process : listed)
-            if (!contains(own, process.pid))
+            if (!is_own(process))
                 found.named.push_back({int(gpu), process.pid, process.used_bytes, name_of(process.pid)});
     }
     return found;
@@ -64,25 +64,30 @@ OtherProcesses sort_gpu_processes(const std::vector<std::vector<GpuProcess>>& pe
 
 OtherProcesses find_other_processes(const Nvml& nvml, const std::vector<PciAddress>& gpus,
                                     const std::vector<unsigned>& own, bool own_context) {
+    OtherProcesses found;
+    if (gpus.empty()) return found;
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     if (visible && std::strstr(visible, "MIG-")) {
-        OtherProcesses found;
         found.unknown =
             "not listed: CUDA_VISIBLE_DEVICES names MIG instances, and NVML lists the processes of the "
             "whole GPU, other instances' included";
         return found;
     }
+    if (!nvml.available()) {
+        found.unknown = "not listed: " + nvml.error();
+        return found;
+    }
     std::vector<std::vector<GpuProcess>> per_gpu(gpus.size());
-    std::string unknown;
+    std::vector<std::string> failures;
     for (size_t gpu = 0; gpu < gpus.size(); ++gpu) {
         try {
             per_gpu[gpu] = nvml.compute_processes(gpus[gpu]);
         } catch (const std::exception& error) {
-            if (unknown.empty()) unknown = "GPU " + std::to_string(gpu) + ": not listed (" + error.what() + ")";
+            failures.push_back("GPU " + std::to_string(gpu) + ": not listed (" + error.what() + ")");
         }
     }
-    OtherProcesses found = sort_gpu_processes(per_gpu, own, own_context, process_name);
-    found.unknown = unknown;
+    found = split_gpu_processes(per_gpu, own, own_context, process_name);
+    for (const std::string& failure : failures) found.unknown += (found.unknown.empty() ? "" : "; ") + failure;
     return found;
 }
 
@@ -92,11 +97,13 @@ std::vector<std::string> other_process_lines(const OtherProcesses& found) {
         lines.push_back("GPU " + std::to_string(other.gpu) + ": pid " + std::to_string(other.pid) + " (" +
                         (other.name.empty() ? "not visible from here" : other.name) +
                         (other.used_bytes >= 0 ? ", " + size_text(double(other.used_bytes)) : std::string()) + ")");
-    for (const auto& [gpu, how_many] : found.unnamed)
-        lines.push_back("GPU " + std::to_string(gpu) + ": " + std::to_string(how_many) + " other process" +
-                        (how_many > 1 ? "es" : "") +
-                        ", not named (the driver's process ids are not this container's, so which are whose "
-                        "cannot be told)");
+    for (const UnnamedProcesses& group : found.unnamed)
+        lines.push_back("GPU " + std::to_string(group.gpu) + ": " + std::to_string(group.count) + " other process" +
+                        (group.count > 1 ? "es" : "") +
+                        ", not named (the driver's process ids are another PID namespace's)");
+    for (int gpu : found.hidden)
+        lines.push_back("GPU " + std::to_string(gpu) +
+                        ": the driver lists no process, not even this one, so others may be hidden too");
     return lines;
 }
 

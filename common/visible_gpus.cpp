@@ -3,8 +3,8 @@
 // than there are is skipped, not failed, and one on a machine whose GPUs CUDA cannot reach fails.
 // With --env-json it prints the env object of a RESULT instead (run_env.hpp: this machine, its GPUs and
 // the build), which scripts/compare.sh keeps as the comparison's machine.json. With --other-processes, a
-// line for each process with a context on a visible GPU (other_processes.hpp), which compare.sh warns of; exit
-// 3 where NVML cannot list a GPU's processes.
+// line for each process with a context on a visible GPU (other_processes.hpp), which compare.sh warns of;
+// exit 3 where they cannot be listed (no NVML, or MIG instances named in CUDA_VISIBLE_DEVICES).
 #include <unistd.h>
 
 #include <cstdio>
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
             "usage: visible_gpus [--env-json | --other-processes]\n"
             "  prints how many CUDA GPUs this process sees, with --env-json this machine's description\n"
             "  (the env object of a RESULT), or with --other-processes a line for each process with a\n"
-            "  context on a visible GPU\n";
+            "  context on a visible GPU (exit 3 where they cannot be listed)\n";
         if (argc == 2 && (is(argv[1], "--help") || is(argv[1], "-h"))) {
             std::fputs(usage, stdout);
             return fwi::kExitOk;

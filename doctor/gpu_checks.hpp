@@ -54,7 +54,10 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
 // Check 1's verdict on other processes on the GPUs (other_processes.hpp): WARN when there is one (whatever
 // doctor and the programs time beside it is slower and varies), with a detail line each and one saying
 // why a GPU's list is missing; else PASS.
-Finding other_processes_verdict(const OtherProcesses& sharing);
+Finding other_processes_verdict(const OtherProcesses& others);
+// Check 1's facts on them: {"named": [{"gpu", "pid", "process", "used_bytes"}...], "unnamed": [{"gpu",
+// "processes"}...], "hidden_on_gpus": [...], "unknown": why a list is missing, or null}.
+JsonObject other_processes_json(const OtherProcesses& others);
 
 // Check 1. Fills `system` (count 0 when no GPU is visible; the finding then says what the driver
 // traces tell, and the run ends with exit code 3). `own_processes`: doctor's processes on this host (this

@@ -118,16 +118,14 @@ Finding other_processes_verdict(const OtherProcesses& others) {
     verdict.summary = std::to_string(processes) + " other process" + (processes > 1 ? "es" : "") + " on " +
                       std::to_string(gpus) + " of the GPUs, sharing them";
     verdict.next =
-        "whatever runs beside them is slower and varies (doctor's figures, the lessons, the comparison): "
-        "let them finish or stop them (`nvidia-smi` lists them), or choose idle GPUs with "
+        "if they compute, whatever runs beside them is slower and varies (doctor's figures, the lessons, the "
+        "comparison): let them finish or stop them (`nvidia-smi` lists them), or choose idle GPUs with "
         "CUDA_VISIBLE_DEVICES";
     return verdict;
 }
 
-namespace {
-
-// Check 1's facts on other processes: those named, the unnamed counts, and why a list is missing (null when
-// none is).
+// The process's name is under "process", not "name": run_doctor_test.sh counts the GPU models by the "name"
+// values of doctor's JSON.
 JsonObject other_processes_json(const OtherProcesses& others) {
     std::vector<JsonObject> named, unnamed;
     for (const OtherProcess& other : others.named)
@@ -136,15 +134,14 @@ JsonObject other_processes_json(const OtherProcesses& others) {
                             .add("pid", static_cast<long long>(other.pid))
                             .add("process", other.name)
                             .add("used_bytes", other.used_bytes));
-    for (const auto& [gpu, how_many] : others.unnamed)
-        unnamed.push_back(JsonObject().add("gpu", gpu).add("processes", how_many));
+    for (const UnnamedProcesses& group : others.unnamed)
+        unnamed.push_back(JsonObject().add("gpu", group.gpu).add("processes", group.count));
     return JsonObject()
         .add("named", named)
         .add("unnamed", unnamed)
+        .add("hidden_on_gpus", others.hidden)
         .add("unknown", others.unknown.empty() ? JsonValue(nullptr) : JsonValue(others.unknown));
 }
-
-}  // namespace
 
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
                       GpuSystem& system) {

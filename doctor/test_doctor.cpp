@@ -589,6 +589,11 @@ TEST_CASE("other processes on the GPUs warn, counted once each, with a line each
     OtherProcesses one;
     one.unnamed = {{3, 1}};
     CHECK(other_processes_verdict(one).summary == "1 other process on 1 of the GPUs, sharing them");
+    // The JSON that run_doctor_test.sh's --needs-idle-gpus reads ("named": [{ or "unnamed": [{).
+    CHECK(other_processes_json(one).str() ==
+          R"({"named": [], "unnamed": [{"gpu": 3, "processes": 1}], "hidden_on_gpus": [], "unknown": null})");
+    CHECK(contains(other_processes_json(shared).str(),
+                   R"("named": [{"gpu": 0, "pid": 4242, "process": "python3", "used_bytes": 21474836480}, )"));
     // A list NVML could not give is a line, not a warning.
     OtherProcesses unknown;
     unknown.unknown = "GPU 0: not listed (NVML not available)";

@@ -123,7 +123,8 @@ def gpu_sharing_note(runs_dir):
         else:
             groups[-1].append(line)
     return ("other processes held the runs' GPUs, so if they computed, the times are slower than on idle GPUs "
-            "and vary (runs/gpu-sharing.txt): " + "; ".join(" ".join(group) for group in groups))
+            "and vary (runs/gpu-sharing.txt): " + "; ".join(
+                group[0] + " " + ", ".join(group[1:]) if len(group) > 1 else group[0] for group in groups))
 
 
 def table_notes(directory, rows, inputs):

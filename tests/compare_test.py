@@ -61,6 +61,22 @@ class Compare(unittest.TestCase):
             with open(os.path.join(self.dir, name), "rb") as made, open(os.path.join(STORED, name), "rb") as stored:
                 self.assertEqual(made.read(), stored.read().replace(b"\r\n", b"\n"), name)
 
+    def test_other_processes_on_the_gpus_are_a_note(self):
+        """compare.sh's runs/gpu-sharing.txt becomes one note under the table, each check's processes together,
+        in comparison.txt and comparison.json alike."""
+        with open(os.path.join(self.dir, "runs", "gpu-sharing.txt"), "w") as f:
+            f.write("other processes on the runs' GPUs before the first run:\n"
+                    "  GPU 0: pid 4242 (python3, 20.0 GiB)\n  GPU 1: pid 77 (not visible from here)\n"
+                    "other processes on the runs' GPUs after the last run:\n  GPU 0: pid 4242 (python3, 20.0 GiB)\n")
+        self.run_compare(0)
+        note = ("other processes held the runs' GPUs, so if they computed, the times are slower than on idle GPUs "
+                "and vary (runs/gpu-sharing.txt): before the first run: GPU 0: pid 4242 (python3, 20.0 GiB), "
+                "GPU 1: pid 77 (not visible from here); after the last run: GPU 0: pid 4242 (python3, 20.0 GiB)")
+        with open(os.path.join(self.dir, "comparison.txt")) as f:
+            self.assertIn("\n" + note + "\n", f.read())
+        with open(os.path.join(self.dir, "comparison.json")) as f:
+            self.assertEqual(json.load(f)["notes"][-1], note)
+
     def test_stored_results_are_refused(self):
         """The stored folder itself, or a link to it, is refused and left as it was; a recording's own is not."""
         link = os.path.join(self.work, "link")

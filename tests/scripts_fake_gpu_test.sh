@@ -8,7 +8,7 @@
 # shots for the model, says a killed run failed (exit 137, not a timeout), given a RESULT of 01 whose
 # shots are null prints its table without the model's inputs instead of dying in the arithmetic, stops
 # its GPU counts at the problem's shots (a count asked for above them is exit 2), and warns of other
-# processes on the runs' GPUs (nvidia-smi's), with a note under the table;
+# processes on the runs' GPUs (visible_gpus --other-processes), with a note under the table;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # gpu-check.sh refuses an OUT it cannot write before any step (exit 2), a GPU step without a GPU and the

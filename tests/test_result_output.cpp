@@ -250,35 +250,50 @@ TEST_CASE("NVML is optional: without libnvidia-ml the object says why and answer
 TEST_CASE("other processes on the GPUs: the caller's are left out, and each other is named once per GPU") {
     const auto name_of = [](unsigned pid) { return pid == 4242 ? std::string("python3") : std::string(); };
     // GPU 0: the caller (10) and python3; GPU 1: python3 again and a process /proc does not show.
-    const OtherProcesses sharing = sort_gpu_processes(
+    const OtherProcesses found = split_gpu_processes(
         {{{10, 1LL << 30}, {4242, 20LL << 30}}, {{4242, 512LL << 20}, {77, -1}, {10, 0}}}, {10}, true, name_of);
-    REQUIRE(sharing.named.size() == 3);
-    CHECK(sharing.unnamed.empty());
-    CHECK(sharing.process_count() == 2);  // python3 is one process on two GPUs
-    CHECK(sharing.gpu_count() == 2);
-    const std::vector<std::string> lines = other_process_lines(sharing);
+    REQUIRE(found.named.size() == 3);
+    CHECK(found.unnamed.empty());
+    CHECK(found.hidden.empty());
+    CHECK(found.process_count() == 2);  // python3 is one process on two GPUs
+    CHECK(found.gpu_count() == 2);
+    const std::vector<std::string> lines = other_process_lines(found);
     REQUIRE(lines.size() == 3);
     CHECK(lines[0] == "GPU 0: pid 4242 (python3, 20.0 GiB)");
     CHECK(lines[1] == "GPU 1: pid 4242 (python3, 512 MiB)");
     CHECK(lines[2] == "GPU 1: pid 77 (not visible from here)");
-    // Idle GPUs, or the caller's processes alone: nothing to say.
-    CHECK(sort_gpu_processes({{}, {{10, 0}, {11, 0}}}, {10, 11}, true, name_of).process_count() == 0);
+    // The caller's processes alone (doctor's ranks on one host): nothing to say.
+    CHECK(split_gpu_processes({{{10, 0}}, {{10, 0}, {11, 0}}}, {10, 11}, true, name_of).process_count() == 0);
+    // A caller without a context (visible_gpus, before compare.sh's runs): every listed process but its own
+    // is another, and an empty list is only an idle GPU.
+    const OtherProcesses from_outside = split_gpu_processes({{{900, 0}, {10, 0}, {901, 0}}, {}}, {10}, false, name_of);
+    CHECK(from_outside.named.size() == 2);
+    CHECK(from_outside.hidden.empty());
 }
 
-TEST_CASE("other processes: where the caller holds a context but is not listed, the ids are another namespace's") {
+TEST_CASE("other processes: where the caller holds a context but is not listed, the driver's ids are not ours") {
     const auto no_name = [](unsigned) { return std::string(); };
-    // GPU 0 lists 3 processes and none is the caller's (pid 10 here, 900 in the driver's numbers): 2 others.
-    // GPU 1 lists only the caller under its other number: none. GPU 2 lists nothing: none.
+    // The caller is pid 10 here. GPU 0 lists 3 processes and none is the caller's: the caller under the
+    // driver's numbers and 2 others. GPU 1 lists only the caller under its other number: none. GPU 2 lists
+    // nothing, not even the caller: hidden.
     const OtherProcesses in_container =
-        sort_gpu_processes({{{900, 0}, {901, 0}, {902, 0}}, {{900, 0}}, {}}, {10}, true, no_name);
+        split_gpu_processes({{{900, 0}, {901, 0}, {902, 0}}, {{900, 0}}, {}}, {10}, true, no_name);
     CHECK(in_container.named.empty());
     REQUIRE(in_container.unnamed.size() == 1);
-    CHECK(in_container.unnamed[0] == std::pair<int, int>{0, 2});
+    CHECK(in_container.unnamed[0].gpu == 0);
+    CHECK(in_container.unnamed[0].count == 2);
+    CHECK(in_container.hidden == std::vector<int>{2});
     CHECK(in_container.process_count() == 2);
     CHECK(in_container.gpu_count() == 1);
-    CHECK(other_process_lines(in_container)[0].rfind("GPU 0: 2 other processes, not named (", 0) == 0);
-    // A caller without a context (visible_gpus, before compare.sh's runs): every listed process is another.
-    CHECK(sort_gpu_processes({{{900, 0}, {901, 0}}}, {10}, false, no_name).named.size() == 2);
+    const std::vector<std::string> lines = other_process_lines(in_container);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == "GPU 0: 2 other processes, not named (the driver's process ids are another PID namespace's)");
+    CHECK(lines[1] == "GPU 2: the driver lists no process, not even this one, so others may be hidden too");
+    // Named on one GPU and unnamed on another: each counts.
+    OtherProcesses mixed = in_container;
+    mixed.named.push_back({1, 4242, -1, "python3"});
+    CHECK(mixed.process_count() == 3);
+    CHECK(mixed.gpu_count() == 2);
 }
 
 TEST_CASE("other processes: MIG instances and a missing NVML are said, not guessed") {
@@ -288,12 +303,14 @@ TEST_CASE("other processes: MIG instances and a missing NVML are said, not guess
     const std::string saved = before ? before : "";
     setenv("CUDA_VISIBLE_DEVICES", "MIG-5c9e1c56-1a2b-5d4e-8f00-123456789abc", 1);
     const OtherProcesses mig = find_other_processes(nvml, one_gpu, {10}, false);
+    const OtherProcesses mig_without_gpus = find_other_processes(nvml, {}, {10}, false);
     before ? setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1) : unsetenv("CUDA_VISIBLE_DEVICES");
     CHECK(mig.process_count() == 0);
     CHECK(mig.unknown.find("MIG instances") != std::string::npos);
-    CHECK(find_other_processes(nvml, {}, {10}, false).unknown.empty());  // no GPU: nothing to list
+    CHECK(mig_without_gpus.unknown.empty());  // no GPU: nothing to list
+    CHECK(find_other_processes(nvml, {}, {10}, false).unknown.empty());
     if (nvml.available()) return;
-    const OtherProcesses without_nvml = find_other_processes(nvml, one_gpu, {10}, false);
+    const OtherProcesses without_nvml = find_other_processes(nvml, {one_gpu[0], one_gpu[0]}, {10}, false);
     CHECK(without_nvml.process_count() == 0);
-    CHECK(without_nvml.unknown.rfind("GPU 0: not listed (NVML not available", 0) == 0);
+    CHECK(without_nvml.unknown == "not listed: " + nvml.error());  // once, not once per GPU
 }
