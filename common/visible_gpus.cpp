@@ -23,8 +23,8 @@ bool is(const char* argument, const char* flag) { return std::strcmp(argument, f
 
 fwi::ExitCode print_other_processes() {
     std::vector<fwi::PciAddress> gpus;
-    for (int device = 0; device < fwi::visible_gpu_count_checked(); ++device)
-        gpus.push_back(fwi::gpu_pci_address(device));
+    const int count = fwi::visible_gpu_count_checked();
+    for (int device = 0; device < count; ++device) gpus.push_back(fwi::gpu_pci_address(device));
     // This process holds no context on them (it asks CUDA for their addresses only).
     const fwi::OtherProcesses others =
         fwi::find_other_processes(fwi::Nvml(), gpus, {static_cast<unsigned>(getpid())}, false);
