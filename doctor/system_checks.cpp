@@ -230,19 +230,16 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         finding.status = Status::warn;
         finding.summary += "; CUDA_LAUNCH_BLOCKING=1 serialises every launch";
         finding.next = "unset CUDA_LAUNCH_BLOCKING: it is for debugging and makes every timing meaningless";
-    } else {
-        // Both are worth knowing, and each says what to do about it.
-        if (shared.status != Status::pass) {
-            finding.status = shared.status;
-            finding.summary += "; " + shared.summary;
-            finding.next = shared.next;
-        }
-        if (models.size() > 1) {
-            finding.status = Status::warn;
-            finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";
-            finding.next +=
-                std::string(finding.next.empty() ? "" : "; ") + "pick identical GPUs with CUDA_VISIBLE_DEVICES";
-        }
+    } else if (models.size() > 1) {
+        finding.status = Status::warn;
+        finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";
+        finding.next = "pick identical GPUs with CUDA_VISIBLE_DEVICES";
+    }
+    // Other processes are worth knowing whatever else check 1 found, and what to do about them differs.
+    if (shared.status != Status::pass) {
+        if (finding.status == Status::pass) finding.status = shared.status;
+        finding.summary += "; " + shared.summary;
+        finding.next += (finding.next.empty() ? "" : "; and ") + shared.next;
     }
     return finding;
 }
