@@ -18,6 +18,7 @@
 
 #include "checkpoint.hpp"
 #include "errors.hpp"
+#include "fnv1a.hpp"
 #include "output.hpp"
 #include "run_files.hpp"
 
@@ -82,17 +83,20 @@ std::string usage_error_text(const std::function<void()>& action) {
 // The file's last 8 bytes are FNV-1a (64 bit) of the rest: `body` with its checksum recomputed, so that a
 // layout error reaches the checks that follow the checksum (a file another tool wrote whole).
 std::string sealed(const std::string& body) {
-    uint64_t hash = 14695981039346656037ull;
-    for (const char c : body) {
-        hash ^= static_cast<unsigned char>(c);
-        hash *= 1099511628211ull;
-    }
+    const uint64_t hash = fnv1a(body.data(), body.size());
     std::string bytes = body;
     bytes.append(reinterpret_cast<const char*>(&hash), sizeof hash);
     return bytes;
 }
 
 }  // namespace
+
+TEST_CASE("the checksum is FNV-1a, 64 bit, as the files already written have it") {
+    CHECK(fnv1a("", 0) == 0xcbf29ce484222325ull);
+    CHECK(fnv1a("a", 1) == 0xaf63dc4c8601ec8cull);
+    CHECK(fnv1a("foobar", 6) == 0x85944171f73967e8ull);
+    CHECK(fnv1a("bar", 3, fnv1a("foo", 3)) == fnv1a("foobar", 6));  // in parts, as the command-line check
+}
 
 TEST_CASE("a checkpoint survives the round trip through its file unchanged") {
     const TemporaryFolder folder;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "fnv1a.hpp"
 #include "model_checks.hpp"
 #include "output.hpp"
 
@@ -19,16 +20,6 @@ namespace fwi {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'W', 'I', 'C', 'K', 'P', 'T', '1'};
-
-// FNV-1a, 64 bit: enough to tell a torn or damaged file from a whole one.
-uint64_t checksum(const char* data, size_t size) {
-    uint64_t hash = 14695981039346656037ull;
-    for (size_t i = 0; i < size; ++i) {
-        hash ^= static_cast<unsigned char>(data[i]);
-        hash *= 1099511628211ull;
-    }
-    return hash;
-}
 
 class ByteWriter {
 public:
@@ -129,7 +120,7 @@ std::string encode_checkpoint(const Checkpoint& checkpoint) {
     out.put_array(checkpoint.state.velocity);
     out.put_array(checkpoint.state.misfits);
     out.put_array(checkpoint.state.iteration_seconds);
-    out.put<uint64_t>(checksum(out.bytes().data(), out.bytes().size()));
+    out.put<uint64_t>(fnv1a(out.bytes().data(), out.bytes().size()));
     return out.bytes();
 }
 
@@ -140,7 +131,7 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& source
         in.fail("it does not start with the checkpoint magic word");
     uint64_t stored_checksum;
     std::memcpy(&stored_checksum, bytes.data() + body, sizeof stored_checksum);
-    if (stored_checksum != checksum(bytes.data(), body)) in.fail("its checksum does not match (damaged or torn)");
+    if (stored_checksum != fnv1a(bytes.data(), body)) in.fail("its checksum does not match (damaged or torn)");
 
     in.skip(sizeof kMagic);
     Checkpoint checkpoint;

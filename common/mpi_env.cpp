@@ -16,6 +16,7 @@
 
 #include "cli.hpp"
 #include "errors.hpp"
+#include "fnv1a.hpp"
 #include "mpi_check.hpp"
 #include "run_env.hpp"
 
@@ -139,15 +140,8 @@ constexpr double kStartTimeoutSeconds = 60.0;
 // A hash (FNV-1a) of the program's name and argv[1..], each with its terminating NUL ("ab" "c" is not
 // "a" "bc"): what every rank of a job must agree on.
 std::uint64_t hash_of_command_line(const char* name, int argc, char** argv) {
-    std::uint64_t hash = 14695981039346656037ull;
-    const auto add = [&hash](const char* text) {
-        for (const char* c = text;; ++c) {
-            hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-            if (*c == '\0') return;
-        }
-    };
-    add(name);
-    for (int i = 1; i < argc; ++i) add(argv[i]);
+    std::uint64_t hash = fnv1a(name, std::strlen(name) + 1);
+    for (int i = 1; i < argc; ++i) hash = fnv1a(argv[i], std::strlen(argv[i]) + 1, hash);
     return hash;
 }
 
