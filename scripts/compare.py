@@ -45,19 +45,27 @@ import scaling_model  # noqa: E402
 
 BASELINE = "01_single_gpu"
 EXIT_MEANINGS = {"1": "verification failed", "2": "bad input", "3": "environment"}
-COLUMNS = [  # key, heading, format
-    ("pattern", "pattern", "{}"),
-    ("variant", "variant", "{}"),
-    ("gpus", "GPUs", "{}"),
-    ("time_per_gradient_ms", "gradient (ms)", "{:.2f}"),
-    ("predicted_gradient_ms", "predicted (ms)", "{:.2f}"),
-    ("speedup", "speedup vs 01", "{:.2f}"),
-    ("predicted_speedup", "predicted", "{:.2f}"),
-    ("prediction_error", "error", "{:+.0%}"),
-    ("biggest_loss", "biggest loss (model)", "{}"),
-    ("combine_share", "combine share", "{:.1%}"),
-    ("grad_rel_diff", "grad rel diff", "{:.1e}"),
-    ("status", "status", "{}"),
+
+
+def signed_percent(fraction):
+    """+3%, -12%; 0% where it rounds to nothing (not "-0%")."""
+    text = "{:+.0%}".format(fraction)
+    return "0%" if text in ("+0%", "-0%") else text
+
+
+COLUMNS = [  # key, heading, how a value is written
+    ("pattern", "pattern", str),
+    ("variant", "variant", str),
+    ("gpus", "GPUs", str),
+    ("time_per_gradient_ms", "gradient (ms)", "{:.2f}".format),
+    ("predicted_gradient_ms", "predicted (ms)", "{:.2f}".format),
+    ("speedup", "speedup vs 01", "{:.2f}".format),
+    ("predicted_speedup", "predicted speedup", "{:.2f}".format),
+    ("prediction_error", "error", signed_percent),
+    ("biggest_loss", "biggest loss (model)", str),
+    ("combine_share", "combine share", "{:.1%}".format),
+    ("grad_rel_diff", "grad rel diff", "{:.1e}".format),
+    ("status", "status", str),
 ]
 EXTRA_FIELDS = ["time_per_iteration_ms", "predicted_iteration_ms", "efficiency", "combine_ms",
                 "predicted_combine_ms", "compute_ms", "predicted_compute_ms", "largest_share", "speedup_in_run",
@@ -337,8 +345,8 @@ def describe_inputs(inputs, rows):
     return lines
 
 
-def cell(row, key, fmt):
-    return "-" if row[key] is None or row[key] == "" else fmt.format(row[key])
+def cell(row, key, write):
+    return "-" if row[key] is None or row[key] == "" else write(row[key])
 
 
 def format_table(rows):
