@@ -94,7 +94,9 @@ void print_setup(const Problem& p, const Options& o, const std::vector<ShotRange
 int run(const Problem& p, const Options& o) {
     // 1. Devices and shots: the split is checked before any GPU is touched (more GPUs than shots is a
     //    usage error).
-    const int gpus = o.gpus > 0 ? o.gpus : std::max(visible_gpu_count(), 1);  // none: 1, which require_gpus refuses
+    // --gpus 0: every visible GPU, but not more than there are shots (none visible: 1, which require_gpus
+    // refuses).
+    const int gpus = o.gpus > 0 ? o.gpus : std::clamp(visible_gpu_count(), 1, std::max(p.nshots, 1));
     const std::vector<ShotRange> split = split_all_shots(p.nshots, gpus);
     check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     require_host_memory(p, gpus);
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
         add_problem_flags(parser, problem);
         add_shot_parallel_flags(parser, options);
         parser.add_switch("--verbose", &options.verbose, "print how to see which transport NCCL uses");
-        parser.add_int("--gpus", &options.gpus, 0, 64, "GPUs to use, 0 = all visible");
+        parser.add_int("--gpus", &options.gpus, 0, 64, "GPUs to use, 0 = all visible (at most one per shot)");
         parser.add_choice("--driver", &options.driver, {"threads", "group"},
                           "who issues the NCCL calls: one thread per GPU, or one thread with ncclGroupStart/End");
         if (!parser.parse(argc, argv)) return kExitOk;

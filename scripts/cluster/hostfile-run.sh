@@ -17,7 +17,7 @@
 # The line it runs, e.g. for two 4-GPU nodes with NCCL_SOCKET_IFNAME set:
 #
 #   mpirun --hostfile hosts -np 8 --map-by ppr:4:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH \
-#          -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME /home/me/fwi/build/05_nccl_mpi/05_nccl_mpi --bench-allreduce
+#          -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME <repo>/build/05_nccl_mpi/05_nccl_mpi --bench-allreduce
 #
 # -x hands the ranks on the other nodes PATH, LD_LIBRARY_PATH (set only when it is) and every NCCL_*
 # variable set here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, ...); mpirun gives its environment only
