@@ -44,7 +44,7 @@ Injection parse_injection(const std::string& text) {
     Injection injection;
     injection.text = text;
     if (text.empty()) return injection;  // unset or empty: no fault
-    const std::string allowed = "a comma list of corrupt-peer, hang-peer-kernel, hang-nccl";
+    const std::string allowed = "a comma list of corrupt-peer, hang-peer-kernel, hang-nccl, fail-rank1";
     for (const std::string& name : split_choice_list("FWI_DOCTOR_INJECT", text, allowed)) {  // as a flag's list
         if (name == "corrupt-peer")
             injection.corrupt_peer = true;
@@ -52,6 +52,8 @@ Injection parse_injection(const std::string& text) {
             injection.hang_peer_kernel = true;
         else if (name == "hang-nccl")
             injection.hang_nccl = true;
+        else if (name == "fail-rank1")
+            injection.fail_rank1 = true;
         else
             throw UsageError("FWI_DOCTOR_INJECT: unknown fault '" + shown_value(name) + "'; allowed " + allowed);
     }

@@ -17,11 +17,14 @@ namespace fwi::doctor {
 //   hang-peer-kernel  the P2P check's first peer-read kernel spins forever on a flag that is never set
 //   hang-nccl         after a first correct allreduce, GPU 0 (rank 0 under --mpi) leaves the next one
 //                     out, so the other GPUs wait for it (needs 2 or more GPUs)
+//   fail-rank1        under --mpi, rank 1 fails check 7 before its first collective, so rank 0 waits for
+//                     it (needs no GPU)
 // so that tests can prove doctor reports FAIL and ends within its time limit instead of hanging.
 struct Injection {
     bool corrupt_peer = false;
     bool hang_peer_kernel = false;
     bool hang_nccl = false;
+    bool fail_rank1 = false;
     std::string text;  // the variable's value, "" when unset
 };
 Injection parse_injection(const std::string& text);  // throws UsageError naming FWI_DOCTOR_INJECT

@@ -187,8 +187,10 @@ private:
             finding.summary = std::string(hang.what()) + "; GPU work cannot be cancelled, so doctor ends here";
             finding.next = hang.next_step.empty() ? "check `nvidia-smi` and `dmesg | grep -i xid`" : hang.next_step;
             finding.details.push_back("the checks after this one did not run");
+            say_if_not_rank0(id, finding.summary);
             report_.abandon(std::move(finding));
         } catch (const std::exception& error) {
+            say_if_not_rank0(id, error.what());
             finding = Finding{};
             finding.id = id;
             finding.status = Status::fail;
@@ -198,6 +200,16 @@ private:
         watchdog_.disarm();
         finding.facts.add("seconds", deadline.elapsed());
         report_.add(std::move(finding));
+    }
+
+    // Under --mpi only rank 0 reports. A check that fails on another rank, before a collective it then
+    // never joins, would leave rank 0 to report only that it waited in vain: that rank says why, on stderr,
+    // at once.
+    void say_if_not_rank0(const std::string& id, const std::string& what) const {
+        if (!options_.mpi || world_rank() == 0) return;
+        std::fprintf(stderr, "doctor: rank %d on %s: check %s failed: %s\n", world_rank(), host_name().c_str(),
+                     id.c_str(), what.c_str());
+        std::fflush(stderr);
     }
 
     void skip(const std::string& id, const std::string& reason) {

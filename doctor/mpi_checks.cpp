@@ -174,6 +174,8 @@ std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records) {
 }
 
 Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
+    if (options.injection.fail_rank1 && world_rank() == 1)
+        throw EnvironmentError("rank 1 failed before its first collective (FWI_DOCTOR_INJECT=fail-rank1)");
     const int ranks = world_size();
     const int visible = visible_gpu_count();
     RankRecord mine = this_rank(visible);

@@ -207,6 +207,8 @@ TEST_CASE("fault injection: known names switch faults on, anything else is a usa
     CHECK(both.hang_nccl);
     CHECK(!both.hang_peer_kernel);
     CHECK(parse_injection("hang-peer-kernel").hang_peer_kernel);
+    CHECK(!both.fail_rank1);
+    CHECK(parse_injection("fail-rank1").fail_rank1);
     try {
         parse_injection("corrupt-peer,melt-gpu");
         FAIL("no error");
