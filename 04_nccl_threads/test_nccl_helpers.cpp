@@ -107,6 +107,22 @@ TEST_CASE("a failure message carries NCCL's error") {
     CHECK(message.find("aborted the communicators") != std::string::npos);
 }
 
+TEST_CASE(
+    "a call that may leave collectives queued passes success and in-progress on, and turns an error into "
+    "an EnvironmentError with NCCL's text") {
+    CHECK(nccl_check_or_abort(ncclSuccess, {}, "ncclAllReduce of 4 bytes") == ncclSuccess);
+    CHECK(nccl_check_or_abort(ncclInProgress, {}, "ncclAllReduce of 4 bytes") == ncclInProgress);
+    try {
+        nccl_check_or_abort(ncclRemoteError, {}, "ncclAllReduce of 4 bytes");  // no communicator to abort
+        FAIL("no error");
+    } catch (const EnvironmentError& error) {
+        const std::string message = error.what();
+        CHECK(message.find("ncclAllReduce of 4 bytes on ") == 0);
+        CHECK(message.find(std::string("failed: ") + ncclGetErrorString(ncclRemoteError)) != std::string::npos);
+        CHECK(message.find("Hint: a peer rank or its GPU failed") != std::string::npos);
+    }
+}
+
 namespace {
 // Sets an environment variable for the tests below, or unsets it (nullptr).
 void with(const char* name, const char* value) {

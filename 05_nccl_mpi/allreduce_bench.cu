@@ -12,7 +12,6 @@
 #include "cuda_check.hpp"
 #include "cuda_timing.hpp"
 #include "device.hpp"
-#include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 
 namespace fwi {
@@ -57,11 +56,13 @@ public:
     // With an NCCL before 2.18 the communicator is a non-blocking one, on which a call may return
     // ncclInProgress; nothing may be issued on it or its stream before NCCL has finished issuing the call,
     // so wait for that here. On the blocking one (nccl_comm.hpp) every call returns ncclSuccess once its
-    // kernel is on the stream, and the calls run back to back.
+    // kernel is on the stream, and the calls run back to back. A call that fails (a rank that died, reported
+    // at the next call) aborts the communicator: the batch's calls before it would wait for that rank.
     void run(size_t count) override {
         last_count_ = count;
-        ncclResult_t status = ncclSuccess;
-        NCCL_CHECK(status = ncclAllReduce(send_.data(), recv_.data(), count, ncclFloat, ncclSum, comm_, stream_));
+        const ncclResult_t status =
+            nccl_check_or_abort(ncclAllReduce(send_.data(), recv_.data(), count, ncclFloat, ncclSum, comm_, stream_),
+                                {comm_}, "ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes");
         if (status == ncclInProgress)
             wait_for_nccl({comm_}, {}, "issuing ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes",
                           timeout_s_);
@@ -87,9 +88,11 @@ public:
     void reduce_over_ranks(std::vector<double>& values, ReduceOp op) {
         DeviceBuffer<double> buffer(values.size());
         buffer.upload(values, stream_);
-        NCCL_CHECK(ncclAllReduce(buffer.data(), buffer.data(), values.size(), ncclDouble,
-                                 op == ReduceOp::sum ? ncclSum : ncclMax, comm_, stream_));
-        wait_for_nccl({comm_}, {stream_}, "ncclAllReduce of the sweep's line-up, times or #wrong", timeout_s_);
+        const std::string what = "ncclAllReduce of the sweep's line-up, times or #wrong";
+        nccl_check_or_abort(ncclAllReduce(buffer.data(), buffer.data(), values.size(), ncclDouble,
+                                          op == ReduceOp::sum ? ncclSum : ncclMax, comm_, stream_),
+                            {comm_}, what);
+        wait_for_nccl({comm_}, {stream_}, what, timeout_s_);
         values = buffer.download(values.size(), stream_);
     }
 

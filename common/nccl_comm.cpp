@@ -195,7 +195,7 @@ std::string apply_nccl_transport(const std::string& transport) {
            "host)";
 }
 
-void nccl_abort(ncclComm_t comm, double limit_s) {
+void nccl_abort(ncclComm_t comm, double limit_s, const std::string& why) {
     static std::mutex one_at_a_time;
     const std::lock_guard<std::mutex> serial(one_at_a_time);
     // The watcher outlives this call when the abort hangs, so what it shares with it is reference-counted.
@@ -205,10 +205,12 @@ void nccl_abort(ncclComm_t comm, double limit_s) {
         bool done = false;
     };
     const auto watch = std::make_shared<Watch>();
-    std::thread([watch, limit_s] {
+    std::thread([watch, limit_s, why] {
         std::unique_lock<std::mutex> lock(watch->mutex);
         const auto limit = std::chrono::duration<double>(limit_s);
         if (watch->finished.wait_for(lock, limit, [&] { return watch->done; })) return;
+        // The reason first: the exception that would have carried it is never thrown.
+        if (!why.empty()) std::fprintf(stderr, "%s: environment: %s\n", running_program_name(), why.c_str());
         std::fprintf(stderr,
                      "%s: environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL "
                      "versions); ending the process\n",
@@ -230,6 +232,18 @@ namespace {
 // steps of making a communicator share one limit.
 [[maybe_unused]] double seconds_left(double start, double timeout_s) {
     return std::max(0.0, timeout_s - (steady_seconds() - start));
+}
+
+// The end of a failed wait or call: the message, made while the registry still knows the ranks, then the
+// aborts (which never wait for peers: they stop this rank's kernels and free the communicators, so the
+// program can exit instead of hanging on a rank that will never answer), then the exception.
+[[noreturn]] void abort_and_throw(const std::vector<ncclComm_t>& comms, const std::string& what, WaitOutcome outcome,
+                                  double timeout_s, const std::string& detail) {
+    int nranks = 0;
+    const std::vector<int> ranks = ranks_of(comms, nranks);
+    const std::string message = nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail);
+    for (ncclComm_t comm : comms) nccl_abort(comm, kNcclAbortLimitSeconds, message);
+    throw EnvironmentError(message);
 }
 
 // Step 2 of the top of nccl_comm.hpp: from each non-blocking communicator a blocking one of the same ranks
@@ -268,12 +282,12 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
     const WaitOutcome outcome = poll_until_done([&] { return poll_comms_and_streams(comms, streams, detail); },
                                                 timeout_s, steady_seconds, adaptive_pause());
     if (outcome == WaitOutcome::done) return;
-    int nranks = 0;
-    const std::vector<int> ranks = ranks_of(comms, nranks);
-    // Abort never waits for peers: it stops this rank's kernels and frees the communicator, so the
-    // program can exit instead of hanging on a rank that will never answer.
-    for (ncclComm_t comm : comms) nccl_abort(comm);
-    throw EnvironmentError(nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail));
+    abort_and_throw(comms, what, outcome, timeout_s, detail);
+}
+
+ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what) {
+    if (status == ncclSuccess || status == ncclInProgress) return status;
+    abort_and_throw(comms, what, WaitOutcome::failed, 0.0, ncclGetErrorString(status));
 }
 
 ncclUniqueId nccl_unique_id() {

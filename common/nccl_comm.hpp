@@ -76,12 +76,20 @@ std::string apply_nccl_transport(const std::string& transport);
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
                    const std::string& what, double timeout_s);
 
+// For a call on communicators that may have collectives queued (a timed batch): NCCL reports a peer's
+// failure at the next call, and the kernels already queued then wait for that peer without a limit (as
+// would a cudaFree on the way out, or the process's end). So on an error the communicators are aborted
+// before the EnvironmentError is thrown, as wait_for_nccl does; the comms are gone then. Returns the status
+// otherwise (ncclSuccess, or ncclInProgress on a non-blocking communicator). `what` names the call.
+ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what);
+
 // ncclCommAbort, the way every abort of the suite goes: one at a time in the process, as NCCL before 2.19
 // does not support aborts from several threads at once, and within a limit, as some versions hang in the
 // abort itself (joining a proxy thread stuck in the network). Past `limit_s` the process ends with exit 3
-// and a line saying so, rather than hang on its way out.
+// and a line saying so, after `why` (what made the caller abort) where given, rather than hang on its way
+// out.
 constexpr double kNcclAbortLimitSeconds = 30.0;
-void nccl_abort(ncclComm_t comm, double limit_s = kNcclAbortLimitSeconds);
+void nccl_abort(ncclComm_t comm, double limit_s = kNcclAbortLimitSeconds, const std::string& why = "");
 
 // ncclGetUniqueId (the id every rank of a new communicator must be given), after keeping NVLink SHARP
 // (multicast) off: NCCL_NVLS_ENABLE=0 unless the user set it. Every program of the suite runs that way.
