@@ -31,6 +31,7 @@
 #include "problem.hpp"
 #include "shot_parallel.hpp"
 #include "team.hpp"
+#include "timing.hpp"
 
 using namespace fwi;
 
@@ -119,8 +120,10 @@ int run(const Problem& p, const Options& o) {
     ReferenceRun reference;
     team.run([&](int g) {
         const bool with_reference = g == 0 && !o.no_reference;
+        const HostTimer setup_timer;
         GpuShare share(p, split[g], initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
         shares[g] = &share;
+        team.wait_for_member0_setup(g, setup_timer.seconds());
         const CombineStep combine =
             o.driver == "threads"
                 ? CombineStep([&](GpuShare& mine) { combine_from_own_thread(mine, comms[g], o.timeout_s); })

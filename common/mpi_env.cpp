@@ -19,6 +19,7 @@
 #include "fnv1a.hpp"
 #include "mpi_check.hpp"
 #include "run_env.hpp"
+#include "team.hpp"
 
 namespace fwi {
 
@@ -313,10 +314,7 @@ void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout
 
 namespace {
 void wait_for_rank0(const std::string& what, double own_seconds, double timeout_s) {
-    // Rank 0 comes last, so it waits only for the others: --timeout. Were it to allow for its own longer
-    // part, a rank stalled before the wait would keep it waiting for hours on a large problem.
-    const double allowance = world_rank() == 0 ? 0.0 : 3.0 * world_size() * own_seconds;
-    barrier_with_timeout(MPI_COMM_WORLD, what, allowance + timeout_s);
+    barrier_with_timeout(MPI_COMM_WORLD, what, member0_allowance(world_rank(), world_size(), own_seconds) + timeout_s);
 }
 }  // namespace
 

@@ -76,7 +76,14 @@ void ThreadTeam::break_team() {
     all_arrived_.notify_all();
 }
 
-void ThreadTeam::barrier(int, const std::string& what) {
+void ThreadTeam::barrier(int member, const std::string& what) { barrier_within(member, what, timeout_s_); }
+
+void ThreadTeam::wait_for_member0_setup(int member, double setup_seconds) {
+    barrier_within(member, "every GPU's set-up (GPU 0's also models every shot for the single-GPU reference)",
+                   member0_allowance(member, size_, setup_seconds) + timeout_s_);
+}
+
+void ThreadTeam::barrier_within(int, const std::string& what, double timeout_s) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (broken_) throw EnvironmentError("another GPU's thread failed before " + what);
     const long generation = generation_;
@@ -86,7 +93,7 @@ void ThreadTeam::barrier(int, const std::string& what) {
         all_arrived_.notify_all();
         return;
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     const bool woken = all_arrived_.wait_until(lock, deadline, [&] { return generation_ != generation || broken_; });
     // Passed first: the last member may have arrived and then failed before this thread woke up.
     if (generation_ != generation) return;
@@ -94,7 +101,7 @@ void ThreadTeam::barrier(int, const std::string& what) {
     if (!woken) {
         broken_ = true;
         all_arrived_.notify_all();
-        throw EnvironmentError("timed out after " + format_number(timeout_s_) + " s waiting for " + what +
+        throw EnvironmentError("timed out after " + format_number(timeout_s) + " s waiting for " + what +
                                " (raise --timeout if the GPUs are just slow)");
     }
 }

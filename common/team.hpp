@@ -12,6 +12,14 @@
 
 namespace fwi {
 
+// How much longer than --timeout a member waits where member 0 has more to do than the others (its set-up
+// and, at the end, the single-GPU reference repeat every member's work on one GPU): 3 x members x this
+// member's own part of the same work. Member 0, which comes last, waits only --timeout: were it to allow
+// for its own longer part, a member stalled before the wait would keep it waiting for hours.
+inline double member0_allowance(int member, int members, double own_seconds) {
+    return member == 0 ? 0.0 : 3.0 * members * own_seconds;
+}
+
 class Team {
 public:
     virtual ~Team() = default;
@@ -40,10 +48,15 @@ public:
     int size() const override { return size_; }
     int ranks() const override { return 1; }
     void barrier(int member, const std::string& what) override;
+    // The barrier once every thread has built its share: GPU 0's also models every shot for the single-GPU
+    // reference, so the others allow for it (member0_allowance), as 03, 05 and 06's ranks do.
+    // `setup_seconds`: how long this thread's own share took to build.
+    void wait_for_member0_setup(int member, double setup_seconds);
     std::vector<std::vector<double>> gather(int member, const std::vector<double>& values) override;
     bool same_on_all(int member, const std::vector<float>& model) override;
 
 private:
+    void barrier_within(int member, const std::string& what, double timeout_s);
     void break_team();
 
     int size_;

@@ -75,6 +75,27 @@ TEST_CASE("a member that never comes ends the barrier with an EnvironmentError n
                          EnvironmentError);
 }
 
+TEST_CASE("the set-up barrier waits longer for member 0 in proportion to the others' own set-up, and no longer") {
+    // Member 0 builds its share in 0.8 s, more than the 0.5 s timeout. Member 1's took 0.2 s: it allows
+    // 3 x 2 x 0.2 + 0.5 = 1.7 s and passes. Had its own taken 0.02 s, it allows 0.62 s and gives up (and
+    // member 0 ends within the timeout after that, so run_threads joins it).
+    for (const double own_setup : {0.2, 0.02}) {
+        ThreadTeam team(2, 0.5);
+        const auto run = [&] {
+            team.run_threads([&](int m) {
+                if (m == 0) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+                team.wait_for_member0_setup(m, m == 0 ? 0.8 : own_setup);
+            });
+        };
+        if (own_setup == 0.2)
+            CHECK_NOTHROW(run());
+        else
+            CHECK_THROWS_WITH_AS(run(), doctest::Contains("waiting for every GPU's set-up"), EnvironmentError);
+    }
+    CHECK(member0_allowance(0, 4, 10.0) == 0.0);  // member 0 comes last: the timeout alone
+    CHECK(member0_allowance(3, 4, 10.0) == 120.0);
+}
+
 TEST_CASE("a member that passed the barrier passes, even when the last one to arrive fails right after") {
     // Member 1 arrives last, which releases member 0, and fails at once. Member 0 may wake only after the
     // team is broken; it passed all the same, and must not be told that another thread failed first.
