@@ -8,10 +8,26 @@
 
 #include <cstddef>
 #include <string>
-
-#include "host_combine.hpp"
+#include <vector>
 
 namespace fwi {
+
+// ---- The sum itself: a buffer in host memory (or, for cuda_aware, device memory) summed over the ranks
+// in place, a chunk at a time (chunks let the pipelined variant overlap the copies of one chunk with the
+// sum of another) ----
+
+struct Chunk {
+    size_t offset = 0, count = 0;
+};
+
+// [0, total) in chunks of `chunk_elements` (the last one shorter); one chunk when chunk_elements is 0.
+std::vector<Chunk> chunk_ranges(size_t total, size_t chunk_elements);
+
+// Sums `chunk` of `values` over the ranks of `comm` in place (MPI_Allreduce, MPI_IN_PLACE). Every rank
+// gets bit-identical results.
+void sum_chunk_over_ranks(float* values, const Chunk& chunk, MPI_Comm comm);
+
+// ---- The variants, around it ----
 
 // Copies between the gradient's memory ("device") and a host staging buffer of the same size, in two
 // lanes that run asynchronously to the host thread and each keep their order (on the GPU: two CUDA

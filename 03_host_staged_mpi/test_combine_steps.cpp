@@ -10,12 +10,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "classic_values.hpp"
 #include "combine_steps.hpp"
 #include "errors.hpp"
 #include "mpi_env.hpp"
@@ -25,6 +26,27 @@
 using namespace fwi;
 
 namespace {
+
+// The classic allreduce check: rank r contributes r + 0.001 i at element i, so over W ranks the sum is
+// W (W-1)/2 + 0.001 i W.
+std::vector<float> classic_contribution(int rank, size_t count) {
+    std::vector<float> values(count);
+    for (size_t i = 0; i < count; ++i) values[i] = float(rank) + 0.001f * float(i);
+    return values;
+}
+
+double classic_sum(int ranks, size_t i) { return ranks * (ranks - 1) / 2.0 + 0.001 * double(i) * ranks; }
+
+// Elements that differ from the classic sum by more than float rounding of the inputs and of the W-1
+// additions (far below 1e-6 relative, whatever the order MPI adds in).
+long long count_wrong_sums(const float* values, size_t count, int ranks) {
+    long long wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const double expected = classic_sum(ranks, i);
+        wrong += !(std::abs(double(values[i]) - expected) <= 1e-6 * std::max(1.0, std::abs(expected)));
+    }
+    return wrong;
+}
 
 class LazyHostCopies final : public StagingCopies {
 public:
@@ -98,6 +120,43 @@ void check_classic_sum(const std::vector<float>& values) {
 }
 
 }  // namespace
+
+TEST_CASE("chunk ranges cover the buffer in order, the last chunk shorter") {
+    const std::vector<Chunk> chunks = chunk_ranges(10, 4);
+    REQUIRE(chunks.size() == 3);
+    CHECK(chunks[0].offset == 0);
+    CHECK(chunks[2].offset == 8);
+    CHECK(chunks[2].count == 2);
+    CHECK(chunk_ranges(10, 0).size() == 1);
+    CHECK(chunk_ranges(0, 4).empty());
+    for (size_t total : {1u, 7u, 64u, 1000u})
+        for (size_t chunk : {1u, 3u, 64u, 5000u}) {
+            size_t next = 0;
+            for (const Chunk& c : chunk_ranges(total, chunk)) {
+                CHECK(c.offset == next);
+                CHECK(c.count >= 1);
+                CHECK(c.count <= chunk);
+                next += c.count;
+            }
+            CHECK(next == total);
+        }
+}
+
+TEST_CASE("the sum is W (W-1)/2 + 0.001 i W, whole and in uneven chunks, identical on every rank") {
+    const double w = world_size();
+    for (size_t chunk : {size_t(0), size_t(777), size_t(259), size_t(100), size_t(333)}) {  // 259: 3 whole chunks
+        CAPTURE(chunk);
+        std::vector<float> values = classic_contribution(world_rank(), 777);
+        for (const Chunk& c : chunk_ranges(values.size(), chunk))
+            sum_chunk_over_ranks(values.data(), c, MPI_COMM_WORLD);
+        for (size_t i = 0; i < values.size(); ++i)
+            REQUIRE(values[i] == doctest::Approx(w * (w - 1.0) / 2.0 + 0.001 * double(i) * w).epsilon(1e-6));
+        // Bit-identical on every rank: compare with rank 0's copy.
+        std::vector<float> rank0 = values;
+        MPI_Bcast(rank0.data(), int(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+        CHECK(std::memcmp(rank0.data(), values.data(), values.size() * sizeof(float)) == 0);
+    }
+}
 
 TEST_CASE("pageable and pinned: one copy down, one MPI_Allreduce, one copy up") {
     for (size_t count : {size_t(1), size_t(1000), size_t(4099)}) {
