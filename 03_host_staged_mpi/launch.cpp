@@ -1,13 +1,9 @@
 #include "launch.hpp"
 
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <set>
 
 #include "cli.hpp"
-#include "cuda_check.hpp"
 #include "device.hpp"
 #include "device_combine.hpp"
 #include "errors.hpp"
@@ -72,21 +68,6 @@ void require_named_variants_available(const Options& o, const std::vector<Varian
 bool too_few_gpus_anywhere(double timeout_s) {
     const double short_here = visible_gpu_count_checked() < ranks_on_this_node(timeout_s) ? 1.0 : 0.0;
     return reduce_over_ranks(short_here, MPI_MAX, "the GPU count of the other nodes", timeout_s) > 0.0;
-}
-
-int report_placement(int device, const std::string& shots_text, double timeout_s) {
-    char bus_id[32] = {};
-    CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
-    const std::string host = mpi_processor_name();
-    const std::string line = "rank " + std::to_string(world_rank()) + ": host " + host + ", GPU " +
-                             std::to_string(device) + " " + describe_device(device) + " [" + bus_id + "]" + shots_text;
-    for (const std::string& rank_line : gather_on_rank0(line, "the placement report", timeout_s))
-        std::printf("  %s\n", rank_line.c_str());
-    // The same GPU seen by two ranks has the same host and PCI bus id. Only rank 0 gathers them (the
-    // others count 0 GPUs), so the maximum is rank 0's count.
-    const std::vector<std::string> gpus = gather_on_rank0(host + "/" + bus_id, "the placement report", timeout_s);
-    const std::set<std::string> distinct(gpus.begin(), gpus.end());
-    return int(reduce_over_ranks(double(distinct.size()), MPI_MAX, "the GPU count", timeout_s));
 }
 
 void print_variant_table(const std::vector<VariantLine>& lines, size_t gradient_bytes, int ranks, int iterations) {

@@ -27,9 +27,6 @@ void require_named_variants_available(const Options& o, const std::vector<Varian
 // True on every rank when some node has more ranks than visible GPUs.
 bool too_few_gpus_anywhere(double timeout_s);
 
-// Prints (rank 0) where every rank runs, and returns the number of distinct GPUs the ranks use.
-int report_placement(int device, const std::string& shots_text, double timeout_s);
-
 // Rank 0, after the variants: one line each, from their RESULT objects' figures.
 struct VariantLine {
     std::string label;

@@ -184,7 +184,7 @@ int run(int argc, char** argv) {
         std::printf("03_host_staged_mpi: %d rank(s), %s\n", ranks,
                     o.bench ? "--bench-allreduce" : problem.summary().c_str());
     const std::string shots_text = o.bench ? "" : ", shots " + mine.text();
-    const int gpus = report_placement(device, shots_text, o.timeout_s);
+    const int gpus = print_rank_placement(device, shots_text, o.timeout_s);
     if (o.bench) {
         require_sweep_fits(allreduce_sweep_sizes(o.sweep).back(), 2, device_memory_bytes(device),
                            "a buffer to sum in and one of this rank's inputs on every GPU",

@@ -67,15 +67,6 @@ void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
 
 // ---- set-up and report ------------------------------------------------------------------------------
 
-// Rank 0 prints where every rank runs (gathered over MPI: this is still before the bootstrap).
-void print_layout(int rank, int device, const std::string& shots, double timeout_s) {
-    const std::string line = "  rank " + std::to_string(rank) + " on " + mpi_processor_name() + ": GPU " +
-                             std::to_string(device) + ", " + describe_device(device) + shots;
-    for (const std::string& rank_line : gather_on_rank0(line, "the other ranks' placement", timeout_s))
-        std::printf("%s\n", rank_line.c_str());
-    std::fflush(stdout);
-}
-
 // `what`: the problem's summary, or "--bench-allreduce".
 void print_header(const char* what, const Options& o, int ranks) {
     std::printf("05_nccl_mpi: %s, %d rank%s (one GPU each), %s\n", what, ranks, ranks > 1 ? "s" : "",
@@ -94,7 +85,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0) print_header(p.summary().c_str(), o, ranks);
-    print_layout(rank, device, ", shots " + mine.text(), o.timeout_s);
+    print_rank_placement(device, ", shots " + mine.text(), o.timeout_s);
 
     // 2. This rank's share of the shots (rank 0's also holds every shot's data, for the reference).
     const bool with_reference = rank == 0 && !o.no_reference;
@@ -140,7 +131,7 @@ int run_bench(const Options& o) {
     require_sweep_fits(allreduce_sweep_sizes(o.sweep).back(), 2, device_memory_bytes(device),
                        "a send and a receive buffer on every GPU", "GPU " + std::to_string(device) + "'s");
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
-    print_layout(rank, device, "", o.timeout_s);
+    print_rank_placement(device, "", o.timeout_s);
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
     const long long wrong = run_allreduce_bench(comm, rank, ranks, o.sweep, o.timeout_s, o.json);
     nccl_destroy_all({comm}, o.timeout_s);

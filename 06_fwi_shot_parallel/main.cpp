@@ -183,12 +183,6 @@ void write_final_files(const Problem& p, const Options& o, const FwiState& state
         snapshots.c_str(), o.out.c_str());
 }
 
-std::string shots_per_rank(int nshots, int ranks) {
-    std::string text;
-    for (int r = 0; r < ranks; ++r) text += (r ? ", " : "") + std::to_string(split_shots(nshots, ranks, r).count);
-    return text;
-}
-
 // ---- the run -----------------------------------------------------------------------------------------
 
 int run_fwi(const Problem& p, const Options& o) {
@@ -211,11 +205,10 @@ int run_fwi(const Problem& p, const Options& o) {
     // 2. One GPU per rank, from the node-local rank.
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0)
-        std::printf(
-            "06_fwi_shot_parallel: %s, %d iterations on %d rank%s, one GPU each (%s); rank 0 on %s\n"
-            "shots per rank: %s\n%s\n",
-            p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
-            describe_device(device).c_str(), shots_per_rank(p.nshots, ranks).c_str(), transport.c_str());
+        std::printf("06_fwi_shot_parallel: %s, %d iterations on %d rank%s, one GPU each (%s)\n%s\n",
+                    p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
+                    transport.c_str());
+    print_rank_placement(device, ", shots " + mine.text(), o.timeout_s);
     // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference); rank 0 writes
     //    the first files now that the run has its GPU.
     const bool with_reference = rank == 0 && !o.no_reference;

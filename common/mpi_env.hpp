@@ -129,4 +129,11 @@ std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int dis
 // (Declared here, implemented in common/mpi_gpu.cu in fwi_mpi_gpu: a library = fwi_mpi + fwi_gpu.)
 int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s);
 
+// Where every rank of MPI_COMM_WORLD runs, printed by rank 0 one line per rank, e.g.
+//   "  rank 1 on node2: GPU 1, NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.2 GiB) [0000:1B:00.0], shots 2..3"
+// (`suffix` ends the line), gathered under a WaitTimeout of `timeout_s`. Returns, on every rank, how many
+// distinct GPUs the ranks use: one host and PCI bus id is one GPU, however the launcher numbered it.
+// (Implemented in common/mpi_gpu.cu, as select_gpu_for_rank.)
+int print_rank_placement(int device, const std::string& suffix, double timeout_s);
+
 }  // namespace fwi
