@@ -69,16 +69,8 @@ int run_fwi(const Problem& p, const Options& options) {
 
 int main(int argc, char** argv) {
     return run_program("01_single_gpu", [&]() -> int {
-        // --verify uses the small problem unless --problem says otherwise. Read as the parser reads it: a
-        // flag is never another flag's value, so "--verify" is the switch, unless it comes after --help.
-        const bool verify_requested = [&] {
-            for (int i = 1; i < argc; ++i) {
-                const std::string arg = argv[i];
-                if (arg == "--help" || arg == "-h") return false;
-                if (arg == "--verify") return true;
-            }
-            return false;
-        }();
+        // --verify uses the small problem unless --problem says otherwise.
+        const bool verify_requested = ArgParser::find_switch(argc, argv, "--verify");
         Problem problem = ArgParser::find_value(argc, argv, "--problem").empty() && verify_requested
                               ? problem_preset("small")
                               : preset_from_args(argc, argv);

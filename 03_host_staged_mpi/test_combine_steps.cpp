@@ -237,7 +237,7 @@ TEST_CASE("variant lists: all, pipelined once per chunk size and depth, bad inpu
     CHECK(all[0].label() == "pageable");
     CHECK(all[2].label() == "pipelined 256KiB x1");
     CHECK(all[2].pipeline.chunk_elements == 256 * 1024 / 4);
-    CHECK(all[5].key() == "pipelined_1024KiB_x4");
+    CHECK(all[5].label() == "pipelined 1024KiB x4");
     CHECK(all[6].name == "cuda_aware");
     CHECK(variant_specs("pinned", "1024", "1").size() == 1);
     const auto message_of = [](auto&& call) -> std::string {

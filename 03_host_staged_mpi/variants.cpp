@@ -18,13 +18,6 @@ std::string VariantSpec::label() const {
     return name + " " + std::to_string(chunk_kb) + "KiB x" + std::to_string(pipeline.in_flight);
 }
 
-std::string VariantSpec::key() const {
-    std::string text = label();
-    for (char& c : text)
-        if (c == ' ') c = '_';
-    return text;
-}
-
 std::string VariantSpec::description() const {
     if (name == "pageable") return "copy to a plain (pageable) host buffer, one MPI_Allreduce, copy back";
     if (name == "pinned")

@@ -13,7 +13,6 @@ struct VariantSpec {
     int chunk_kb = 0;           // pipelined only
     PipelineSettings pipeline;  // pipelined only
     std::string label() const;  // "pinned", "pipelined 1024KiB x2"
-    std::string key() const;    // the same as a JSON key: "pipelined_1024KiB_x2"
     std::string description() const;
 };
 

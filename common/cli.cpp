@@ -317,6 +317,15 @@ std::string ArgParser::find_value(int argc, const char* const* argv, const std::
     return found;
 }
 
+bool ArgParser::find_switch(int argc, const char* const* argv, const std::string& flag) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (is_help(arg)) return false;           // as in find_value: nothing after --help counts
+        if (flag_name(arg) == flag) return true;  // never another flag's value (parse() says so)
+    }
+    return false;
+}
+
 std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text,
                                           const std::string& allowed) {
     std::vector<std::string> items;

@@ -56,6 +56,9 @@ public:
     // with parse(): arguments after --help are not read, and a repeated flag throws UsageError. It knows
     // no aliases: use it only for flags that have none.
     static std::string find_value(int argc, const char* const* argv, const std::string& flag);
+    // Whether the switch `flag` is on the command line, read likewise (before --help, never as another
+    // flag's value).
+    static bool find_switch(int argc, const char* const* argv, const std::string& flag);
 
     // Whether parse() prints the help text in this process (default yes). run_mpi_program turns it off
     // on every rank but 0: each rank still sees --help and returns, and the text is printed once.

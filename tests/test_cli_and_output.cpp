@@ -284,6 +284,19 @@ TEST_CASE("find_value reads argv as parse does") {
     CHECK_THROWS_WITH_AS(value({"--problem", "small", "--problem=large"}), "--problem given twice", UsageError);
 }
 
+TEST_CASE("find_switch reads argv as parse does") {
+    const auto given = [](std::vector<const char*> args) {
+        args.insert(args.begin(), "test");
+        return ArgParser::find_switch(int(args.size()), args.data(), "--verify");
+    };
+    CHECK(given({"--nz", "64", "--verify"}));
+    CHECK(given({"--out", "--verify"}));  // never another flag's value: parse reports --out's missing one
+    CHECK_FALSE(given({"--nz", "64"}));
+    CHECK_FALSE(given({"--help", "--verify"}));  // parse stops at --help
+    CHECK_FALSE(given({"-h", "--verify"}));
+    CHECK_FALSE(given({"--verifyx"}));
+}
+
 TEST_CASE("the CFL limit of the 8th-order stencil is 0.5546") {
     CHECK(max_stable_courant_number() == doctest::Approx(0.5546).epsilon(1e-3));
 }
