@@ -96,9 +96,11 @@ private:
 // "a,", "a,,b") throws UsageError naming the flag and `allowed`: a stray comma usually means that a name
 // was left out, and is not quietly dropped.
 std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text, const std::string& allowed);
-// The same for a list of choices, where an item given twice ("ring,ring") is refused too: it would run
-// the same thing twice under one name.
+// The same for a list of choices: an item that is not one of `known` is refused ("--variants: unknown
+// variant 'rign'; allowed ...", `what` naming the kind of item), and so is an item given twice
+// ("ring,ring"), which would run the same thing twice under one name.
 std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text,
+                                           const std::vector<std::string>& known, const std::string& what,
                                            const std::string& allowed);
 
 }  // namespace fwi

@@ -262,12 +262,15 @@ TEST_CASE("the problem's model flags are refused with the other model") {
     CHECK(parse_error({"--anomaly-radius", "0.2"}) == "--anomaly-radius: used only with --model anomaly");
 }
 
-TEST_CASE("a list of choices refuses an item given twice") {
-    CHECK(split_choice_list("--checks", "p2p,nccl", "") == std::vector<std::string>{"p2p", "nccl"});
-    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,nccl,p2p", ""), "--checks: 'p2p' is listed twice",
-                         UsageError);
-    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,", "x"), "--checks: 'p2p,' has an empty item; give x",
-                         UsageError);
+TEST_CASE("a list of choices refuses an unknown item and an item given twice") {
+    const std::vector<std::string> known{"p2p", "nccl", "host"};
+    CHECK(split_choice_list("--checks", "p2p,nccl", known, "check", "") == std::vector<std::string>{"p2p", "nccl"});
+    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,nccl,p2p", known, "check", ""),
+                         "--checks: 'p2p' is listed twice", UsageError);
+    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,", known, "check", "x"),
+                         "--checks: 'p2p,' has an empty item; give x", UsageError);
+    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,pp2", known, "check", "p2p, nccl or host"),
+                         "--checks: unknown check 'pp2'; allowed p2p, nccl or host", UsageError);
     CHECK(split_comma_list("FWI_TEST_NODE_OF_RANK", "0,0,1", "") == std::vector<std::string>{"0", "0", "1"});
 }
 
