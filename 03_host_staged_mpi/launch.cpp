@@ -80,8 +80,8 @@ void print_variant_table(const std::vector<VariantLine>& lines, size_t gradient_
             std::printf("  %-22s skipped\n", v.label.c_str());
             continue;
         }
-        std::printf("  %-22s %12.3f %9.3f %6.1f%% %8.3f %8.3f %9.3f %8s\n", v.label.c_str(), 1e3 * v.per_gradient,
-                    1e3 * v.combine, 100.0 * v.share, 1e3 * v.to_host, 1e3 * v.mpi, 1e3 * v.to_device,
+        std::printf("  %-22s %12.3f %9.3f %6.1f%% %8.3f %8.3f %9.3f %8s\n", v.label.c_str(), 1e3 * v.per_gradient_s,
+                    1e3 * v.combine_s, 100.0 * v.combine_share, 1e3 * v.to_host_s, 1e3 * v.mpi_s, 1e3 * v.to_device_s,
                     v.verified ? "yes" : "NO");
     }
 }

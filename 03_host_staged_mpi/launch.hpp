@@ -31,7 +31,8 @@ bool too_few_gpus_anywhere(double timeout_s);
 struct VariantLine {
     std::string label;
     bool skipped = false, verified = false;
-    double per_gradient = 0.0, combine = 0.0, share = 0.0, to_host = 0.0, mpi = 0.0, to_device = 0.0;
+    double per_gradient_s = 0.0, combine_s = 0.0, to_host_s = 0.0, mpi_s = 0.0, to_device_s = 0.0;
+    double combine_share = 0.0;  // of an iteration
 };
 void print_variant_table(const std::vector<VariantLine>& lines, size_t gradient_bytes, int ranks, int iterations);
 

@@ -70,8 +70,8 @@ void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, Stagin
 
 // What every variant's run shares.
 struct VariantContext {
-    const Problem& p;
-    const Options& o;
+    const Problem& problem;
+    const Options& options;
     int gpus;
     GpuShare& share;
     MpiTeam& team;
@@ -84,10 +84,10 @@ struct VariantRun {
 };
 
 // Runs the FWI loop with one variant's combine.
-VariantRun run_variant(VariantContext& r, const VariantSpec& spec) {
+VariantRun run_variant(VariantContext& context, const VariantSpec& spec) {
     const int rank = world_rank();
     VariantLine line{spec.label()};
-    DeviceCombine device_combine(spec, r.share.gradient(), r.share.gradient_count(), MPI_COMM_WORLD);
+    DeviceCombine device_combine(spec, context.share.gradient(), context.share.gradient_count(), MPI_COMM_WORLD);
     if (!device_combine.unavailable_reason().empty()) {
         if (rank == 0)
             std::printf("\n%s: skipped: %s\n", spec.label().c_str(), device_combine.unavailable_reason().c_str());
@@ -98,23 +98,25 @@ VariantRun run_variant(VariantContext& r, const VariantSpec& spec) {
 
     StagingTimes times;
     const CombineStep combine = [&](GpuShare& share) {
-        combine_gradient_and_misfit(device_combine, share, times, r.o.timeout_s);
+        combine_gradient_and_misfit(device_combine, share, times, context.options.timeout_s);
     };
-    r.share.set_model(initial_model(r.p));  // every variant starts from it: the previous one changed the model
-    const MemberRecord record = run_iterations(r.team, rank, r.share, combine, 1, r.o.iterations);
+    context.share.set_model(
+        initial_model(context.problem));  // every variant starts from it: the previous one changed the model
+    const MemberRecord record =
+        run_iterations(context.team, rank, context.share, combine, 1, context.options.iterations);
     // run_iterations' untimed warm-up combine recorded times too: drop them
     for (auto* phase : {&times.to_host, &times.mpi, &times.to_device}) phase->erase(phase->begin());
-    RunSummary run = summarize(r.team, rank, record, "03_host_staged_mpi", spec.name, 1);
+    RunSummary run = summarize(context.team, rank, record, "03_host_staged_mpi", spec.name, 1);
     if (rank != 0) return {line, run};
 
-    run.gpus = r.gpus;  // ranks may share a GPU (a test on a 1-GPU machine)
-    line.per_gradient = run.time_per_gradient;
-    line.combine = run.combine.median;
-    line.share = run.combine.median / run.time_per_iteration;
-    line.to_host = median(times.to_host);
-    line.mpi = median(times.mpi);
-    line.to_device = median(times.to_device);
-    run.details.add("to_host_s", line.to_host).add("mpi_s", line.mpi).add("to_device_s", line.to_device);
+    run.gpus = context.gpus;  // ranks may share a GPU (a test on a 1-GPU machine)
+    line.per_gradient_s = run.time_per_gradient;
+    line.combine_s = run.combine.median;
+    line.combine_share = run.combine.median / run.time_per_iteration;
+    line.to_host_s = median(times.to_host);
+    line.mpi_s = median(times.mpi);
+    line.to_device_s = median(times.to_device);
+    run.details.add("to_host_s", line.to_host_s).add("mpi_s", line.mpi_s).add("to_device_s", line.to_device_s);
     if (spec.name == "pipelined") run.details.add("chunk_kb", spec.chunk_kb).add("in_flight", spec.pipeline.in_flight);
     return {line, run};
 }
@@ -155,9 +157,9 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
     wait_for_rank0_setup(setup_timer.seconds(), o.timeout_s);
     const HostTimer run_timer;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
-    VariantContext r{p, o, gpus, share, team};
+    VariantContext context{p, o, gpus, share, team};
     std::vector<VariantRun> runs;
-    for (const VariantSpec& spec : specs) runs.push_back(run_variant(r, spec));
+    for (const VariantSpec& spec : specs) runs.push_back(run_variant(context, spec));
     const double run_seconds = run_timer.seconds();
     if (rank == 0) check_and_report(p, o, share, with_reference, runs);
     wait_for_rank0_to_finish(run_seconds, o.timeout_s);  // the other ranks wait for rank 0's reference
