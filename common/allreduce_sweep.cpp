@@ -59,9 +59,9 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
                      "sweep: largest buffer size in bytes (K, M, G: powers of 1024)");
     parser.add_double("--step-factor", &options.step_factor, 1.01, 1024,
                       "sweep: each size is this factor times the last");
-    parser.add_int("--warmup", &options.warmup, 0, 1000,
+    parser.add_int("--warmup", &options.warmup, 0, kMaxBatchIterations,
                    "sweep: untimed allreduces per size before timing (at most one batch's worth)");
-    parser.add_int("--iters", &options.iters, 1, 10000,
+    parser.add_int("--iters", &options.iters, 1, kMaxBatchIterations,
                    "sweep: allreduces per timed batch (fewer when a batch would move more than 1 GiB)");
     parser.add_int("--repeats", &options.repeats, 1, 100, "sweep: timed batches per size; the median is reported");
     // nccl-tests' names, so that its command lines work here: -b 8 -e 256M -f 2 -n 20 -w 5 (-g 8 in 02).

@@ -32,6 +32,11 @@ struct AllreduceSweepOptions {
 
 // The largest size --max-bytes allows.
 constexpr long long kMaxSweepBytes = 64LL << 30;
+// --iters' limit. A timed batch is queued on a stream without a wait in between, and a stream holds only
+// about 1000 launches behind work that has not finished (1021 on an H100 with CUDA 13) before the host
+// blocks inside the next launch, where no time limit reaches: with a peer that stalls, a longer batch
+// would hang there instead of ending with the timed wait's message.
+constexpr int kMaxBatchIterations = 500;
 
 // --min-bytes, --max-bytes (sizes with K, M, G: powers of 1024), --step-factor, --iters, --warmup,
 // --repeats, with nccl-tests' short names: -b, -e, -f, -n, -w; and -g for --gpus where the program

@@ -92,6 +92,9 @@ add_cli_test(02_list_trailing_comma 02_allreduce_primitives "--variants: 'ring,'
 add_cli_test(02_list_double_comma 02_allreduce_primitives "--variants: 'ring,,nccl' has an empty item"
              --variants ring,,nccl)
 add_cli_test(02_list_repeated_item 02_allreduce_primitives "--variants: 'ring' is listed twice" --variants ring,nccl,ring)
+# A batch longer than a stream's launch queue would block inside a launch, beyond any time limit.
+add_cli_test(02_iters_beyond_launch_queue 02_allreduce_primitives "--iters: 501 is out of range; allowed 1..500"
+             --iters 501)
 add_cli_test(02_flag_of_other_variant 02_allreduce_primitives "--ring-chunks: used only when --variants includes ring"
              --variants nccl --ring-chunks 2)
 add_cli_test(02_no_peer_access_for_p2p_kernel 02_allreduce_primitives
