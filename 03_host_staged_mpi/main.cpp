@@ -14,7 +14,7 @@
 // support), or all.
 // How it works: every rank runs the loop of common/shot_parallel.hpp (compute, wait, combine, update)
 // once per variant; every combine is behind DeviceCombine (device_combine.cu), its host logic in
-// combine_steps.cpp; launch.cpp holds the flags and the placement report; bench.cpp is --bench-allreduce.
+// combine_steps.cpp; launch.cpp holds the flags and the variants table; bench.cpp is --bench-allreduce.
 // What you should see (mpirun -np 2 on 2 GPUs): per variant a line per iteration, the speedup line against the
 // 1-GPU reference run by rank 0, a RESULT line, and a table of the variants with their copy and MPI
 // times; "cuda_aware: skipped: ..." where MPI is not CUDA-aware.

@@ -57,10 +57,11 @@ void enqueue_allreduce(const GpuShare& share, ncclComm_t comm) {
 // one launch; the threads need no group between them, since each one's call may wait for the others'
 // calls without keeping them from being made.
 void combine_from_own_thread(GpuShare& share, ncclComm_t comm, double timeout_s) {
+    const std::string what = "ncclAllReduce of the gradient and misfit (threads driver)";
     NCCL_CHECK(ncclGroupStart());
     enqueue_allreduce(share, comm);
-    NCCL_CHECK(ncclGroupEnd());
-    wait_for_nccl({comm}, {share.stream()}, "ncclAllReduce of the gradient and misfit (threads driver)", timeout_s);
+    nccl_check_or_abort(ncclGroupEnd(), {comm}, what);  // a failed launch may leave part of it queued
+    wait_for_nccl({comm}, {share.stream()}, what, timeout_s);
 }
 
 // --driver group: GPU 0's thread issues the allreduces of every GPU. Inside ncclGroupStart/ncclGroupEnd
@@ -73,7 +74,7 @@ void combine_from_one_thread(const std::vector<GpuShare*>& shares, const std::ve
     if (g == 0) {
         NCCL_CHECK(ncclGroupStart());
         for (size_t other = 0; other < shares.size(); ++other) enqueue_allreduce(*shares[other], comms[other]);
-        NCCL_CHECK(ncclGroupEnd());
+        nccl_check_or_abort(ncclGroupEnd(), comms, "the group of every GPU's allreduces (group driver)");
     }
     team.barrier(g, "GPU 0's thread to issue the group of allreduces");
     wait_for_nccl({comms[g]}, {shares[g]->stream()}, "ncclAllReduce of the gradient and misfit (group driver)",

@@ -61,8 +61,9 @@ void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
     NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
                              share.stream()));
     NCCL_CHECK(ncclAllReduce(share.misfit(), share.misfit(), 1, ncclDouble, ncclSum, comm, share.stream()));
-    NCCL_CHECK(ncclGroupEnd());
-    wait_for_nccl({comm}, {share.stream()}, "ncclAllReduce of the gradient and misfit", timeout_s);
+    const std::string what = "ncclAllReduce of the gradient and misfit";
+    nccl_check_or_abort(ncclGroupEnd(), {comm}, what);  // a failed launch may leave part of it queued
+    wait_for_nccl({comm}, {share.stream()}, what, timeout_s);
 }
 
 // ---- set-up and report ------------------------------------------------------------------------------

@@ -34,8 +34,9 @@ struct AllreduceSweepOptions {
 constexpr long long kMaxSweepBytes = 64LL << 30;
 // --iters' limit. A timed batch is queued on a stream without a wait in between, and a stream holds only
 // about 1000 launches behind work that has not finished (1021 on an H100 with CUDA 13) before the host
-// blocks inside the next launch, where no time limit reaches: with a peer that stalls, a longer batch
-// would hang there instead of ending with the timed wait's message.
+// blocks inside the next launch, where no time limit reaches: with a peer that stalls, a longer batch of
+// NCCL's allreduce (one launch per call) would hang there instead of ending with the timed wait's
+// message. (02's ring queues several copies and kernels per call; its peers are GPUs of this process.)
 constexpr int kMaxBatchIterations = 500;
 
 // --min-bytes, --max-bytes (sizes with K, M, G: powers of 1024), --step-factor, --iters, --warmup,

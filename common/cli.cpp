@@ -343,9 +343,11 @@ std::vector<std::string> split_comma_list(const std::string& flag, const std::st
 
 std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text,
                                            const std::vector<std::string>& known, const std::string& what,
-                                           const std::string& allowed) {
+                                           const std::string& allowed, const std::string& alone) {
     const std::vector<std::string> items = split_comma_list(flag, text, allowed);
     for (size_t i = 0; i < items.size(); ++i) {
+        if (!alone.empty() && items[i] == alone)
+            throw UsageError(flag + ": '" + alone + "' stands alone, not in a list; allowed " + allowed);
         if (std::find(known.begin(), known.end(), items[i]) == known.end())
             throw UsageError(flag + ": unknown " + what + " '" + shown_value(items[i]) + "'; allowed " + allowed);
         for (size_t j = 0; j < i; ++j)

@@ -61,9 +61,8 @@ private:
 void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout_s);
 
 // The two waits of an FWI lesson over MPI (03, 05, 06) where rank 0 has more to do than the others, for
-// the single-GPU reference. Each is a barrier of every rank whose limit is 3 x ranks x the same part's
-// length on this rank, plus timeout_s: the reference repeats every rank's work on one GPU. Rank 0 itself,
-// which comes last, waits timeout_s.
+// the single-GPU reference. Each is a barrier of every rank whose limit is timeout_s plus
+// member0_allowance (team.hpp: 3 x ranks x the same part's length on this rank; none on rank 0).
 // - wait_for_rank0_setup, once every rank has built its share: rank 0's also models every shot and runs a
 //   gradient of all of them, which on a large problem or a slow GPU can take longer than --timeout.
 //   `setup_seconds`: how long this rank's own share took to build.

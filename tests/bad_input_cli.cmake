@@ -108,6 +108,7 @@ add_cli_mpi_test(doctor_mpi_value_is_help 2 doctor "--json: missing value" --mpi
 add_cli_mpi_test(doctor_mpi_int_junk 2 doctor "--bandwidth-mib: '8M' is not an integer" --mpi --bandwidth-mib 8M)
 add_cli_test(doctor_list_leading_comma doctor "--checks: ',p2p' has an empty item" --checks ,p2p)
 add_cli_test(doctor_all_in_a_list doctor "--checks: 'all' stands alone" --checks all,host)
+add_cli_mpi_test(03_all_in_a_list 2 03_host_staged_mpi "--combine: 'all' stands alone" --combine all,pinned)
 add_cli_test(doctor_flag_of_other_check doctor "--bandwidth-mib: used only when check 4 (bandwidth) runs"
              --checks nccl --bandwidth-mib 8)
 add_cli_mpi_test(doctor_mpi_flag_of_unselected_check 2 doctor "--nccl-mib: used only when check 5"

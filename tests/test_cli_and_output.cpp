@@ -271,6 +271,8 @@ TEST_CASE("a list of choices refuses an unknown item and an item given twice") {
                          "--checks: 'p2p,' has an empty item; give x", UsageError);
     CHECK_THROWS_WITH_AS(split_choice_list("--checks", "p2p,pp2", known, "check", "p2p, nccl or host"),
                          "--checks: unknown check 'pp2'; allowed p2p, nccl or host", UsageError);
+    CHECK_THROWS_WITH_AS(split_choice_list("--checks", "all,p2p", known, "check", "all or p2p, nccl or host", "all"),
+                         "--checks: 'all' stands alone, not in a list; allowed all or p2p, nccl or host", UsageError);
     CHECK(split_comma_list("FWI_TEST_NODE_OF_RANK", "0,0,1", "") == std::vector<std::string>{"0", "0", "1"});
 }
 

@@ -76,18 +76,19 @@ TEST_CASE("a member that never comes ends the barrier with an EnvironmentError n
 }
 
 TEST_CASE("the set-up barrier waits longer for member 0 in proportion to the others' own set-up, and no longer") {
-    // Member 0 builds its share in 0.8 s, more than the 0.5 s timeout. Member 1's took 0.2 s: it allows
-    // 3 x 2 x 0.2 + 0.5 = 1.7 s and passes. Had its own taken 0.02 s, it allows 0.62 s and gives up (and
-    // member 0 ends within the timeout after that, so run_threads joins it).
-    for (const double own_setup : {0.2, 0.02}) {
-        ThreadTeam team(2, 0.5);
+    // Member 0 builds its share in 1.6 s, more than the 1 s timeout. Member 1's took 0.3 s: it allows
+    // 3 x 2 x 0.3 + 1 = 2.8 s and passes. Had its own taken 0.02 s, it allows 1.12 s and gives up (and
+    // member 0 ends within the timeout after that, so run_threads joins it). Half a second or more to
+    // spare each way, for a loaded machine.
+    for (const double own_setup : {0.3, 0.02}) {
+        ThreadTeam team(2, 1.0);
         const auto run = [&] {
             team.run_threads([&](int m) {
-                if (m == 0) std::this_thread::sleep_for(std::chrono::milliseconds(800));
-                team.wait_for_member0_setup(m, m == 0 ? 0.8 : own_setup);
+                if (m == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+                team.wait_for_member0_setup(m, m == 0 ? 1.6 : own_setup);
             });
         };
-        if (own_setup == 0.2)
+        if (own_setup == 0.3)
             CHECK_NOTHROW(run());
         else
             CHECK_THROWS_WITH_AS(run(), doctest::Contains("waiting for every GPU's set-up"), EnvironmentError);
