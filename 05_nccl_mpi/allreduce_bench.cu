@@ -35,8 +35,14 @@ struct WrongResult {
 // This rank's part of ncclAllReduce, out of place, on its own stream, with buffers for the largest size.
 class NcclSweepVariant final : public AllreduceSweepVariant {
 public:
-    NcclSweepVariant(ncclComm_t comm, int rank, int ranks, size_t max_count, double timeout_s)
-        : comm_(comm), rank_(rank), ranks_(ranks), timeout_s_(timeout_s), send_(max_count), recv_(max_count) {
+    NcclSweepVariant(ncclComm_t comm, int rank, int ranks, size_t max_count, double timeout_s, const TestFault& fault)
+        : comm_(comm),
+          rank_(rank),
+          ranks_(ranks),
+          timeout_s_(timeout_s),
+          fault_(fault),
+          send_(max_count),
+          recv_(max_count) {
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     }
     ~NcclSweepVariant() override { cudaStreamDestroy(stream_); }
@@ -77,7 +83,11 @@ public:
         return thrust::count_if(thrust::cuda::par.on(stream_), thrust::counting_iterator<size_t>(0),
                                 thrust::counting_iterator<size_t>(count), WrongResult{recv_.data(), ranks_});
     }
-    void begin_batch() override { batch_timer_.start(stream_); }
+    void begin_batch() override {
+        // A test hook, not part of the benchmark: with --test-fault one rank fails before its first timed batch.
+        if (batches_++ == 0) trigger_test_fault(fault_, FaultPoint::allreduce, rank_, timeout_s_);
+        batch_timer_.start(stream_);
+    }
     double end_batch() override {
         batch_timer_.stop(stream_);
         wait();  // with the timeout; the events are complete after it
@@ -100,6 +110,8 @@ private:
     ncclComm_t comm_;
     int rank_, ranks_;
     double timeout_s_;
+    TestFault fault_;
+    int batches_ = 0;
     DeviceBuffer<float> send_, recv_;
     cudaStream_t stream_ = nullptr;
     CudaEventTimer batch_timer_;
@@ -109,8 +121,9 @@ private:
 }  // namespace
 
 long long run_allreduce_bench(ncclComm_t comm, int rank, int ranks, const AllreduceSweepOptions& options,
-                              double timeout_s, const std::string& json_path) {
-    NcclSweepVariant variant(comm, rank, ranks, allreduce_sweep_sizes(options).back() / sizeof(float), timeout_s);
+                              double timeout_s, const std::string& json_path, const TestFault& fault) {
+    NcclSweepVariant variant(comm, rank, ranks, allreduce_sweep_sizes(options).back() / sizeof(float), timeout_s,
+                             fault);
     SweepLayout layout;
     layout.pattern = "05_nccl_mpi";
     layout.gpus = layout.ranks = ranks;

@@ -3,11 +3,12 @@
 # run must show that the fault fired (rank 1's "failing on purpose"), end non-zero within LIMIT_S seconds
 # and leave no process behind; rank 0's message must also contain EXPECTED_TEXT when it is given.
 #
-# Usage: fault_test.sh VISIBLE_GPUS PROGRAM MPIEXEC FAULT LAUNCH TRIALS [EXPECTED_TEXT]
+# Usage: fault_test.sh VISIBLE_GPUS PROGRAM MPIEXEC FAULT LAUNCH TRIALS [EXPECTED_TEXT [PROGRAM_ARGS...]]
 #   FAULT   KIND-before-POINT: exit|sigkill|stall, allreduce|bootstrap (see test_fault.hpp)
 #   LAUNCH  mpirun     Open MPI's default: mpirun itself ends the job when a rank dies
 #           survivors  mpirun is told not to (orte_abort_on_non_zero_status 0), so rank 0's own
 #                      timeout (wait_for_nccl, --timeout 5) must end it
+#   PROGRAM_ARGS  what the program runs (default: the small FWI, one iteration, no reference)
 # Exits 77 (skipped) with fewer than 2 GPUs, 3 when the GPUs cannot be counted.
 set -u
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
@@ -18,6 +19,8 @@ fault=$4
 launch=$5
 trials=$6
 expected=${7:-}
+program_args=("${@:8}")
+[ ${#program_args[@]} -gt 0 ] || program_args=(--problem small --iterations 1 --no-reference)
 timeout_s=5
 limit_s=90  # start-up (CUDA, NCCL init, warm-up) + --timeout + teardown, with a wide margin
 
@@ -36,7 +39,7 @@ for trial in $(seq 1 "$trials"); do
     marker="$work/trial-$trial.json"  # unique on the command line: how pgrep finds this trial's processes
     start_ns=$(date +%s%N)
     timeout -k 5 "$limit_s" "$mpiexec" --oversubscribe -np 2 "${launch_flags[@]}" -x NCCL_NVLS_ENABLE=0 \
-        "$program" --problem small --iterations 1 --no-reference --timeout "$timeout_s" \
+        "$program" "${program_args[@]}" --timeout "$timeout_s" \
         "--test-fault=$fault:1" --json "$marker" >"$work/output.txt" 2>&1
     code=$?
     elapsed_s=$(( ($(date +%s%N) - start_ns) / 1000000000 ))

@@ -125,7 +125,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     return kExitOk;
 }
 
-int run_bench(const Options& o) {
+int run_bench(const Options& o, const TestFault& fault) {
     const int rank = world_rank(), ranks = world_size();
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
@@ -133,8 +133,9 @@ int run_bench(const Options& o) {
                        "a send and a receive buffer on every GPU", "GPU " + std::to_string(device) + "'s");
     if (rank == 0) print_header("--bench-allreduce", o, ranks);
     print_rank_placement(device, "", o.timeout_s);
+    trigger_test_fault(fault, FaultPoint::bootstrap, rank, o.timeout_s);  // a test hook, as in run_fwi
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
-    const long long wrong = run_allreduce_bench(comm, rank, ranks, o.sweep, o.timeout_s, o.json);
+    const long long wrong = run_allreduce_bench(comm, rank, ranks, o.sweep, o.timeout_s, o.json, fault);
     nccl_destroy_all({comm}, o.timeout_s);
     if (rank == 0 && wrong != 0)
         throw VerificationError(std::to_string(wrong) + " wrong elements in the allreduce results (see #wrong)");
@@ -169,14 +170,10 @@ int main(int argc, char** argv) {
         require_host_memory(problem, ranks_on_this_node(options.timeout_s));
         validate_allreduce_sweep_options(options.sweep);
         const TestFault fault = parse_test_fault(fault_spec);  // after parse: --help wins over a bad spec
-        if (fault.kind != FaultKind::none && options.bench_allreduce)
-            throw UsageError(
-                "--test-fault: used only without --bench-allreduce (the faults fire in the FWI's set-up and first "
-                "timed combine)");
         if (fault.rank >= world_size())
             throw UsageError("--test-fault: rank " + std::to_string(fault.rank) + " does not exist; allowed 0.." +
                              std::to_string(world_size() - 1));
         options.transport_line = apply_nccl_transport(options.transport);  // every rank, before NCCL starts
-        return options.bench_allreduce ? run_bench(options) : run_fwi(problem, options, fault);
+        return options.bench_allreduce ? run_bench(options, fault) : run_fwi(problem, options, fault);
     });
 }

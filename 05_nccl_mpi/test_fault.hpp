@@ -1,11 +1,12 @@
 // Fault injection for the fault tests (flag --test-fault, left out of --help on purpose): one rank fails
 // at a chosen point, and the tests check that every other rank still ends, non-zero, within --timeout,
-// with a message naming the operation it waited for. FWI runs only: main refuses it with
-// --bench-allreduce. --test-fault=KIND-before-POINT:R makes rank R fail there:
+// with a message naming the operation it waited for. --test-fault=KIND-before-POINT:R makes rank R fail
+// there:
 //   KIND   exit     exit at once (status 1) without a word to the others
 //          sigkill  kill itself with SIGKILL (what the OOM killer does)
 //          stall    stop answering (sleep), never reaching the point
-//   POINT  allreduce  just before the first timed allreduce
+//   POINT  allreduce  just before the first timed allreduce (with --bench-allreduce: the first timed
+//                     batch of the sweep)
 //          bootstrap  just before the NCCL bootstrap (the others wait in MPI, not yet in NCCL)
 #pragma once
 

@@ -152,9 +152,6 @@ add_cli_mpi_test(05_double_inf 2 05_nccl_mpi "--delay: 'inf' is not a finite num
 add_cli_mpi_test(05_repeated_test_fault 2 05_nccl_mpi "--test-fault given twice"
                  --test-fault exit-before-allreduce:1 --test-fault=stall-before-allreduce:0)
 add_cli_mpi_test(05_test_fault_value_is_flag 2 05_nccl_mpi "--test-fault: missing value" --test-fault --nz 64)
-# The fault fires before the FWI's first timed combine: the benchmark would run as if it were not given.
-add_cli_mpi_test(05_test_fault_with_bench 2 05_nccl_mpi "--test-fault: used only without --bench-allreduce"
-                 --bench-allreduce --test-fault exit-before-allreduce:1)
 add_cli_mpi_test(05_bad_transport 2 05_nccl_mpi "--transport: 'nvlink' is not one of auto|network" --transport nvlink)
 add_cli_mpi_test(05_bench_transport_missing 2 05_nccl_mpi "--transport: missing value" --bench-allreduce --transport)
 add_cli_mpi_test(06_value_is_help 2 06_fwi_shot_parallel "--json: missing value" --json --help)
