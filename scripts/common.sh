@@ -274,10 +274,16 @@ install_missing_packages() {
 
 # python3_path: the python3 the scripts run their Python helpers with (compare.py, relative_paths.py): the
 # one on PATH, else the system's /usr/bin/python3 (to which the install step gives matplotlib); nothing when
-# there is neither, which the scripts check before their runs rather than fail on it at the end.
+# there is neither that runs, which the scripts check before their runs rather than fail on it at the end.
+# "Runs": a pyenv shim with no version selected is on PATH but exits 127.
 python3_path() {
-    command -v python3 2>/dev/null && return 0
-    [ -x /usr/bin/python3 ] && echo /usr/bin/python3
+    local candidate
+    for candidate in "$(command -v python3 2>/dev/null)" /usr/bin/python3; do
+        if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import json' >/dev/null 2>&1; then
+            echo "$candidate"
+            return 0
+        fi
+    done
     return 0
 }
 

@@ -44,6 +44,8 @@ from result_schema import validate, validate_env  # noqa: E402
 import scaling_model  # noqa: E402
 
 BASELINE = "01_single_gpu"
+UNFINISHED = "unfinished"  # in runs/ while compare.sh runs (read_manifest)
+ROLE_KINDS = {"fwi": "fwi", "batch": "fwi", "sweep": "allreduce_sweep"}  # the RESULT each role of run writes
 EXIT_MEANINGS = {"1": "verification failed", "2": "bad input", "3": "environment"}
 
 
@@ -75,10 +77,17 @@ PREDICTION_TOLERANCE = 0.10
 
 
 class BadManifest(ValueError):
-    """A manifest.tsv that compare.sh did not write (edited, or another tool's)."""
+    """A runs folder that is not as compare.sh left it after its last run: a manifest.tsv it did not write
+    (edited, or another tool's), a comparison that did not finish, a RESULT file that cannot be read."""
 
 
 def read_manifest(runs_dir):
+    # compare.sh writes it before the first run and removes it after the last: a comparison that was
+    # stopped (Ctrl-C, a lost session) would otherwise read as a complete one with fewer rows.
+    unfinished = os.path.join(runs_dir, UNFINISHED)
+    if os.path.exists(unfinished):
+        raise BadManifest("%s: this comparison did not finish (scripts/compare.sh stopped before its last run); "
+                          "run it again" % unfinished)
     path = os.path.join(runs_dir, "manifest.tsv")
     if os.path.exists(path) and not os.path.isfile(path):  # a device or a FIFO would be read without end
         raise BadManifest("%s: not a regular file" % path)
@@ -103,14 +112,15 @@ def read_manifest(runs_dir):
 
 def read_json(path):
     """The object a run wrote with --json (or compare.sh's machine.json), or None when there is none (or what
-    is there is not a regular file: a device or a FIFO would be read without end)."""
+    is there is not a regular file: a device or a FIFO would be read without end). BadManifest when the file
+    cannot be read as JSON: the programs write it whole or not at all, so it was changed since."""
     if not os.path.isfile(path):
         return None
     try:
         with open(path) as f:
             return json.load(f)
-    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep for the parser
-        return None
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested too deep for the parser
+        raise BadManifest("%s: cannot be read as JSON (%s), which no run writes" % (path, error))
 
 
 def gpu_sharing_note(runs_dir):
@@ -187,6 +197,9 @@ def read_runs(runs_dir):
     for entry in read_manifest(runs_dir):
         result = read_json(os.path.join(runs_dir, entry["json"])) if entry["json"] else None
         status = status_text(entry["status"], result)
+        if result is not None and not validate(result) and result["kind"] != ROLE_KINDS.get(entry["role"]):
+            status = "RESULT of another kind (%s for a %s run)" % (result["kind"], entry["role"])
+            result = None
         if result is not None:
             if entry["status"] == "0" and field(result, "verified") is False:
                 status = "NOT VERIFIED"
@@ -474,7 +487,11 @@ def main(argv):
     rows = build_rows(runs)
     inputs = ModelInputs(runs)
     notes = table_notes(directory, rows, inputs)
-    machine = read_json(os.path.join(directory, "machine.json"))
+    try:
+        machine = read_json(os.path.join(directory, "machine.json"))
+    except BadManifest as error:
+        print("compare: warning: %s; it is left out" % error, file=sys.stderr)
+        machine = None
     if machine is not None and validate_env(machine):
         print("compare: warning: %s/machine.json: %s; it is left out" % (directory, "; ".join(validate_env(machine))),
               file=sys.stderr)

@@ -82,6 +82,11 @@ recording="${FWI_RECORDING_INTO:+$(realpath -m -- "$FWI_RECORDING_INTO")}"
 if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* && ( -z "$recording" || "$out/" != "$recording/"* ) ]]; then
     bad_flag "--out: '$out' is in docs/results, the stored results the docs' figures are made from; choose another --out"
 fi
+# Nor a folder of the repository's own files (its root, docs, a lesson): runs/ and comparison.* would sit
+# among them, and the docs' check would take comparison.md for one of the docs.
+if [ "$out" = "$ROOT" ] || [ -n "$(git -C "$ROOT" ls-files -- "$out" 2>/dev/null | head -n 1)" ]; then
+    bad_flag "--out: '$out' holds the repository's own files; choose a folder of the comparison's own (the default is out/compare-PROBLEM)"
+fi
 made_out=yes
 [ ! -e "$out" ] || made_out=""
 why="$(unwritable_folder_reason "$out")"
@@ -98,7 +103,7 @@ configure_and_build default || exit $?
 # The table and the scaling model's inputs are read with python3: checked before the runs, not after them.
 python="$(python3_path)"
 if [ -z "$python" ]; then
-    echo "compare: python3 is not installed (not on PATH, no /usr/bin/python3), and scripts/compare.py makes the" \
+    echo "compare: no python3 that runs (none on PATH or at /usr/bin/python3), and scripts/compare.py makes the" \
          "table with it; install python3 (apt-get install python3-matplotlib) or put it on PATH, and run again" >&2
     exit 3
 fi
@@ -123,6 +128,9 @@ rm -rf "$runs"  # ours (checked above): the runs of an earlier comparison
 rm -f "$out"/comparison.{txt,md,csv,json,png}
 mkdir -p "$runs"
 echo "made by scripts/compare.sh: the next comparison with this --out deletes this folder" >"$marker"
+# Until the last run is done: compare.py refuses a folder that has it, so that a comparison stopped half-way
+# is not read later as a complete one with fewer rows.
+echo "scripts/compare.sh has not finished this comparison" >"$runs/unfinished"
 # The machine files replace an earlier comparison's whole: written under a temporary name, then renamed
 # (as every file the suite writes), so a stopped comparison never leaves a torn one.
 {
@@ -288,6 +296,7 @@ else
 fi
 
 note_gpu_sharing "after the last run"
+rm -f "$runs/unfinished"
 
 echo
 "$python" "$ROOT/scripts/compare.py" "$out"

@@ -75,7 +75,7 @@ check_cuda_environment  # before the build step, whose own refusal would end up 
 # checked now, not after hours of runs.
 python="$(python3_path)"
 if [ -z "$python" ] && ! is_one_of build ${steps//,/ }; then
-    echo "record-results: python3 is not installed (not on PATH, no /usr/bin/python3), and the results' paths are" \
+    echo "record-results: no python3 that runs (none on PATH or at /usr/bin/python3), and the results' paths are" \
          "made relative with it (scripts/relative_paths.py); install python3 or put it on PATH, or run the build step" >&2
     exit 3
 fi

@@ -14,6 +14,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plotting import replace_atomically  # noqa: E402
+
 
 def relative_paths(text, folders):
     """text with every path under one of folders (absolute, no trailing slash) made relative."""
@@ -45,9 +48,12 @@ def main(argv):
     for path in files:
         try:
             with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                text = f.read()
-            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(relative_paths(text, folders))
+                text = relative_paths(f.read(), folders)
+
+            def write(temporary):
+                with open(temporary, "w", encoding="utf-8", errors="surrogateescape") as f:
+                    f.write(text)
+            replace_atomically(path, write)  # stopped at any moment: the old file or the new, never an empty one
         except OSError as error:
             print("relative_paths: %s: %s" % (path, error.strerror), file=sys.stderr)
             return 2

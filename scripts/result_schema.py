@@ -36,6 +36,8 @@ class Type:
     def problems(self, value, path):
         if self.name == "number" and isinstance(value, float) and not math.isfinite(value):
             return ["%s: %s is not a JSON number (the writer turns NaN and infinities into null)" % (path, value)]
+        if self.name in ("number", "integer") and isinstance(value, int) and abs(value) > 2 ** 63:
+            return ["%s: %s is beyond any count or measurement the programs write" % (path, _describe(value))]
         return [] if _is(self.name, value) else ["%s: expected %s, got %s" % (path, self.name, _describe(value))]
 
 
@@ -248,7 +250,7 @@ def validate(obj):
     """The problems of one RESULT object, as readable strings; empty when it follows the schema."""
     if not isinstance(obj, dict):
         return ["RESULT: expected object, got %s" % _describe(obj)]
-    if obj.get("kind") not in KINDS:
+    if not isinstance(obj.get("kind"), str) or obj["kind"] not in KINDS:
         return ["kind: expected one of %s, got %s" % (", ".join(map(json.dumps, KINDS)), json.dumps(obj.get("kind")))]
     return schema_of(obj["kind"]).problems(obj, "")
 

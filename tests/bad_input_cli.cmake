@@ -355,6 +355,8 @@ add_exit_test(cli_record_results_stray_comma CODE 2 TEXT "--steps: 'build,' is n
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,)
 add_exit_test(cli_compare_unwritable_out CODE 2 TEXT "--out: cannot create a file in '/proc'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out /proc)
+add_exit_test(cli_compare_out_in_the_repository CODE 2 TEXT "holds the repository's own files" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out ${PROJECT_SOURCE_DIR}/docs)
 add_exit_test(cli_compare_repeated_flag CODE 2 TEXT "--iterations given twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --iterations 2 --gpus 1 --iterations 3)
 add_exit_test(cli_record_results_repeated_flag CODE 2 TEXT "--out given twice" TIMEOUT 20

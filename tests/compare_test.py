@@ -2,8 +2,9 @@
 """CPU tests of scripts/compare.py, the comparison's table, on a copy of a stored comparison
 (docs/results) spoiled one way at a time: a RESULT that does not follow the schema is not read (its row
 says why), a row the scaling model cannot predict gets a note, a machine.json without a GPU's name is left
-out, a manifest that is not UTF-8 or lists no runs is refused (exit 2), as is a folder of docs/results
-itself, and an output that cannot be written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
+out, a manifest that is not UTF-8 or lists no runs is refused (exit 2), as are a comparison that did not
+finish, a RESULT file that is not JSON and a folder of docs/results itself, and an output that cannot be
+written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
 
 usage: compare_test.py
 """
@@ -207,6 +208,33 @@ class Compare(unittest.TestCase):
         self.assertIn("line 3: gpus '0' is not a GPU count", self.run_compare(2))
         self.write_manifest([row[:6] for row in rows])  # no log column: another tool's, or an older one's
         self.assertIn("manifest.tsv line 2: no log", self.run_compare(2))
+
+    def test_an_unfinished_comparison_is_refused(self):
+        """compare.sh's runs/unfinished, left by a comparison stopped before its last run."""
+        with open(os.path.join(self.dir, "runs", "unfinished"), "w") as f:
+            f.write("scripts/compare.sh has not finished this comparison\n")
+        self.assertIn("this comparison did not finish", self.run_compare(2))
+
+    def test_spoiled_result_files(self):
+        """A RESULT file that is not JSON is refused (no run writes one); one of the wrong kind for its run,
+        or with a kind or a number no run writes, only loses its row."""
+        baseline = os.path.join(self.dir, "runs", "01_single_gpu-1gpu.json")
+        with open(baseline, "r+") as f:
+            f.truncate(100)
+        self.assertIn("01_single_gpu-1gpu.json: cannot be read as JSON", self.run_compare(2))
+        self.fresh()
+        shutil.copy(os.path.join(self.dir, "runs", "sweep-02_allreduce_primitives-nccl-1gpu.json"), baseline)
+        self.run_compare(1)
+        with open(os.path.join(self.dir, "comparison.txt")) as f:
+            self.assertIn("RESULT of another kind (allreduce_sweep for a fwi run)", f.read())
+        self.fresh()
+        self.edit("01_single_gpu-1gpu.json", lambda obj: obj.update(kind=[]))
+        self.run_compare(1)
+        self.fresh()
+        self.edit("04_nccl_threads-group-2gpu.json", lambda obj: obj.update(gradient_bytes=10 ** 400))
+        self.run_compare(1)
+        with open(os.path.join(self.dir, "comparison.txt")) as f:
+            self.assertIn("beyond any count or measurement", f.read())
 
     def test_model_inputs_that_failed_are_listed(self):
         # A sweep that timed out (its RESULT missing) and a batch run that failed verification (exit 1).
