@@ -9,9 +9,9 @@
 # CUDA sees none (an empty CUDA_VISIBLE_DEVICES, say), and would pass the step unseen.
 # Each step is stopped at a generous limit (10 min for the sanitizers' plain verify run, 30 for a
 # benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
-# Logs go to out/gpu-check/; when the environment variable OUT names a folder (made if missing), the
-# summary, one archive of all logs and, after the main step, the comparison table and chart are copied
-# there. Exit 0 only when every step passed, 2 for an unknown or repeated step, an OUT that cannot be
+# Logs go to out/gpu-check/ (emptied first: they are the last run's); when the environment variable OUT
+# names a folder (made if missing), the summary, one archive of all logs and, after the main step, the
+# comparison table and chart are copied there. Exit 0 only when every step passed, 2 for an unknown or repeated step, an OUT that cannot be
 # written or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and tests)
 # where none is visible, compute-sanitizer where it is missing, a CUDACXX that names no program, or an
 # out/gpu-check that cannot be written (all before any runs).
@@ -51,6 +51,9 @@ if [ -n "$why" ]; then
     echo "gpu-check: the logs go to out/gpu-check, but $why; run it in a checkout you can write" >&2
     exit 3
 fi
+# The logs are this run's alone: an earlier run's, appended to or left beside them, would read as this one's
+# (an interrupted run would leave the last one's summary, all PASS).
+rm -f -- "$logs"/*.log "$logs/summary.txt"
 cd "$ROOT"
 summary=()
 failed=0
