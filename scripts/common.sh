@@ -320,9 +320,11 @@ run_with_timeout() {
 
 # quick_query COMMAND...: a query that answers at once when all is well (nvidia-smi, visible_gpus, mpirun
 # --version), under a 60 s limit: a hung driver or launcher would otherwise block the script for good.
-# COMMAND's exit status; 124 (or 137) when it was stopped, with a line on stderr saying so.
+# COMMAND's exit status; 124 (or 137) when it was stopped, with a line on stderr saying so. Run as
+# run_with_timeout runs a step, so that Ctrl-C stops the script here too (timeout puts the query in a
+# process group of its own, which the terminal's signal does not reach).
 quick_query() {
-    timeout --kill-after=10 60 "$@"
+    run_with_timeout 60 "$@"
     local status=$?
     [ $status -ne 124 ] && [ $status -ne 137 ] || echo "warning: '$*' did not answer within 60 s, so it was stopped" >&2
     return $status

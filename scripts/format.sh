@@ -37,14 +37,21 @@ if [ -z "$clang_format" ]; then
 fi
 
 cd "$ROOT"
-# The files git tracks; in a copy without git, the same kinds of file outside build folders.
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+# The files git tracks; in a copy that git does not track as this repository (no git, the suite untracked
+# inside another repository, a fresh `git init`), the same kinds of file outside build folders.
+files=()
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
     mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh')
-else
+fi
+if [ ${#files[@]} -eq 0 ]; then
     mapfile -t files < <(find . -path './build*' -prune -o -path ./out -prune -o \
                               \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) -print | sort)
 fi
 
+if [ ${#files[@]} -eq 0 ]; then  # a check of nothing would pass
+    echo "format: no .cpp, .hpp, .cu or .cuh file found under $ROOT" >&2
+    exit 3
+fi
 if ! $check; then
     "$clang_format" -i --style=file "${files[@]}"
     say "format: ${#files[@]} files laid out with $clang_format"
