@@ -65,17 +65,14 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
 }
 
 int print_rank_placement(int device, const std::string& suffix, double timeout_s) {
-    BusId bus_id{};
-    CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id.data(), int(bus_id.size()), device));
+    const std::string bus_id = gpu_pci_address(device).bus_id;
     const std::string host = mpi_processor_name();
     const std::string line = "rank " + std::to_string(world_rank()) + " on " + host + ": GPU " +
-                             std::to_string(device) + ", " + describe_device(device) + " [" + bus_id.data() + "]" +
-                             suffix;
+                             std::to_string(device) + ", " + describe_device(device) + " [" + bus_id + "]" + suffix;
     for (const std::string& rank_line : gather_on_rank0(line, "the other ranks' placement", timeout_s))
         std::printf("  %s\n", rank_line.c_str());
     std::fflush(stdout);
-    const std::vector<std::string> gpus =
-        gather_on_rank0(host + "/" + bus_id.data(), "the other ranks' placement", timeout_s);
+    const std::vector<std::string> gpus = gather_on_rank0(host + "/" + bus_id, "the other ranks' placement", timeout_s);
     int distinct = static_cast<int>(std::set<std::string>(gpus.begin(), gpus.end()).size());  // rank 0's count
     const WaitTimeout guard("rank 0's count of the GPUs", timeout_s);
     MPI_CHECK(MPI_Bcast(&distinct, 1, MPI_INT, 0, MPI_COMM_WORLD));

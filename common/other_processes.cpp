@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <set>
 
 #include "output.hpp"
@@ -14,12 +13,7 @@ namespace fwi {
 namespace {
 
 // The process's command name as the kernel keeps it; "" when /proc does not show the process here.
-std::string process_name(unsigned pid) {
-    std::ifstream file("/proc/" + std::to_string(pid) + "/comm");
-    std::string name;
-    std::getline(file, name);
-    return name;
-}
+std::string process_name(unsigned pid) { return first_line_of("/proc/" + std::to_string(pid) + "/comm"); }
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "errors.hpp"
@@ -331,6 +332,13 @@ void make_directories(const std::string& path) {
     if (error) throw UsageError("--out: cannot create directory '" + shown_path(path) + "': " + error.message());
     if (const std::string why = cannot_create_beside(path + "/write-test"); !why.empty())
         throw UsageError("--out: " + why);
+}
+
+std::string first_line_of(const std::string& path) {
+    std::ifstream file(path);
+    std::string line;
+    std::getline(file, line);
+    return line;
 }
 
 std::string size_text(double bytes) {

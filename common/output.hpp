@@ -129,4 +129,7 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
 // be created in it (permissions, a read-only file system): refused before the run, not after it.
 void make_directories(const std::string& path);
 
+// The first line of a text file (a /proc or /sys entry), without its newline; "" when it cannot be read.
+std::string first_line_of(const std::string& path);
+
 }  // namespace fwi

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -26,13 +25,6 @@ namespace fwi::doctor {
 namespace {
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
-std::string first_line_of(const std::string& path) {
-    std::ifstream file(path);
-    std::string line;
-    std::getline(file, line);
-    return line;
-}
 
 std::string limit_text(rlim_t limit) {
     return limit == RLIM_INFINITY ? "unlimited" : size_text(static_cast<double>(limit));
@@ -390,10 +382,7 @@ void add_limits(Finding& finding, std::vector<Problem>& problems) {
 // Adds a problem when the IOMMU translates device addresses (active, not in passthrough mode) while
 // some GPU pairs talk over PCIe.
 void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_pairs) {
-    std::ifstream file("/proc/cmdline");
-    std::string command_line;
-    std::getline(file, command_line);
-    const IommuHints hints = parse_iommu_hints(command_line);
+    const IommuHints hints = parse_iommu_hints(first_line_of("/proc/cmdline"));
     std::error_code error;
     int groups = 0;
     std::vector<std::string> types;
