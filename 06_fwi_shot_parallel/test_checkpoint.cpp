@@ -119,11 +119,14 @@ TEST_CASE("writing is atomic: temporary file renamed over the old checkpoint, no
     // A crash while writing leaves a partial temporary file (named after a process that is gone); it must
     // not be read, and the next write removes it. A file of the user's named like it, but not in the
     // suite's form, stays.
-    const std::string stale = path + ".tmp.999999999.0", users = path + ".tmp";
+    const std::string stale = path + ".tmp.999999999.0000001f", users = path + ".tmp";
+    const std::string older_stale = path + ".tmp.999999998.12";  // N in decimal, as earlier versions wrote it
     write_file(stale, "partial");
+    write_file(older_stale, "partial");
     write_file(users, "the user's");
     write_checkpoint(folder.str(), sample_checkpoint(p, 2));
     CHECK_FALSE(fs::exists(stale));
+    CHECK_FALSE(fs::exists(older_stale));
     CHECK(read_file(users) == "the user's");
     write_checkpoint(folder.str(), sample_checkpoint(p, 5));
     CHECK(read_small(folder.str()).state.iterations_done == 5);
@@ -259,6 +262,17 @@ TEST_CASE("a loss history that does not match the iteration count is refused, na
               c.state.misfits.clear();
               c.state.iteration_seconds.clear();
           }).find(expected) == 0);
+}
+
+TEST_CASE("a checkpoint of no iteration, its arrays empty, is refused, naming --resume") {
+    Checkpoint c = sample_checkpoint(small_problem(), 0);
+    CHECK(usage_error_text([&] {
+              decode_checkpoint(encode_checkpoint(c), "made.fwi");
+          }).find("--resume: 'made.fwi' is not a usable checkpoint: it holds no iteration") == 0);
+    c.state.velocity.clear();  // an empty model as well: read without touching the empty array's storage
+    CHECK(usage_error_text([&] {
+              decode_checkpoint(encode_checkpoint(c), "made.fwi");
+          }).find("it holds no iteration") != std::string::npos);
 }
 
 TEST_CASE("resume: same problem continues, another problem or too few iterations are refused") {

@@ -58,7 +58,7 @@ public:
         const uint64_t count = get<uint64_t>();
         if (count > (end_ - position_) / sizeof(T)) fail("an array is longer than the file");
         std::vector<T> values(count);
-        std::memcpy(values.data(), take(count * sizeof(T)), count * sizeof(T));
+        if (count > 0) std::memcpy(values.data(), take(count * sizeof(T)), count * sizeof(T));  // data() may be null
         return values;
     }
     std::string get_text() {
@@ -146,6 +146,8 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& source
     if (checkpoint.state.iterations_done < 0 || checkpoint.state.misfits.size() != done ||
         checkpoint.state.iteration_seconds.size() != done)
         in.fail("its loss history does not match its iteration count");
+    // A run writes its first checkpoint after its first iteration at the earliest.
+    if (done == 0) in.fail("it holds no iteration");
     // A whole file can still hold values no run writes (another tool's, or a diverged run's loss).
     if (checkpoint.ranks < 1) in.fail("its rank count " + std::to_string(checkpoint.ranks) + " is not positive");
     const auto finite_and_not_negative = [](double value) { return std::isfinite(value) && value >= 0.0; };

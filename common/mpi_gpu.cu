@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
+#include "output.hpp"
 
 namespace fwi {
 
@@ -19,10 +20,10 @@ namespace {
 
 using BusId = std::array<char, 32>;  // "0000:1B:00.0", NUL-terminated
 
-std::string join(const std::vector<int>& values) {
-    std::string text;
-    for (const int value : values) text += (text.empty() ? "" : ",") + std::to_string(value);
-    return text;
+std::string ranks_text(const std::vector<int>& ranks) {  // "0,1"
+    std::vector<std::string> parts;
+    for (const int rank : ranks) parts.push_back(std::to_string(rank));
+    return join(parts, ",");
 }
 
 }  // namespace
@@ -59,7 +60,7 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     // The first of the ranks on a GPU says so for all of them.
     if (on_node.sharing_mine.front() == local.rank && on_node.sharing_mine.size() > 1)
         print_warning(ranks_sharing_gpus(local.size, mpi_processor_name(), on_node.distinct) + "; node-local ranks " +
-                      join(on_node.sharing_mine) + " share GPU " + std::to_string(device) + " (" + mine.data() +
+                      ranks_text(on_node.sharing_mine) + " share GPU " + std::to_string(device) + " (" + mine.data() +
                       "), so timings are not those of one rank per GPU");
     return device;
 }

@@ -215,7 +215,7 @@ void remove_stale_temporaries(const std::string& path) {
         if (name.compare(0, prefix.size(), prefix) != 0) continue;
         unsigned long pid = 0, n = 0;
         char end = 0;
-        const bool ours = std::sscanf(name.c_str() + prefix.size(), "%lu.%lu%c", &pid, &n, &end) == 2 && pid > 0;
+        const bool ours = std::sscanf(name.c_str() + prefix.size(), "%lu.%lx%c", &pid, &n, &end) == 2 && pid > 0;
         if (ours && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
             std::filesystem::remove(entry.path(), error);
     }
@@ -225,7 +225,11 @@ void remove_stale_temporaries(const std::string& path) {
 
 std::string temporary_name(const std::string& path) {
     static std::atomic<unsigned long> counter{0};
-    return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    // N in 8 hex digits: every temporary of the process has the same length as the one that the check
+    // of an output path (check_writable) tried, so a name that passed is never one character too long.
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%08lx", long(::getpid()), counter++ & 0xffffffffUL);
+    return path + suffix;
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
@@ -339,6 +343,12 @@ std::string first_line_of(const std::string& path) {
     std::string line;
     std::getline(file, line);
     return line;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+    std::string text;
+    for (const auto& part : parts) text += (text.empty() ? "" : separator) + part;
+    return text;
 }
 
 std::string size_text(double bytes) {

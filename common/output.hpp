@@ -85,6 +85,9 @@ std::string json_quote(const std::string& text);
 // A memory size as people read it: "1.5 GiB", "512 MiB", "64 KiB".
 std::string size_text(double bytes);
 
+// The parts in order with `separator` between them ("a, b, c"); "" for none.
+std::string join(const std::vector<std::string>& parts, const std::string& separator);
+
 // Prints `RESULT {json}` on stdout and, when json_path is not empty, writes the same object to that file
 // (atomically, as write_file_atomically). The object written is
 // {"schema_version": kResultSchemaVersion, <the fields of result>, "env": run_env_json()} (run_env.hpp):
@@ -107,8 +110,9 @@ void write_model_npy(const Problem& problem, const std::string& dir, const std::
 // torn (at worst a stray PATH.tmp.* file, which the next write of PATH removes). Throws EnvironmentError
 // naming PATH.
 void write_file_atomically(const std::string& path, const std::string& bytes);
-// PATH.tmp.PID.N: unique among processes (PID) and among the threads and calls of one (N), so two
-// writers never share a temporary file, and a stray one left by a killed run names the run. For a
+// PATH.tmp.PID.N: unique among processes (PID) and among the threads and calls of one (N, 8 hex digits,
+// so that every temporary of a process has the same length), so two writers never share a temporary
+// file, and a stray one left by a killed run names the run. For a
 // writer that is not write_file_atomically (Google Benchmark's --benchmark_out).
 std::string temporary_name(const std::string& path);
 

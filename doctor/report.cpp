@@ -54,12 +54,6 @@ Finding skipped(const std::string& id, const std::string& reason) {
     return finding;
 }
 
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-    std::string text;
-    for (const auto& part : parts) text += (text.empty() ? "" : separator) + part;
-    return text;
-}
-
 std::string format_finding(const Finding& finding) {
     const std::string indent(8, ' ');
     std::string text = std::string("  ") + status_name(finding.status) + "  " + finding.summary + "\n";

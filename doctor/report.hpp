@@ -41,9 +41,6 @@ Finding skipped(const std::string& id, const std::string& reason);
 // The text printed for a finding: "  PASS  summary", then "        try:  next" and the details.
 std::string format_finding(const Finding& finding);
 
-// The parts in order with `separator` between them ("a, b, c"); "" for none.
-std::string join(const std::vector<std::string>& parts, const std::string& separator);
-
 // A square table with one row and one column per GPU, like `nvidia-smi topo -m`: `corner` heads the row
 // labels, cell(row, column) fills the body, every column `width` characters wide.
 std::vector<std::string> format_matrix(int n, const std::string& corner, int width,

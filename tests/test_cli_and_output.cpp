@@ -424,6 +424,14 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
     std::filesystem::remove_all(folder);
 }
 
+TEST_CASE("every temporary name of a process is as long as the one check_writable tried") {
+    // A run writes many files through temporaries (06: snapshots and the loss history before its RESULT);
+    // a path whose temporary fits the file system's name limit at the check must fit it at the end too.
+    const std::string first = temporary_name("result.json");
+    CHECK(first.rfind("result.json.tmp." + std::to_string(::getpid()) + ".", 0) == 0);
+    for (int i = 0; i < 300; ++i) CHECK(temporary_name("result.json").size() == first.size());
+}
+
 TEST_CASE("a progress report is silent in its first interval, then prints at most one line an interval") {
     ProgressReport report("CPU reference", 32.0, 30.0);
     CHECK_FALSE(report.line_at(1.0, "1 shot", 10.0));
