@@ -1,24 +1,16 @@
 #include "gpu_resources.hpp"
 
-#include <atomic>
 #include <utility>
 
 #include "cuda_check.hpp"
 #include "device.hpp"
+#include "errors.hpp"
 
 namespace fwi::doctor {
 
-namespace {
-
-std::atomic<bool> g_gpu_work_hung{false};
-
-}  // namespace
-
-bool gpu_work_hung() { return g_gpu_work_hung; }
-
 void wait_for_event(cudaEvent_t event, const Deadline& deadline, const std::string& what) {
     if (wait_for_event_within(event, deadline.remaining())) return;
-    g_gpu_work_hung = true;
+    abandon_gpu_work();
     throw DeviceHang(what, deadline.seconds());
 }
 
@@ -30,7 +22,7 @@ GpuBuffer::GpuBuffer(int device, size_t bytes) : device_(device) {
 GpuBuffer::GpuBuffer(GpuBuffer&& other) noexcept : device_(other.device_), data_(std::exchange(other.data_, nullptr)) {}
 
 GpuBuffer::~GpuBuffer() {
-    if (!data_ || gpu_work_hung()) return;
+    if (!data_ || gpu_work_abandoned()) return;
     cudaSetDevice(device_);
     cudaFree(data_);
 }
@@ -44,7 +36,7 @@ GpuStream::GpuStream(GpuStream&& other) noexcept
     : device_(other.device_), stream_(std::exchange(other.stream_, nullptr)) {}
 
 GpuStream::~GpuStream() {
-    if (!stream_ || gpu_work_hung()) return;
+    if (!stream_ || gpu_work_abandoned()) return;
     cudaSetDevice(device_);
     cudaStreamDestroy(stream_);
 }
@@ -63,7 +55,7 @@ GpuEvent::GpuEvent(int device) : device_(device) {
 GpuEvent::GpuEvent(GpuEvent&& other) noexcept : device_(other.device_), event_(std::exchange(other.event_, nullptr)) {}
 
 GpuEvent::~GpuEvent() {
-    if (!event_ || gpu_work_hung()) return;
+    if (!event_ || gpu_work_abandoned()) return;
     cudaSetDevice(device_);
     cudaEventDestroy(event_);
 }

@@ -1,8 +1,9 @@
 // GPU memory, streams and events for doctor's checks, and the one way doctor waits on a GPU: poll an
 // event until it completes or the check's deadline passes. Work that passes the deadline may never end
 // (a peer read over a broken link, a kernel waiting for a flag): it cannot be cancelled, and freeing
-// memory or destroying a stream would wait on it. So a timed-out wait marks the GPU work hung and throws
-// DeviceHang; from then on these destructors free nothing, and doctor ends the process.
+// memory or destroying a stream would wait on it. So a timed-out wait marks the GPU work abandoned
+// (abandon_gpu_work, common/errors.hpp) and throws DeviceHang; from then on these destructors free
+// nothing, and doctor ends the process.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,9 +15,7 @@
 
 namespace fwi::doctor {
 
-bool gpu_work_hung();
-
-// Polls `event` until it completes; after the deadline marks GPU work hung and throws DeviceHang
+// Polls `event` until it completes; after the deadline marks GPU work abandoned and throws DeviceHang
 // naming `what`. A CUDA error (a kernel that faulted) throws EnvironmentError.
 void wait_for_event(cudaEvent_t event, const Deadline& deadline, const std::string& what);
 

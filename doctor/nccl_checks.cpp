@@ -117,8 +117,8 @@ public:
         NCCL_CHECK(ncclGroupStart());
         for (size_t rank = 0; rank < buffers_.size(); ++rank)
             if (!(leave_out_gpu_0 && rank == 0)) buffers_[rank].allreduce(comms_[rank], streams_[rank].get(), count);
-        ncclResult_t status = ncclSuccess;
-        NCCL_CHECK(status = ncclGroupEnd());
+        // A failed group end aborts the communicators, as a failed wait does: earlier batches may still be queued.
+        const ncclResult_t status = nccl_check_or_abort(ncclGroupEnd(), comms_, "issuing the " + what());
         if (status == ncclInProgress) wait_for_nccl(comms_, {}, "issuing the " + what(), deadline_.remaining());
         if (leave_out_gpu_0) wait();
     }
@@ -224,7 +224,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
             rows.push_back(measure_allreduce_size(variant, bytes, timing, layout));
             if (rows.back().wrong > 0) break;  // a wrong sum makes its timing meaningless
         }
-    } catch (const EnvironmentError& error) {  // wait_for_nccl aborted the communicators
+    } catch (const EnvironmentError& error) {  // wait_for_nccl or nccl_check_or_abort aborted the communicators
         return nccl_failure(version, error, capture);
     }
     const NcclLog log = capture.read();

@@ -14,6 +14,7 @@
 #include "bandwidth_verdict.hpp"
 #include "cuda_check.hpp"
 #include "device.hpp"
+#include "errors.hpp"
 #include "gpu_checks.hpp"
 #include "gpu_resources.hpp"
 #include "p2p_pattern.hpp"
@@ -77,7 +78,7 @@ public:
         enabled_ = true;
     }
     ~OneWayPeerAccess() {
-        if (!enabled_ || gpu_work_hung()) return;  // a hung transfer may still use it
+        if (!enabled_ || gpu_work_abandoned()) return;  // a hung transfer may still use it
         cudaSetDevice(reader_);
         if (cudaDeviceDisablePeerAccess(owner_) != cudaSuccess) cudaGetLastError();  // a destructor cannot throw
     }
