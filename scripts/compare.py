@@ -107,6 +107,18 @@ def read_manifest(runs_dir):
             raise BadManifest("%s line %d: no %s" % (path, line, ", ".join(missing)))
         if not re.fullmatch(r"[0-9]{1,6}", entry["gpus"]) or int(entry["gpus"]) < 1:
             raise BadManifest("%s line %d: gpus '%s' is not a GPU count" % (path, line, entry["gpus"]))
+        # What compare.sh writes, and nothing else: a row it would not write (a role no table has, a status
+        # that is no exit code, a run listed twice) means the file was changed since.
+        if entry["role"] not in ROLE_KINDS:
+            raise BadManifest("%s line %d: role %s is none of %s" % (path, line, ascii(entry["role"]),
+                                                                   ", ".join(ROLE_KINDS)))
+        if not re.fullmatch(r"[0-9]{1,3}|timeout|not-built", entry["status"]):
+            raise BadManifest("%s line %d: status %s is not an exit code, timeout or not-built"
+                              % (path, line, ascii(entry["status"])))
+    runs = [(e["role"], e["pattern"], e["variant"], e["gpus"]) for e in entries]
+    for line, run in enumerate(runs, start=2):
+        if runs.index(run) + 2 != line:
+            raise BadManifest("%s line %d: the same run as line %d" % (path, line, runs.index(run) + 2))
     return entries
 
 

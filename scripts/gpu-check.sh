@@ -51,9 +51,6 @@ if [ -n "$why" ]; then
     echo "gpu-check: the logs go to out/gpu-check, but $why; run it in a checkout you can write" >&2
     exit 3
 fi
-# The logs are this run's alone: an earlier run's, appended to or left beside them, would read as this one's
-# (an interrupted run would leave the last one's summary, all PASS).
-rm -f -- "$logs"/*.log "$logs/summary.txt"
 cd "$ROOT"
 summary=()
 failed=0
@@ -127,6 +124,11 @@ cuda_sees_the_gpus() {
     echo "gpu-check: nvidia-smi lists GPUs, but CUDA sees none${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')}: every GPU test would be skipped; build/doctor/doctor (its check 1) says why"
     return 1
 }
+
+# The logs are this run's alone: an earlier run's, appended to or left beside them, would read as this one's
+# (an interrupted run would leave the last one's summary, all PASS). Emptied only now, when the steps are
+# about to run: a refused run leaves the last run's logs as they were.
+rm -f -- "$logs"/*.log "$logs/summary.txt"
 
 # The limits of the steps, in seconds: several times what each takes on one H100 (the build 5-10 min,
 # racecheck up to 10 min), so that only a hang reaches one.

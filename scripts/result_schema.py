@@ -41,6 +41,16 @@ class Type:
         return [] if _is(self.name, value) else ["%s: expected %s, got %s" % (path, self.name, _describe(value))]
 
 
+class Positive:
+    """A number above zero: a time measured (a run that took no time measured nothing)."""
+
+    def problems(self, value, path):
+        problems = NUM.problems(value, path)
+        if problems:
+            return problems
+        return [] if value > 0 else ["%s: %s is not a positive time" % (path, json.dumps(value))]
+
+
 class Nullable:
     """The type, or null."""
 
@@ -141,6 +151,7 @@ def _describe(value):
 
 
 INT, NUM, STR, BOOL, OBJECT = Type("integer"), Type("number"), Type("string"), Type("boolean"), Type("object")
+SECONDS = Positive()
 
 # ---- The schema (docs/RESULT.md describes every field) ----
 
@@ -185,12 +196,12 @@ KINDS = {
         "nt": INT,
         "iterations": INT,
         "first_iteration": INT,
-        "time_per_gradient_s": NUM,
-        "time_per_iteration_s": NUM,
+        "time_per_gradient_s": SECONDS,
+        "time_per_iteration_s": SECONDS,
         "phases_s": Fields({"compute": SPREAD, "wait": SPREAD, "combine": SPREAD, "update": SPREAD}),
         "combine_share": NUM,
         "gradient_bytes": INT,
-        "reference": Nullable(Fields({"time_per_gradient_s": NUM, "speedup": NUM, "efficiency": NUM})),
+        "reference": Nullable(Fields({"time_per_gradient_s": SECONDS, "speedup": NUM, "efficiency": NUM})),
         "verification": Fields({
             "grad_rel_diff": Nullable(NUM),
             "misfit_rel_diff": Nullable(NUM),
@@ -222,7 +233,7 @@ KINDS = {
         "sizes": ArrayOf(Fields({
             "bytes": INT,
             "count": INT,
-            "time_s": NUM,
+            "time_s": SECONDS,
             "algbw_GBps": NUM,
             "busbw_GBps": NUM,
             "wrong": INT,

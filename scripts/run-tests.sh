@@ -12,7 +12,8 @@
 #   --repeat MODE:N       MODE until-fail, until-pass or after-timeout, at most N runs of each test
 #   --output-on-failure, -V, -VV, --rerun-failed, --stop-on-failure, -N (list the tests, run none)
 # Anything else is refused (exit 2) before anything is installed or built: an unknown flag, a missing
-# or empty value, a bare word, a flag given twice, and --preset, --test-dir and -C, which are this
+# or empty value, a bare word, a flag given twice (-j and --parallel count as one), a REGEX that does not
+# compile (as an extended regular expression), and --preset, --test-dir and -C, which are this
 # script's (it builds and tests the default preset in build/; run ctest yourself for another).
 set -euo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
@@ -29,9 +30,16 @@ while [ $# -gt 0 ]; do
             [ $# -ge 2 ] || bad_flag "$1: missing value"
             [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
             [[ "$2" != -* ]] || bad_flag "$1: '$2' is a flag, not a value (a regex that starts with - can be given as [-]...)"
-            # ctest takes the tests matching every -L (or -LE) given; of the others it would keep one.
-            is_one_of "$1" -L -LE || first_time "$1" || bad_flag "$1 given twice"
+            # ctest takes the tests matching every -L (or -LE) given; of the others it would keep one (-j and
+            # --parallel are one option).
+            is_one_of "$1" -L -LE || first_time "${1/--parallel/-j}" || bad_flag "$1 given twice (-j and --parallel are one option)"
             case "$1" in
+                -L|-LE|-R|-E)
+                    # Checked as an extended regular expression (status 2: it does not compile), which catches
+                    # what ctest would refuse only after the build, such as an unmatched bracket.
+                    regex_status=0
+                    [[ "" =~ $2 ]] || regex_status=$?
+                    [ "$regex_status" -ne 2 ] || bad_flag "$1: '$2' is not a regular expression (an unmatched bracket or parenthesis?)" ;;
                 -j|--parallel) [[ "$2" =~ ^[1-9][0-9]{0,3}$ ]] || bad_flag "$1: '$2' is not a number of tests in 1..9999" ;;
                 --timeout) [[ "$2" =~ ^[1-9][0-9]{0,5}$ ]] || bad_flag "--timeout: '$2' is not a number of seconds in 1..999999" ;;
                 --repeat) [[ "$2" =~ ^(until-fail|until-pass|after-timeout):[1-9][0-9]{0,3}$ ]] ||
@@ -40,7 +48,7 @@ while [ $# -gt 0 ]; do
             shift 2 ;;
         -j*)
             [[ "$1" =~ ^-j[1-9][0-9]{0,3}$ ]] || bad_flag "-j: '${1#-j}' is not a number of tests in 1..9999"
-            first_time -j || bad_flag "-j given twice"
+            first_time -j || bad_flag "-j given twice (-j and --parallel are one option)"
             shift ;;
         --output-on-failure|-V|-VV|--rerun-failed|--stop-on-failure|-N)
             first_time "$1" || bad_flag "$1 given twice"

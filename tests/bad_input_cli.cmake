@@ -314,6 +314,10 @@ add_exit_test(cli_run_tests_bad_repeat CODE 2 TEXT "run-tests: --repeat: 'until-
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --repeat until-ok:2)
 add_exit_test(cli_run_tests_repeated_flag CODE 2 TEXT "run-tests: --timeout given twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --timeout 60 -L cpu --timeout 90)
+add_exit_test(cli_run_tests_parallel_twice CODE 2 TEXT "run-tests: --parallel given twice (-j and --parallel are one option)"
+              TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -j4 --parallel 8)
+add_exit_test(cli_run_tests_bad_regex CODE 2 TEXT "run-tests: -R: '(' is not a regular expression" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu -R "(")
 add_exit_test(cli_run_tests_own_preset CODE 2 TEXT "run-tests: --preset is the script's own" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --preset ci)
 add_exit_test(cli_run_tests_own_config CODE 2 TEXT "run-tests: -C is the script's own" TIMEOUT 20

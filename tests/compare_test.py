@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """CPU tests of scripts/compare.py, the comparison's table, on a copy of a stored comparison
-(docs/results) spoiled one way at a time: a RESULT that does not follow the schema is not read (its row
-says why), a row the scaling model cannot predict gets a note, a machine.json without a GPU's name is left
-out, a manifest that is not UTF-8 or lists no runs is refused (exit 2), as are a comparison that did not
-finish, a RESULT file that is not JSON and a folder of docs/results itself, and an output that cannot be
-written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
+(docs/results) spoiled one way at a time: a RESULT that does not follow the schema (a time that is not
+positive, say) is not read (its row says why), a row the scaling model cannot predict gets a note, a
+machine.json without a GPU's name is left out, a manifest that is not UTF-8, lists no runs or holds a row
+compare.sh never writes is refused (exit 2), as are a comparison that did not finish, a RESULT file that
+is not JSON and a folder of docs/results itself, and an output that cannot be written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
 
 usage: compare_test.py
 """
@@ -126,15 +126,12 @@ class Compare(unittest.TestCase):
         self.assertIn("not predicted: no verified 01_single_gpu run of all 8 shots", self.run_compare(0))
         self.fresh()
 
-        def no_time(r):
-            for size in r.get("sizes", []):
-                size["time_s"] = 0
-            if r["kind"] == "fwi":
-                r["time_per_gradient_s"] = 0
-                for phase in r["phases_s"].values():
-                    phase.update(min=0, median=0, max=0)
-        self.edit("*.json", no_time)
-        self.assertIn("not predicted: the model's gradient time is 0 s", self.run_compare(0))
+        # A time that is not positive is no measurement: the schema refuses it, and the row says so.
+        self.edit("05_nccl_mpi-2gpu.json", lambda r: r.update(time_per_gradient_s=0))
+        self.assertIn("invalid RESULT: time_per_gradient_s: 0 is not a positive time", self.run_compare(1))
+        self.fresh()
+        self.edit("01_single_gpu-1gpu.json", lambda r: r.update(time_per_gradient_s=-1))
+        self.assertIn("time_per_gradient_s: -1 is not a positive time", self.run_compare(1))
 
     def manifest_rows(self):
         with open(os.path.join(self.dir, "runs", "manifest.tsv")) as f:
@@ -208,6 +205,13 @@ class Compare(unittest.TestCase):
         self.assertIn("line 3: gpus '0' is not a GPU count", self.run_compare(2))
         self.write_manifest([row[:6] for row in rows])  # no log column: another tool's, or an older one's
         self.assertIn("manifest.tsv line 2: no log", self.run_compare(2))
+        # Rows compare.sh never writes: a role no table has, a status that is no exit code, a run twice.
+        self.write_manifest(rows[:2] + [["xxx"] + rows[2][1:]] + rows[3:])
+        self.assertIn("line 3: role 'xxx' is none of fwi, batch, sweep", self.run_compare(2))
+        self.write_manifest(rows[:2] + [rows[2][:4] + ["\x1b[31m"] + rows[2][5:]] + rows[3:])
+        self.assertIn("line 3: status '\\x1b[31m' is not an exit code", self.run_compare(2))
+        self.write_manifest(rows + [rows[3]])
+        self.assertIn("line %d: the same run as line 4" % (len(rows) + 1), self.run_compare(2))
 
     def test_an_unfinished_comparison_is_refused(self):
         """compare.sh's runs/unfinished, left by a comparison stopped before its last run."""
@@ -240,11 +244,11 @@ class Compare(unittest.TestCase):
         # A sweep that timed out (its RESULT missing) and a batch run that failed verification (exit 1).
         manifest = os.path.join(self.dir, "runs", "manifest.tsv")
         with open(manifest, "a") as f:
-            f.write("sweep\t02_allreduce_primitives\tnccl\t2\ttimeout\t\tsweep-timeout.log\n")
+            f.write("sweep\t02_allreduce_primitives\tnccl\t8\ttimeout\t\tsweep-timeout.log\n")
         self.edit("batch-01_single_gpu-2-shots-1gpu.json", lambda r: r.update(verified=False))
         output = self.run_compare(1)  # runs that did not finish verified: exit 1, after the table
         self.assertIn("model inputs that did not finish verified", output)
-        self.assertIn("sweep 02_allreduce_primitives nccl, 2 GPU(s) (", output)
+        self.assertIn("sweep 02_allreduce_primitives nccl, 8 GPU(s) (", output)
         self.assertIn("): sweep-timeout.log", output)
         self.assertIn("batch 01_single_gpu 2-shots, 1 GPU(s) (NOT VERIFIED): batch-01_single_gpu-2-shots-1gpu.log",
                       output)

@@ -105,6 +105,13 @@ class Validate(unittest.TestCase):
                            "env.links[0].gpus: expected 2 elements")
         self.assertProblem(changed("fwi", "env.utc_time", "yesterday"), "env.utc_time: 'yesterday' does not look like")
 
+    def test_a_time_must_be_positive(self):
+        self.assertProblem(changed("fwi", "time_per_gradient_s", 0), "time_per_gradient_s: 0 is not a positive time")
+        self.assertProblem(changed("fwi", "reference.time_per_gradient_s", -0.5), "-0.5 is not a positive time")
+        self.assertProblem(changed("allreduce_sweep", "sizes", [dict(SAMPLES["allreduce_sweep"]["sizes"][0], time_s=0)]),
+                           "sizes[0].time_s: 0 is not a positive time")
+        self.assertProblem(changed("fwi", "time_per_iteration_s", "1"), "time_per_iteration_s: expected number")
+
     def test_a_boolean_is_no_number_and_a_float_no_version(self):
         # JSON's true is Python's True, an int: the schema still tells them apart.
         self.assertProblem(changed("fwi", "gpus", True), "gpus: expected integer, got boolean")

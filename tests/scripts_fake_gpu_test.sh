@@ -12,7 +12,7 @@
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # gpu-check.sh refuses an OUT it cannot write before any step (exit 2), a GPU step without a GPU and the
-# sanitizers step without compute-sanitizer (exit 3), fails a step that fails and a tests step where CUDA
+# sanitizers step without compute-sanitizer (exit 3), leaving the last run's logs, fails a step that fails and a tests step where CUDA
 # sees no GPU (exit 1), copies into OUT no comparison of an earlier run, and says so where its logs cannot
 # go (exit 3); sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then every
 # script through a symbolic link. No GPU, nothing built or installed.
@@ -215,6 +215,12 @@ fi
 run FAKE_GPUS=0 -- bash "$scratch/scripts/gpu-check.sh" build faults
 expect gpu_check_faults_without_gpu 3 "step 'faults' runs on one"
 [ -z "$built" ] || fail "gpu_check_faults_without_gpu: built before refusing ($built)"
+# The refused run leaves the last run's logs (gpu_check_build_only's) as they were.
+if [ -f "$scratch/out/gpu-check/summary.txt" ] && [ -f "$scratch/out/gpu-check/build.log" ]; then
+    echo "ok:   gpu_check_refusal_keeps_logs"
+else
+    fail "gpu_check_refusal_keeps_logs: in out/gpu-check: $(ls "$scratch/out/gpu-check" 2>&1)"
+fi
 # compute-sanitizer not on PATH (every folder that has it left out, and CUDA's bin not put back by
 # common.sh): the sanitizers step is refused before any step runs.
 path_without_sanitizer="$tmp/bin"
