@@ -35,11 +35,13 @@ struct Options {
 
 int run_fwi(const Problem& p, const Options& options) {
     // A bad --out or --json is refused before the run (and before the GPU check), not after it; --out
-    // first, since --json may name a file in it (but not one of the run's own files).
-    make_directories(options.out);
+    // first, since --json may name a file in it (but not one of the run's own files). A refused run
+    // removes the --out folders it made.
+    OutputFolder out_folder(options.out);
     check_writable(options.json, "--json");
     check_not_a_run_file(options.json, "--json", options.out, "--out");
     require_gpus(1);
+    out_folder.keep();
     std::printf("01_single_gpu: %s on %s\n", p.summary().c_str(), describe_device(0).c_str());
 
     // One GPU holds every shot: its share is the whole problem, and nothing needs combining.

@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -196,8 +197,9 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) check_checkpoint_kept(o);
     FwiState state = starting_state(p, o, ranks);
     const FwiState start = state;
+    std::optional<OutputFolder> out_folder;  // rank 0's; removed again if the run is refused before step 3
     if (rank == 0) {
-        make_directories(o.out);
+        out_folder.emplace(o.out);
         check_writable(o.json, "--json");  // written at the end: refused now, not after the run
         check_not_a_run_file(o.json, "--json", o.out, "--out");
         check_not_a_run_file(o.json, "--json", o.resume, "--resume");
@@ -210,6 +212,7 @@ int run_fwi(const Problem& p, const Options& o) {
                     p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
                     transport.c_str());
     print_rank_placement(device, ", shots " + mine.text(), o.timeout_s);
+    if (out_folder) out_folder->keep();
     // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference); rank 0 writes
     //    the first files now that the run has its GPU.
     const bool with_reference = rank == 0 && !o.no_reference;

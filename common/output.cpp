@@ -330,12 +330,28 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
                          ".fwi); give it another name or folder");
 }
 
-void make_directories(const std::string& path) {
+OutputFolder::OutputFolder(const std::string& path) {
+    namespace fs = std::filesystem;
     std::error_code error;
-    std::filesystem::create_directories(path, error);
-    if (error) throw UsageError("--out: cannot create directory '" + shown_path(path) + "': " + error.message());
-    if (const std::string why = cannot_create_beside(path + "/write-test"); !why.empty())
+    fs::path folder = fs::absolute(path, error).lexically_normal();
+    if (!folder.has_filename()) folder = folder.parent_path();  // "out/" names "out"
+    for (fs::path missing = folder; !missing.empty() && !fs::exists(missing, error); missing = missing.parent_path()) {
+        created_.push_back(missing.string());
+        if (missing == missing.parent_path()) break;  // the root
+    }
+    fs::create_directories(path, error);
+    std::string why = error ? "cannot create directory '" + shown_path(path) + "': " + error.message()
+                            : cannot_create_beside(path + "/write-test");
+    if (!why.empty()) {
+        remove_created();  // the destructor does not run for a constructor that throws
         throw UsageError("--out: " + why);
+    }
+}
+
+void OutputFolder::remove_created() {
+    std::error_code ignored;  // a folder no longer empty stays
+    for (const std::string& folder : created_) std::filesystem::remove(folder, ignored);
+    created_.clear();
 }
 
 std::string first_line_of(const std::string& path) {

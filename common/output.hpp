@@ -125,13 +125,27 @@ void check_writable(const std::string& path, const std::string& flag);
 // folder FOLDER (given by `folder_flag`: --out, or --resume's folder): PATH directly in FOLDER with the name
 // of such a file (loss_history.json, or a .npy, .csv, .png or .fwi file), which one would replace the
 // other. Another name there ("result.json") passes, as do an empty PATH or FOLDER. Call it once both
-// folders exist: after check_writable(PATH) and make_directories(--out), or once --resume's was read.
+// folders exist: after check_writable(PATH) and OutputFolder(--out), or once --resume's was read.
 void check_not_a_run_file(const std::string& path, const std::string& flag, const std::string& folder,
                           const std::string& folder_flag);
 
-// Creates the --out folder and its parents if missing. Throws UsageError if it cannot, or if no file can
-// be created in it (permissions, a read-only file system): refused before the run, not after it.
-void make_directories(const std::string& path);
+// The --out folder: created with its missing parents, and removed again, with the parents it made, unless
+// keep() is called: a run refused after it (a bad --json, no GPU) leaves no folder behind. Only empty
+// folders are removed, so nothing a run wrote is lost. Throws UsageError if the folder cannot be created,
+// or if no file can be created in it (permissions, a read-only file system): refused before the run, not
+// after it.
+class OutputFolder {
+public:
+    explicit OutputFolder(const std::string& path);
+    ~OutputFolder() { remove_created(); }
+    OutputFolder(const OutputFolder&) = delete;
+    OutputFolder& operator=(const OutputFolder&) = delete;
+    void keep() { created_.clear(); }
+
+private:
+    void remove_created();
+    std::vector<std::string> created_;  // the folders it made, deepest first
+};
 
 // The first line of a text file (a /proc or /sys entry), without its newline; "" when it cannot be read.
 std::string first_line_of(const std::string& path);

@@ -178,8 +178,23 @@ add_exit_test(data_safety_bench_out_unwritable CODE 2 TEXT "--benchmark_out: can
 add_exit_test(data_safety_bench_out_variable_unwritable CODE 2 TEXT "BENCHMARK_OUT: cannot write"
               ENVIRONMENT "CUDA_VISIBLE_DEVICES=;BENCHMARK_OUT=/proc/results.json" COMMAND $<TARGET_FILE:bench_propagator>)
 
-# A run refused at the GPU check (exit 3: none is visible) writes no file into --out.
+# A run refused for its --json, or at the GPU check, removes the --out folders it made (01 and 06).
+add_test(NAME data_safety_fwi01_refused_json_leaves_no_out
+         COMMAND ${data_safety_check} empty-out 2 "--json: cannot write"
+                 $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new/run --json /proc/result.json)
+add_test(NAME data_safety_fwi01_refused_gpu_leaves_no_out
+         COMMAND ${data_safety_check} empty-out 3 "needs 1 CUDA GPU" $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new)
+set_tests_properties(data_safety_fwi01_refused_json_leaves_no_out data_safety_fwi01_refused_gpu_leaves_no_out
+                     PROPERTIES LABELS cpu TIMEOUT 60 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+add_test(NAME data_safety_fwi06_refused_json_leaves_no_out
+         COMMAND ${data_safety_check} empty-out 2 "--json: cannot write"
+                 ${fwi06_in_mpirun} --out @DIR@/new/run --json /proc/result.json)
+set_tests_properties(data_safety_fwi06_refused_json_leaves_no_out PROPERTIES LABELS "cpu;mpi" TIMEOUT 90
+                     ENVIRONMENT "${MPI_TEST_ENVIRONMENT};CUDA_VISIBLE_DEVICES=")
+
+# A run refused at the GPU check (exit 3: none is visible) writes no file into --out, and removes the
+# folder it made for it.
 add_test(NAME data_safety_fwi06_refused_writes_nothing
-         COMMAND ${data_safety_check} empty-out 3 "sees no CUDA GPU" ${fwi06_in_mpirun} --out @DIR@)
+         COMMAND ${data_safety_check} empty-out 3 "sees no CUDA GPU" ${fwi06_in_mpirun} --out @DIR@/new)
 set_tests_properties(data_safety_fwi06_refused_writes_nothing PROPERTIES LABELS "cpu;mpi" TIMEOUT 90
                      ENVIRONMENT "${MPI_TEST_ENVIRONMENT};CUDA_VISIBLE_DEVICES=")

@@ -424,6 +424,31 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
     std::filesystem::remove_all(folder);
 }
 
+TEST_CASE("an --out folder a refused run made is removed again, with its new parents, and only those") {
+    namespace fs = std::filesystem;
+    const fs::path base = "test_output_folder." + std::to_string(::getpid());
+    fs::create_directory(base);
+    {
+        const OutputFolder refused((base / "new/run/").string());
+        CHECK(fs::is_directory(base / "new/run"));
+    }
+    CHECK_FALSE(fs::exists(base / "new"));  // made for the run: gone with it
+    CHECK(fs::is_directory(base));          // there before: kept
+    {
+        OutputFolder kept((base / "run").string());
+        kept.keep();
+    }
+    CHECK(fs::is_directory(base / "run"));
+    {
+        const OutputFolder written((base / "more/run").string());
+        std::ofstream(base / "more/run/true_model.npy") << "a file the run wrote";
+    }
+    CHECK(fs::exists(base / "more/run/true_model.npy"));  // a folder that is no longer empty stays
+    std::ofstream(base / "file") << "not a folder";
+    CHECK_THROWS_AS(OutputFolder((base / "file/run").string()), UsageError);
+    fs::remove_all(base);
+}
+
 TEST_CASE("every temporary name of a process is as long as the one check_writable tried") {
     // A run writes many files through temporaries (06: snapshots and the loss history before its RESULT);
     // a path whose temporary fits the file system's name limit at the check must fit it at the end too.
