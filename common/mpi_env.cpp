@@ -368,11 +368,11 @@ namespace {
 int fake_node_of(const std::string& list, int rank, int size) {
     std::vector<int> nodes;
     for (const std::string& entry : split_comma_list("FWI_TEST_NODE_OF_RANK", list, "one node number per rank")) {
-        char* end = nullptr;
-        const long node = std::strtol(entry.c_str(), &end, 10);
-        if (*end != '\0' || node < 0 || node > 1000000)
-            throw UsageError("FWI_TEST_NODE_OF_RANK: '" + entry + "' is not a node number (0..1000000)");
-        nodes.push_back(static_cast<int>(node));
+        // Digits only, as the flags' lists take them (strtol would also take blanks and a sign).
+        const bool digits = entry.size() <= 7 && entry.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || std::stol(entry) > 1000000)
+            throw UsageError("FWI_TEST_NODE_OF_RANK: '" + shown_value(entry) + "' is not a node number (0..1000000)");
+        nodes.push_back(std::stoi(entry));
     }
     if (static_cast<int>(nodes.size()) != size)
         throw UsageError("FWI_TEST_NODE_OF_RANK: " + std::to_string(nodes.size()) + " entries for " +
