@@ -29,11 +29,11 @@ __global__ void count_wrong_kernel(const float* data, size_t count, int ranks, u
 
 }  // namespace
 
-void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what) {
-    if (wait_for_event_within(event, timeout_seconds)) return;
+void wait_for_event(cudaEvent_t event, double timeout_s, const std::string& what) {
+    if (wait_for_event_within(event, timeout_s)) return;
     abandon_gpu_work();
     throw EnvironmentError(
-        what + " did not finish within " + format_number(timeout_seconds) +
+        what + " did not finish within " + format_number(timeout_s) +
         " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and the peer access report above");
 }
 
@@ -61,8 +61,8 @@ DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& other) noexcept {
 template class DeviceArray<float>;
 template class DeviceArray<unsigned long long>;
 
-GpuGroup::GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access)
-    : timeout_seconds_(timeout_seconds), peer_access_left_off_(peer_access == PeerAccess::leave_off) {
+GpuGroup::GpuGroup(int gpus, double timeout_s, PeerAccess peer_access)
+    : timeout_s_(timeout_s), peer_access_left_off_(peer_access == PeerAccess::leave_off) {
     require_gpus(1);
     const int visible = visible_gpu_count();
     size_ = gpus == 0 ? std::min(visible, kMaxRanks) : gpus;
@@ -197,12 +197,12 @@ void GpuGroup::synchronize(const std::string& what) {
         CUDA_CHECK(cudaEventRecord(markers_[rank], streams_[rank]));
     }
     for (int rank = 0; rank < size_; ++rank)
-        wait_for_event(markers_[rank], timeout_seconds_, what + " on GPU " + std::to_string(rank));
+        wait_for_event(markers_[rank], timeout_s_, what + " on GPU " + std::to_string(rank));
     if (const int report = *timeout_report_) {
         *timeout_report_ = 0;  // the kernels have ended: the next run starts without it
         const int waiting = (report - 1) / kMaxRanks, awaited = (report - 1) % kMaxRanks;
         throw EnvironmentError(what + ": GPU " + std::to_string(waiting) + " gave up waiting for a signal from GPU " +
-                               std::to_string(awaited) + " after " + format_number(timeout_seconds_ / 2) +
+                               std::to_string(awaited) + " after " + format_number(timeout_s_ / 2) +
                                " s (device-side wait); the peer link or that GPU may be hung");
     }
 }

@@ -15,11 +15,11 @@ namespace fwi {
 
 constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
 
-// Waits for `event` (wait_for_event_within); after `timeout_seconds` abandons the GPUs' work (the GPUs may
+// Waits for `event` (wait_for_event_within); after `timeout_s` abandons the GPUs' work (the GPUs may
 // be hung: from then on destructors leave device memory, streams and communicators to the process's end,
 // as freeing would wait on the hung work forever; abandon_gpu_work) and throws EnvironmentError naming
 // `what`.
-void wait_for_event(cudaEvent_t event, double timeout_seconds, const std::string& what);
+void wait_for_event(cudaEvent_t event, double timeout_s, const std::string& what);
 
 // Device memory for `count` elements of T on one GPU.
 template <typename T>
@@ -46,7 +46,7 @@ class GpuGroup {
 public:
     // Uses GPUs 0..gpus-1 (0 = every visible GPU, up to kMaxRanks). Throws EnvironmentError when there are
     // too few.
-    GpuGroup(int gpus, double timeout_seconds, PeerAccess peer_access);
+    GpuGroup(int gpus, double timeout_s, PeerAccess peer_access);
     ~GpuGroup();
     GpuGroup(const GpuGroup&) = delete;
     GpuGroup& operator=(const GpuGroup&) = delete;
@@ -54,7 +54,7 @@ public:
     int size() const { return size_; }
     std::string device_name(int rank) const;
     int multiprocessors(int rank) const { return multiprocessors_[rank]; }
-    double timeout_seconds() const { return timeout_seconds_; }
+    double timeout_s() const { return timeout_s_; }
 
     bool can_access_peer(int rank, int peer) const { return peer_access_[rank * size_ + peer]; }
     bool peer_access_left_off() const { return peer_access_left_off_; }
@@ -89,7 +89,7 @@ public:
 
 private:
     int size_ = 0;
-    double timeout_seconds_;
+    double timeout_s_;
     std::vector<int> multiprocessors_;
     std::vector<char> peer_access_;
     bool peer_access_left_off_ = false;

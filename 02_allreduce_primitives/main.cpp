@@ -39,7 +39,7 @@ struct Options {
     std::string variants = "via_gpu0,ring,p2p_kernel,nccl";
     VariantOptions variant;
     long long one_shot_max_bytes = 512 << 10;
-    double timeout_seconds = 30.0;
+    double timeout_s = 30.0;
     bool no_peer_access = false;
     std::string json_path;
 };
@@ -63,7 +63,7 @@ bool parse_options(int argc, char** argv, Options& options) {
     parser.add_switch("--no-peer-access", &options.no_peer_access,
                       "leave peer access off, as on a machine without P2P: via_gpu0's and ring's copies are staged "
                       "through host memory, p2p_kernel cannot run, and NCCL gets NCCL_P2P_DISABLE=1");
-    parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
+    parser.add_double("--timeout", &options.timeout_s, 1, 3600,
                       "seconds any wait on a GPU or on NCCL may take before the program gives up (exit 3)");
     const auto variants_include = [&options](const std::string& name) {
         const std::vector<std::string> names = split_variant_list(options.variants);
@@ -167,7 +167,7 @@ int run(int argc, char** argv) {
 
     // Before NCCL starts: it would otherwise enable peer access itself, for every variant after it.
     if (options.no_peer_access) setenv("NCCL_P2P_DISABLE", "1", 1);
-    GpuGroup group(options.gpus, options.timeout_seconds,
+    GpuGroup group(options.gpus, options.timeout_s,
                    options.no_peer_access ? PeerAccess::leave_off : PeerAccess::enable);
     print_setup(group);
     const size_t largest_bytes = allreduce_sweep_sizes(options.sweep).back();

@@ -20,7 +20,7 @@ public:
         for (int rank = 0; rank < group.size(); ++rank) devices[rank] = rank;
         // Blocking communicators, as ncclCommInitAll and nccl-tests make them, so that the reference is
         // timed as NCCL is usually run; made under a time limit (common/nccl_comm.hpp says how).
-        comms_ = nccl_init_all(devices, group.timeout_seconds());
+        comms_ = nccl_init_all(devices, group.timeout_s());
     }
     ~Nccl() override {
         // A hung communicator cannot be finalized (that waits for its work); aborting does not wait for it.
@@ -30,7 +30,7 @@ public:
             return;
         }
         try {
-            nccl_destroy_all(comms_, group_.timeout_seconds());
+            nccl_destroy_all(comms_, group_.timeout_s());
         } catch (...) {  // a destructor cannot throw: the error ends the process here
             exit_at_once(std::current_exception(), "while ending the nccl variant's communicators");
         }

@@ -107,7 +107,7 @@ public:
         ++epoch_;
         BarrierArgs barrier{};
         barrier.ranks = n;
-        barrier.timeout_ns = static_cast<unsigned long long>(group_.timeout_seconds() * 0.5e9);
+        barrier.timeout_ns = static_cast<unsigned long long>(group_.timeout_s() * 0.5e9);
         barrier.timeout_report = group_.timeout_report();
         SumOperands operands{};
         operands.input_count = n;

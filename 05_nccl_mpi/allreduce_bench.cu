@@ -120,7 +120,7 @@ private:
 
 }  // namespace
 
-long long run_allreduce_bench(ncclComm_t comm, int rank, int ranks, const AllreduceSweepOptions& options,
+long long run_bench_allreduce(ncclComm_t comm, int rank, int ranks, const AllreduceSweepOptions& options,
                               double timeout_s, const std::string& json_path, const TestFault& fault) {
     NcclSweepVariant variant(comm, rank, ranks, allreduce_sweep_sizes(options).back() / sizeof(float), timeout_s,
                              fault);

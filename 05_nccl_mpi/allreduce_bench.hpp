@@ -16,7 +16,7 @@ namespace fwi {
 // bootstrap no blocking MPI call, which a dead rank would leave waiting. Returns the wrong elements over
 // all ranks and sizes (the same on every rank). `fault` (the fault tests, test_fault.hpp): its allreduce
 // point is just before the sweep's first timed batch.
-long long run_allreduce_bench(ncclComm_t comm, int rank, int ranks, const AllreduceSweepOptions& options,
+long long run_bench_allreduce(ncclComm_t comm, int rank, int ranks, const AllreduceSweepOptions& options,
                               double timeout_s, const std::string& json_path, const TestFault& fault);
 
 }  // namespace fwi

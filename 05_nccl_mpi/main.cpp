@@ -135,7 +135,7 @@ int run_bench(const Options& o, const TestFault& fault) {
     print_rank_placement(device, "", o.timeout_s);
     trigger_test_fault(fault, FaultPoint::bootstrap, rank, o.timeout_s);  // a test hook, as in run_fwi
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
-    const long long wrong = run_allreduce_bench(comm, rank, ranks, o.sweep, o.timeout_s, o.json, fault);
+    const long long wrong = run_bench_allreduce(comm, rank, ranks, o.sweep, o.timeout_s, o.json, fault);
     nccl_destroy_all({comm}, o.timeout_s);
     if (rank == 0 && wrong != 0)
         throw VerificationError(std::to_string(wrong) + " wrong elements in the allreduce results (see #wrong)");

@@ -43,7 +43,7 @@ using namespace fwi::doctor;
 namespace {
 
 struct Options {
-    double timeout_seconds = 30.0;
+    double timeout_s = 30.0;
     int bandwidth_mib = 64;
     int nccl_mib = 256;
     bool cross_check = false;
@@ -73,7 +73,7 @@ bool parse_options(int argc, char** argv, Options& options) {
                      "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, latency), "
                      "NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a time limit; "
                      "exit 0 nothing failed, 1 something failed, 2 bad command line, 3 no GPU visible.");
-    parser.add_double("--timeout", &options.timeout_seconds, 1, 3600,
+    parser.add_double("--timeout", &options.timeout_s, 1, 3600,
                       "seconds each check may take before it is reported as FAIL (hung)");
     parser.add_int("--bandwidth-mib", &options.bandwidth_mib, 1, 4096, "MiB per copy in the bandwidth matrices");
     parser.add_int("--nccl-mib", &options.nccl_mib, 1, 4096,
@@ -142,7 +142,7 @@ private:
         report_.set_fact("fault_injection", injection_.text);
         if (options_.mpi && world_rank() != 0) return;
         std::printf("doctor on %s: %d checks, each limited to %.0f s (--timeout)\n", host_name().c_str(),
-                    int(all_checks().size()), options_.timeout_seconds);
+                    int(all_checks().size()), options_.timeout_s);
         if (!injection_.text.empty())
             std::printf("FAULT INJECTION ACTIVE (FWI_DOCTOR_INJECT=%s): failures below are staged for tests\n",
                         injection_.text.c_str());
@@ -157,7 +157,7 @@ private:
         std::vector<unsigned> here;
         const std::string host = host_name();
         for (const std::string& rank :
-             gather_on_rank0(std::to_string(pid) + " " + host, "the ranks' process ids", options_.timeout_seconds)) {
+             gather_on_rank0(std::to_string(pid) + " " + host, "the ranks' process ids", options_.timeout_s)) {
             const size_t space = rank.find(' ');
             if (space != std::string::npos && rank.substr(space + 1) == host)
                 here.push_back(static_cast<unsigned>(std::stoul(rank.substr(0, space))));
@@ -169,8 +169,8 @@ private:
     template <typename Body>
     void run_check(const std::string& id, const Body& body) {
         report_.begin(id);
-        const Deadline deadline(options_.timeout_seconds);
-        watchdog_.arm(id, options_.timeout_seconds + kWatchdogGrace);
+        const Deadline deadline(options_.timeout_s);
+        watchdog_.arm(id, options_.timeout_s + kWatchdogGrace);
         Finding finding;
         try {
             finding = body(deadline);
@@ -290,7 +290,7 @@ private:
     // a short while) long before rank 0 is done. The watchdog bounds the wait by what those checks may
     // take, in case rank 0 never comes.
     void wait_for_rank0_checks() {
-        watchdog_.arm("mpi", double(all_checks().size()) * (options_.timeout_seconds + kWatchdogGrace));
+        watchdog_.arm("mpi", double(all_checks().size()) * (options_.timeout_s + kWatchdogGrace));
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         watchdog_.disarm();
     }
