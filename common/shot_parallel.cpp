@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "cuda_check.hpp"
@@ -256,8 +257,11 @@ RunSummary summarize(Team& team, int member, const MemberRecord& record, const s
     return run;
 }
 
-void report(const Problem& p, const RunSummary& run, const ReferenceRun* reference, const std::string& json_path) {
-    const std::string gpus = std::to_string(run.gpus) + " GPU" + (run.gpus > 1 ? "s" : "");
+namespace {
+
+// The checks a run passes with or without a reference: every GPU holds the same model, and the misfit is
+// finite and falls.
+std::vector<std::string> run_failures(const RunSummary& run) {
     const double misfit_first = run.misfits.front(), misfit_final = run.misfits.back();
     std::vector<std::string> failures;
     if (!run.models_identical) failures.push_back("the GPUs' models differ from each other after the same updates");
@@ -270,43 +274,62 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
     else if (run.misfits.size() >= 2 && !(misfit_final < misfit_first))
         failures.push_back("the misfit did not decrease over the iterations (" +
                            misfit_trend(run.misfits, run.first_iteration) + ")");
+    return failures;
+}
 
-    JsonObject verification, reference_json;
-    double speedup = 0.0;
-    if (reference) {
-        speedup = reference->time_per_gradient / run.time_per_gradient;
-        const Difference gradient = compare(run.first_gradient, reference->first_gradient);
-        const Difference model = compare(run.final_model, reference->final_model);
-        const double misfit_diff = std::abs(misfit_first - reference->misfits.front()) /
-                                   std::max(std::abs(reference->misfits.front()), 1e-300);
-        std::printf("%s: 1 GPU: %.4f s, %s: %.4f s, speedup: %.2f, efficiency: %.0f%%, grad rel diff: %.0e\n",
-                    p.summary().c_str(), reference->time_per_gradient, gpus.c_str(), run.time_per_gradient, speedup,
-                    100.0 * speedup / run.gpus, gradient.relative_l2);
-        std::printf("against the reference: first gradient %s; first misfit rel diff %.1e; final model %s\n",
-                    describe(gradient).c_str(), misfit_diff, describe(model).c_str());
-        // A bad first gradient means a wrong combine; a good one with a bad final model means the runs
-        // drifted apart (see tolerances.hpp), which a long run whose misfit stopped falling can do.
-        if (!(gradient.relative_l2 <= tolerance::kGradient) || !(misfit_diff <= tolerance::kMisfit))
-            failures.push_back("the first gradient or misfit differs from the single-GPU run beyond " +
-                               tolerance_text(tolerance::kGradient) + " / " + tolerance_text(tolerance::kMisfit) +
-                               ": the combine is wrong");
-        else if (!(model.relative_l2 <= tolerance::kModel))
-            failures.push_back("the first gradient matches the single-GPU run, but the final model differs beyond " +
-                               tolerance_text(tolerance::kModel) + " (reference misfit " +
-                               misfit_trend(reference->misfits, run.first_iteration) +
-                               "); a fixed-size update that overshoots amplifies float rounding each iteration: check "
-                               "long runs by their first gradient (fewer --iterations) or use --no-reference");
-        verification.add("grad_rel_diff", gradient.relative_l2)
-            .add("misfit_rel_diff", misfit_diff)
-            .add("model_rel_diff", model.relative_l2);
-        reference_json.add("time_per_gradient_s", reference->time_per_gradient)
-            .add("speedup", speedup)
-            .add("efficiency", speedup / run.gpus);
-    } else {
+// The RESULT's `verification` and `reference` objects, as far as the comparison with the single-GPU run
+// fills them (nulls without one).
+struct ReferenceFields {
+    JsonObject verification;
+    std::optional<JsonObject> reference;  // none without a reference run
+};
+
+// Prints the run's time (against the reference's, when there is one) and how far its first gradient,
+// first misfit and final model are from the reference's; adds to `failures` what is beyond the tolerances.
+ReferenceFields compare_with_reference(const Problem& p, const RunSummary& run, const ReferenceRun* reference,
+                                       const std::string& gpus, std::vector<std::string>& failures) {
+    ReferenceFields fields;
+    if (!reference) {
         std::printf("%s: %s: %.4f s per gradient (median of %zu%s)\n", p.summary().c_str(), gpus.c_str(),
                     run.time_per_gradient, run.misfits.size(), run.gpus > 1 ? "; no reference run" : "");
-        verification.add("grad_rel_diff", nullptr).add("misfit_rel_diff", nullptr).add("model_rel_diff", nullptr);
+        fields.verification.add("grad_rel_diff", nullptr)
+            .add("misfit_rel_diff", nullptr)
+            .add("model_rel_diff", nullptr);
+        return fields;
     }
+    const double speedup = reference->time_per_gradient / run.time_per_gradient;
+    const Difference gradient = compare(run.first_gradient, reference->first_gradient);
+    const Difference model = compare(run.final_model, reference->final_model);
+    const double misfit_diff = std::abs(run.misfits.front() - reference->misfits.front()) /
+                               std::max(std::abs(reference->misfits.front()), 1e-300);
+    std::printf("%s: 1 GPU: %.4f s, %s: %.4f s, speedup: %.2f, efficiency: %.0f%%, grad rel diff: %.0e\n",
+                p.summary().c_str(), reference->time_per_gradient, gpus.c_str(), run.time_per_gradient, speedup,
+                100.0 * speedup / run.gpus, gradient.relative_l2);
+    std::printf("against the reference: first gradient %s; first misfit rel diff %.1e; final model %s\n",
+                describe(gradient).c_str(), misfit_diff, describe(model).c_str());
+    // A bad first gradient means a wrong combine; a good one with a bad final model means the runs
+    // drifted apart (see tolerances.hpp), which a long run whose misfit stopped falling can do.
+    if (!(gradient.relative_l2 <= tolerance::kGradient) || !(misfit_diff <= tolerance::kMisfit))
+        failures.push_back("the first gradient or misfit differs from the single-GPU run beyond " +
+                           tolerance_text(tolerance::kGradient) + " / " + tolerance_text(tolerance::kMisfit) +
+                           ": the combine is wrong");
+    else if (!(model.relative_l2 <= tolerance::kModel))
+        failures.push_back("the first gradient matches the single-GPU run, but the final model differs beyond " +
+                           tolerance_text(tolerance::kModel) + " (reference misfit " +
+                           misfit_trend(reference->misfits, run.first_iteration) +
+                           "); a fixed-size update that overshoots amplifies float rounding each iteration: check "
+                           "long runs by their first gradient (fewer --iterations) or use --no-reference");
+    fields.verification.add("grad_rel_diff", gradient.relative_l2)
+        .add("misfit_rel_diff", misfit_diff)
+        .add("model_rel_diff", model.relative_l2);
+    fields.reference = JsonObject()
+                           .add("time_per_gradient_s", reference->time_per_gradient)
+                           .add("speedup", speedup)
+                           .add("efficiency", speedup / run.gpus);
+    return fields;
+}
+
+void print_phases(const RunSummary& run, const std::string& gpus) {
     std::printf(
         "phases (ms; min / median / max over the GPUs): compute %.2f / %.2f / %.2f, wait %.2f / %.2f / %.2f, combine "
         "%.3f / %.3f / %.3f, update %.3f / %.3f / %.3f\n",
@@ -314,13 +337,15 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
         1e3 * run.wait.median, 1e3 * run.wait.max, 1e3 * run.combine.min, 1e3 * run.combine.median,
         1e3 * run.combine.max, 1e3 * run.update.min, 1e3 * run.update.median, 1e3 * run.update.max);
     std::printf("combine: %.1f%% of an iteration; misfit %.4e -> %.4e; models on all %s identical: %s\n",
-                100.0 * run.combine.median / run.time_per_iteration, misfit_first, misfit_final, gpus.c_str(),
-                run.models_identical ? "yes" : "NO");
+                100.0 * run.combine.median / run.time_per_iteration, run.misfits.front(), run.misfits.back(),
+                gpus.c_str(), run.models_identical ? "yes" : "NO");
+}
 
-    const bool verified = failures.empty();
-    verification.add("models_identical", run.models_identical)
-        .add("misfit_first", misfit_first)
-        .add("misfit_final", misfit_final)
+// The RESULT object of kind "fwi" (docs/RESULT.md).
+JsonObject fwi_result(const Problem& p, const RunSummary& run, ReferenceFields fields, bool verified) {
+    fields.verification.add("models_identical", run.models_identical)
+        .add("misfit_first", run.misfits.front())
+        .add("misfit_final", run.misfits.back())
         .add("tolerances", JsonObject()
                                .add("gradient", tolerance::kGradient)
                                .add("misfit", tolerance::kMisfit)
@@ -346,18 +371,25 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
                              .add("update", spread_json(run.update)))
         .add("combine_share", run.combine.median / run.time_per_iteration)
         .add("gradient_bytes", static_cast<long long>(p.model_cells() * sizeof(float)));
-    if (reference)
-        result.add("reference", reference_json);
+    if (fields.reference)
+        result.add("reference", *fields.reference);
     else
         result.add("reference", nullptr);
-    result.add("verification", verification).add("details", run.details).add("verified", verified);
-    emit_result(result, json_path);
+    result.add("verification", fields.verification).add("details", run.details).add("verified", verified);
+    return result;
+}
 
-    if (!verified) {
-        std::string text;
-        for (const std::string& failure : failures) text += (text.empty() ? "" : "; ") + failure;
-        throw VerificationError(text);
-    }
+}  // namespace
+
+void report(const Problem& p, const RunSummary& run, const ReferenceRun* reference, const std::string& json_path) {
+    const std::string gpus = std::to_string(run.gpus) + " GPU" + (run.gpus > 1 ? "s" : "");
+    std::vector<std::string> failures = run_failures(run);
+    ReferenceFields fields = compare_with_reference(p, run, reference, gpus, failures);
+    print_phases(run, gpus);
+    const bool verified = failures.empty();
+    emit_result(fwi_result(p, run, std::move(fields), verified), json_path);
+
+    if (!verified) throw VerificationError(join(failures, "; "));
     const std::string misfit_check =
         run.misfits.size() >= 2 ? "the misfit decreased" : "the misfit is finite (one iteration: nothing to compare)";
     std::printf("verified: %s\n", reference      ? "first gradient, misfit and final model match the single-GPU run"
