@@ -212,6 +212,9 @@ def read_runs(runs_dir):
         if result is not None and not validate(result) and result["kind"] != ROLE_KINDS.get(entry["role"]):
             status = "RESULT of another kind (%s for a %s run)" % (result["kind"], entry["role"])
             result = None
+        elif result is not None and not validate(result) and result["gpus"] != int(entry["gpus"]):
+            status = "RESULT of another run (%d GPU(s) for a %s-GPU run)" % (result["gpus"], entry["gpus"])
+            result = None
         if result is not None:
             if entry["status"] == "0" and field(result, "verified") is False:
                 status = "NOT VERIFIED"

@@ -220,8 +220,8 @@ class Compare(unittest.TestCase):
         self.assertIn("this comparison did not finish", self.run_compare(2))
 
     def test_spoiled_result_files(self):
-        """A RESULT file that is not JSON is refused (no run writes one); one of the wrong kind for its run,
-        or with a kind or a number no run writes, only loses its row."""
+        """A RESULT file that is not JSON is refused (no run writes one); one of the wrong kind or GPU count
+        for its run, or with a kind or a number no run writes, only loses its row."""
         baseline = os.path.join(self.dir, "runs", "01_single_gpu-1gpu.json")
         with open(baseline, "r+") as f:
             f.truncate(100)
@@ -231,6 +231,9 @@ class Compare(unittest.TestCase):
         self.run_compare(1)
         with open(os.path.join(self.dir, "comparison.txt")) as f:
             self.assertIn("RESULT of another kind (allreduce_sweep for a fwi run)", f.read())
+        self.fresh()
+        self.edit("05_nccl_mpi-2gpu.json", lambda obj: obj.update(gpus=4))  # another run's RESULT
+        self.assertIn("RESULT of another run (4 GPU(s) for a 2-GPU run)", self.run_compare(1))
         self.fresh()
         self.edit("01_single_gpu-1gpu.json", lambda obj: obj.update(kind=[]))
         self.run_compare(1)
