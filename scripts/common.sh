@@ -287,6 +287,16 @@ python3_path() {
     return 0
 }
 
+# Why the folder DIR may not take a script's outputs, or nothing when it may: it is the repository's root or
+# holds the repository's own files (docs, a lesson), among which the outputs would sit (and the docs'
+# check would take a comparison.md there for one of the docs).
+repository_folder_reason() {
+    local dir="$1"
+    if [ "$dir" = "$ROOT" ] || [ -n "$(git -C "$ROOT" ls-files -- "$dir" 2>/dev/null | head -n 1)" ]; then
+        echo "'$dir' holds the repository's own files"
+    fi
+}
+
 # Why no file can be written in the folder DIR (made if missing), or nothing when one can: how the scripts
 # check their --out before they build or run anything (a permission, a read-only file system, a file where
 # a folder should be).

@@ -82,11 +82,9 @@ recording="${FWI_RECORDING_INTO:+$(realpath -m -- "$FWI_RECORDING_INTO")}"
 if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* && ( -z "$recording" || "$out/" != "$recording/"* ) ]]; then
     bad_flag "--out: '$out' is in docs/results, the stored results the docs' figures are made from; choose another --out"
 fi
-# Nor a folder of the repository's own files (its root, docs, a lesson): runs/ and comparison.* would sit
-# among them, and the docs' check would take comparison.md for one of the docs.
-if [ "$out" = "$ROOT" ] || [ -n "$(git -C "$ROOT" ls-files -- "$out" 2>/dev/null | head -n 1)" ]; then
-    bad_flag "--out: '$out' holds the repository's own files; choose a folder of the comparison's own (the default is out/compare-PROBLEM)"
-fi
+# Nor a folder of the repository's own files (its root, docs, a lesson).
+why="$(repository_folder_reason "$out")"
+[ -z "$why" ] || bad_flag "--out: $why; choose a folder of the comparison's own (the default is out/compare-PROBLEM)"
 made_out=yes
 [ ! -e "$out" ] || made_out=""
 why="$(unwritable_folder_reason "$out")"

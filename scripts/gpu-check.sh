@@ -39,9 +39,10 @@ fi
 # steps run from the repository's root).
 if [ -n "${OUT:-}" ]; then
     OUT="$(realpath -m -- "$OUT")"
-    why="$(unwritable_folder_reason "$OUT")"
+    why="$(repository_folder_reason "$OUT")"
+    [ -n "$why" ] || why="$(unwritable_folder_reason "$OUT")"
     if [ -n "$why" ]; then
-        echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder that can be written, or unset OUT" >&2
+        echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder of the check's own that can be written, or unset OUT" >&2
         exit 2
     fi
 fi

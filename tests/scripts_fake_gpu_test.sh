@@ -11,7 +11,7 @@
 # processes on the runs' GPUs (visible_gpus --other-processes), with a note under the table;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
-# gpu-check.sh refuses an OUT it cannot write before any step (exit 2), a GPU step without a GPU and the
+# gpu-check.sh refuses an OUT it cannot write or among the repository's files before any step (exit 2), a GPU step without a GPU and the
 # sanitizers step without compute-sanitizer (exit 3), leaving the last run's logs, fails a step that fails and a tests step where CUDA
 # sees no GPU (exit 1), copies into OUT no comparison of an earlier run, and says so where its logs cannot
 # go (exit 3); sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then every
@@ -200,6 +200,8 @@ rm "$scratch/scripts/not-committed.sh"
 run FAKE_GPUS=1 OUT=/proc/x -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_unwritable_out 2 "gpu-check: OUT: cannot create the folder '/proc/x'"
 [ -z "$built" ] || fail "gpu_check_unwritable_out: built before refusing OUT ($built)"
+run FAKE_GPUS=1 OUT="$scratch/scripts" -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_out_among_repository_files 2 "holds the repository's own files"
 mkdir -p "$scratch/out/gpu-check/compare"
 echo "an earlier run's table" >"$scratch/out/gpu-check/compare/comparison.md"
 mkdir "$tmp/gpu-check-out"
