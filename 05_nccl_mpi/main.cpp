@@ -146,13 +146,7 @@ int run_bench(const Options& o, const TestFault& fault) {
 
 int main(int argc, char** argv) {
     return run_mpi_program("05_nccl_mpi", argc, argv, [&]() -> int {
-        std::vector<std::string> args(argv, argv + argc);
-        const std::string fault_spec = take_flag_value(args, "--test-fault");
-        std::vector<const char*> arg_pointers;
-        for (const auto& arg : args) arg_pointers.push_back(arg.c_str());
-        const int count = static_cast<int>(arg_pointers.size());
-
-        Problem problem = preset_from_args(count, arg_pointers.data());
+        Problem problem = preset_from_args(argc, argv);
         Options options;
         ArgParser parser("05_nccl_mpi",
                          "Shot-parallel FWI with one MPI rank per GPU; NCCL communicators bootstrapped over MPI, "
@@ -165,7 +159,10 @@ int main(int argc, char** argv) {
         add_nccl_transport_flag(parser, options.transport);
         add_allreduce_sweep_flags(parser, options.sweep, &options.bench_allreduce);
         refuse_fwi_flags_with_bench(parser, problem_flags, &options.bench_allreduce);
-        if (!parser.parse(count, arg_pointers.data())) return kExitOk;
+        std::string fault_spec;
+        parser.add_string(kFaultFlag, &fault_spec, "testing: make a rank fail on purpose (test_fault.hpp)");
+        parser.hide_from_help(kFaultFlag);
+        if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem, parser);
         require_host_memory(problem, ranks_on_this_node(options.timeout_s));
         validate_allreduce_sweep_options(options.sweep);

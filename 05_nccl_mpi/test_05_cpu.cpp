@@ -37,20 +37,3 @@ TEST_CASE("a malformed fault is a usage error naming the flag") {
         CHECK_THROWS_WITH_AS(parse_test_fault(spec), doctest::Contains("--test-fault"), UsageError);
     }
 }
-
-TEST_CASE("the fault flag is taken out of the arguments, in both spellings") {
-    std::vector<std::string> joined{"prog", "--problem", "small", "--test-fault=exit-before-allreduce:1", "--verbose"};
-    CHECK(take_flag_value(joined, "--test-fault") == "exit-before-allreduce:1");
-    CHECK(joined == std::vector<std::string>{"prog", "--problem", "small", "--verbose"});
-
-    std::vector<std::string> separate{"prog", "--test-fault", "stall-before-allreduce:0", "--iterations", "2"};
-    CHECK(take_flag_value(separate, "--test-fault") == "stall-before-allreduce:0");
-    CHECK(separate == std::vector<std::string>{"prog", "--iterations", "2"});
-
-    std::vector<std::string> absent{"prog", "--iterations", "2"};
-    CHECK(take_flag_value(absent, "--test-fault").empty());
-    CHECK(absent.size() == 3);
-
-    std::vector<std::string> missing{"prog", "--test-fault"};
-    CHECK_THROWS_AS(take_flag_value(missing, "--test-fault"), UsageError);
-}

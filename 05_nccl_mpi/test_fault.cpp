@@ -12,8 +12,6 @@ namespace fwi {
 
 namespace {
 
-const char* kFaultFlag = "--test-fault";
-
 struct KindName {
     FaultKind kind;
     const char* name;
@@ -59,35 +57,6 @@ TestFault parse_test_fault(const std::string& spec) {
             if (name == name_of(fault)) return fault;
         }
     refuse(spec);
-}
-
-std::string take_flag_value(std::vector<std::string>& args, const std::string& flag) {
-    // The rules of the ArgParser that gets the rest: nothing after --help counts, a flag given twice is
-    // refused, the next argument is no value when it is itself a flag ("--test-fault --nz 64" forgot the
-    // value), and an empty value is refused.
-    std::string value;
-    bool taken = false;
-    for (size_t i = 0; i < args.size();) {
-        if (args[i] == "--help" || args[i] == "-h") break;
-        const bool joined = args[i].rfind(flag + "=", 0) == 0;
-        if (!joined && args[i] != flag) {
-            ++i;
-            continue;
-        }
-        if (taken) throw UsageError(flag + " given twice");
-        taken = true;
-        if (joined) {
-            value = args[i].substr(flag.size() + 1);
-            args.erase(args.begin() + i);
-            continue;
-        }
-        if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0 || args[i + 1] == "-h")
-            throw UsageError(flag + ": missing value");
-        value = args[i + 1];
-        args.erase(args.begin() + i, args.begin() + i + 2);
-    }
-    if (taken && value.empty()) throw UsageError(flag + ": needs a non-empty value");
-    return value;
 }
 
 void trigger_test_fault(const TestFault& fault, FaultPoint point, int rank, double timeout_s) {

@@ -11,9 +11,10 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 namespace fwi {
+
+inline constexpr const char* kFaultFlag = "--test-fault";
 
 enum class FaultKind { none, exit, sigkill, stall };
 enum class FaultPoint { allreduce, bootstrap };
@@ -26,10 +27,6 @@ struct TestFault {
 
 // "" gives no fault; anything that is not KIND-before-POINT:R throws UsageError naming --test-fault.
 TestFault parse_test_fault(const std::string& spec);
-
-// Removes `flag VALUE` or `flag=VALUE` from args and returns VALUE ("" when the flag is absent), so the
-// remaining arguments go to the ArgParser, which does not know the flag.
-std::string take_flag_value(std::vector<std::string>& args, const std::string& flag);
 
 // On the fault's rank, at the fault's point: the fault (exit and sigkill do not return; stall sleeps
 // 10 x timeout_s, then exits).

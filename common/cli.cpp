@@ -189,6 +189,15 @@ void ArgParser::add_alias(const std::string& alias, const std::string& flag) {
 
 bool ArgParser::has_flag(const std::string& flag) const { return find(flag) != nullptr; }
 
+void ArgParser::hide_from_help(const std::string& flag) {
+    for (auto& option : options_)
+        if (option.flag == flag) {
+            option.hidden = true;
+            return;
+        }
+    throw std::logic_error("ArgParser::hide_from_help: no flag '" + flag + "'");
+}
+
 std::vector<std::string> ArgParser::flags() const {
     std::vector<std::string> names;
     for (const auto& option : options_) names.push_back(option.flag);
@@ -281,6 +290,7 @@ std::string ArgParser::help_text() const {
     std::ostringstream out;
     out << "usage: " << program_ << " [flags]\n\n" << description_ << "\n\nflags:\n";
     for (const auto& option : options_) {
+        if (option.hidden) continue;
         std::string name = option.flag + (option.takes_value ? " <" + option.range + ">" : "");
         for (const auto& [alias, flag] : aliases_)
             if (flag == option.flag) name = alias + ", " + name;

@@ -30,6 +30,9 @@ public:
     // written into an alias ("-b 1M", not "-b=1M"). Throws std::logic_error for an unknown flag or a name
     // already taken.
     void add_alias(const std::string& alias, const std::string& flag);
+    // Leaves the registered `flag` out of --help, parsed as ever: for a flag of the suite's own tests
+    // (05's --test-fault), which its README documents. Throws std::logic_error for an unknown flag.
+    void hide_from_help(const std::string& flag);
     // Whether `flag` is registered (as a flag or an alias).
     bool has_flag(const std::string& flag) const;
     // The registered flags, in the order they were added (no aliases).
@@ -77,6 +80,7 @@ private:
         bool takes_value = true;
         std::function<std::string()> show;  // current value as text
         std::function<void(const std::string&)> set;
+        bool hidden = false;  // left out of --help (hide_from_help)
     };
     // The option named `flag`, by its flag or its alias.
     const Option* find(const std::string& flag) const;

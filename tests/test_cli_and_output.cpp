@@ -213,6 +213,25 @@ TEST_CASE("--help stops the parse; set_prints_help(false) keeps it quiet") {
     ArgParser::set_prints_help(true);
 }
 
+TEST_CASE("a flag hidden from --help is parsed as any other") {
+    std::string fault;
+    int nz = 64;
+    ArgParser parser("test", "");
+    parser.add_int("--nz", &nz, 16, 16384, "cells");
+    parser.add_string("--test-fault", &fault, "testing");
+    parser.hide_from_help("--test-fault");
+    CHECK(parser.help_text().find("--test-fault") == std::string::npos);
+    CHECK(parser.help_text().find("--nz") != std::string::npos);
+    const char* joined[] = {"test", "--test-fault=exit-before-allreduce:1", "--nz", "32"};
+    CHECK(parser.parse(4, joined));
+    CHECK(fault == "exit-before-allreduce:1");
+    const char* twice[] = {"test", "--test-fault", "a:1", "--test-fault=b:0"};
+    CHECK_THROWS_WITH_AS(parser.parse(4, twice), "--test-fault given twice", UsageError);
+    const char* empty[] = {"test", "--test-fault="};
+    CHECK_THROWS_WITH_AS(parser.parse(2, empty), "--test-fault: needs a non-empty value", UsageError);
+    CHECK_THROWS_AS(parser.hide_from_help("--bogus"), std::logic_error);
+}
+
 TEST_CASE("a flag the run does not use is refused, by the name it was given") {
     std::string mode = "plain";
     int level = 1, size = 8;
