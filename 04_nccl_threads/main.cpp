@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,8 @@ void combine_from_own_thread(GpuShare& share, ncclComm_t comm, double timeout_s)
 // whose call has not been made yet. The other threads wait at the barrier until it is issued, then for
 // their GPU: waiting before, on a stream still empty, would return at once, and update() would then be
 // queued ahead of the allreduce and read the gradient before it is summed.
-void combine_from_one_thread(const std::vector<GpuShare*>& shares, const std::vector<ncclComm_t>& comms, int g,
-                             ThreadTeam& team, double timeout_s) {
+void combine_from_one_thread(const std::vector<std::optional<GpuShare>>& shares, const std::vector<ncclComm_t>& comms,
+                             int g, ThreadTeam& team, double timeout_s) {
     if (g == 0) {
         NCCL_CHECK(ncclGroupStart());
         for (size_t other = 0; other < shares.size(); ++other) enqueue_allreduce(*shares[other], comms[other]);
@@ -113,17 +114,17 @@ int run(const Problem& p, const Options& o) {
     // 3. One thread per GPU runs the FWI loop; the combine is the NCCL call of the chosen driver. GPU 0
     //    then runs the single-GPU reference on its own share.
     ThreadTeam team(gpus, o.timeout_s);
-    // Every GPU's share, for the group driver only: GPU 0's thread issues every GPU's allreduce. Each thread
-    // fills its slot before run_iterations' first barrier, and its share lives until the thread leaves
-    // team.run, after the last combine.
-    std::vector<GpuShare*> shares(gpus);
+    // Every GPU's share. Each thread makes its own, before run_iterations' first barrier; they are owned
+    // here, not by the threads, for the group driver: GPU 0's thread issues every GPU's allreduce, so a
+    // share must outlive a thread that leaves early (a barrier that timed out) until every thread is done.
+    std::vector<std::optional<GpuShare>> shares(gpus);
     RunSummary run;
     ReferenceRun reference;
     team.run([&](int g) {
         const bool with_reference = g == 0 && !o.no_reference;
         const HostTimer setup_timer;
-        GpuShare share(p, split[g], initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
-        shares[g] = &share;
+        GpuShare& share = shares[g].emplace(p, split[g], initial_model(p),
+                                            with_reference ? Observed::all_shots : Observed::own_shots);
         team.wait_for_member0_setup(g, setup_timer.seconds());
         const CombineStep combine =
             o.driver == "threads"
@@ -135,6 +136,7 @@ int run(const Problem& p, const Options& o) {
         run = std::move(summary);
         if (with_reference) reference = run_reference(share, initial_model(p), o.iterations);
     });
+    team.run([&](int g) { shares[g].reset(); });  // each on its own thread, with its GPU current
     nccl_destroy_all(comms, o.timeout_s);
 
     // 4. The check against the reference, the speedup and the RESULT line.

@@ -1,12 +1,16 @@
 #include "errors.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <iostream>
+#include <memory>
 #include <new>
+#include <thread>
 
 namespace fwi {
 
@@ -56,8 +60,23 @@ void abandon_gpu_work() { g_gpu_work_abandoned = true; }
 bool gpu_work_abandoned() { return g_gpu_work_abandoned; }
 
 void end_process_now(int code) {
-    std::fflush(stdout);
-    std::fflush(stderr);
+    // Flushing can block for good: standard output may be a pipe whose reader stopped, or its lock held by
+    // a thread blocked writing to one. So another thread flushes, and the process ends when it is done or
+    // after a few seconds, whichever comes first.
+    constexpr auto kFlushLimit = std::chrono::seconds(3);
+    try {
+        const auto flushed = std::make_shared<std::promise<void>>();
+        std::future<void> done = flushed->get_future();
+        std::thread([flushed] {
+            std::fflush(stdout);
+            std::fflush(stderr);
+            flushed->set_value();
+        }).detach();
+        done.wait_for(kFlushLimit);
+    } catch (const std::exception&) {  // no thread to flush with: flushed here
+        std::fflush(stdout);
+        std::fflush(stderr);
+    }
     std::_Exit(code);
 }
 

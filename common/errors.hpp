@@ -77,6 +77,7 @@ int finish_program(int code);
 
 // Flushes standard output and error and ends the process with `code` at once (std::_Exit): no destructor,
 // no atexit handler, no CUDA runtime teardown runs, so nothing can wait on stuck GPU work or another rank.
+// A flush that blocks (a pipe whose reader stopped) gets 3 s; then the process ends without it.
 [[noreturn]] void end_process_now(int code);
 
 // For a thread that may be stuck in a CUDA call, which nothing can interrupt: reports `error` as

@@ -12,8 +12,7 @@
 
 namespace fwi {
 
-ThreadTeam::ThreadTeam(int gpus, double timeout_s)
-    : size_(gpus), timeout_s_(timeout_s), values_(gpus), models_(gpus, nullptr) {}
+ThreadTeam::ThreadTeam(int gpus, double timeout_s) : size_(gpus), timeout_s_(timeout_s), values_(gpus), models_(gpus) {}
 
 void ThreadTeam::run(const std::function<void(int)>& fn) {
     run_threads([&fn](int g) {
@@ -116,13 +115,15 @@ std::vector<std::vector<double>> ThreadTeam::gather(int member, const std::vecto
 }
 
 bool ThreadTeam::same_on_all(int member, const std::vector<float>& model) {
-    models_[member] = &model;
+    // A copy, not a pointer: a thread that leaves at the second barrier's timeout frees its model while
+    // the others may still be comparing.
+    models_[member] = model;
     barrier(member, "the other GPUs' models");
     bool same = true;
-    for (const auto* other : models_)
-        same = same && other->size() == models_[0]->size() &&
-               std::memcmp(other->data(), models_[0]->data(), other->size() * sizeof(float)) == 0;
-    barrier(member, "the model comparison");  // the models stay alive until every thread compared them
+    for (const std::vector<float>& other : models_)
+        same = same && other.size() == models_[0].size() &&
+               std::memcmp(other.data(), models_[0].data(), other.size() * sizeof(float)) == 0;
+    barrier(member, "the model comparison");  // no slot is written again before every thread compared them
     return same;
 }
 

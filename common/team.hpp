@@ -66,8 +66,8 @@ private:
     int arrived_ = 0;
     long generation_ = 0;
     bool broken_ = false;
-    std::vector<std::vector<double>> values_;        // gather's slots
-    std::vector<const std::vector<float>*> models_;  // same_on_all's slots
+    std::vector<std::vector<double>> values_;  // gather's slots
+    std::vector<std::vector<float>> models_;   // same_on_all's slots
 };
 
 }  // namespace fwi

@@ -1,8 +1,10 @@
 #include "report.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 
@@ -208,7 +210,18 @@ int Report::finish() {
 constexpr double kFinishingLimit = 5.0;
 
 void Report::abandon(Finding finding) {
-    int code = kExitVerificationFailed;
+    // The fallback first, since what follows may block for good. Printing: standard output may be a pipe
+    // whose reader stopped, its lock held by a thread blocked writing to it. Finishing: it asks the driver
+    // about the GPUs for the RESULT's env, unless that was done before the check got stuck (main.cpp does
+    // it in check 1), and if the driver is what is stuck, that hangs too. So the process ends this long
+    // after the check was abandoned, with or without the finding and the RESULT line.
+    const auto code = std::make_shared<std::atomic<int>>(kExitVerificationFailed);
+    std::thread([code] {
+        std::this_thread::sleep_for(std::chrono::duration<double>(kFinishingLimit));
+        std::fprintf(stderr, "doctor: the RESULT line did not come within %.0f s: ending without it\n",
+                     kFinishingLimit);
+        end_process_now(*code);
+    }).detach();
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!finished_) {
@@ -219,16 +232,7 @@ void Report::abandon(Finding finding) {
                              finding.summary.c_str());
             findings_.push_back(std::move(finding));
         }
-        code = exit_code_locked();  // the code the summary line and the RESULT name
-        // Finishing asks the driver about the GPUs for the RESULT's env, unless that was done before the
-        // check got stuck (main.cpp does it in check 1): if the driver is what is stuck, that hangs too. So
-        // the process ends this long after the finding was printed, with or without the RESULT line.
-        std::thread([code] {
-            std::this_thread::sleep_for(std::chrono::duration<double>(kFinishingLimit));
-            std::fprintf(stderr, "doctor: the RESULT line did not come within %.0f s: ending without it\n",
-                         kFinishingLimit);
-            end_process_now(code);
-        }).detach();
+        *code = exit_code_locked();  // the code the summary line and the RESULT name
         if (!finished_) {
             try {
                 finish_locked();
@@ -237,7 +241,7 @@ void Report::abandon(Finding finding) {
             }
         }
     }
-    end_process_now(code);
+    end_process_now(*code);
 }
 
 }  // namespace fwi::doctor

@@ -2,15 +2,19 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "cli.hpp"
 #include "cuda_check.hpp"
@@ -466,6 +470,39 @@ TEST_CASE("an --out folder a refused run made is removed again, with its new par
     std::ofstream(base / "file") << "not a folder";
     CHECK_THROWS_AS(OutputFolder((base / "file/run").string()), UsageError);
     fs::remove_all(base);
+}
+
+TEST_CASE("end_process_now ends the process even while a write to standard output blocks") {
+    // A child whose standard output is a pipe nobody reads: its main thread blocks in a write, holding the
+    // stream's lock, as a program whose output goes to a stalled reader. Another thread then ends it, as
+    // doctor's watchdog and the wait guards do; the flush it tries must not keep the process alive.
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::dup2(fds[1], STDOUT_FILENO);
+        std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            end_process_now(3);
+        }).detach();
+        const std::string block(1 << 16, 'x');
+        for (;;) std::fwrite(block.data(), 1, block.size(), stdout);
+    }
+    ::close(fds[1]);
+    int status = 0;
+    pid_t ended = 0;
+    for (int i = 0; i < 200 && ended == 0; ++i) {  // 20 s at most
+        ended = ::waitpid(child, &status, WNOHANG);
+        if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (ended == 0) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, &status, 0);
+    }
+    ::close(fds[0]);
+    CHECK(ended == child);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
 }
 
 TEST_CASE("every temporary name of a process is as long as the one check_writable tried") {
