@@ -118,25 +118,31 @@ int run(const Problem& p, const Options& o) {
     // here, not by the threads, for the group driver: GPU 0's thread issues every GPU's allreduce, so a
     // share must outlive a thread that leaves early (a barrier that timed out) until every thread is done.
     std::vector<std::optional<GpuShare>> shares(gpus);
+    const auto free_shares = [&] { team.run([&](int g) { shares[g].reset(); }); };  // each with its GPU current
     RunSummary run;
     ReferenceRun reference;
-    team.run([&](int g) {
-        const bool with_reference = g == 0 && !o.no_reference;
-        const HostTimer setup_timer;
-        GpuShare& share = shares[g].emplace(p, split[g], initial_model(p),
-                                            with_reference ? Observed::all_shots : Observed::own_shots);
-        team.wait_for_member0_setup(g, setup_timer.seconds());
-        const CombineStep combine =
-            o.driver == "threads"
-                ? CombineStep([&](GpuShare& mine) { combine_from_own_thread(mine, comms[g], o.timeout_s); })
-                : CombineStep([&](GpuShare&) { combine_from_one_thread(shares, comms, g, team, o.timeout_s); });
-        const MemberRecord record = run_iterations(team, g, share, combine, 1, o.iterations);
-        RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, 1);
-        if (g != 0) return;
-        run = std::move(summary);
-        if (with_reference) reference = run_reference(share, initial_model(p), o.iterations);
-    });
-    team.run([&](int g) { shares[g].reset(); });  // each on its own thread, with its GPU current
+    try {
+        team.run([&](int g) {
+            const bool with_reference = g == 0 && !o.no_reference;
+            const HostTimer setup_timer;
+            GpuShare& share = shares[g].emplace(p, split[g], initial_model(p),
+                                                with_reference ? Observed::all_shots : Observed::own_shots);
+            team.wait_for_member0_setup(g, setup_timer.seconds());
+            const CombineStep combine =
+                o.driver == "threads"
+                    ? CombineStep([&](GpuShare& mine) { combine_from_own_thread(mine, comms[g], o.timeout_s); })
+                    : CombineStep([&](GpuShare&) { combine_from_one_thread(shares, comms, g, team, o.timeout_s); });
+            const MemberRecord record = run_iterations(team, g, share, combine, 1, o.iterations);
+            RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, 1);
+            if (g != 0) return;
+            run = std::move(summary);
+            if (with_reference) reference = run_reference(share, initial_model(p), o.iterations);
+        });
+    } catch (...) {
+        free_shares();
+        throw;
+    }
+    free_shares();
     nccl_destroy_all(comms, o.timeout_s);
 
     // 4. The check against the reference, the speedup and the RESULT line.

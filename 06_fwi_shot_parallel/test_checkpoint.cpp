@@ -121,13 +121,16 @@ TEST_CASE("writing is atomic: temporary file renamed over the old checkpoint, no
     // suite's form, stays.
     const std::string stale = path + ".tmp.999999999.0000001f", users = path + ".tmp";
     const std::string older_stale = path + ".tmp.999999998.12";  // N in decimal, as earlier versions wrote it
+    const std::string users_hex = path + ".tmp.999999997.cafe";  // hex, but not 8 digits: not the suite's
     write_file(stale, "partial");
     write_file(older_stale, "partial");
     write_file(users, "the user's");
+    write_file(users_hex, "the user's");
     write_checkpoint(folder.str(), sample_checkpoint(p, 2));
     CHECK_FALSE(fs::exists(stale));
     CHECK_FALSE(fs::exists(older_stale));
     CHECK(read_file(users) == "the user's");
+    CHECK(read_file(users_hex) == "the user's");
     write_checkpoint(folder.str(), sample_checkpoint(p, 5));
     CHECK(read_small(folder.str()).state.iterations_done == 5);
     CHECK(read_file(path) == encode_checkpoint(sample_checkpoint(p, 5)));

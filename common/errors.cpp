@@ -11,6 +11,7 @@
 #include <memory>
 #include <new>
 #include <thread>
+#include <utility>
 
 namespace fwi {
 
@@ -19,36 +20,36 @@ namespace {
 std::atomic<bool> g_gpu_work_abandoned{false};
 std::atomic<const char*> g_program_name{"program"};
 
-// Prints `error`'s message on stderr as its kind wants it and returns its exit code.
-int report_error(const char* program_name, std::exception_ptr error) {
+// `error`'s message as its kind wants it (lines ending in a newline) and its exit code.
+std::pair<int, std::string> describe_error(const char* program_name, std::exception_ptr error) {
+    const std::string name = program_name;
     try {
         std::rethrow_exception(error);
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "%s: error: %s\n(run with --help for all flags and their ranges)\n", program_name,
-                     e.what());
-        return kExitBadInput;
+        return {kExitBadInput, name + ": error: " + e.what() + "\n(run with --help for all flags and their ranges)\n"};
     } catch (const EnvironmentError& e) {
-        std::fprintf(stderr, "%s: environment: %s\n", program_name, e.what());
-        return kExitEnvironment;
+        return {kExitEnvironment, name + ": environment: " + e.what() + "\n"};
     } catch (const VerificationError& e) {
-        std::fprintf(stderr, "%s: VERIFICATION FAILED: %s\n", program_name, e.what());
-        return kExitVerificationFailed;
+        return {kExitVerificationFailed, name + ": VERIFICATION FAILED: " + e.what() + "\n"};
     } catch (const std::bad_alloc& e) {
         // Host memory (std::bad_alloc) or, from Thrust, device memory: what() tells them apart.
-        std::fprintf(
-            stderr,
-            "%s: environment: an allocation failed (%s): the run needs more memory than this process may have; make "
-            "the run smaller, or raise the memory limit (ulimit -v, a container's or job's limit)\n",
-            program_name, e.what());
-        return kExitEnvironment;
+        return {kExitEnvironment,
+                name + ": environment: an allocation failed (" + e.what() +
+                    "): the run needs more memory than this process may have; make the run smaller, or raise the "
+                    "memory limit (ulimit -v, a container's or job's limit)\n"};
     } catch (const std::exception& e) {
         // Anything else is a bug or an unexpected library failure; report it as an environment problem.
-        std::fprintf(stderr, "%s: unexpected error: %s\n", program_name, e.what());
-        return kExitEnvironment;
+        return {kExitEnvironment, name + ": unexpected error: " + e.what() + "\n"};
     } catch (...) {
-        std::fprintf(stderr, "%s: unexpected error (not a std::exception)\n", program_name);
-        return kExitEnvironment;
+        return {kExitEnvironment, name + ": unexpected error (not a std::exception)\n"};
     }
+}
+
+// Prints `error`'s message on stderr and returns its exit code.
+int report_error(const char* program_name, std::exception_ptr error) {
+    const auto [code, message] = describe_error(program_name, error);
+    std::fputs(message.c_str(), stderr);
+    return code;
 }
 
 }  // namespace
@@ -59,23 +60,26 @@ void abandon_gpu_work() { g_gpu_work_abandoned = true; }
 
 bool gpu_work_abandoned() { return g_gpu_work_abandoned; }
 
-void end_process_now(int code) {
-    // Flushing can block for good: standard output may be a pipe whose reader stopped, or its lock held by
-    // a thread blocked writing to one. So another thread flushes, and the process ends when it is done or
-    // after a few seconds, whichever comes first.
-    constexpr auto kFlushLimit = std::chrono::seconds(3);
-    try {
-        const auto flushed = std::make_shared<std::promise<void>>();
-        std::future<void> done = flushed->get_future();
-        std::thread([flushed] {
-            std::fflush(stdout);
-            std::fflush(stderr);
-            flushed->set_value();
-        }).detach();
-        done.wait_for(kFlushLimit);
-    } catch (const std::exception&) {  // no thread to flush with: flushed here
+void end_process_now(int code, const std::string& last_words) {
+    // Writing can block for good: standard output or error may be a pipe whose reader stopped, or its lock
+    // held by a thread blocked writing to one. So another thread writes and flushes, and the process ends
+    // when it is done or after a few seconds, whichever comes first.
+    constexpr auto kWriteLimit = std::chrono::seconds(3);
+    const auto write_and_flush = [last_words] {
+        std::fputs(last_words.c_str(), stderr);
         std::fflush(stdout);
         std::fflush(stderr);
+    };
+    try {
+        const auto written = std::make_shared<std::promise<void>>();
+        std::future<void> done = written->get_future();
+        std::thread([written, write_and_flush] {
+            write_and_flush();
+            written->set_value();
+        }).detach();
+        done.wait_for(kWriteLimit);
+    } catch (const std::exception&) {  // no thread to write with: written here
+        write_and_flush();
     }
     std::_Exit(code);
 }
@@ -99,10 +103,8 @@ void print_note(const std::string& text) {
 
 void exit_at_once(std::exception_ptr error, const std::string& note) {
     const char* program_name = running_program_name();
-    std::fflush(stdout);
-    const int code = report_error(program_name, error);
-    std::fprintf(stderr, "%s: %s\n", program_name, note.c_str());
-    end_process_now(code);
+    const auto [code, message] = describe_error(program_name, error);
+    end_process_now(code, message + program_name + ": " + note + "\n");
 }
 
 int run_program(const char* program_name, const std::function<int()>& body) {

@@ -75,10 +75,11 @@ bool gpu_work_abandoned();
 // once (std::_Exit); else returns `code`. run_program ends with it; so do mains that do not use run_program.
 int finish_program(int code);
 
-// Flushes standard output and error and ends the process with `code` at once (std::_Exit): no destructor,
-// no atexit handler, no CUDA runtime teardown runs, so nothing can wait on stuck GPU work or another rank.
-// A flush that blocks (a pipe whose reader stopped) gets 3 s; then the process ends without it.
-[[noreturn]] void end_process_now(int code);
+// Writes `last_words` (whole lines) on stderr, flushes standard output and error and ends the process with
+// `code` at once (std::_Exit): no destructor, no atexit handler, no CUDA runtime teardown runs, so nothing
+// can wait on stuck GPU work or another rank. A write that blocks (a pipe whose reader stopped) gets 3 s;
+// then the process ends without it.
+[[noreturn]] void end_process_now(int code, const std::string& last_words = "");
 
 // For a thread that may be stuck in a CUDA call, which nothing can interrupt: reports `error` as
 // run_program would, then `note` on a line of its own, and ends the process at once with the error's exit

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -204,9 +205,10 @@ struct Watcher : WaitTimeout::State {
             sleeping_until = until;
             armed_changed.wait_until(lock, until);
             if (armed && deadline == until && Clock::now() >= until) {
-                std::fprintf(stderr, "%s: environment: no progress for %.0f s waiting for %s (%s)\n",
-                             running_program_name(), timeout_s, what.c_str(), likely_cause.c_str());
-                end_process_now(kExitEnvironment);  // the other ranks are ended by mpirun
+                end_process_now(kExitEnvironment,  // the other ranks are ended by mpirun
+                                std::string(running_program_name()) + ": environment: no progress for " +
+                                    format_number(std::round(timeout_s)) + " s waiting for " + what + " (" +
+                                    likely_cause + ")\n");
             }
         }
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -210,12 +211,11 @@ void nccl_abort(ncclComm_t comm, double limit_s, const std::string& why) {
         const auto limit = std::chrono::duration<double>(limit_s);
         if (watch->finished.wait_for(lock, limit, [&] { return watch->done; })) return;
         // The reason first: the exception that would have carried it is never thrown.
-        if (!why.empty()) std::fprintf(stderr, "%s: environment: %s\n", running_program_name(), why.c_str());
-        std::fprintf(stderr,
-                     "%s: environment: ncclCommAbort did not return within %.0f s (a known problem of some NCCL "
-                     "versions); ending the process\n",
-                     running_program_name(), limit_s);
-        end_process_now(kExitEnvironment);
+        const std::string name = running_program_name();
+        end_process_now(kExitEnvironment, (why.empty() ? "" : name + ": environment: " + why + "\n") + name +
+                                              ": environment: ncclCommAbort did not return within " +
+                                              format_number(std::round(limit_s)) +
+                                              " s (a known problem of some NCCL versions); ending the process\n");
     }).detach();
     ncclCommAbort(comm);
     forget(comm);

@@ -213,9 +213,14 @@ void remove_stale_temporaries(const std::string& path) {
     for (const auto& entry : std::filesystem::directory_iterator(folder_of(path), error)) {
         const std::string name = entry.path().filename().string();
         if (name.compare(0, prefix.size(), prefix) != 0) continue;
-        unsigned long pid = 0, n = 0;
-        char end = 0;
-        const bool ours = std::sscanf(name.c_str() + prefix.size(), "%lu.%lx%c", &pid, &n, &end) == 2 && pid > 0;
+        // PID.N: N in 8 hex digits (temporary_name), or in decimal as earlier versions wrote it.
+        unsigned long pid = 0;
+        int n_at = 0;
+        const bool pid_read = std::sscanf(name.c_str() + prefix.size(), "%lu.%n", &pid, &n_at) == 1 && n_at > 0;
+        const std::string n = pid_read ? name.substr(prefix.size() + size_t(n_at)) : "";
+        const bool decimal = !n.empty() && n.find_first_not_of("0123456789") == std::string::npos;
+        const bool hex = n.size() == 8 && n.find_first_not_of("0123456789abcdef") == std::string::npos;
+        const bool ours = pid_read && pid > 0 && (decimal || hex);
         if (ours && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
             std::filesystem::remove(entry.path(), error);
     }
@@ -332,14 +337,23 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
 
 OutputFolder::OutputFolder(const std::string& path) {
     namespace fs = std::filesystem;
-    std::error_code error;
-    fs::path folder = fs::absolute(path, error).lexically_normal();
-    if (!folder.has_filename()) folder = folder.parent_path();  // "out/" names "out"
-    for (fs::path missing = folder; !missing.empty() && !fs::exists(missing, error); missing = missing.parent_path()) {
-        created_.push_back(missing.string());
-        if (missing == missing.parent_path()) break;  // the root
+    // The folders that are not there yet, deepest first, walking the path as given: nothing that exists,
+    // a dangling symbolic link included, and no "." or "..".
+    std::vector<fs::path> missing;
+    std::error_code ignored, error;
+    for (fs::path folder = path; !folder.empty();) {
+        const fs::path parent = folder.parent_path();
+        if (folder.has_filename()) {  // "out/" names "out", its parent
+            if (fs::symlink_status(folder, ignored).type() != fs::file_type::not_found) break;
+            if (folder.filename() != "." && folder.filename() != "..") missing.push_back(folder);
+        }
+        if (parent == folder) break;  // the root
+        folder = parent;
     }
     fs::create_directories(path, error);
+    // Only what is now a folder of its own was made here.
+    for (const fs::path& folder : missing)
+        if (fs::symlink_status(folder, ignored).type() == fs::file_type::directory) created_.push_back(folder.string());
     std::string why = error ? "cannot create directory '" + shown_path(path) + "': " + error.message()
                             : cannot_create_beside(path + "/write-test");
     if (!why.empty()) {

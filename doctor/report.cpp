@@ -218,9 +218,8 @@ void Report::abandon(Finding finding) {
     const auto code = std::make_shared<std::atomic<int>>(kExitVerificationFailed);
     std::thread([code] {
         std::this_thread::sleep_for(std::chrono::duration<double>(kFinishingLimit));
-        std::fprintf(stderr, "doctor: the RESULT line did not come within %.0f s: ending without it\n",
-                     kFinishingLimit);
-        end_process_now(*code);
+        end_process_now(*code, "doctor: the RESULT line did not come within " + format_number(kFinishingLimit) +
+                                   " s: ending without it\n");
     }).detach();
     {
         std::lock_guard<std::mutex> lock(mutex_);

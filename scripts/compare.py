@@ -315,6 +315,8 @@ def add_predictions(rows, inputs):
             continue
         try:
             model = inputs.predict(row)
+            # The schema keeps a RESULT's times positive, but phases of 0 and a sweep's line through two
+            # sizes can still give a model time of none.
             if not model["gradient"] > 0:
                 raise ValueError("the model's gradient time is %g s (its inputs measured no time)" % model["gradient"])
             predicted = dict(predicted_speedup=inputs.baseline_s / model["gradient"],

@@ -32,7 +32,10 @@ while [ $# -gt 0 ]; do
             [[ "$2" != -* ]] || bad_flag "$1: '$2' is a flag, not a value (a regex that starts with - can be given as [-]...)"
             # ctest takes the tests matching every -L (or -LE) given; of the others it would keep one (-j and
             # --parallel are one option).
-            is_one_of "$1" -L -LE || first_time "${1/--parallel/-j}" || bad_flag "$1 given twice (-j and --parallel are one option)"
+            if ! is_one_of "$1" -L -LE && ! first_time "${1/--parallel/-j}"; then
+                is_one_of "$1" -j --parallel && bad_flag "$1 given twice (-j and --parallel are one option)"
+                bad_flag "$1 given twice"
+            fi
             case "$1" in
                 -L|-LE|-R|-E)
                     # Checked as an extended regular expression (status 2: it does not compile), which catches

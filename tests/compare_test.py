@@ -4,7 +4,8 @@
 positive, say) is not read (its row says why), a row the scaling model cannot predict gets a note, a
 machine.json without a GPU's name is left out, a manifest that is not UTF-8, lists no runs or holds a row
 compare.sh never writes is refused (exit 2), as are a comparison that did not finish, a RESULT file that
-is not JSON and a folder of docs/results itself, and an output that cannot be written is an exit 3. Never a traceback. The modules it imports, run alone, say what they are.
+is not JSON and a folder of docs/results itself, and an output that cannot be written is an exit 3.
+Never a traceback. The modules it imports, run alone, say what they are.
 
 usage: compare_test.py
 """

@@ -11,10 +11,10 @@
 # processes on the runs' GPUs (visible_gpus --other-processes), with a note under the table;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
-# gpu-check.sh refuses an OUT it cannot write or among the repository's files before any step (exit 2), a GPU step without a GPU and the
-# sanitizers step without compute-sanitizer (exit 3), leaving the last run's logs, fails a step that fails and a tests step where CUDA
-# sees no GPU (exit 1), copies into OUT no comparison of an earlier run, and says so where its logs cannot
-# go (exit 3); sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then every
+# gpu-check.sh refuses an OUT it cannot write or among the repository's files before any step (exit 2),
+# and a GPU step without a GPU and the sanitizers step without compute-sanitizer (exit 3), leaving the
+# last run's logs; it fails a step that fails and a tests step where CUDA sees no GPU (exit 1), copies
+# into OUT no comparison of an earlier run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then every
 # script through a symbolic link. No GPU, nothing built or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes

@@ -469,6 +469,12 @@ TEST_CASE("an --out folder a refused run made is removed again, with its new par
     CHECK(fs::exists(base / "more/run/true_model.npy"));  // a folder that is no longer empty stays
     std::ofstream(base / "file") << "not a folder";
     CHECK_THROWS_AS(OutputFolder((base / "file/run").string()), UsageError);
+    fs::create_symlink("no-such-target", base / "dangling");  // the user's link, not a missing folder
+    CHECK_THROWS_AS(OutputFolder((base / "dangling").string()), UsageError);
+    CHECK(fs::is_symlink(base / "dangling"));
+    { const OutputFolder through_dots((base / "up/../down").string()); }
+    CHECK_FALSE(fs::exists(base / "up"));
+    CHECK_FALSE(fs::exists(base / "down"));
     fs::remove_all(base);
 }
 

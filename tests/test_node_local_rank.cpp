@@ -133,12 +133,13 @@ TEST_CASE("a fake-node list that does not fit is refused on every rank, naming t
             CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD), doctest::Contains("FWI_TEST_NODE_OF_RANK: 1 entries"),
                                  UsageError);
     }
-    // Digits only, as the flags' lists: no blank, no sign; a byte that is no text shown escaped.
-    for (const std::string first : {"x", " 0", "+0", "\xff"}) {
+    // Digits only, as the flags' lists: no blank, no sign; a control character shown escaped.
+    for (const auto& [first, shown] :
+         std::vector<std::pair<std::string, std::string>>{{"x", "x"}, {" 0", " 0"}, {"+0", "+0"}, {"\x01", "\\x01"}}) {
         std::string list = first;
         for (int rank = 1; rank < world_size(); ++rank) list += ",0";
         const FakeNodes nodes(list);
-        const std::string expected = "FWI_TEST_NODE_OF_RANK: '" + shown_value(first) + "' is not a node number";
+        const std::string expected = "FWI_TEST_NODE_OF_RANK: '" + shown + "' is not a node number";
         CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD), doctest::Contains(expected.c_str()), UsageError);
     }
 }
