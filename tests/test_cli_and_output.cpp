@@ -479,18 +479,20 @@ TEST_CASE("an --out folder a refused run made is removed again, with its new par
 }
 
 TEST_CASE("end_process_now ends the process even while a write to standard output blocks") {
-    // A child whose standard output is a pipe nobody reads: its main thread blocks in a write, holding the
-    // stream's lock, as a program whose output goes to a stalled reader. Another thread then ends it, as
-    // doctor's watchdog and the wait guards do; the flush it tries must not keep the process alive.
+    // A child whose standard output and error are a pipe nobody reads (`2>&1 | less`, the reader gone
+    // idle): its main thread blocks in a write, holding the stream's lock. Another thread then ends it with
+    // its last words, as doctor's watchdog and the wait guards do; neither those words nor the flush it
+    // tries may keep the process alive.
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
         ::dup2(fds[1], STDOUT_FILENO);
+        ::dup2(fds[1], STDERR_FILENO);
         std::thread([] {
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
-            end_process_now(3);
+            end_process_now(3, "test: ending the process\n");
         }).detach();
         const std::string block(1 << 16, 'x');
         for (;;) std::fwrite(block.data(), 1, block.size(), stdout);
