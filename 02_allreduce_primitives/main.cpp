@@ -45,8 +45,7 @@ struct Options {
 };
 
 std::vector<std::string> split_variant_list(const std::string& list) {
-    return split_choice_list("--variants", list, variant_names(), "variant",
-                             "a comma list of via_gpu0, ring, p2p_kernel, nccl");
+    return split_choice_list("--variants", list, variant_names(), "variant");
 }
 
 bool parse_options(int argc, char** argv, Options& options) {

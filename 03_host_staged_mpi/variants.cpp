@@ -47,8 +47,7 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
 
 std::vector<std::string> combine_variants(const std::string& combine) {
     if (combine == "all") return combine_variant_names();
-    return split_choice_list("--combine", combine, combine_variant_names(), "variant",
-                             "all or a comma list of pageable, pinned, pipelined, cuda_aware", "all");
+    return split_choice_list("--combine", combine, combine_variant_names(), "variant", "all");
 }
 
 std::vector<VariantSpec> variant_specs(const std::string& combine, const std::string& chunk_kb,

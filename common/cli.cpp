@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "errors.hpp"
+#include "output.hpp"
 
 namespace fwi {
 
@@ -353,7 +354,8 @@ std::vector<std::string> split_comma_list(const std::string& flag, const std::st
 
 std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text,
                                            const std::vector<std::string>& known, const std::string& what,
-                                           const std::string& allowed, const std::string& alone) {
+                                           const std::string& alone) {
+    const std::string allowed = (alone.empty() ? "" : alone + " or ") + "a comma list of " + join(known, ", ");
     const std::vector<std::string> items = split_comma_list(flag, text, allowed);
     for (size_t i = 0; i < items.size(); ++i) {
         if (!alone.empty() && items[i] == alone)

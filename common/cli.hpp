@@ -101,12 +101,13 @@ private:
 // was left out, and is not quietly dropped.
 std::vector<std::string> split_comma_list(const std::string& flag, const std::string& text, const std::string& allowed);
 // The same for a list of choices: an item that is not one of `known` is refused ("--variants: unknown
-// variant 'rign'; allowed ...", `what` naming the kind of item), and so is an item given twice
-// ("ring,ring"), which would run the same thing twice under one name. `alone`, where given, is the word
-// that stands for every choice ("all"): the caller takes it by itself, and in a list it is refused as
-// such rather than as unknown.
+// variant 'rign'; allowed a comma list of via_gpu0, ring, ...", `what` naming the kind of item), and so
+// is an item given twice ("ring,ring"), which would run the same thing twice under one name. `alone`,
+// where given, is the word that stands for every choice ("all"): the caller takes it by itself, and in a
+// list it is refused as such rather than as unknown. The messages name what is allowed from `known` and
+// `alone`.
 std::vector<std::string> split_choice_list(const std::string& flag, const std::string& text,
                                            const std::vector<std::string>& known, const std::string& what,
-                                           const std::string& allowed, const std::string& alone = "");
+                                           const std::string& alone = "");
 
 }  // namespace fwi

@@ -36,10 +36,9 @@ Injection parse_injection(const std::string& text) {
     Injection injection;
     injection.text = text;
     if (text.empty()) return injection;  // unset or empty: no fault
-    const std::string allowed = "a comma list of corrupt-peer, hang-peer-kernel, hang-nccl, fail-rank1";
     for (const std::string& name :
          split_choice_list("FWI_DOCTOR_INJECT", text, {"corrupt-peer", "hang-peer-kernel", "hang-nccl", "fail-rank1"},
-                           "fault", allowed)) {  // as a flag's list
+                           "fault")) {  // as a flag's list
         injection.corrupt_peer |= name == "corrupt-peer";
         injection.hang_peer_kernel |= name == "hang-peer-kernel";
         injection.hang_nccl |= name == "hang-nccl";
