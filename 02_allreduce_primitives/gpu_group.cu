@@ -37,30 +37,6 @@ void wait_for_event(cudaEvent_t event, double timeout_s, const std::string& what
         " s (--timeout); a GPU or a peer link may be hung: check nvidia-smi and the peer access report above");
 }
 
-template <typename T>
-DeviceArray<T>::DeviceArray(int device, size_t count) : device_(device) {
-    CUDA_CHECK(cudaSetDevice(device));
-    CUDA_CHECK(cudaMalloc(&data_, count * sizeof(T)));
-}
-
-template <typename T>
-DeviceArray<T>::~DeviceArray() {
-    if (data_ && !gpu_work_abandoned()) {
-        cudaSetDevice(device_);
-        cudaFree(data_);
-    }
-}
-
-template <typename T>
-DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& other) noexcept {
-    std::swap(device_, other.device_);
-    std::swap(data_, other.data_);
-    return *this;
-}
-
-template class DeviceArray<float>;
-template class DeviceArray<unsigned long long>;
-
 GpuGroup::GpuGroup(int gpus, double timeout_s, PeerAccess peer_access)
     : timeout_s_(timeout_s), peer_access_left_off_(peer_access == PeerAccess::leave_off) {
     require_gpus(1);
@@ -75,12 +51,8 @@ GpuGroup::GpuGroup(int gpus, double timeout_s, PeerAccess peer_access)
         int sms = 0;
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, rank));
         multiprocessors_.push_back(sms);
-        cudaStream_t stream;
-        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        streams_.push_back(stream);
-        cudaEvent_t marker;
-        CUDA_CHECK(cudaEventCreateWithFlags(&marker, cudaEventDisableTiming));
-        markers_.push_back(marker);
+        streams_.emplace_back(rank);
+        markers_.emplace_back(rank);
         wrong_counters_.emplace_back(rank, 1);
         for (int peer = 0; peer < size_; ++peer) {
             if (peer == rank) continue;
@@ -100,20 +72,8 @@ GpuGroup::GpuGroup(int gpus, double timeout_s, PeerAccess peer_access)
             peer_access_[rank * size_ + peer] = 1;
         }
     }
-    void* report = nullptr;
-    CUDA_CHECK(cudaHostAlloc(&report, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
-    timeout_report_ = static_cast<volatile int*>(report);
-    *timeout_report_ = 0;
-}
-
-GpuGroup::~GpuGroup() {
-    if (gpu_work_abandoned()) return;
-    for (int rank = 0; rank < size_; ++rank) {
-        cudaSetDevice(rank);
-        cudaStreamDestroy(streams_[rank]);
-        cudaEventDestroy(markers_[rank]);
-    }
-    cudaFreeHost(const_cast<int*>(timeout_report_));
+    timeout_report_ = PinnedBuffer<volatile int>(1, cudaHostAllocMapped | cudaHostAllocPortable);
+    *timeout_report() = 0;
 }
 
 std::string GpuGroup::device_name(int rank) const {
@@ -143,7 +103,7 @@ void GpuGroup::reserve(size_t count) {
 void GpuGroup::fill_inputs(size_t count) {
     for (int rank = 0; rank < size_; ++rank) {
         CUDA_CHECK(cudaSetDevice(rank));
-        fill_inputs_kernel<<<blocks_for(count), kThreads, 0, streams_[rank]>>>(send(rank), count, rank);
+        fill_inputs_kernel<<<blocks_for(count), kThreads, 0, streams_[rank].get()>>>(send(rank), count, rank);
         CUDA_CHECK_LAUNCH();
     }
 }
@@ -151,23 +111,23 @@ void GpuGroup::fill_inputs(size_t count) {
 void GpuGroup::poison_outputs(size_t count) {
     for (int rank = 0; rank < size_; ++rank) {
         CUDA_CHECK(cudaSetDevice(rank));
-        CUDA_CHECK(cudaMemsetAsync(recv(rank), 0xFF, count * sizeof(float), streams_[rank]));  // all ones: NaN
+        CUDA_CHECK(cudaMemsetAsync(recv(rank), 0xFF, count * sizeof(float), streams_[rank].get()));  // all ones: NaN
     }
 }
 
 long long GpuGroup::count_wrong(size_t count) {
     for (int rank = 0; rank < size_; ++rank) {
         CUDA_CHECK(cudaSetDevice(rank));
-        unsigned long long* counter = wrong_counters_[rank].get();
-        CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof *counter, streams_[rank]));
-        count_wrong_kernel<<<blocks_for(count), kThreads, 0, streams_[rank]>>>(recv(rank), count, size_, counter);
+        unsigned long long* counter = wrong_counters_[rank].data();
+        CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof *counter, streams_[rank].get()));
+        count_wrong_kernel<<<blocks_for(count), kThreads, 0, streams_[rank].get()>>>(recv(rank), count, size_, counter);
         CUDA_CHECK_LAUNCH();
     }
     synchronize("checking the result");
     long long wrong = 0;
     for (int rank = 0; rank < size_; ++rank) {
         unsigned long long counted = 0;
-        CUDA_CHECK(cudaMemcpy(&counted, wrong_counters_[rank].get(), sizeof counted, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(&counted, wrong_counters_[rank].data(), sizeof counted, cudaMemcpyDeviceToHost));
         wrong += static_cast<long long>(counted);
     }
     return wrong;
@@ -175,31 +135,32 @@ long long GpuGroup::count_wrong(size_t count) {
 
 void GpuGroup::fork_from_first() {
     CUDA_CHECK(cudaSetDevice(0));
-    CUDA_CHECK(cudaEventRecord(markers_[0], streams_[0]));
+    CUDA_CHECK(cudaEventRecord(markers_[0].get(), streams_[0].get()));
     for (int rank = 1; rank < size_; ++rank) {
         CUDA_CHECK(cudaSetDevice(rank));
-        CUDA_CHECK(cudaStreamWaitEvent(streams_[rank], markers_[0], 0));
+        CUDA_CHECK(cudaStreamWaitEvent(streams_[rank].get(), markers_[0].get(), 0));
     }
 }
 
 void GpuGroup::join_into_first() {
     for (int rank = 1; rank < size_; ++rank) {
         CUDA_CHECK(cudaSetDevice(rank));
-        CUDA_CHECK(cudaEventRecord(markers_[rank], streams_[rank]));
+        CUDA_CHECK(cudaEventRecord(markers_[rank].get(), streams_[rank].get()));
     }
     CUDA_CHECK(cudaSetDevice(0));
-    for (int rank = 1; rank < size_; ++rank) CUDA_CHECK(cudaStreamWaitEvent(streams_[0], markers_[rank], 0));
+    for (int rank = 1; rank < size_; ++rank)
+        CUDA_CHECK(cudaStreamWaitEvent(streams_[0].get(), markers_[rank].get(), 0));
 }
 
 void GpuGroup::synchronize(const std::string& what) {
     for (int rank = 0; rank < size_; ++rank) {
         CUDA_CHECK(cudaSetDevice(rank));
-        CUDA_CHECK(cudaEventRecord(markers_[rank], streams_[rank]));
+        CUDA_CHECK(cudaEventRecord(markers_[rank].get(), streams_[rank].get()));
     }
     for (int rank = 0; rank < size_; ++rank)
-        wait_for_event(markers_[rank], timeout_s_, what + " on GPU " + std::to_string(rank));
-    if (const int report = *timeout_report_) {
-        *timeout_report_ = 0;  // the kernels have ended: the next run starts without it
+        wait_for_event(markers_[rank].get(), timeout_s_, what + " on GPU " + std::to_string(rank));
+    if (const int report = *timeout_report()) {
+        *timeout_report() = 0;  // the kernels have ended: the next run starts without it
         const int waiting = (report - 1) / kMaxRanks, awaited = (report - 1) % kMaxRanks;
         throw EnvironmentError(what + ": GPU " + std::to_string(waiting) + " gave up waiting for a signal from GPU " +
                                std::to_string(awaited) + " after " + format_number(timeout_s_ / 2) +

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "gpu_resources.hpp"
+
 namespace fwi {
 
 constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
@@ -20,22 +22,6 @@ constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
 // as freeing would wait on the hung work forever; abandon_gpu_work) and throws EnvironmentError naming
 // `what`.
 void wait_for_event(cudaEvent_t event, double timeout_s, const std::string& what);
-
-// Device memory for `count` elements of T on one GPU.
-template <typename T>
-class DeviceArray {
-public:
-    DeviceArray() = default;
-    DeviceArray(int device, size_t count);
-    ~DeviceArray();
-    DeviceArray(DeviceArray&& other) noexcept { *this = std::move(other); }
-    DeviceArray& operator=(DeviceArray&& other) noexcept;
-    T* get() const { return data_; }
-
-private:
-    int device_ = 0;
-    T* data_ = nullptr;
-};
 
 // Whether a GpuGroup enables peer access between its GPUs. Left off, a copy between two GPUs
 // (cudaMemcpyPeerAsync) is staged through host memory by the driver, and no kernel can read another GPU's
@@ -47,7 +33,6 @@ public:
     // Uses GPUs 0..gpus-1 (0 = every visible GPU, up to kMaxRanks). Throws EnvironmentError when there are
     // too few.
     GpuGroup(int gpus, double timeout_s, PeerAccess peer_access);
-    ~GpuGroup();
     GpuGroup(const GpuGroup&) = delete;
     GpuGroup& operator=(const GpuGroup&) = delete;
 
@@ -61,13 +46,13 @@ public:
     std::vector<std::pair<int, int>> pairs_without_peer_access() const;
 
     // The stream of each GPU: a variant's allreduce starts and ends on it, like NCCL's stream argument.
-    cudaStream_t stream(int rank) const { return streams_[rank]; }
+    cudaStream_t stream(int rank) const { return streams_[rank].get(); }
 
     // Allocates send and receive buffers of `count` floats on every GPU.
     void reserve(size_t count);
     size_t capacity() const { return capacity_; }
-    float* send(int rank) const { return send_[rank].get(); }
-    float* recv(int rank) const { return recv_[rank].get(); }
+    float* send(int rank) const { return send_[rank].data(); }
+    float* recv(int rank) const { return recv_[rank].data(); }
 
     void fill_inputs(size_t count);
     // Fills the receive buffers with NaN, so elements a variant forgets to write count as wrong.
@@ -85,7 +70,7 @@ public:
 
     // Host-mapped word where kernels that wait on other GPUs report that they gave up:
     // 0 = fine, else 1 + waiting_rank * kMaxRanks + awaited_rank.
-    volatile int* timeout_report() const { return timeout_report_; }
+    volatile int* timeout_report() const { return timeout_report_.data(); }
 
 private:
     int size_ = 0;
@@ -93,12 +78,12 @@ private:
     std::vector<int> multiprocessors_;
     std::vector<char> peer_access_;
     bool peer_access_left_off_ = false;
-    std::vector<cudaStream_t> streams_;
-    std::vector<cudaEvent_t> markers_;  // fork/join/sync points, one per GPU
-    std::vector<DeviceArray<float>> send_, recv_;
-    std::vector<DeviceArray<unsigned long long>> wrong_counters_;
+    std::vector<CudaStream> streams_;
+    std::vector<CudaEvent> markers_;  // fork/join/sync points, one per GPU
+    std::vector<DeviceBuffer<float>> send_, recv_;
+    std::vector<DeviceBuffer<unsigned long long>> wrong_counters_;
     size_t capacity_ = 0;
-    volatile int* timeout_report_ = nullptr;
+    PinnedBuffer<volatile int> timeout_report_;
 };
 
 }  // namespace fwi

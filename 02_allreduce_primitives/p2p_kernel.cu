@@ -80,7 +80,8 @@ public:
         max_blocks_ = kMaxBlocks;
         for (int rank = 0; rank < group.size(); ++rank) {
             flags_.emplace_back(rank, size_t(kMaxBlocks) * kMaxRanks);
-            CUDA_CHECK(cudaMemset(flags_.back().get(), 0, size_t(kMaxBlocks) * kMaxRanks * sizeof(unsigned long long)));
+            CUDA_CHECK(
+                cudaMemset(flags_.back().data(), 0, size_t(kMaxBlocks) * kMaxRanks * sizeof(unsigned long long)));
             CUDA_CHECK(cudaDeviceSynchronize());  // the zeroed flags must land before the first kernel
             max_blocks_ = std::min(max_blocks_, group.multiprocessors(rank));
         }
@@ -112,7 +113,7 @@ public:
         SumOperands operands{};
         operands.input_count = n;
         for (int rank = 0; rank < n; ++rank) {
-            barrier.flags[rank] = flags_[rank].get();
+            barrier.flags[rank] = flags_[rank].data();
             operands.inputs[rank] = group_.send(rank);
         }
         // Every GPU launches the same number of blocks: block b pairs with block b of every peer.
@@ -141,7 +142,7 @@ private:
     size_t one_shot_max_bytes_;
     int max_blocks_ = 1;
     unsigned long long epoch_ = 0;
-    std::vector<DeviceArray<unsigned long long>> flags_;
+    std::vector<DeviceBuffer<unsigned long long>> flags_;
 };
 
 }  // namespace

@@ -23,44 +23,13 @@ namespace {
 constexpr int kPipelineStreams = 4;
 constexpr size_t kMinChunkElements = 64 * 1024;  // 256 KiB: smaller copies are dominated by their overhead
 
-cudaEvent_t new_event() {
-    cudaEvent_t event;
-    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    return event;
-}
-
 class Ring final : public AllreduceVariant {
 public:
     Ring(GpuGroup& group, int chunks_per_segment) : AllreduceVariant(group), max_chunks_(chunks_per_segment) {
         if (!unavailable_reason().empty()) return;
         const int n = group.size();
-        ranks_.resize(n);
-        for (int rank = 0; rank < n; ++rank) {
-            PerRank& mine = ranks_[rank];
-            mine.scratch = DeviceArray<float>(rank, split_evenly(group.capacity(), n, 0, RingPlan::kGranule).size());
-            CUDA_CHECK(cudaSetDevice(rank));
-            for (cudaStream_t& stream : mine.streams)
-                CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-            for (cudaEvent_t& event : mine.stream_done) event = new_event();
-            mine.started = new_event();
-            mine.finished = new_event();
-            mine.chunk_done.resize(max_chunks_);
-            for (auto& by_parity : mine.chunk_done)
-                for (cudaEvent_t& event : by_parity) event = new_event();
-        }
-    }
-    ~Ring() override {
-        if (gpu_work_abandoned()) return;
-        for (size_t rank = 0; rank < ranks_.size(); ++rank) {
-            cudaSetDevice(static_cast<int>(rank));
-            PerRank& mine = ranks_[rank];
-            for (cudaStream_t stream : mine.streams) cudaStreamDestroy(stream);
-            for (cudaEvent_t event : mine.stream_done) cudaEventDestroy(event);
-            cudaEventDestroy(mine.started);
-            cudaEventDestroy(mine.finished);
-            for (auto& by_parity : mine.chunk_done)
-                for (cudaEvent_t event : by_parity) cudaEventDestroy(event);
-        }
+        const size_t segment = split_evenly(group.capacity(), n, 0, RingPlan::kGranule).size();
+        for (int rank = 0; rank < n; ++rank) ranks_.emplace_back(rank, segment, max_chunks_);
     }
 
     std::string name() const override { return "ring"; }
@@ -84,14 +53,23 @@ public:
 
 private:
     struct PerRank {
-        DeviceArray<float> scratch;  // one segment: what the predecessor sent in the reduce-scatter
-        std::array<cudaStream_t, kPipelineStreams> streams{};
-        std::array<cudaEvent_t, kPipelineStreams> stream_done{};
-        cudaEvent_t started = nullptr;   // on the group stream: this rank's input is ready
-        cudaEvent_t finished = nullptr;  // on the group stream: this rank's copies and reductions are done
+        PerRank(int rank, size_t segment, int chunks)
+            : scratch(rank, segment), started(rank), finished(rank), chunk_done(chunks) {
+            for (int s = 0; s < kPipelineStreams; ++s) {
+                streams.emplace_back(rank);
+                stream_done.emplace_back(rank);
+            }
+            for (auto& by_parity : chunk_done)
+                for (CudaEvent& event : by_parity) event = CudaEvent(rank);
+        }
+        DeviceBuffer<float> scratch;      // one segment: what the predecessor sent in the reduce-scatter
+        std::vector<CudaStream> streams;  // kPipelineStreams of them
+        std::vector<CudaEvent> stream_done;
+        CudaEvent started;   // on the group stream: this rank's input is ready
+        CudaEvent finished;  // on the group stream: this rank's copies and reductions are done
         // chunk_done[c][k % 2]: this rank finished chunk c of step k. Two per chunk, because a rank's
         // step k+1 record must not replace the step k record its successor has not waited on yet.
-        std::vector<std::array<cudaEvent_t, 2>> chunk_done;
+        std::vector<std::array<CudaEvent, 2>> chunk_done;
     };
 
     // The pipeline streams wait for the group stream (inputs ready, previous allreduce finished).
@@ -99,8 +77,9 @@ private:
         for (int rank = 0; rank < group_.size(); ++rank) {
             CUDA_CHECK(cudaSetDevice(rank));
             PerRank& mine = ranks_[rank];
-            CUDA_CHECK(cudaEventRecord(mine.started, group_.stream(rank)));
-            for (cudaStream_t stream : mine.streams) CUDA_CHECK(cudaStreamWaitEvent(stream, mine.started, 0));
+            CUDA_CHECK(cudaEventRecord(mine.started.get(), group_.stream(rank)));
+            for (const CudaStream& stream : mine.streams)
+                CUDA_CHECK(cudaStreamWaitEvent(stream.get(), mine.started.get(), 0));
         }
     }
 
@@ -111,15 +90,15 @@ private:
         if (range.empty()) return;  // then the sender skipped it at step-1 too
         PerRank& mine = ranks_[rank];
         const PerRank& theirs = ranks_[sender];
-        cudaStream_t stream = mine.streams[chunk % kPipelineStreams];
+        cudaStream_t stream = mine.streams[chunk % kPipelineStreams].get();
         CUDA_CHECK(cudaSetDevice(rank));
-        CUDA_CHECK(
-            cudaStreamWaitEvent(stream, step == 0 ? theirs.started : theirs.chunk_done[chunk][(step - 1) % 2], 0));
+        CUDA_CHECK(cudaStreamWaitEvent(
+            stream, step == 0 ? theirs.started.get() : theirs.chunk_done[chunk][(step - 1) % 2].get(), 0));
 
         const float* source = (what.from_send_buffer ? group_.send(sender) : group_.recv(sender)) + range.begin;
         const size_t bytes = range.size() * sizeof(float);
         if (what.phase == RingPhase::ReduceScatter) {
-            float* incoming = mine.scratch.get() + (range.begin - plan.segment(what.segment).begin);
+            float* incoming = mine.scratch.data() + (range.begin - plan.segment(what.segment).begin);
             CUDA_CHECK(cudaMemcpyPeerAsync(incoming, rank, source, sender, bytes, stream));
             SumOperands sum{};
             sum.inputs[0] = group_.send(rank) + range.begin;
@@ -131,7 +110,7 @@ private:
         } else {
             CUDA_CHECK(cudaMemcpyPeerAsync(group_.recv(rank) + range.begin, rank, source, sender, bytes, stream));
         }
-        CUDA_CHECK(cudaEventRecord(mine.chunk_done[chunk][step % 2], stream));
+        CUDA_CHECK(cudaEventRecord(mine.chunk_done[chunk][step % 2].get(), stream));
     }
 
     // The group stream of rank r ends after r's own work and after its successor's last copy out of
@@ -142,14 +121,14 @@ private:
             CUDA_CHECK(cudaSetDevice(rank));
             PerRank& mine = ranks_[rank];
             for (int s = 0; s < kPipelineStreams; ++s) {
-                CUDA_CHECK(cudaEventRecord(mine.stream_done[s], mine.streams[s]));
-                CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), mine.stream_done[s], 0));
+                CUDA_CHECK(cudaEventRecord(mine.stream_done[s].get(), mine.streams[s].get()));
+                CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), mine.stream_done[s].get(), 0));
             }
-            CUDA_CHECK(cudaEventRecord(mine.finished, group_.stream(rank)));
+            CUDA_CHECK(cudaEventRecord(mine.finished.get(), group_.stream(rank)));
         }
         for (int rank = 0; rank < n; ++rank) {
             CUDA_CHECK(cudaSetDevice(rank));
-            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), ranks_[(rank + 1) % n].finished, 0));
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), ranks_[(rank + 1) % n].finished.get(), 0));
         }
     }
 

@@ -15,23 +15,10 @@ public:
     explicit ViaGpu0(GpuGroup& group) : AllreduceVariant(group) {
         for (int rank = 1; rank < group.size(); ++rank) {
             gathered_.emplace_back(0, group.capacity());  // rank r's buffer, copied to GPU 0
-            CUDA_CHECK(cudaSetDevice(rank));
-            cudaEvent_t gathered, returned;
-            CUDA_CHECK(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming));
-            CUDA_CHECK(cudaEventCreateWithFlags(&returned, cudaEventDisableTiming));
-            gathered_event_.push_back(gathered);
-            returned_event_.push_back(returned);
+            gathered_event_.emplace_back(rank);
+            returned_event_.emplace_back(rank);
         }
-        CUDA_CHECK(cudaSetDevice(0));
-        CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
-    }
-    ~ViaGpu0() override {
-        if (gpu_work_abandoned()) return;
-        for (size_t i = 0; i < gathered_event_.size(); ++i) {
-            cudaEventDestroy(gathered_event_[i]);
-            cudaEventDestroy(returned_event_[i]);
-        }
-        cudaEventDestroy(summed_);
+        summed_ = CudaEvent(0);
     }
 
     std::string name() const override { return "via_gpu0"; }
@@ -47,32 +34,32 @@ public:
         sum.output_count = 1;
         for (int rank = 1; rank < n; ++rank) {
             CUDA_CHECK(cudaSetDevice(rank));
-            float* copy_on_gpu0 = gathered_[rank - 1].get();
+            float* copy_on_gpu0 = gathered_[rank - 1].data();
             CUDA_CHECK(cudaMemcpyPeerAsync(copy_on_gpu0, 0, group_.send(rank), rank, bytes, group_.stream(rank)));
-            CUDA_CHECK(cudaEventRecord(gathered_event_[rank - 1], group_.stream(rank)));
+            CUDA_CHECK(cudaEventRecord(gathered_event_[rank - 1].get(), group_.stream(rank)));
             sum.inputs[rank] = copy_on_gpu0;
         }
         CUDA_CHECK(cudaSetDevice(0));
         for (int rank = 1; rank < n; ++rank)
-            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(0), gathered_event_[rank - 1], 0));
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(0), gathered_event_[rank - 1].get(), 0));
         launch_sum(sum, count, group_.multiprocessors(0), group_.stream(0));
-        CUDA_CHECK(cudaEventRecord(summed_, group_.stream(0)));
+        CUDA_CHECK(cudaEventRecord(summed_.get(), group_.stream(0)));
         for (int rank = 1; rank < n; ++rank) {
             CUDA_CHECK(cudaSetDevice(rank));
-            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), summed_, 0));
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(rank), summed_.get(), 0));
             CUDA_CHECK(cudaMemcpyPeerAsync(group_.recv(rank), rank, group_.recv(0), 0, bytes, group_.stream(rank)));
-            CUDA_CHECK(cudaEventRecord(returned_event_[rank - 1], group_.stream(rank)));
+            CUDA_CHECK(cudaEventRecord(returned_event_[rank - 1].get(), group_.stream(rank)));
         }
         // GPU 0's result must stay untouched until every copy back has read it.
         CUDA_CHECK(cudaSetDevice(0));
         for (int rank = 1; rank < n; ++rank)
-            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(0), returned_event_[rank - 1], 0));
+            CUDA_CHECK(cudaStreamWaitEvent(group_.stream(0), returned_event_[rank - 1].get(), 0));
     }
 
 private:
-    std::vector<DeviceArray<float>> gathered_;
-    std::vector<cudaEvent_t> gathered_event_, returned_event_;
-    cudaEvent_t summed_ = nullptr;
+    std::vector<DeviceBuffer<float>> gathered_;
+    std::vector<CudaEvent> gathered_event_, returned_event_;  // on GPU r, for r = 1..n-1
+    CudaEvent summed_;                                        // on GPU 0
 };
 
 }  // namespace

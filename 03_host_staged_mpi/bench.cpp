@@ -8,9 +8,9 @@
 
 #include "bandwidth.hpp"
 #include "cuda_check.hpp"
-#include "device.hpp"
 #include "device_combine.hpp"
 #include "errors.hpp"
+#include "gpu_resources.hpp"
 #include "mpi_env.hpp"
 #include "rank_collectives.hpp"
 #include "timing.hpp"

@@ -12,38 +12,20 @@ double elapsed_seconds(cudaEvent_t start, cudaEvent_t stop) {
     return 1e-3 * ms;
 }
 
-void create_events(std::vector<cudaEvent_t>& events, size_t count) {
-    while (events.size() < count) {
-        cudaEvent_t event = nullptr;
-        CUDA_CHECK(cudaEventCreate(&event));
-        events.push_back(event);
-    }
+void create_events(std::vector<CudaEvent>& events, size_t count) {
+    while (events.size() < count) events.emplace_back(current_device(), CudaEvent::Timing::on);
 }
 
 }  // namespace
 
-PinnedBuffer::PinnedBuffer(size_t count) {
-    if (count) CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&data_), count * sizeof(float), cudaHostAllocDefault));
-}
-
-PinnedBuffer::~PinnedBuffer() {
-    if (data_) cudaFreeHost(data_);
-}
-
-// Both streams are blocking streams (cudaStreamCreate): they wait for work the caller queued on the
+// Both streams are blocking streams: they wait for work the caller queued on the
 // legacy default stream, such as the bench's upload of its buffer. Work on a non-blocking stream, such
 // as the FWI run's gradient, the caller waits for before combine() (its contract).
-CudaStagingCopies::CudaStagingCopies(float* device, float* host) : device_(device), host_(host) {
-    CUDA_CHECK(cudaStreamCreate(&to_host_stream_));
-    CUDA_CHECK(cudaStreamCreate(&to_device_stream_));
-}
-
-CudaStagingCopies::~CudaStagingCopies() {
-    for (auto* events : {&to_host_started_, &arrived_, &to_device_started_, &to_device_done_})
-        for (cudaEvent_t event : *events) cudaEventDestroy(event);
-    cudaStreamDestroy(to_host_stream_);
-    cudaStreamDestroy(to_device_stream_);
-}
+CudaStagingCopies::CudaStagingCopies(float* device, float* host)
+    : device_(device),
+      host_(host),
+      to_host_stream_(current_device(), CudaStream::Kind::blocking),
+      to_device_stream_(current_device(), CudaStream::Kind::blocking) {}
 
 void CudaStagingCopies::begin(size_t chunks) {
     create_events(to_host_started_, chunks);  // kept for the next combine: creating events costs microseconds
@@ -54,41 +36,42 @@ void CudaStagingCopies::begin(size_t chunks) {
 }
 
 void CudaStagingCopies::start_to_host(size_t index, const Chunk& chunk) {
-    CUDA_CHECK(cudaEventRecord(to_host_started_[index], to_host_stream_));
+    CUDA_CHECK(cudaEventRecord(to_host_started_[index].get(), to_host_stream_.get()));
     CUDA_CHECK(cudaMemcpyAsync(host_ + chunk.offset, device_ + chunk.offset, chunk.count * sizeof(float),
-                               cudaMemcpyDeviceToHost, to_host_stream_));
-    CUDA_CHECK(cudaEventRecord(arrived_[index], to_host_stream_));
+                               cudaMemcpyDeviceToHost, to_host_stream_.get()));
+    CUDA_CHECK(cudaEventRecord(arrived_[index].get(), to_host_stream_.get()));
 }
 
 bool CudaStagingCopies::arrived_on_host(size_t index) {
-    const cudaError_t status = cudaEventQuery(arrived_[index]);
+    const cudaError_t status = cudaEventQuery(arrived_[index].get());
     if (status == cudaErrorNotReady) return false;
     CUDA_CHECK(status);
     return true;
 }
 
-void CudaStagingCopies::wait_on_host(size_t index) { CUDA_CHECK(cudaEventSynchronize(arrived_[index])); }
+void CudaStagingCopies::wait_on_host(size_t index) { CUDA_CHECK(cudaEventSynchronize(arrived_[index].get())); }
 
 void CudaStagingCopies::start_to_device(size_t index, const Chunk& chunk) {
-    CUDA_CHECK(cudaEventRecord(to_device_started_[index], to_device_stream_));
+    CUDA_CHECK(cudaEventRecord(to_device_started_[index].get(), to_device_stream_.get()));
     CUDA_CHECK(cudaMemcpyAsync(device_ + chunk.offset, host_ + chunk.offset, chunk.count * sizeof(float),
-                               cudaMemcpyHostToDevice, to_device_stream_));
-    CUDA_CHECK(cudaEventRecord(to_device_done_[index], to_device_stream_));
+                               cudaMemcpyHostToDevice, to_device_stream_.get()));
+    CUDA_CHECK(cudaEventRecord(to_device_done_[index].get(), to_device_stream_.get()));
 }
 
-void CudaStagingCopies::wait_on_device() { CUDA_CHECK(cudaStreamSynchronize(to_device_stream_)); }
+void CudaStagingCopies::wait_on_device() { CUDA_CHECK(cudaStreamSynchronize(to_device_stream_.get())); }
 
 // The lanes may wait between copies (for a sum to finish, for the next copy to be queued): add up each
 // copy's own time.
 double CudaStagingCopies::to_host_busy_seconds() {
     double seconds = 0.0;
-    for (size_t k = 0; k < chunks_; ++k) seconds += elapsed_seconds(to_host_started_[k], arrived_[k]);
+    for (size_t k = 0; k < chunks_; ++k) seconds += elapsed_seconds(to_host_started_[k].get(), arrived_[k].get());
     return seconds;
 }
 
 double CudaStagingCopies::to_device_busy_seconds() {
     double seconds = 0.0;
-    for (size_t k = 0; k < chunks_; ++k) seconds += elapsed_seconds(to_device_started_[k], to_device_done_[k]);
+    for (size_t k = 0; k < chunks_; ++k)
+        seconds += elapsed_seconds(to_device_started_[k].get(), to_device_done_[k].get());
     return seconds;
 }
 
@@ -103,8 +86,8 @@ DeviceCombine::DeviceCombine(const VariantSpec& spec, float* device, size_t max_
         pageable_.assign(max_count, 0.0f);  // touched now, so no page faults inside the timed combines
         host = pageable_.data();
     } else {
-        pinned_ = std::make_unique<PinnedBuffer>(max_count);
-        host = pinned_->data();
+        pinned_ = PinnedBuffer<float>(max_count);
+        host = pinned_.data();
     }
     copies_ = std::make_unique<CudaStagingCopies>(device, host);
 }

@@ -10,23 +10,10 @@
 #include <vector>
 
 #include "combine_steps.hpp"
+#include "gpu_resources.hpp"
 #include "variants.hpp"
 
 namespace fwi {
-
-// Page-locked host memory (cudaHostAlloc): the copy engines read and write it directly, at full speed
-// and asynchronously to the host thread. Pageable memory is copied through a driver buffer, in pieces.
-class PinnedBuffer {
-public:
-    explicit PinnedBuffer(size_t count);
-    ~PinnedBuffer();
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-    float* data() const { return data_; }
-
-private:
-    float* data_ = nullptr;
-};
 
 // StagingCopies on a GPU: one stream per direction (so both copy engines work) and a pair of events
 // around each copy: the one after a to-host copy tells the host that the chunk arrived, and each pair
@@ -34,9 +21,6 @@ private:
 class CudaStagingCopies final : public StagingCopies {
 public:
     CudaStagingCopies(float* device, float* host);
-    ~CudaStagingCopies() override;
-    CudaStagingCopies(const CudaStagingCopies&) = delete;
-    CudaStagingCopies& operator=(const CudaStagingCopies&) = delete;
 
     float* host() override { return host_; }
     void begin(size_t chunks) override;
@@ -52,8 +36,8 @@ private:
     float* device_;
     float* host_;
     size_t chunks_ = 0;
-    cudaStream_t to_host_stream_ = nullptr, to_device_stream_ = nullptr;
-    std::vector<cudaEvent_t> to_host_started_, arrived_, to_device_started_, to_device_done_;
+    CudaStream to_host_stream_, to_device_stream_;
+    std::vector<CudaEvent> to_host_started_, arrived_, to_device_started_, to_device_done_;  // with timing
 };
 
 // One variant, set up for up to `max_count` floats at `device` (on the current GPU).
@@ -72,7 +56,9 @@ private:
     MPI_Comm comm_;
     std::string unavailable_reason_;
     std::vector<float> pageable_;
-    std::unique_ptr<PinnedBuffer> pinned_;
+    // Page-locked host memory: the copy engines read and write it directly, at full speed and asynchronously
+    // to the host thread. Pageable memory is copied through a driver buffer, in pieces.
+    PinnedBuffer<float> pinned_;
     std::unique_ptr<CudaStagingCopies> copies_;
 };
 

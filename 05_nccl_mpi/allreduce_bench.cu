@@ -11,7 +11,7 @@
 
 #include "cuda_check.hpp"
 #include "cuda_timing.hpp"
-#include "device.hpp"
+#include "gpu_resources.hpp"
 #include "nccl_comm.hpp"
 
 namespace fwi {
@@ -42,12 +42,8 @@ public:
           timeout_s_(timeout_s),
           fault_(fault),
           send_(max_count),
-          recv_(max_count) {
-        CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    }
-    ~NcclSweepVariant() override { cudaStreamDestroy(stream_); }
-    NcclSweepVariant(const NcclSweepVariant&) = delete;
-    NcclSweepVariant& operator=(const NcclSweepVariant&) = delete;
+          recv_(max_count),
+          stream_(current_device()) {}
 
     std::string name() const override { return "nccl"; }
     std::string description() const override {
@@ -55,8 +51,9 @@ public:
                " ranks, bootstrapped over MPI), out of place";
     }
     void setup(size_t count) override {
-        thrust::tabulate(thrust::cuda::par_nosync.on(stream_), send_.data(), send_.data() + count, SweepInput{rank_});
-        thrust::fill(thrust::cuda::par_nosync.on(stream_), recv_.data(), recv_.data() + count,
+        thrust::tabulate(thrust::cuda::par_nosync.on(stream_.get()), send_.data(), send_.data() + count,
+                         SweepInput{rank_});
+        thrust::fill(thrust::cuda::par_nosync.on(stream_.get()), recv_.data(), recv_.data() + count,
                      std::numeric_limits<float>::quiet_NaN());
     }
     // With an NCCL before 2.18 the communicator is a non-blocking one, on which a call may return
@@ -66,30 +63,30 @@ public:
     // at the next call) aborts the communicator: the batch's calls before it would wait for that rank.
     void run(size_t count) override {
         last_count_ = count;
-        const ncclResult_t status =
-            nccl_check_or_abort(ncclAllReduce(send_.data(), recv_.data(), count, ncclFloat, ncclSum, comm_, stream_),
-                                {comm_}, "ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes");
+        const ncclResult_t status = nccl_check_or_abort(
+            ncclAllReduce(send_.data(), recv_.data(), count, ncclFloat, ncclSum, comm_, stream_.get()), {comm_},
+            "ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes");
         if (status == ncclInProgress)
             wait_for_nccl({comm_}, {}, "issuing ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes",
                           timeout_s_);
     }
     void wait() override {
-        wait_for_nccl({comm_}, {stream_}, "ncclAllReduce of " + std::to_string(last_count_ * sizeof(float)) + " bytes",
-                      timeout_s_);
+        wait_for_nccl({comm_}, {stream_.get()},
+                      "ncclAllReduce of " + std::to_string(last_count_ * sizeof(float)) + " bytes", timeout_s_);
     }
     // Counted on the device after wait(): Thrust's count waits for the stream, which must then hold nothing
     // that could hang.
     long long count_wrong(size_t count) override {
-        return thrust::count_if(thrust::cuda::par.on(stream_), thrust::counting_iterator<size_t>(0),
+        return thrust::count_if(thrust::cuda::par.on(stream_.get()), thrust::counting_iterator<size_t>(0),
                                 thrust::counting_iterator<size_t>(count), WrongResult{recv_.data(), ranks_});
     }
     void begin_batch() override {
         // A test hook, not part of the benchmark: with --test-fault one rank fails before its first timed batch.
         if (batches_++ == 0) trigger_test_fault(fault_, FaultPoint::allreduce, rank_, timeout_s_);
-        batch_timer_.start(stream_);
+        batch_timer_.start(stream_.get());
     }
     double end_batch() override {
-        batch_timer_.stop(stream_);
+        batch_timer_.stop(stream_.get());
         wait();  // with the timeout; the events are complete after it
         return batch_timer_.seconds();
     }
@@ -97,13 +94,13 @@ public:
     // Host values reduced element-wise over the ranks by NCCL (up, reduce, down), under the timed wait.
     void reduce_over_ranks(std::vector<double>& values, ReduceOp op) {
         DeviceBuffer<double> buffer(values.size());
-        buffer.upload(values, stream_);
+        buffer.upload(values, stream_.get());
         const std::string what = "ncclAllReduce of the sweep's line-up, times or #wrong";
         nccl_check_or_abort(ncclAllReduce(buffer.data(), buffer.data(), values.size(), ncclDouble,
-                                          op == ReduceOp::sum ? ncclSum : ncclMax, comm_, stream_),
+                                          op == ReduceOp::sum ? ncclSum : ncclMax, comm_, stream_.get()),
                             {comm_}, what);
-        wait_for_nccl({comm_}, {stream_}, what, timeout_s_);
-        values = buffer.download(values.size(), stream_);
+        wait_for_nccl({comm_}, {stream_.get()}, what, timeout_s_);
+        values = buffer.download(values.size(), stream_.get());
     }
 
 private:
@@ -113,7 +110,7 @@ private:
     TestFault fault_;
     int batches_ = 0;
     DeviceBuffer<float> send_, recv_;
-    cudaStream_t stream_ = nullptr;
+    CudaStream stream_;
     CudaEventTimer batch_timer_;
     size_t last_count_ = 0;  // of the last allreduce started, for the message of a wait that times out
 };

@@ -4,36 +4,26 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.hpp"
+#include "gpu_resources.hpp"
 
 namespace fwi {
 
 class CudaEventTimer {
 public:
-    CudaEventTimer() {
-        CUDA_CHECK(cudaEventCreate(&start_));
-        CUDA_CHECK(cudaEventCreate(&stop_));
-    }
-    ~CudaEventTimer() {
-        cudaEventDestroy(start_);
-        cudaEventDestroy(stop_);
-    }
-    CudaEventTimer(const CudaEventTimer&) = delete;
-    CudaEventTimer& operator=(const CudaEventTimer&) = delete;
-
-    void start(cudaStream_t stream = nullptr) { CUDA_CHECK(cudaEventRecord(start_, stream)); }
-    void stop(cudaStream_t stream = nullptr) { CUDA_CHECK(cudaEventRecord(stop_, stream)); }
+    void start(cudaStream_t stream = nullptr) { CUDA_CHECK(cudaEventRecord(start_.get(), stream)); }
+    void stop(cudaStream_t stream = nullptr) { CUDA_CHECK(cudaEventRecord(stop_.get(), stream)); }
 
     // Waits for the stop event and returns the time between the two events.
     double seconds() const {
-        CUDA_CHECK(cudaEventSynchronize(stop_));
+        CUDA_CHECK(cudaEventSynchronize(stop_.get()));
         float ms = 0.0f;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
         return 1e-3 * ms;
     }
 
 private:
-    cudaEvent_t start_ = nullptr;
-    cudaEvent_t stop_ = nullptr;
+    // Both on the device current when the timer is made; record them on a stream of that device.
+    CudaEvent start_{current_device(), CudaEvent::Timing::on}, stop_{current_device(), CudaEvent::Timing::on};
 };
 
 }  // namespace fwi

@@ -8,6 +8,7 @@
 
 #include "cuda_timing.hpp"
 #include "errors.hpp"
+#include "gpu_resources.hpp"
 #include "polling.hpp"
 #include "run_env.hpp"
 #include "timing.hpp"

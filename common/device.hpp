@@ -1,4 +1,4 @@
-// Device helpers: finding GPUs, an owning device buffer, and the copy-bandwidth ceiling.
+// Device helpers: finding GPUs, what code of this build they run, and the copy-bandwidth ceiling.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -73,47 +73,5 @@ void make_kernel_edges_programmatic(cudaGraph_t graph);
 // Device-to-device copy bandwidth of the current device, counting bytes read plus bytes written, from
 // the median of several cudaMemcpyAsync of `bytes` after a warm-up. The roofline's ceiling.
 double measure_copy_bandwidth(size_t bytes);
-
-// An owning, typed device allocation.
-template <typename T>
-class DeviceBuffer {
-public:
-    DeviceBuffer() = default;
-    explicit DeviceBuffer(size_t count) : count_(count) {
-        if (count) CUDA_CHECK(cudaMalloc(&data_, count * sizeof(T)));
-    }
-    ~DeviceBuffer() {
-        if (data_) cudaFree(data_);
-    }
-    DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), count_(other.count_) {
-        other.data_ = nullptr;
-        other.count_ = 0;
-    }
-    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-        std::swap(data_, other.data_);
-        std::swap(count_, other.count_);
-        return *this;
-    }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-    T* data() const { return data_; }
-    size_t size() const { return count_; }
-    size_t bytes() const { return count_ * sizeof(T); }
-
-    void upload(const std::vector<T>& host, cudaStream_t stream = nullptr) {
-        CUDA_CHECK(cudaMemcpyAsync(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
-    }
-    std::vector<T> download(size_t count, cudaStream_t stream = nullptr) const {
-        std::vector<T> host(count);
-        CUDA_CHECK(cudaMemcpyAsync(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        return host;
-    }
-
-private:
-    T* data_ = nullptr;
-    size_t count_ = 0;
-};
 
 }  // namespace fwi

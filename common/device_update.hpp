@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "device.hpp"
+#include "gpu_resources.hpp"
 #include "problem.hpp"
 
 namespace fwi {

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cuda_timing.hpp"
+#include "device.hpp"
 #include "errors.hpp"
 #include "gpu_kernels.cuh"
 #include "nvtx.hpp"
@@ -105,32 +106,25 @@ WorkspaceFloats workspace_floats(const Problem& p, const FieldLayout& l, bool gr
 
 GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& velocity)
     : problem_(problem), layout_(make_layout(problem)), acquisition_(make_acquisition(problem, layout_)) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&loop_start_, cudaEventDisableTiming));
-    for (Chain& chain : chains_) {
-        CUDA_CHECK(cudaStreamCreateWithFlags(&chain.main, cudaStreamNonBlocking));
-        CUDA_CHECK(cudaStreamCreateWithFlags(&chain.side, cudaStreamNonBlocking));
-        for (cudaEvent_t* e : {&chain.fork, &chain.join, &chain.done})
-            CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-    }
+    for (int c = 0; c < kMaxChains; ++c) chains_.emplace_back(current_device());
     velocity_ = DeviceBuffer<float>(problem.model_cells());
     gradient_ = DeviceBuffer<float>(problem.model_cells());
     courant_ = DeviceBuffer<float>(layout_.cells);
     forward_courant_ = DeviceBuffer<float>(layout_.cells + kForwardShift);
     for (const DeviceBuffer<float>* b : {&courant_, &forward_courant_})
-        CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream_));  // the halo stays zero
+        CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream()));  // the halo stays zero
     rows_ = DeviceBuffer<PmlAxis<float>>(layout_.nz_padded);
     columns_ = DeviceBuffer<PmlAxis<float>>(layout_.nx_padded);
-    rows_.upload(pml_profile_as<float>(problem, layout_.nz_padded), stream_);
-    columns_.upload(pml_profile_as<float>(problem, layout_.nx_padded), stream_);
+    rows_.upload(pml_profile_as<float>(problem, layout_.nz_padded), stream());
+    columns_.upload(pml_profile_as<float>(problem, layout_.nx_padded), stream());
     receiver_of_col_ = DeviceBuffer<int>(layout_.nx_padded);
-    receiver_of_col_.upload(acquisition_.receiver_of_col, stream_);
+    receiver_of_col_.upload(acquisition_.receiver_of_col, stream());
     for (const Pass pass : {Pass::forward, Pass::adjoint}) {
         const InnerRegion region = pass_region(layout_, pass == Pass::adjoint);
         const std::vector<int2> table = border_table(layout_, region);
         DeviceBuffer<int2>& border = pass == Pass::adjoint ? adjoint_border_ : forward_border_;
         border = DeviceBuffer<int2>(table.size());
-        border.upload(table, stream_);
+        border.upload(table, stream());
     }
     allocated_bytes_ = fixed_bytes();
     peak_allocated_bytes_ = allocated_bytes_;
@@ -210,13 +204,6 @@ void GpuPropagator::set_batch_sizes(int gradient_batch, int adjoint_group) {
 GpuPropagator::~GpuPropagator() {
     for (auto& entry : graphs_) cudaGraphExecDestroy(entry.second);
     workspace_.reset();
-    for (Chain& chain : chains_) {
-        for (cudaEvent_t e : {chain.fork, chain.join, chain.done}) cudaEventDestroy(e);
-        cudaStreamDestroy(chain.side);
-        cudaStreamDestroy(chain.main);
-    }
-    cudaEventDestroy(loop_start_);
-    cudaStreamDestroy(stream_);
 }
 
 size_t GpuPropagator::fixed_bytes() const {
@@ -264,26 +251,26 @@ void GpuPropagator::require_gradient_fits() const {
 
 void GpuPropagator::set_velocity(const std::vector<float>& velocity) {
     if (velocity.size() != problem_.model_cells()) throw UsageError("velocity model has the wrong size");
-    velocity_.upload(velocity, stream_);
+    velocity_.upload(velocity, stream());
     velocity_changed();
 }
 
 std::vector<float> GpuPropagator::download_velocity() const {
-    return velocity_.download(problem_.model_cells(), stream_);
+    return velocity_.download(problem_.model_cells(), stream());
 }
 
 std::vector<float> GpuPropagator::download_gradient() const {
-    return gradient_.download(problem_.model_cells(), stream_);
+    return gradient_.download(problem_.model_cells(), stream());
 }
 
 void GpuPropagator::velocity_changed() {
     const dim3 block(32, 8);
     for (float* courant : {courant_.data(), forward_courant_.data() + kForwardShift}) {
-        courant_kernel<<<padded_grid(layout_, block), block, 0, stream_>>>(courant, velocity_.data(), layout_,
-                                                                           float(problem_.dt / problem_.dh));
+        courant_kernel<<<padded_grid(layout_, block), block, 0, stream()>>>(courant, velocity_.data(), layout_,
+                                                                            float(problem_.dt / problem_.dh));
         CUDA_CHECK_LAUNCH();
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
 void GpuPropagator::set_observed(const std::vector<float>& traces) {
@@ -297,8 +284,8 @@ void GpuPropagator::set_observed(const std::vector<float>& traces) {
         allocated_bytes_ += observed_.bytes();
         peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
     }
-    observed_.upload(traces, stream_);
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    observed_.upload(traces, stream());
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
 // Before allocating the observed traces: make room by freeing the workspace of forward() (the gradient
@@ -503,17 +490,17 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
                                 void (*inner_kernel)(StepConstants, Step, InnerRegion),
                                 void (*border_kernel)(StepConstants, Step, InnerRegion, int), const StepConstants& k,
                                 const Step& a) {
-    CUDA_CHECK(cudaEventRecord(chain.fork, chain.main));
-    CUDA_CHECK(cudaStreamWaitEvent(chain.side, chain.fork));
+    CUDA_CHECK(cudaEventRecord(chain.fork.get(), chain.main.get()));
+    CUDA_CHECK(cudaStreamWaitEvent(chain.side.get(), chain.fork.get()));
     const dim3 grid = inner_grid(inner, batch, cell_rows);
     if (grid.x > 0 && grid.y > 0)
-        inner_kernel<<<grid, dim3(kInnerThreadsX, kInnerThreadsY), 0, chain.main>>>(k, a, inner);
+        inner_kernel<<<grid, dim3(kInnerThreadsX, kInnerThreadsY), 0, chain.main.get()>>>(k, a, inner);
     const int cells = static_cast<int>(inner.border_cells(layout_));
     if (cells > 0)
-        border_kernel<<<dim3((cells + kBorderThreads - 1) / kBorderThreads, 1, batch), kBorderThreads, 0, chain.side>>>(
-            k, a, inner, cells);
-    CUDA_CHECK(cudaEventRecord(chain.join, chain.side));
-    CUDA_CHECK(cudaStreamWaitEvent(chain.main, chain.join));
+        border_kernel<<<dim3((cells + kBorderThreads - 1) / kBorderThreads, 1, batch), kBorderThreads, 0,
+                        chain.side.get()>>>(k, a, inner, cells);
+    CUDA_CHECK(cudaEventRecord(chain.join.get(), chain.side.get()));
+    CUDA_CHECK(cudaStreamWaitEvent(chain.main.get(), chain.join.get()));
 }
 
 // A time loop's shots split evenly over independent chains of launches (parallel branches of the graph),
@@ -528,15 +515,15 @@ void GpuPropagator::launch_step(const Chain& chain, const InnerRegion& inner, in
 // 16.0-16.1 ms with the adjoint as one chain, 16.3 as two.
 int GpuPropagator::begin_chains(int shots, Pass pass) {
     const int chains = pass == Pass::adjoint ? (shots <= 2 ? 1 : std::min(kMaxChains, shots)) : (shots >= 4 ? 2 : 1);
-    CUDA_CHECK(cudaEventRecord(loop_start_, stream_));
-    for (int c = 0; c < chains; ++c) CUDA_CHECK(cudaStreamWaitEvent(chains_[c].main, loop_start_));
+    CUDA_CHECK(cudaEventRecord(loop_start_.get(), stream()));
+    for (int c = 0; c < chains; ++c) CUDA_CHECK(cudaStreamWaitEvent(chains_[c].main.get(), loop_start_.get()));
     return chains;
 }
 
 void GpuPropagator::end_chains(int chains) {
     for (int c = 0; c < chains; ++c) {
-        CUDA_CHECK(cudaEventRecord(chains_[c].done, chains_[c].main));
-        CUDA_CHECK(cudaStreamWaitEvent(stream_, chains_[c].done));
+        CUDA_CHECK(cudaEventRecord(chains_[c].done.get(), chains_[c].main.get()));
+        CUDA_CHECK(cudaStreamWaitEvent(stream(), chains_[c].done.get()));
     }
 }
 
@@ -546,12 +533,12 @@ cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint
     const auto key = std::make_tuple(mode, batch, adjoint_first, adjoint_count);
     if (auto found = graphs_.find(key); found != graphs_.end()) return found->second;
     cudaGraph_t graph = nullptr;
-    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
     if (adjoint_count > 0)
         capture_adjoint(batch, adjoint_first, adjoint_count);
     else
         capture_forward(mode, batch);
-    CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
     CUDA_CHECK_LAUNCH();
     if (programmatic_steps_) make_kernel_edges_programmatic(graph);  // see wait_for_previous_step
     cudaGraphExec_t exec = nullptr;
@@ -569,20 +556,20 @@ void GpuPropagator::start_batch(const std::vector<int>& shots, size_t first, int
         if (shot < 0 || shot >= problem_.nshots) throw UsageError("shot index out of range");
         cells.push_back(static_cast<int>(layout_.index(acquisition_.source_row, acquisition_.source_col[shot])));
     }
-    w.shot_ids.upload(ids, stream_);
-    w.source_cell.upload(cells, stream_);
-    CUDA_CHECK(cudaMemsetAsync(w.u.data(), 0, w.u.bytes(), stream_));
-    CUDA_CHECK(cudaMemsetAsync(w.x.data(), 0, w.x.bytes(), stream_));
-    CUDA_CHECK(cudaMemsetAsync(w.px.data(), 0, w.px.bytes(), stream_));
-    CUDA_CHECK(cudaMemsetAsync(w.pz.data(), 0, w.pz.bytes(), stream_));
+    w.shot_ids.upload(ids, stream());
+    w.source_cell.upload(cells, stream());
+    CUDA_CHECK(cudaMemsetAsync(w.u.data(), 0, w.u.bytes(), stream()));
+    CUDA_CHECK(cudaMemsetAsync(w.x.data(), 0, w.x.bytes(), stream()));
+    CUDA_CHECK(cudaMemsetAsync(w.px.data(), 0, w.px.bytes(), stream()));
+    CUDA_CHECK(cudaMemsetAsync(w.pz.data(), 0, w.pz.bytes(), stream()));
     // Trace sample 0 (u[0] = 0) is never written: the steps record u[n+1].
-    CUDA_CHECK(cudaMemsetAsync(w.traces.data(), 0, w.traces.bytes(), stream_));
+    CUDA_CHECK(cudaMemsetAsync(w.traces.data(), 0, w.traces.bytes(), stream()));
 }
 
 void GpuPropagator::start_adjoint() {
     Workspace& w = *workspace_;
     for (const DeviceBuffer<float>* b : {&w.zeta, &w.delta, &w.rho_x, &w.rho_z, &w.image})
-        CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream_));
+        CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream()));
 }
 
 std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
@@ -599,14 +586,14 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
         start_batch(shots, first, batch);
         const cudaGraphExec_t loop = time_loop_graph(Mode::forward_only, batch);
-        timer.start(stream_);
-        CUDA_CHECK(cudaGraphLaunch(loop, stream_));
-        timer.stop(stream_);
+        timer.start(stream());
+        CUDA_CHECK(cudaGraphLaunch(loop, stream()));
+        timer.stop(stream());
         last_forward_loop_seconds_ += timer.seconds();
         CUDA_CHECK(cudaMemcpyAsync(traces.data() + first * trace_samples, workspace_->traces.data(),
-                                   batch * trace_samples * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+                                   batch * trace_samples * sizeof(float), cudaMemcpyDeviceToHost, stream()));
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
     return traces;
 }
 
@@ -656,44 +643,44 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
         w.misfits = DeviceBuffer<double>(batches);
         count_workspace();
     }
-    CUDA_CHECK(cudaMemsetAsync(gradient_.data(), 0, gradient_.bytes(), stream_));
+    CUDA_CHECK(cudaMemsetAsync(gradient_.data(), 0, gradient_.bytes(), stream()));
 
     // Everything below is queued on the stream without waiting: the timers and misfits are read at the end.
     CudaEventTimer timer;
     std::vector<CudaEventTimer> forward_timers(batches), adjoint_timers(batches);
-    timer.start(stream_);
+    timer.start(stream());
     for (size_t b = 0; b < batches; ++b) {
         const size_t first = b * batch_size;
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
         start_batch(shots, first, batch);
         const cudaGraphExec_t forward_loop = time_loop_graph(Mode::gradient, batch);
-        forward_timers[b].start(stream_);
-        CUDA_CHECK(cudaGraphLaunch(forward_loop, stream_));
-        forward_timers[b].stop(stream_);
+        forward_timers[b].start(stream());
+        CUDA_CHECK(cudaGraphLaunch(forward_loop, stream()));
+        forward_timers[b].stop(stream());
         const size_t samples = batch * trace_samples;
-        residual_kernel<<<unsigned((samples + 255) / 256), 256, 0, stream_>>>(w.traces.data(), observed_.data(),
-                                                                              w.shot_ids.data(), trace_samples, batch);
+        residual_kernel<<<unsigned((samples + 255) / 256), 256, 0, stream()>>>(w.traces.data(), observed_.data(),
+                                                                               w.shot_ids.data(), trace_samples, batch);
         CUDA_CHECK_LAUNCH();
         size_t scratch_bytes = w.misfit_scratch.size();
         CUDA_CHECK(sum_of_squares(w.misfit_scratch.data(), scratch_bytes, w.traces.data(), w.misfits.data() + b,
-                                  samples, stream_));
+                                  samples, stream()));
         // The adjoint pass, a group of the batch's shots at a time; each group's imaging sum is folded into
         // the gradient.
-        adjoint_timers[b].start(stream_);
+        adjoint_timers[b].start(stream());
         for (int group_first = 0; group_first < batch; group_first += group_size) {
             const int group = std::min(group_size, batch - group_first);
             start_adjoint();
-            CUDA_CHECK(cudaGraphLaunch(time_loop_graph(Mode::gradient, batch, group_first, group), stream_));
+            CUDA_CHECK(cudaGraphLaunch(time_loop_graph(Mode::gradient, batch, group_first, group), stream()));
             const dim3 block(32, 8), grid((problem_.nx + 31) / 32, (problem_.nz + 7) / 8);
-            fold_gradient_kernel<<<grid, block, 0, stream_>>>(gradient_.data(), w.image.data(), velocity_.data(),
-                                                              layout_, group);
+            fold_gradient_kernel<<<grid, block, 0, stream()>>>(gradient_.data(), w.image.data(), velocity_.data(),
+                                                               layout_, group);
             CUDA_CHECK_LAUNCH();
         }
-        adjoint_timers[b].stop(stream_);
+        adjoint_timers[b].stop(stream());
     }
-    timer.stop(stream_);
-    CUDA_CHECK(cudaStreamSynchronize(stream_));  // the gradient is complete on the device
-    const std::vector<double> misfits = batches ? w.misfits.download(batches, stream_) : std::vector<double>();
+    timer.stop(stream());
+    CUDA_CHECK(cudaStreamSynchronize(stream()));  // the gradient is complete on the device
+    const std::vector<double> misfits = batches ? w.misfits.download(batches, stream()) : std::vector<double>();
     GradientResult result;
     for (size_t b = 0; b < batches; ++b) {
         result.misfit += 0.5 * misfits[b];

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "device.hpp"
+#include "gpu_resources.hpp"
 #include "medium.hpp"
 #include "problem.hpp"
 
@@ -71,7 +71,7 @@ public:
     // A host copy of it, for verification and output.
     std::vector<float> download_gradient() const;
     // The stream every kernel of this propagator runs on (a non-blocking stream of the current device).
-    cudaStream_t stream() const { return stream_; }
+    cudaStream_t stream() const { return stream_.get(); }
 
     // Device memory one shot of a gradient batch needs, and the batch sizes chosen: the forward pass runs
     // up to gradient_batch_size() shots at a time and keeps their history, and the adjoint pass works
@@ -108,8 +108,9 @@ private:
     // the inner kernels on `main`, the border kernels on `side`.
     static constexpr int kMaxChains = 4;
     struct Chain {
-        cudaStream_t main = nullptr, side = nullptr;
-        cudaEvent_t fork = nullptr, join = nullptr, done = nullptr;
+        explicit Chain(int device) : main(device), side(device), fork(device), join(device), done(device) {}
+        CudaStream main, side;
+        CudaEvent fork, join, done;
     };
 
     void ensure_workspace(Mode mode, int batch, int adjoint_group);
@@ -141,9 +142,9 @@ private:
     Problem problem_;
     FieldLayout layout_;
     Acquisition acquisition_;
-    cudaStream_t stream_ = nullptr;
-    Chain chains_[kMaxChains];
-    cudaEvent_t loop_start_ = nullptr;
+    CudaStream stream_{current_device()};
+    std::vector<Chain> chains_;  // kMaxChains of them
+    CudaEvent loop_start_{current_device()};
     int gradient_batch_ = 0, adjoint_group_ = 0;
     bool programmatic_steps_ = false;  // join the steps by programmatic edges (kernels built for >= 9.0)
     int forward_inner_places_ = 0;     // blocks of the 2-row forward inner kernel resident at once

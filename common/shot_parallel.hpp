@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "device.hpp"
 #include "device_update.hpp"
 #include "gpu_propagator.hpp"
+#include "gpu_resources.hpp"
 #include "output.hpp"
 #include "problem.hpp"
 #include "shot_split.hpp"

@@ -72,11 +72,11 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
     };
     ncclComm_t comm = nullptr;  // null once aborted or destroyed
     std::unique_ptr<RankBuffers> buffers;
-    std::unique_ptr<GpuStream> stream;
+    CudaStream stream;
     const auto allreduce = [&] {
-        buffers->allreduce(comm, stream->get());
+        buffers->allreduce(comm, stream.get());
         try {
-            wait_for_nccl({comm}, {stream->get()}, "NCCL allreduce over MPI", deadline.remaining());
+            wait_for_nccl({comm}, {stream.get()}, "NCCL allreduce over MPI", deadline.remaining());
         } catch (...) {
             comm = nullptr;  // wait_for_nccl aborted it
             throw;
@@ -85,7 +85,7 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
     try {
         comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, backstop_seconds(deadline), deadline.remaining());
         buffers = std::make_unique<RankBuffers>(device, rank, options.nccl_bytes / sizeof(float));
-        stream = std::make_unique<GpuStream>(device);
+        stream = CudaStream(device);
         allreduce();  // the first call also pays NCCL's one-time costs
         outcome.wrong = buffers->count_wrong(ranks);
     } catch (const std::exception& error) {

@@ -38,7 +38,7 @@ public:
 private:
     int device_;
     size_t count_;
-    GpuBuffer send_, receive_;
+    DeviceBuffer<float> send_, receive_;
 };
 
 // What to try when NCCL fails or hangs.

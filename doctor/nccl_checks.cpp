@@ -11,7 +11,7 @@
 #include "cuda_check.hpp"
 #include "errors.hpp"
 #include "gpu_checks.hpp"
-#include "gpu_resources.hpp"
+#include "gpu_waits.hpp"
 #include "nccl_allreduce.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
@@ -30,28 +30,28 @@ float closed_form_input(int rank, size_t index) { return float((rank + 1) * (1 +
 float closed_form_sum(int ranks, size_t index) { return float(ranks * (ranks + 1) / 2 * (1 + int(index % 7))); }
 
 RankBuffers::RankBuffers(int device, int rank, size_t count)
-    : device_(device), count_(count), send_(device, count * sizeof(float)), receive_(device, count * sizeof(float)) {
+    : device_(device), count_(count), send_(device, count), receive_(device, count) {
     std::vector<float> input(count);
     for (size_t i = 0; i < count; ++i) input[i] = closed_form_input(rank, i);
-    CUDA_CHECK(cudaMemcpy(send_.get(), input.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(receive_.get(), 0xFF, count * sizeof(float)));  // every bit set: a NaN, never a sum
+    CUDA_CHECK(cudaMemcpy(send_.data(), input.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(receive_.data(), 0xFF, count * sizeof(float)));  // every bit set: a NaN, never a sum
 }
 
 void RankBuffers::allreduce(ncclComm_t comm, cudaStream_t stream, size_t count) const {
     CUDA_CHECK(cudaSetDevice(device_));
-    NCCL_CHECK(ncclAllReduce(send_.get(), receive_.get(), std::min(count, count_), ncclFloat, ncclSum, comm, stream));
+    NCCL_CHECK(ncclAllReduce(send_.data(), receive_.data(), std::min(count, count_), ncclFloat, ncclSum, comm, stream));
 }
 
 void RankBuffers::poison(cudaStream_t stream, size_t count) const {
     CUDA_CHECK(cudaSetDevice(device_));
-    CUDA_CHECK(cudaMemsetAsync(receive_.get(), 0xFF, std::min(count, count_) * sizeof(float), stream));
+    CUDA_CHECK(cudaMemsetAsync(receive_.data(), 0xFF, std::min(count, count_) * sizeof(float), stream));
 }
 
 long long RankBuffers::count_wrong(int ranks, size_t count) const {
     count = std::min(count, count_);
     std::vector<float> result(count);
     CUDA_CHECK(cudaSetDevice(device_));
-    CUDA_CHECK(cudaMemcpy(result.data(), receive_.get(), count * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(result.data(), receive_.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
     long long wrong = 0;
     for (size_t i = 0; i < count; ++i) wrong += result[i] != closed_form_sum(ranks, i);  // NaN never equals
     return wrong;
@@ -96,8 +96,8 @@ public:
         for (int rank = 0; rank < int(comms.size()); ++rank) {
             buffers_.emplace_back(rank, rank, max_count);
             streams_.emplace_back(rank);
-            starts_.emplace_back(rank);
-            stops_.emplace_back(rank);
+            starts_.emplace_back(rank, CudaEvent::Timing::on);
+            stops_.emplace_back(rank, CudaEvent::Timing::on);
             stream_handles_.push_back(streams_.back().get());
         }
     }
@@ -143,7 +143,7 @@ public:
 
 private:
     std::string what() const { return "NCCL allreduce of " + std::to_string(count_ * sizeof(float) / kMiB) + " MiB"; }
-    void record(const std::vector<GpuEvent>& events) const {
+    void record(const std::vector<CudaEvent>& events) const {
         for (size_t rank = 0; rank < buffers_.size(); ++rank) {
             CUDA_CHECK(cudaSetDevice(int(rank)));
             CUDA_CHECK(cudaEventRecord(events[rank].get(), streams_[rank].get()));
@@ -156,8 +156,8 @@ private:
     int runs_ = 0;
     size_t count_ = 0;  // of the last allreduce started, for the messages
     std::vector<RankBuffers> buffers_;
-    std::vector<GpuStream> streams_;
-    std::vector<GpuEvent> starts_, stops_;
+    std::vector<CudaStream> streams_;
+    std::vector<CudaEvent> starts_, stops_;  // with timing
     std::vector<cudaStream_t> stream_handles_;
 };
 

@@ -16,7 +16,7 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_checks.hpp"
-#include "gpu_resources.hpp"
+#include "gpu_waits.hpp"
 #include "p2p_pattern.hpp"
 #include "timing.hpp"
 
@@ -136,41 +136,39 @@ public:
     PeerDataTest(const GpuSystem& system, const P2pOptions& options, const Deadline& deadline)
         : options_(options), deadline_(deadline), words_(options.pattern_bytes / sizeof(uint32_t)) {
         for (int device = 0; device < system.count; ++device) {
-            sources_.emplace_back(device, words_ * sizeof(uint32_t));
-            destinations_.emplace_back(device, words_ * sizeof(uint32_t));
-            flags_.emplace_back(device, sizeof(uint32_t));
+            sources_.emplace_back(device, words_);
+            destinations_.emplace_back(device, words_);
+            flags_.emplace_back(device, 1);
             streams_.emplace_back(device);
             const cudaStream_t stream = streams_.back().get();
-            CUDA_CHECK(cudaMemsetAsync(flags_.back().get(), 0, sizeof(uint32_t), stream));
-            fill_pattern_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_.back().as<uint32_t>(), words_,
-                                                                             device);
+            CUDA_CHECK(cudaMemsetAsync(flags_.back().data(), 0, sizeof(uint32_t), stream));
+            fill_pattern_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_.back().data(), words_, device);
             CUDA_CHECK_LAUNCH();
         }
         for (int device = 0; device < system.count; ++device)
-            streams_[device].finish(deadline, "filling " + gpu(device) + "'s buffer");
+            finish(streams_[device], deadline, "filling " + gpu(device) + "'s buffer");
     }
 
     // `reader` receives `source`'s pattern by `transfer`; returns what arrived.
     PatternCheck run(int reader, int source, Transfer transfer) {
         const cudaStream_t stream = streams_[reader].get();
         const size_t bytes = words_ * sizeof(uint32_t);
-        uint32_t* destination = destinations_[reader].as<uint32_t>();
+        uint32_t* destination = destinations_[reader].data();
         const bool first_pair = reader == 0 && source == 1;
         CUDA_CHECK(cudaSetDevice(reader));
         CUDA_CHECK(cudaMemsetAsync(destination, kPoisonByte, bytes, stream));
         if (transfer == kKernel) {
             if (first_pair && options_.injection.hang_peer_kernel)
-                wait_for_peer_flag_kernel<<<1, 1, 0, stream>>>(flags_[source].as<uint32_t>());
-            read_peer_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_[source].as<uint32_t>(), destination,
-                                                                          words_);
+                wait_for_peer_flag_kernel<<<1, 1, 0, stream>>>(flags_[source].data());
+            read_peer_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_[source].data(), destination, words_);
             CUDA_CHECK_LAUNCH();
             if (first_pair && options_.injection.corrupt_peer)
                 CUDA_CHECK(
                     cudaMemsetAsync(destination + words_ / 2, 0, (words_ - words_ / 2) * sizeof(uint32_t), stream));
         } else {
-            CUDA_CHECK(cudaMemcpyPeerAsync(destination, reader, sources_[source].get(), source, bytes, stream));
+            CUDA_CHECK(cudaMemcpyPeerAsync(destination, reader, sources_[source].data(), source, bytes, stream));
         }
-        streams_[reader].finish(deadline_, gpu(reader) + "'s " + kTransferTexts[transfer] + " from " + gpu(source));
+        finish(streams_[reader], deadline_, gpu(reader) + "'s " + kTransferTexts[transfer] + " from " + gpu(source));
         std::vector<uint32_t> arrived(words_);
         CUDA_CHECK(cudaMemcpy(arrived.data(), destination, bytes, cudaMemcpyDeviceToHost));  // the stream is idle
         return check_pattern(arrived.data(), words_, source);
@@ -180,8 +178,8 @@ private:
     const P2pOptions& options_;
     const Deadline& deadline_;
     size_t words_;
-    std::vector<GpuBuffer> sources_, destinations_, flags_;
-    std::vector<GpuStream> streams_;
+    std::vector<DeviceBuffer<uint32_t>> sources_, destinations_, flags_;
+    std::vector<CudaStream> streams_;
 };
 
 // ---- check 4 ----
@@ -200,19 +198,20 @@ public:
             destinations_.emplace_back(device, options.bytes);
             streams_.emplace_back(device);
             markers_.emplace_back(device);
-            CUDA_CHECK(cudaMemsetAsync(sources_.back().get(), 1, options.bytes, streams_.back().get()));
+            CUDA_CHECK(cudaMemsetAsync(sources_.back().data(), 1, options.bytes, streams_.back().get()));
         }
     }
 
     // Seconds of one copy of `bytes` from GPU `from` to GPU `to` (the same GPU: a local copy), on the
     // source's stream: the median of `repeats` timed copies after one warm-up.
     double one_way(int from, int to, size_t bytes, int copies, int repeats) {
-        return median_seconds(from, repeats, "copy " + gpu(from) + " -> " + gpu(to),
-                              [&] {
-                                  for (int copy = 0; copy < copies; ++copy)
-                                      CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[to].get(), to, sources_[from].get(),
-                                                                     from, bytes, streams_[from].get()));
-                              }) /
+        return median_seconds(
+                   from, repeats, "copy " + gpu(from) + " -> " + gpu(to),
+                   [&] {
+                       for (int copy = 0; copy < copies; ++copy)
+                           CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[to].data(), to, sources_[from].data(), from,
+                                                          bytes, streams_[from].get()));
+                   }) /
                copies;
     }
 
@@ -222,9 +221,9 @@ public:
             // GPU j's copy starts with GPU i's, and GPU i's stream ends after both (so its events time both).
             CUDA_CHECK(cudaEventRecord(markers_[i].get(), streams_[i].get()));
             CUDA_CHECK(cudaStreamWaitEvent(streams_[j].get(), markers_[i].get(), 0));
-            CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[j].get(), j, sources_[i].get(), i, options_.bytes,
+            CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[j].data(), j, sources_[i].data(), i, options_.bytes,
                                            streams_[i].get()));
-            CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[i].get(), i, sources_[j].get(), j, options_.bytes,
+            CUDA_CHECK(cudaMemcpyPeerAsync(destinations_[i].data(), i, sources_[j].data(), j, options_.bytes,
                                            streams_[j].get()));
             CUDA_CHECK(cudaEventRecord(markers_[j].get(), streams_[j].get()));
             CUDA_CHECK(cudaStreamWaitEvent(streams_[i].get(), markers_[j].get(), 0));
@@ -234,14 +233,14 @@ public:
     // Bandwidth of `kCrossCheckCopies` back-to-back copies of 256 MiB with cudaMemcpyAsync (UVA), events
     // around the whole loop: how copy-engine bandwidth is usually measured, to compare with one_way().
     double loop_bandwidth(int from, int to) {
-        GpuBuffer source(from, kCrossCheckBytes), destination(to, kCrossCheckBytes);
-        GpuEvent start(from), stop(from);
+        const DeviceBuffer<char> source(from, kCrossCheckBytes), destination(to, kCrossCheckBytes);
+        const CudaEvent start(from, CudaEvent::Timing::on), stop(from, CudaEvent::Timing::on);
         const cudaStream_t stream = streams_[from].get();
         CUDA_CHECK(cudaSetDevice(from));
-        CUDA_CHECK(cudaMemcpyAsync(destination.get(), source.get(), kCrossCheckBytes, cudaMemcpyDefault, stream));
+        CUDA_CHECK(cudaMemcpyAsync(destination.data(), source.data(), kCrossCheckBytes, cudaMemcpyDefault, stream));
         CUDA_CHECK(cudaEventRecord(start.get(), stream));
         for (int copy = 0; copy < kCrossCheckCopies; ++copy)
-            CUDA_CHECK(cudaMemcpyAsync(destination.get(), source.get(), kCrossCheckBytes, cudaMemcpyDefault, stream));
+            CUDA_CHECK(cudaMemcpyAsync(destination.data(), source.data(), kCrossCheckBytes, cudaMemcpyDefault, stream));
         CUDA_CHECK(cudaEventRecord(stop.get(), stream));
         wait_for_event(stop.get(), deadline_, "cross-check copies " + gpu(from) + " -> " + gpu(to));
         float ms = 0.0f;
@@ -251,10 +250,10 @@ public:
 
 private:
     double median_seconds(int device, int repeats, const std::string& what, const std::function<void()>& enqueue) {
-        std::vector<GpuEvent> starts, stops;
+        std::vector<CudaEvent> starts, stops;
         for (int r = 0; r < repeats; ++r) {
-            starts.emplace_back(device);
-            stops.emplace_back(device);
+            starts.emplace_back(device, CudaEvent::Timing::on);
+            stops.emplace_back(device, CudaEvent::Timing::on);
         }
         const cudaStream_t stream = streams_[device].get();
         CUDA_CHECK(cudaSetDevice(device));
@@ -276,9 +275,9 @@ private:
 
     const BandwidthOptions& options_;
     const Deadline& deadline_;
-    std::vector<GpuBuffer> sources_, destinations_;
-    std::vector<GpuStream> streams_;
-    std::vector<GpuEvent> markers_;
+    std::vector<DeviceBuffer<char>> sources_, destinations_;
+    std::vector<CudaStream> streams_;
+    std::vector<CudaEvent> markers_;
 };
 
 struct BandwidthMatrices {

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "cpu_propagator.hpp"
-#include "device.hpp"
 #include "device_update.hpp"
 #include "errors.hpp"
 #include "gpu_propagator.hpp"
+#include "gpu_resources.hpp"
 #include "problem.hpp"
 #include "update.hpp"
 #include "verify.hpp"

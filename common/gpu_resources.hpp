@@ -1,0 +1,178 @@
+// Owners of what a program asks CUDA for: device memory (DeviceBuffer), page-locked host memory
+// (PinnedBuffer), streams (CudaStream) and events (CudaEvent). They are the suite's one way to hold these:
+// each is given back when its owner goes, on an error path too, and moves but never copies.
+//
+// Each is made on the device its constructor names (a DeviceBuffer given only a count: on the current one,
+// as cudaMalloc does) and makes that device current, as cudaSetDevice would, because the code that makes a
+// stream or a buffer usually goes on to use it there. Each remembers its device and is given back there,
+// the caller's current device restored after. A default-constructed one holds nothing: a container of them
+// (resize, an array member) never makes streams on whichever device happens to be current.
+//
+// Once the process has abandoned its GPU work (abandon_gpu_work, errors.hpp: a wait gave up on work that
+// may never end) they give back nothing: freeing memory or destroying a stream would wait on that work
+// forever, and the process's end releases them anyway.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "errors.hpp"
+
+namespace fwi {
+
+inline int current_device() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    return device;
+}
+
+namespace detail {
+
+// One CUDA handle and its device, given back by `release` (cudaFree, cudaStreamDestroy, ...).
+template <typename Handle, cudaError_t (*release)(Handle)>
+class OwnedHandle {
+public:
+    OwnedHandle() = default;
+    OwnedHandle(Handle handle, int device) : handle_(handle), device_(device) {}
+    ~OwnedHandle() { reset(); }
+    OwnedHandle(OwnedHandle&& other) noexcept
+        : handle_(std::exchange(other.handle_, Handle{})), device_(other.device_) {}
+    OwnedHandle& operator=(OwnedHandle&& other) noexcept {
+        std::swap(handle_, other.handle_);
+        std::swap(device_, other.device_);
+        return *this;  // `other` gives back what this held, when it goes
+    }
+    OwnedHandle(const OwnedHandle&) = delete;
+    OwnedHandle& operator=(const OwnedHandle&) = delete;
+
+    Handle get() const { return handle_; }
+    int device() const { return device_; }
+
+private:
+    void reset() noexcept {
+        if (!handle_ || gpu_work_abandoned()) return;
+        int current = device_;
+        cudaGetDevice(&current);
+        if (current != device_) cudaSetDevice(device_);
+        release(handle_);  // a destructor cannot report an error; a later CUDA call will
+        if (current != device_) cudaSetDevice(current);
+        handle_ = Handle{};
+    }
+
+    Handle handle_{};
+    int device_ = 0;
+};
+
+inline int make_current(int device) {
+    CUDA_CHECK(cudaSetDevice(device));
+    return device;
+}
+
+}  // namespace detail
+
+// `count` elements of T in device memory.
+template <typename T>
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(size_t count) : DeviceBuffer(current_device(), count) {}
+    DeviceBuffer(int device, size_t count) : count_(count) {
+        detail::make_current(device);
+        void* data = nullptr;
+        if (count) CUDA_CHECK(cudaMalloc(&data, count * sizeof(T)));
+        memory_ = Memory(data, device);
+    }
+
+    T* data() const { return static_cast<T*>(memory_.get()); }
+    size_t size() const { return count_; }
+    size_t bytes() const { return count_ * sizeof(T); }
+    int device() const { return memory_.device(); }
+
+    // Enqueues copying `host` (at most size() elements) into the first elements; the caller keeps `host`
+    // until the stream has done it.
+    void upload(const std::vector<T>& host, cudaStream_t stream = nullptr) {
+        CUDA_CHECK(cudaMemcpyAsync(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+    }
+    // The first `count` elements, once `stream` has done everything before.
+    std::vector<T> download(size_t count, cudaStream_t stream = nullptr) const {
+        std::vector<T> host(count);
+        CUDA_CHECK(cudaMemcpyAsync(host.data(), data(), count * sizeof(T), cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        return host;
+    }
+
+private:
+    using Memory = detail::OwnedHandle<void*, cudaFree>;
+    Memory memory_;
+    size_t count_ = 0;
+};
+
+// `count` elements of T in page-locked host memory (cudaHostAlloc with `flags`): the copy engines read and
+// write it directly, and with cudaHostAllocMapped kernels can too.
+template <typename T>
+class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    explicit PinnedBuffer(size_t count, unsigned flags = cudaHostAllocDefault) : count_(count) {
+        void* data = nullptr;
+        if (count) CUDA_CHECK(cudaHostAlloc(&data, count * sizeof(T), flags));
+        memory_ = Memory(data, current_device());
+    }
+
+    T* data() const { return static_cast<T*>(memory_.get()); }
+    size_t size() const { return count_; }
+
+private:
+    using Memory = detail::OwnedHandle<void*, cudaFreeHost>;
+    Memory memory_;
+    size_t count_ = 0;
+};
+
+// A stream. Non-blocking by default: it does not wait for the legacy default stream (work queued with no
+// stream), nor that stream for it.
+class CudaStream {
+public:
+    enum class Kind { non_blocking, blocking };
+    CudaStream() = default;  // none yet
+    explicit CudaStream(int device, Kind kind = Kind::non_blocking) {
+        detail::make_current(device);
+        cudaStream_t stream = nullptr;
+        CUDA_CHECK(
+            cudaStreamCreateWithFlags(&stream, kind == Kind::blocking ? cudaStreamDefault : cudaStreamNonBlocking));
+        stream_ = Owned(stream, device);
+    }
+
+    cudaStream_t get() const { return stream_.get(); }
+    int device() const { return stream_.device(); }
+
+private:
+    using Owned = detail::OwnedHandle<cudaStream_t, cudaStreamDestroy>;
+    Owned stream_;
+};
+
+// An event. Without timing by default, the cheaper kind for ordering streams; with timing,
+// cudaEventElapsedTime works between two of them.
+class CudaEvent {
+public:
+    enum class Timing { off, on };
+    CudaEvent() = default;  // none yet
+    explicit CudaEvent(int device, Timing timing = Timing::off) {
+        detail::make_current(device);
+        cudaEvent_t event = nullptr;
+        CUDA_CHECK(cudaEventCreateWithFlags(&event, timing == Timing::on ? cudaEventDefault : cudaEventDisableTiming));
+        event_ = Owned(event, device);
+    }
+
+    cudaEvent_t get() const { return event_.get(); }
+    int device() const { return event_.device(); }
+
+private:
+    using Owned = detail::OwnedHandle<cudaEvent_t, cudaEventDestroy>;
+    Owned event_;
+};
+
+}  // namespace fwi
