@@ -1,14 +1,16 @@
 # fwi_native_architectures(COMPUTE_CAPS RESULT): the CUDA architectures to build for the GPUs present,
 # given nvidia-smi's compute capabilities (lines like "9.0"). Runs before project(), so it asks the
 # nvcc that project() will find (CMAKE_CUDA_COMPILER, CUDACXX, PATH, /usr/local/cuda/bin) which
-# machine code it can build (`nvcc --list-gpu-code`):
-#   - every GPU known to it: "native";
-#   - a GPU newer than every architecture it knows (a Blackwell and CUDA 12.4, say): machine code for
-#     the known GPUs and PTX of the newest architecture it knows, which the driver compiles for the new
-#     GPU when a program loads, with a warning that names the GPU;
-#   - a GPU older than every architecture it knows (a V100 and CUDA 13): a fatal error saying so.
-# Where nvcc cannot be asked, or a GPU falls between two architectures it knows, "native": project() or
-# nvcc then reports what is wrong.
+# machine code it can build (`nvcc --list-gpu-code`). For each GPU:
+#   - known to it: machine code for it ("90-real"), named, so the build's RESULT says what was built;
+#   - between two architectures it knows (compute capability 10.3 where it knows 10.0 and 12.0): machine code
+#     of the newest older one of the same major version, which the GPU runs as its own, else that one's
+#     PTX, which the driver compiles when a program loads; with a warning that names the GPU;
+#   - newer than every architecture it knows (a Blackwell and CUDA 12.4, say): PTX of the newest it
+#     knows, with the same kind of warning;
+#   - older than every architecture it knows (a V100 and CUDA 13): a fatal error saying so.
+# Where nvcc cannot be asked, "native": project() or nvcc then reports what is wrong.
+# nvidia-smi lists every GPU of the machine, also those CUDA_VISIBLE_DEVICES hides: the build covers them too.
 function(fwi_native_architectures compute_caps result)
   set(${result} native PARENT_SCOPE)
   if(DEFINED CMAKE_CUDA_COMPILER)
@@ -29,42 +31,52 @@ function(fwi_native_architectures compute_caps result)
   string(REPLACE "sm_" "" known "${listed}")
   list(SORT known COMPARE NATURAL)
   list(GET known 0 oldest)
-  list(GET known -1 newest)
 
   # Each GPU is known, older than every known architecture, newer than every one, or between two.
   string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${compute_caps}")
   list(REMOVE_DUPLICATES caps)
-  set(machine_code "")
+  set(architectures "")
   set(too_old "")
-  set(too_new "")
-  set(between "")
+  set(not_known "")
   foreach(cap IN LISTS caps)
     string(REPLACE "." "" number "${cap}")
     if(number IN_LIST known)
-      list(APPEND machine_code "${number}-real")
+      list(APPEND architectures "${number}-real")
     elseif(number LESS oldest)
       list(APPEND too_old "${cap}")
-    elseif(number GREATER newest)
-      list(APPEND too_new "${cap}")
     else()
-      list(APPEND between "${cap}")
+      # The newest known architecture older than the GPU: its machine code where the major version is
+      # the GPU's (machine code runs on later minor versions of its major one), else its PTX.
+      set(older "")
+      foreach(candidate IN LISTS known)
+        if(candidate LESS number)
+          set(older "${candidate}")
+        endif()
+      endforeach()
+      math(EXPR gpu_major "${number} / 10")
+      math(EXPR older_major "${older} / 10")
+      string(REGEX REPLACE "([0-9]+)([0-9])$" "\\1.\\2" older_cap "${older}")
+      if(gpu_major EQUAL older_major)
+        list(APPEND architectures "${older}-real")
+        list(APPEND not_known "${cap} (machine code of ${older_cap}, which it runs)")
+      else()
+        list(APPEND architectures "${older}-virtual")
+        list(APPEND not_known "${cap} (PTX of ${older_cap}, which the driver compiles for it when a program loads)")
+      endif()
     endif()
   endforeach()
   if(too_old)
     string(REGEX REPLACE "([0-9]+)([0-9])$" "\\1.\\2" oldest_cap "${oldest}")
     message(FATAL_ERROR "the CUDA compiler ${nvcc} cannot build for a GPU of compute capability ${too_old}: the "
                         "oldest it builds for is ${oldest_cap}. Build with an older CUDA toolkit that still "
-                        "supports this GPU (put its nvcc first on PATH, or set CUDACXX), or name the other GPUs' "
-                        "architectures yourself with CUDAARCHS")
+                        "supports this GPU (put its nvcc first on PATH, or set CUDACXX; CUDA 13 dropped 7.x, "
+                        "CUDA 12 still builds it), or name the other GPUs' architectures yourself with CUDAARCHS")
   endif()
-  if(between OR NOT too_new)
-    return()  # every GPU known ("native"), or one nvcc itself must judge
+  if(not_known)
+    string(REPLACE ";" ", " not_known "${not_known}")
+    message(WARNING "the CUDA compiler ${nvcc} knows no GPU of compute capability ${not_known}. A CUDA toolkit "
+                    "that knows them builds machine code for them (Blackwell: CUDA 12.8 or newer).")
   endif()
-  string(REGEX REPLACE "([0-9]+)([0-9])$" "\\1.\\2" newest_cap "${newest}")
-  list(APPEND machine_code "${newest}-virtual")
-  message(WARNING "the CUDA compiler ${nvcc} knows no GPU of compute capability ${too_new}: building PTX of "
-                  "${newest_cap}, the newest it knows, which the driver compiles for these GPUs when a program "
-                  "loads. A CUDA toolkit that knows them builds machine code for them (Blackwell: CUDA 12.8 or "
-                  "newer).")
-  set(${result} "${machine_code}" PARENT_SCOPE)
+  list(REMOVE_DUPLICATES architectures)
+  set(${result} "${architectures}" PARENT_SCOPE)
 endfunction()

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "cuda_timing.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_kernels.cuh"
 #include "nvtx.hpp"
+#include "run_env.hpp"
 #include "shot_split.hpp"
 #include "stencil.hpp"
 
@@ -104,6 +106,24 @@ WorkspaceFloats workspace_floats(const Problem& p, const FieldLayout& l, bool gr
 }
 }  // namespace
 
+namespace {
+// Once a process: on a GPU that could join the steps by programmatic launch, a build or driver that cannot
+// makes every gradient slower (51.6 against 44.0 ms on an H100: docs/PERFORMANCE.md, "A build for other
+// GPUs"), which nothing but doctor would show.
+void warn_steps_without_programmatic_launch(const BuildCode& code) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+        print_warning(
+            has_programmatic_wait(code)
+                ? std::string("the propagator steps without programmatic launch, slower: the driver is older than "
+                              "CUDA 12.3, which makes its edges; update the driver")
+                : "the propagator steps without programmatic launch, slower: this GPU runs the build's compute_" +
+                      std::to_string(code.ptx_version) + " code (CUDA architectures " + build_cuda_architectures() +
+                      "), which lacks the wait it needs; " + kRebuildForTheseGpus);
+    });
+}
+}  // namespace
+
 GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& velocity)
     : problem_(problem), layout_(make_layout(problem)), acquisition_(make_acquisition(problem, layout_)) {
     for (int c = 0; c < kMaxChains; ++c) chains_.emplace_back(current_device());
@@ -137,7 +157,9 @@ GpuPropagator::GpuPropagator(const Problem& problem, const std::vector<float>& v
     // compute_80 PTX when the program loads, into kernels without the wait. Without them (or with a driver
     // older than CUDA 12.3, which cannot make them) the steps are joined by plain edges, and each kernel's
     // wait returns at once.
-    programmatic_steps_ = has_programmatic_wait(build_code_for(device)) && driver_makes_programmatic_edges();
+    const BuildCode code = build_code_for(device);
+    programmatic_steps_ = has_programmatic_wait(code) && driver_makes_programmatic_edges();
+    if (!programmatic_steps_ && code.binary_version >= 90) warn_steps_without_programmatic_launch(code);
     int sms = 0, blocks_per_sm = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, forward_inner_kernel<kForwardRows>,

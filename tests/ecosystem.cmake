@@ -17,7 +17,16 @@ add_test(NAME ecosystem_gpu_newer_than_the_compiler
 add_test(NAME ecosystem_gpu_older_than_the_compiler
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
                  ${PROJECT_SOURCE_DIR} "1.0" "cannot build for a GPU of compute capability 1.0: the oldest it builds for is" fails)
+add_test(NAME ecosystem_gpu_between_known_architectures
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
+                 ${PROJECT_SOURCE_DIR} "8.5" "knows no GPU of compute capability 8.5 \\(machine code of 8.0.*CUDA architectures: 80-real " ok)
+# The architectures chosen at the first configure stay: a build folder shared by nodes with other GPUs
+# is not rebuilt for whichever configured last.
+add_test(NAME ecosystem_architectures_kept_on_reconfigure
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
+                 ${PROJECT_SOURCE_DIR} "8.6" "CUDA architectures: 86-real \\(as given or kept from the first configure" ok "9.0")
 set_tests_properties(ecosystem_gpu_newer_than_the_compiler ecosystem_gpu_older_than_the_compiler
+                     ecosystem_gpu_between_known_architectures ecosystem_architectures_kept_on_reconfigure
                      PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME ecosystem_install_runs_from_prefix
          COMMAND ${BASH_EXECUTABLE} -c
