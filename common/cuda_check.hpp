@@ -19,16 +19,6 @@ constexpr const char* kRebuildForTheseGpus =
     "default`; where nodes with other GPUs share the build folder, name every kind instead, e.g. "
     "`CUDAARCHS=\"80;90\" cmake --preset default --fresh` (nvidia-smi --query-gpu=compute_cap shows a node's)";
 
-// The current GPU's compute capability, as "9.0", or "unknown".
-inline std::string current_compute_capability() {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-        return "unknown";
-    return std::to_string(major) + "." + std::to_string(minor);
-}
-
 // What to do about a GPU out of memory, too many peers, a driver older than the build, and the errors of
 // a build made for other GPUs than this one; "" for every other error.
 inline std::string cuda_error_hint(cudaError_t status) {
@@ -36,8 +26,7 @@ inline std::string cuda_error_hint(cudaError_t status) {
         return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi lists "
                "them), or by this run, which is then too large for it";
     if (status == cudaErrorNoKernelImageForDevice)
-        return "this build has no code for this GPU's compute capability (" + current_compute_capability() + "); " +
-               kRebuildForTheseGpus;
+        return std::string("this build has no code for this GPU's compute capability; ") + kRebuildForTheseGpus;
     if (status == cudaErrorTooManyPeers)
         return "a GPU can have peer access to only so many others at once (8 on a machine without NVSwitch): on a "
                "machine with more GPUs, give CUDA_VISIBLE_DEVICES at most 9 of them";
