@@ -169,6 +169,9 @@ int run(int argc, char** argv) {
     GpuGroup group(options.gpus, options.timeout_s,
                    options.no_peer_access ? PeerAccess::leave_off : PeerAccess::enable);
     print_setup(group);
+    if (const int visible = visible_gpu_count(); options.gpus == 0 && visible > group.size())
+        print_note("using " + std::to_string(group.size()) + " of the " + std::to_string(visible) +
+                   " visible GPUs: the variants take at most " + std::to_string(kMaxRanks) + " (--gpus)");
     const size_t largest_bytes = allreduce_sweep_sizes(options.sweep).back();
     require_buffers_fit(group, largest_bytes, names);
     group.reserve(largest_bytes / sizeof(float));
