@@ -308,6 +308,27 @@ unwritable_folder_reason() {
     rm -f -- "$probe"  # ours, just made
 }
 
+# The outermost folder that `mkdir -p DIR` (unwritable_folder_reason) would make, or nothing when DIR
+# exists: what a script that refuses after that check removes again (remove_made_folders).
+first_missing_folder() {
+    local dir="$1" missing=""
+    while [ ! -e "$dir" ] && [ ! -L "$dir" ]; do
+        missing="$dir"
+        dir="$(dirname -- "$dir")"
+    done
+    echo "$missing"
+}
+
+# Removes DIR and then its parents, up to and with FIRST (first_missing_folder's answer before the
+# folders were made), each only while empty: the folders a refusing script made, and nothing of a user's.
+remove_made_folders() {
+    local dir="$1" first="$2"
+    [ -n "$first" ] || return 0
+    while rmdir -- "$dir" 2>/dev/null && [ "$dir" != "$first" ]; do
+        dir="$(dirname -- "$dir")"
+    done
+}
+
 # run_with_timeout SECONDS COMMAND...: COMMAND under timeout(1), with SIGKILL 30 s after its SIGTERM; its
 # exit status (124 when stopped at the limit). timeout runs COMMAND in a process group of its own, which
 # the terminal's Ctrl-C does not reach, so Ctrl-C or SIGTERM of the script is passed on to it: the

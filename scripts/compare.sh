@@ -85,12 +85,11 @@ fi
 # Nor a folder of the repository's own files (its root, docs, a lesson).
 why="$(repository_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why; choose a folder of the comparison's own (the default is out/compare-PROBLEM)"
-made_out=yes
-[ ! -e "$out" ] || made_out=""
+made_from="$(first_missing_folder "$out")"
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
 no_gpu() {
-    [ -z "$made_out" ] || rmdir -- "$out" 2>/dev/null  # ours, just made by the check above and still empty
+    remove_made_folders "$out" "$made_from"  # ours, just made by the check above and still empty
     echo "compare: no CUDA GPU visible ($1); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
     exit 3
 }

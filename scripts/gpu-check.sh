@@ -39,8 +39,11 @@ fi
 # steps run from the repository's root).
 if [ -n "${OUT:-}" ]; then
     OUT="$(realpath -m -- "$OUT")"
+    out_made_from="$(first_missing_folder "$OUT")"
     why="$(repository_folder_reason "$OUT")"
     [ -n "$why" ] || why="$(unwritable_folder_reason "$OUT")"
+    # Until the steps start, a refusal removes the folders this check made.
+    trap 'remove_made_folders "$OUT" "$out_made_from"' EXIT
     if [ -n "$why" ]; then
         echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder of the check's own that can be written, or unset OUT" >&2
         exit 2
@@ -130,6 +133,7 @@ cuda_sees_the_gpus() {
 # (an interrupted run would leave the last one's summary, all PASS). Emptied only now, when the steps are
 # about to run: a refused run leaves the last run's logs as they were.
 rm -f -- "$logs"/*.log "$logs/summary.txt"
+trap - EXIT
 
 # The limits of the steps, in seconds: several times what each takes on one H100 (the build 5-10 min,
 # racecheck up to 10 min), so that only a hang reaches one.

@@ -49,7 +49,12 @@ check_out() {
     why="$(unwritable_folder_reason "$out")"
     [ -z "$why" ] || bad_flag "--out: $why"
 }
-[ -z "$out" ] || { out="$(realpath -m -- "$out")"; check_out; rmdir "$out"; }  # ours, just made and empty
+if [ -n "$out" ]; then
+    out="$(realpath -m -- "$out")"
+    made_from="$(first_missing_folder "$out")"
+    check_out
+    remove_made_folders "$out" "$made_from"  # ours, just made and empty: made again once there is a GPU
+fi
 # The GPUs first: without one there is nothing to record, whatever CUDA_VISIBLE_DEVICES says.
 if ! listing="$(quick_query nvidia-smi -L 2>/dev/null)" || [ -z "$listing" ]; then
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails, does not answer or lists none); results are measured on GPUs" >&2

@@ -81,12 +81,16 @@ expect() {
 }
 
 # ---- no GPU: exit 3 before the build, and before CUDA_VISIBLE_DEVICES is looked at ----
-run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
+run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare/of/today"
 expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
 [ -z "$built" ] || fail "compare_no_gpu: built before saying there is no GPU ($built)"
-[ ! -e "$tmp/compare" ] || fail "compare_no_gpu: left the --out folder it made to check it"
-run FAKE_GPUS=0 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
+[ ! -e "$tmp/compare" ] || fail "compare_no_gpu: left the --out folder (or its parents) it made to check it"
+mkdir "$tmp/kept"  # a folder of the user's above the ones the script makes stays
+run FAKE_GPUS=0 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/kept/record/of/today"
 expect record_results_no_gpu 3 "record-results: no CUDA GPU visible"
+[ -d "$tmp/kept" ] && [ ! -e "$tmp/kept/record" ] ||
+    fail "record_results_no_gpu: removed a folder it did not make, or left one it made to check --out"
+rmdir "$tmp/kept"
 run FAKE_GPUS=2 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
 expect record_results_some_gpus 2 "CUDA_VISIBLE_DEVICES='0' does not name each of the machine's 2 GPUs once"
 for hiding in 0,0 abc 0,1,2 ''; do  # a GPU twice, no GPU, one GPU too many, none
@@ -202,6 +206,9 @@ expect gpu_check_unwritable_out 2 "gpu-check: OUT: cannot create the folder '/pr
 [ -z "$built" ] || fail "gpu_check_unwritable_out: built before refusing OUT ($built)"
 run FAKE_GPUS=1 OUT="$scratch/scripts" -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_out_among_repository_files 2 "holds the repository's own files"
+run FAKE_GPUS=0 OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
+expect gpu_check_no_gpu 3 "gpu-check: no GPU visible"
+[ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"
 mkdir -p "$scratch/out/gpu-check/compare"
 echo "an earlier run's table" >"$scratch/out/gpu-check/compare/comparison.md"
 mkdir "$tmp/gpu-check-out"
