@@ -58,6 +58,19 @@ struct Nvml::Api {
     NvmlReturn (*remote_pci)(NvmlDevice, unsigned, PciInfo*) = nullptr;
     NvmlReturn (*remote_type)(NvmlDevice, unsigned, int*) = nullptr;
     NvmlReturn (*compute_processes)(NvmlDevice, unsigned*, ProcessInfo*) = nullptr;
+    NvmlReturn (*pcie_width)(NvmlDevice, unsigned*) = nullptr;
+    NvmlReturn (*max_pcie_width)(NvmlDevice, unsigned*) = nullptr;
+    NvmlReturn (*pcie_generation)(NvmlDevice, unsigned*) = nullptr;
+    NvmlReturn (*max_pcie_generation)(NvmlDevice, unsigned*) = nullptr;
+
+    // The handle of the GPU at `gpu`; throws std::runtime_error naming it when NVML cannot find it.
+    NvmlDevice device(const PciAddress& gpu) const {
+        NvmlDevice handle = nullptr;
+        const NvmlReturn status = handle_by_bus_id(gpu.bus_id.c_str(), &handle);
+        if (status != kNvmlSuccess)
+            throw std::runtime_error("NVML cannot find the GPU at PCI " + gpu.bus_id + ": " + describe(status));
+        return handle;
+    }
 
     std::string describe(NvmlReturn status) const {
         return error_string ? error_string(status) : "NVML error " + std::to_string(status);
@@ -109,6 +122,11 @@ Nvml::Nvml() : api_(new Api) {
     api_->remote_type = load<decltype(api_->remote_type)>(library, "nvmlDeviceGetNvLinkRemoteDeviceType");
     api_->compute_processes = load<decltype(api_->compute_processes)>(
         library, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2");
+    api_->pcie_width = load<decltype(api_->pcie_width)>(library, "nvmlDeviceGetCurrPcieLinkWidth");
+    api_->max_pcie_width = load<decltype(api_->max_pcie_width)>(library, "nvmlDeviceGetMaxPcieLinkWidth");
+    api_->pcie_generation = load<decltype(api_->pcie_generation)>(library, "nvmlDeviceGetCurrPcieLinkGeneration");
+    api_->max_pcie_generation =
+        load<decltype(api_->max_pcie_generation)>(library, "nvmlDeviceGetMaxPcieLinkGeneration");
     if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
         error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
         return;
@@ -183,14 +201,23 @@ std::vector<Link> Nvml::links(const std::vector<PciAddress>& gpus) const {
     return links;
 }
 
+PcieLink Nvml::pcie_link(const PciAddress& gpu) const {
+    if (!available_) throw std::runtime_error(error_);
+    const NvmlDevice handle = api_->device(gpu);
+    const auto ask = [&](NvmlReturn (*call)(NvmlDevice, unsigned*)) {
+        unsigned value = 0;
+        return call && call(handle, &value) == kNvmlSuccess ? static_cast<int>(value) : 0;
+    };
+    return {ask(api_->pcie_width), ask(api_->max_pcie_width), ask(api_->pcie_generation),
+            ask(api_->max_pcie_generation)};
+}
+
 std::vector<GpuProcess> Nvml::compute_processes(const PciAddress& gpu) const {
     if (!available_) throw std::runtime_error(error_);
     if (!api_->compute_processes)
         throw std::runtime_error("this driver's NVML lacks nvmlDeviceGetComputeRunningProcesses (_v2 or _v3)");
-    NvmlDevice handle = nullptr;
-    NvmlReturn status = api_->handle_by_bus_id(gpu.bus_id.c_str(), &handle);
-    if (status != kNvmlSuccess)
-        throw std::runtime_error("NVML cannot find the GPU at PCI " + gpu.bus_id + ": " + api_->describe(status));
+    const NvmlDevice handle = api_->device(gpu);
+    NvmlReturn status = kNvmlSuccess;
     // A process may start between NVML's count and its list: the array then grows and the call is repeated.
     std::vector<ProcessInfo> infos(16);
     for (int attempt = 0; attempt < 4; ++attempt) {

@@ -29,6 +29,13 @@ std::string link_label(const Link& link);
 // nvidia-smi's name of an NVML topology level (NVML_TOPOLOGY_SINGLE = 10 -> "PIX", ...).
 std::string pcie_path_name(int nvml_topology_level);
 
+// A GPU's PCIe link: lanes and generation now, and the most the GPU and its slot allow; 0 where NVML does
+// not say (a VM may not).
+struct PcieLink {
+    int width = 0, max_width = 0;
+    int generation = 0, max_generation = 0;
+};
+
 // A process with a compute context on a GPU, as NVML lists it.
 struct GpuProcess {
     unsigned pid = 0;           // in the driver's view; a container may not see it
@@ -50,6 +57,9 @@ public:
 
     // links[i * n + j] between GPUs i and j; throws std::runtime_error when NVML cannot find a GPU.
     std::vector<Link> links(const std::vector<PciAddress>& gpus) const;
+
+    // The PCIe link of the GPU at `gpu`; throws std::runtime_error when NVML cannot find it.
+    PcieLink pcie_link(const PciAddress& gpu) const;
 
     // The processes with a compute context on the GPU at `gpu`, this one's included; throws
     // std::runtime_error when NVML cannot say (a driver without the call, a GPU it cannot find).

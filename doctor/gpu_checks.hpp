@@ -51,6 +51,12 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
 // without programmatic launch on GPUs whose code has the wait; else PASS.
 Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus);
 
+// Check 1's verdict on the GPUs' PCIe links, one per visible GPU (nvml.hpp; a width of 0 is unknown):
+// WARN when a link has fewer lanes than its GPU and slot allow (x8 of x16: a card in a narrower slot, a riser,
+// a BIOS lane setting), which divides every copy between that GPU and the host, and between GPUs without
+// NVLink, by as much; else PASS. The generation is reported, not judged: an idle GPU lowers it to save power.
+Finding pcie_link_verdict(const std::vector<PcieLink>& links);
+
 // Check 1's verdict on other processes on the GPUs (other_processes.hpp): WARN when there is one (whatever
 // doctor and the programs time beside it is slower and varies), with a detail line each and one saying
 // why a GPU's list is missing; else PASS.

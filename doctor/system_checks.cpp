@@ -108,6 +108,37 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
     return verdict;
 }
 
+namespace {
+// A GPU's PCIe link, all unknown (0) where NVML is missing or cannot find the GPU.
+PcieLink pcie_link_of(const Nvml& nvml, const PciAddress& gpu) {
+    if (!nvml.available()) return {};
+    try {
+        return nvml.pcie_link(gpu);
+    } catch (const std::runtime_error&) {
+        return {};
+    }
+}
+}  // namespace
+
+Finding pcie_link_verdict(const std::vector<PcieLink>& links) {
+    Finding verdict;
+    std::string narrow;
+    for (size_t device = 0; device < links.size(); ++device) {
+        const PcieLink& link = links[device];
+        if (link.width > 0 && link.max_width > link.width)
+            narrow += (narrow.empty() ? "GPU " : ", GPU ") + std::to_string(device) + " x" +
+                      std::to_string(link.width) + " of x" + std::to_string(link.max_width);
+    }
+    if (narrow.empty()) return verdict;
+    verdict.status = Status::warn;
+    verdict.summary = "PCIe links with fewer lanes than they can have (" + narrow +
+                      "): copies to and from the host, and between GPUs without NVLink, are as much slower";
+    verdict.next =
+        "move the card to a full-width slot, or check its riser and the BIOS's lane settings; "
+        "`nvidia-smi -q -d PCIE` shows each link";
+    return verdict;
+}
+
 Finding other_processes_verdict(const OtherProcesses& others) {
     Finding verdict;
     verdict.details = other_process_lines(others);
@@ -164,6 +195,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
 
     std::map<std::string, int> models;
     std::vector<GpuCode> codes;
+    std::vector<PcieLink> pcie_links;
     JsonObject devices;
     for (int device = 0; device < count; ++device) {
         // Create the GPU's context now, under this check's watchdog: a GPU in a bad state often hangs or
@@ -179,13 +211,20 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         codes.push_back(gpu);
         finding.details.push_back("GPU " + std::to_string(device) + ": " + describe_device(device) + ", PCI " +
                                   system.pci.back().bus_id + ", " + code_text(gpu.code));
+        pcie_links.push_back(pcie_link_of(nvml, system.pci.back()));
+        const PcieLink& pcie = pcie_links.back();
         JsonObject json;
         json.add("name", properties.name)
             .add("compute_capability", std::to_string(properties.major) + "." + std::to_string(properties.minor))
             .add("multiprocessors", properties.multiProcessorCount)
             .add("memory_bytes", properties.totalGlobalMem)
             .add("pci_bus_id", system.pci.back().bus_id)
-            .add("build_code", code_text(gpu.code));
+            .add("build_code", code_text(gpu.code))
+            .add("pcie", JsonObject()
+                             .add("width", pcie.width)
+                             .add("max_width", pcie.max_width)
+                             .add("generation", pcie.generation)
+                             .add("max_generation", pcie.max_generation));
         devices.add(std::to_string(device), json);
     }
     system.count = count;  // only now: the later checks index names and pci by it
@@ -235,11 +274,13 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";
         finding.next = "pick identical GPUs with CUDA_VISIBLE_DEVICES";
     }
-    // Other processes are worth knowing whatever else check 1 found, and what to do about them differs.
-    if (shared.status != Status::pass) {
-        if (finding.status == Status::pass) finding.status = shared.status;
-        finding.summary += "; " + shared.summary;
-        finding.next += (finding.next.empty() ? "" : "; and ") + shared.next;
+    // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
+    // them differs.
+    for (const Finding& also : {pcie_link_verdict(pcie_links), shared}) {
+        if (also.status == Status::pass) continue;
+        if (finding.status == Status::pass) finding.status = also.status;
+        finding.summary += "; " + also.summary;
+        finding.next += (finding.next.empty() ? "" : "; and ") + also.next;
     }
     return finding;
 }
