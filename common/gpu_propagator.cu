@@ -104,9 +104,7 @@ WorkspaceFloats workspace_floats(const Problem& p, const FieldLayout& l, bool gr
     }
     return f;
 }
-}  // namespace
 
-namespace {
 // Once a process: on a GPU that could join the steps by programmatic launch, a build or driver that cannot
 // makes every gradient slower (51.6 against 44.0 ms on an H100: docs/PERFORMANCE.md, "A build for other
 // GPUs"), which nothing but doctor would show.
