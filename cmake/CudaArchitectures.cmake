@@ -69,8 +69,8 @@ function(fwi_native_architectures compute_caps result)
     string(REGEX REPLACE "([0-9]+)([0-9])$" "\\1.\\2" oldest_cap "${oldest}")
     message(FATAL_ERROR "the CUDA compiler ${nvcc} cannot build for a GPU of compute capability ${too_old}: the "
                         "oldest it builds for is ${oldest_cap}. Build with an older CUDA toolkit that still "
-                        "supports this GPU (put its nvcc first on PATH, or set CUDACXX; CUDA 13 dropped 7.x, "
-                        "CUDA 12 still builds it), or name the other GPUs' architectures yourself with CUDAARCHS")
+                        "supports this GPU (put its nvcc first on PATH, or set CUDACXX; CUDA 13 builds for 7.5 and "
+                        "later, CUDA 12 for 5.0 and later), or name the other GPUs' architectures yourself with CUDAARCHS")
   endif()
   if(not_known)
     string(REPLACE ";" ", " not_known "${not_known}")

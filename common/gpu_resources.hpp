@@ -86,6 +86,14 @@ public:
         if (count) CUDA_CHECK(cudaMalloc(&data, count * sizeof(T)));
         memory_ = Memory(data, device);
     }
+    // The count moves with the memory: a moved-from buffer is empty, and one moved into gives its own back.
+    DeviceBuffer(DeviceBuffer&& other) noexcept
+        : memory_(std::move(other.memory_)), count_(std::exchange(other.count_, 0)) {}
+    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+        std::swap(memory_, other.memory_);
+        std::swap(count_, other.count_);
+        return *this;
+    }
 
     T* data() const { return static_cast<T*>(memory_.get()); }
     size_t size() const { return count_; }
@@ -121,6 +129,13 @@ public:
         void* data = nullptr;
         if (count) CUDA_CHECK(cudaHostAlloc(&data, count * sizeof(T), flags));
         memory_ = Memory(data, current_device());
+    }
+    PinnedBuffer(PinnedBuffer&& other) noexcept
+        : memory_(std::move(other.memory_)), count_(std::exchange(other.count_, 0)) {}
+    PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
+        std::swap(memory_, other.memory_);
+        std::swap(count_, other.count_);
+        return *this;
     }
 
     T* data() const { return static_cast<T*>(memory_.get()); }

@@ -413,7 +413,8 @@ check_cuda_environment() {
 }
 
 # configure_and_build PRESET: installs what is missing, then configures and builds PRESET (CMakePresets.json).
-# The scripts build the default preset on every machine, into build/: for the GPUs present, or without one
+# The scripts build the default preset on every machine, into build/: for the GPUs present at its first
+# configure (kept until `cmake --preset default --fresh`), or without one
 # for A100 and H100/H200 + PTX; the ci preset (into build-ci/; sm_90 + PTX where no GPU is visible) is a
 # quicker build by hand.
 configure_and_build() {

@@ -23,7 +23,15 @@ TEST_CASE("an owner holds nothing until made, and a move leaves its source empty
     CHECK(buffer.bytes() == 4000);
     DeviceBuffer<float> moved(std::move(buffer));
     CHECK(moved.data() == memory);
+    CHECK(moved.size() == 1000);
     CHECK(buffer.data() == nullptr);
+    CHECK(buffer.size() == 0);
+    DeviceBuffer<float> other(10);
+    other = std::move(moved);  // the two swap: each count stays with its memory
+    CHECK(other.data() == memory);
+    CHECK(other.size() == 1000);
+    CHECK(moved.size() == 10);
+    moved = std::move(other);
 
     CudaStream stream(current_device());
     const cudaStream_t handle = stream.get();
