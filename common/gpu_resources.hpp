@@ -72,24 +72,16 @@ inline int make_current(int device) {
     return device;
 }
 
-}  // namespace detail
-
-// `count` elements of T in device memory.
-template <typename T>
-class DeviceBuffer {
+// `count` elements of T at memory that `release` gives back: what DeviceBuffer and PinnedBuffer share. The
+// count moves with the memory: a moved-from array is empty, and one moved into gives its own back.
+template <typename T, cudaError_t (*release)(void*)>
+class OwnedArray {
 public:
-    DeviceBuffer() = default;
-    explicit DeviceBuffer(size_t count) : DeviceBuffer(current_device(), count) {}
-    DeviceBuffer(int device, size_t count) : count_(count) {
-        detail::make_current(device);
-        void* data = nullptr;
-        if (count) CUDA_CHECK(cudaMalloc(&data, count * sizeof(T)));
-        memory_ = Memory(data, device);
-    }
-    // The count moves with the memory: a moved-from buffer is empty, and one moved into gives its own back.
-    DeviceBuffer(DeviceBuffer&& other) noexcept
+    OwnedArray() = default;
+    OwnedArray(void* memory, size_t count, int device) : memory_(memory, device), count_(count) {}
+    OwnedArray(OwnedArray&& other) noexcept
         : memory_(std::move(other.memory_)), count_(std::exchange(other.count_, 0)) {}
-    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    OwnedArray& operator=(OwnedArray&& other) noexcept {
         std::swap(memory_, other.memory_);
         std::swap(count_, other.count_);
         return *this;
@@ -100,6 +92,22 @@ public:
     size_t bytes() const { return count_ * sizeof(T); }
     int device() const { return memory_.device(); }
 
+private:
+    OwnedHandle<void*, release> memory_;
+    size_t count_ = 0;
+};
+
+}  // namespace detail
+
+// `count` elements of T in device memory.
+template <typename T>
+class DeviceBuffer : public detail::OwnedArray<T, cudaFree> {
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(size_t count) : DeviceBuffer(current_device(), count) {}
+    DeviceBuffer(int device, size_t count) : detail::OwnedArray<T, cudaFree>(allocate(device, count), count, device) {}
+
+    using detail::OwnedArray<T, cudaFree>::data;
     // Enqueues copying `host` (at most size() elements) into the first elements; the caller keeps `host`
     // until the stream has done it.
     void upload(const std::vector<T>& host, cudaStream_t stream = nullptr) {
@@ -114,37 +122,29 @@ public:
     }
 
 private:
-    using Memory = detail::OwnedHandle<void*, cudaFree>;
-    Memory memory_;
-    size_t count_ = 0;
+    static void* allocate(int device, size_t count) {
+        detail::make_current(device);
+        void* memory = nullptr;
+        if (count) CUDA_CHECK(cudaMalloc(&memory, count * sizeof(T)));
+        return memory;
+    }
 };
 
 // `count` elements of T in page-locked host memory (cudaHostAlloc with `flags`): the copy engines read and
 // write it directly, and with cudaHostAllocMapped kernels can too.
 template <typename T>
-class PinnedBuffer {
+class PinnedBuffer : public detail::OwnedArray<T, cudaFreeHost> {
 public:
     PinnedBuffer() = default;
-    explicit PinnedBuffer(size_t count, unsigned flags = cudaHostAllocDefault) : count_(count) {
-        void* data = nullptr;
-        if (count) CUDA_CHECK(cudaHostAlloc(&data, count * sizeof(T), flags));
-        memory_ = Memory(data, current_device());
-    }
-    PinnedBuffer(PinnedBuffer&& other) noexcept
-        : memory_(std::move(other.memory_)), count_(std::exchange(other.count_, 0)) {}
-    PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-        std::swap(memory_, other.memory_);
-        std::swap(count_, other.count_);
-        return *this;
-    }
-
-    T* data() const { return static_cast<T*>(memory_.get()); }
-    size_t size() const { return count_; }
+    explicit PinnedBuffer(size_t count, unsigned flags = cudaHostAllocDefault)
+        : detail::OwnedArray<T, cudaFreeHost>(allocate(count, flags), count, current_device()) {}
 
 private:
-    using Memory = detail::OwnedHandle<void*, cudaFreeHost>;
-    Memory memory_;
-    size_t count_ = 0;
+    static void* allocate(size_t count, unsigned flags) {
+        void* memory = nullptr;
+        if (count) CUDA_CHECK(cudaHostAlloc(&memory, count * sizeof(T), flags));
+        return memory;
+    }
 };
 
 // A stream. Non-blocking by default: it does not wait for the legacy default stream (work queued with no
