@@ -6,8 +6,8 @@
 #   - between two architectures it knows (compute capability 10.3 where it knows 10.0 and 12.0): machine code
 #     of the newest older one of the same major version, which the GPU runs as its own, else that one's
 #     PTX, which the driver compiles when a program loads; with a warning that names the GPU;
-#   - newer than every architecture it knows (a Blackwell and CUDA 12.4, say): PTX of the newest it
-#     knows, with the same kind of warning;
+#   - newer than every architecture it knows: the same rule, so machine code of the newest where the major
+#     version is the GPU's, else its PTX (a Blackwell and CUDA 12.4, say: PTX of 9.0), with the same warning;
 #   - older than every architecture it knows (a V100 and CUDA 13): a fatal error saying so.
 # Where nvcc cannot be asked, "native": project() or nvcc then reports what is wrong.
 # nvidia-smi lists every GPU of the machine, also those CUDA_VISIBLE_DEVICES hides: the build covers them too.
@@ -79,4 +79,48 @@ function(fwi_native_architectures compute_caps result)
   endif()
   list(REMOVE_DUPLICATES architectures)
   set(${result} "${architectures}" PARENT_SCOPE)
+endfunction()
+
+# fwi_warn_about_gpus_without_code(COMPUTE_CAPS ARCHITECTURES): a warning for each GPU present (nvidia-smi's
+# compute capabilities) that a build for ARCHITECTURES (CMake's list: "90-real", "80", "90-virtual") has
+# no code for. A GPU runs machine code of its own architecture or of an older one of its major version,
+# and PTX of its own or an older architecture, which the driver compiles when a program loads. Its
+# programs would stop with the rebuild hint (or run slower on PTX), so the configure says so at once: a
+# build folder keeps its architectures from its first configure, on another node too.
+function(fwi_warn_about_gpus_without_code compute_caps architectures)
+  if(architectures MATCHES "^(all|all-major|native|OFF)$")
+    return()
+  endif()
+  string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${compute_caps}")
+  list(REMOVE_DUPLICATES caps)
+  set(without_code "")
+  foreach(cap IN LISTS caps)
+    string(REPLACE "." "" number "${cap}")
+    math(EXPR gpu_major "${number} / 10")
+    set(runs_something FALSE)
+    foreach(architecture IN LISTS architectures)
+      if(NOT architecture MATCHES "^([0-9]+)(-real|-virtual)?$")
+        continue()  # an architecture CMake or nvcc will judge (90a, say)
+      endif()
+      set(built "${CMAKE_MATCH_1}")
+      set(kind "${CMAKE_MATCH_2}")
+      math(EXPR built_major "${built} / 10")
+      if(NOT kind STREQUAL "-virtual" AND built_major EQUAL gpu_major AND NOT built GREATER number)
+        set(runs_something TRUE)  # machine code
+      elseif(NOT kind STREQUAL "-real" AND NOT built GREATER number)
+        set(runs_something TRUE)  # PTX
+      endif()
+    endforeach()
+    if(NOT runs_something)
+      list(APPEND without_code "${cap}")
+    endif()
+  endforeach()
+  if(without_code)
+    string(REPLACE ";" ", " without_code "${without_code}")
+    message(WARNING "this build's CUDA architectures (${architectures}) hold no code that a GPU of compute "
+                    "capability ${without_code} on this machine runs: its programs stop with a message asking "
+                    "for a rebuild. The build folder keeps the architectures of its first configure; choose "
+                    "again for the GPUs present with `env -u CUDAARCHS cmake --preset default --fresh` (another "
+                    "folder: add -B <folder>), or name every node's kind with CUDAARCHS=\"80;90\" and --fresh.")
+  endif()
 endfunction()

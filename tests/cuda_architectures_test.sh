@@ -1,12 +1,12 @@
 #!/bin/bash
-# Usage: cuda_architectures_test.sh CMAKE SOURCE_DIR CAPS EXPECTED_TEXT EXPECTED_STATUS [LATER_CAPS]
+# Usage: cuda_architectures_test.sh CMAKE SOURCE_DIR CAPS EXPECTED_TEXT EXPECTED_STATUS [LATER_CAPS [UNEXPECTED_TEXT]]
 # Configures SOURCE_DIR (ci preset, no tests) with an nvidia-smi that reports the GPUs' compute capabilities
 # CAPS (e.g. "9.0 99.0") on PATH before the real one, and checks that the configure exits with
 # EXPECTED_STATUS ("ok" or "fails") and prints EXPECTED_TEXT. With LATER_CAPS, the same build folder is
-# configured again with an nvidia-smi that reports those, and that configure is the one checked. Nothing
-# is built; no GPU is needed.
+# configured again with an nvidia-smi that reports those, and that configure is the one checked. With
+# UNEXPECTED_TEXT, the checked configure must not print it. Nothing is built; no GPU is needed.
 set -u
-cmake=$1 source_dir=$2 caps=$3 expected_text=$4 expected_status=$5 later_caps=${6:-}
+cmake=$1 source_dir=$2 caps=$3 expected_text=$4 expected_status=$5 later_caps=${6:-} unexpected_text=${7:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/bin"
@@ -30,6 +30,11 @@ fi
 # CMake wraps its messages: compare with the line breaks and indentation as spaces.
 if ! tr -s ' \n' ' ' < "$work/log" | grep -qE -- "$expected_text"; then
     echo "configure output lacks /$expected_text/:"
+    cat "$work/log"
+    exit 1
+fi
+if [ -n "$unexpected_text" ] && tr -s ' \n' ' ' < "$work/log" | grep -qE -- "$unexpected_text"; then
+    echo "configure output says /$unexpected_text/, which it should not:"
     cat "$work/log"
     exit 1
 fi

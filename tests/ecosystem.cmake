@@ -6,11 +6,18 @@ add_test(NAME ecosystem_cudaarchs_honoured
          COMMAND ${BASH_EXECUTABLE} -c
                  "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS='80;90' \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null && grep -x 'CMAKE_CUDA_ARCHITECTURES:STRING=80;90' \"$dir/CMakeCache.txt\"; status=$?; rm -rf \"$dir\"; exit $status"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
-set_tests_properties(ecosystem_cudaarchs_honoured PROPERTIES LABELS cpu TIMEOUT 300)
+# CMake reads CUDAARCHS only at a build folder's first configure: a later configure with another one
+# says that it is not used, rather than ignoring it in silence.
+add_test(NAME ecosystem_cudaarchs_changed_later_is_reported
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS=80 \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null 2>&1 && CUDAARCHS=90 \"$0\" \"$dir\" 2>&1 | tr -s ' \\n' ' ' | grep -q 'CUDAARCHS=\"90\" is not used: this build folder keeps the CUDA architectures 80'; status=$?; rm -rf \"$dir\"; exit $status"
+                 ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
+set_tests_properties(ecosystem_cudaarchs_honoured ecosystem_cudaarchs_changed_later_is_reported
+                     PROPERTIES LABELS cpu TIMEOUT 300)
 # With a GPU present and no architectures given, the build is for the GPUs present, unless the CUDA
-# compiler does not know one of them (cmake/CudaArchitectures.cmake): a GPU newer than it knows gets PTX
-# of the newest it knows, with a warning; one older than it knows stops the configure with a message.
-# A fake nvidia-smi reports the GPUs.
+# compiler does not know one of them (cmake/CudaArchitectures.cmake): a GPU of a major version newer than
+# it knows gets PTX of the newest it knows, with a warning; one older than it knows stops the configure
+# with a message. A fake nvidia-smi reports the GPUs.
 add_test(NAME ecosystem_gpu_newer_than_the_compiler
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
                  ${PROJECT_SOURCE_DIR} "9.0 99.0" "knows no GPU of compute capability 99.0.*CUDA architectures: 90-real;[0-9]+-virtual" ok)
@@ -21,12 +28,18 @@ add_test(NAME ecosystem_gpu_between_known_architectures
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
                  ${PROJECT_SOURCE_DIR} "8.5" "knows no GPU of compute capability 8.5 \\(machine code of 8.0.*CUDA architectures: 80-real " ok)
 # The architectures chosen at the first configure stay: a build folder shared by nodes with other GPUs
-# is not rebuilt for whichever configured last.
+# is not rebuilt for whichever configured last. Where a GPU present has no code in them (8.6's machine
+# code on a 9.0), the configure warns and says how to choose again; where it runs them (8.0's on an
+# 8.6, of the same major version), it does not.
 add_test(NAME ecosystem_architectures_kept_on_reconfigure
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
-                 ${PROJECT_SOURCE_DIR} "8.6" "CUDA architectures: 86-real \\(as given or kept from the first configure" ok "9.0")
+                 ${PROJECT_SOURCE_DIR} "8.6" "CUDA architectures: 86-real \\(as given or kept from the first configure.*hold no code that a GPU of compute capability 9.0 on this machine runs.*--fresh" ok "9.0")
+add_test(NAME ecosystem_architectures_kept_run_on_later_minor_version
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
+                 ${PROJECT_SOURCE_DIR} "8.0" "CUDA architectures: 80-real \\(as given or kept" ok "8.6" "hold no code")
 set_tests_properties(ecosystem_gpu_newer_than_the_compiler ecosystem_gpu_older_than_the_compiler
                      ecosystem_gpu_between_known_architectures ecosystem_architectures_kept_on_reconfigure
+                     ecosystem_architectures_kept_run_on_later_minor_version
                      PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME ecosystem_install_runs_from_prefix
          COMMAND ${BASH_EXECUTABLE} -c
