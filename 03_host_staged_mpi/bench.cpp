@@ -29,7 +29,7 @@ public:
         : spec_(spec), timeout_s_(timeout_s), data_(max_count), inputs_(max_count) {
         std::vector<float> mine(max_count);
         for (size_t i = 0; i < max_count; ++i) mine[i] = allreduce_input(world_rank(), i);
-        inputs_.upload(mine);
+        inputs_.upload(mine, nullptr);
         CUDA_CHECK(cudaStreamSynchronize(nullptr));
         combine_ = std::make_unique<DeviceCombine>(spec, data_.data(), max_count, MPI_COMM_WORLD);
     }
@@ -48,7 +48,7 @@ public:
     }
     void wait() override {}
     long long count_wrong(size_t count) override {
-        const std::vector<float> result = data_.download(count);
+        const std::vector<float> result = data_.download(count, nullptr);
         long long wrong = 0;
         for (size_t i = 0; i < count; ++i) wrong += !(result[i] == allreduce_expected_sum(world_size(), i));
         return wrong;

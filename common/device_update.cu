@@ -38,7 +38,7 @@ __global__ void update_kernel(const float* gradient, const float* weights, int n
 
 DeviceModelUpdate::DeviceModelUpdate(const Problem& problem)
     : problem_(problem), depth_weights_(problem.nz), largest_bits_(1) {
-    depth_weights_.upload(depth_weights(problem));
+    depth_weights_.upload(depth_weights(problem), nullptr);  // on the legacy stream, which the next line waits for
     CUDA_CHECK(cudaDeviceSynchronize());
 }
 

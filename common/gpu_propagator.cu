@@ -107,14 +107,15 @@ WorkspaceFloats workspace_floats(const Problem& p, const FieldLayout& l, bool gr
 
 // Once a process: on a GPU that could join the steps by programmatic launch, a build or driver that cannot
 // makes every gradient slower (51.6 against 44.0 ms on an H100: docs/PERFORMANCE.md, "A build for other
-// GPUs"), which nothing but doctor would show.
+// GPUs"), which nothing but doctor would show. In 05 and 06 each rank says it for its own GPU, named by
+// its rank in the message's prefix.
 void warn_steps_without_programmatic_launch(const BuildCode& code) {
     static std::once_flag warned;
     std::call_once(warned, [&] {
         print_warning(
             has_programmatic_wait(code)
                 ? std::string("the propagator steps without programmatic launch, slower: the driver is older than "
-                              "CUDA 12.3, which makes its edges; update the driver")
+                              "CUDA 12.3 and cannot make the graph's programmatic edges; update the driver")
                 : "the propagator steps without programmatic launch, slower: this GPU runs the build's compute_" +
                       std::to_string(code.ptx_version) + " code (CUDA architectures " + build_cuda_architectures() +
                       "), which lacks the wait it needs; " + kRebuildForTheseGpus);

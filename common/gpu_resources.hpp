@@ -2,11 +2,13 @@
 // (PinnedBuffer), streams (CudaStream) and events (CudaEvent). They are the suite's one way to hold these:
 // each is given back when its owner goes, on an error path too, and moves but never copies.
 //
-// Each is made on the device its constructor names (a DeviceBuffer given only a count: on the current one,
-// as cudaMalloc does) and makes that device current, as cudaSetDevice would, because the code that makes a
-// stream or a buffer usually goes on to use it there. Each remembers its device and is given back there,
-// the caller's current device restored after. A default-constructed one holds nothing: a container of them
-// (resize, an array member) never makes streams on whichever device happens to be current.
+// A DeviceBuffer, CudaStream or CudaEvent is made on the device its constructor names (a DeviceBuffer given
+// only a count: on the current one, as cudaMalloc does) and makes that device current, as cudaSetDevice
+// would, because the code that makes a stream or a buffer usually goes on to use it there. It remembers its
+// device and is given back there, the caller's current device restored after. A PinnedBuffer belongs to no
+// device: with unified addressing (every 64-bit platform CUDA supports) every GPU's copies read it. A
+// default-constructed one holds nothing: a container of them (resize, an array member) never makes streams
+// on whichever device happens to be current.
 //
 // Once the process has abandoned its GPU work (abandon_gpu_work, errors.hpp: a wait gave up on work that
 // may never end) they give back nothing: freeing memory or destroying a stream would wait on that work
@@ -16,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -32,7 +35,10 @@ inline int current_device() {
 
 namespace detail {
 
-// One CUDA handle and its device, given back by `release` (cudaFree, cudaStreamDestroy, ...).
+// One CUDA handle and its device (kNoDevice for page-locked host memory), given back by `release`
+// (cudaFree, cudaStreamDestroy, ...).
+constexpr int kNoDevice = -1;
+
 template <typename Handle, cudaError_t (*release)(Handle)>
 class OwnedHandle {
 public:
@@ -56,15 +62,21 @@ private:
     void reset() noexcept {
         if (!handle_ || gpu_work_abandoned()) return;
         int current = device_;
-        cudaGetDevice(&current);
+        if (device_ != kNoDevice) cudaGetDevice(&current);
         if (current != device_) cudaSetDevice(device_);
-        release(handle_);  // a destructor cannot report an error; a later CUDA call will
+        // A destructor cannot throw, so it says what failed and clears the error, which the next launch
+        // check would otherwise report as its own. (An error that breaks the GPU's context, such as a
+        // kernel's bad memory access, stays: the next CUDA call reports it.)
+        if (const cudaError_t status = release(handle_); status != cudaSuccess) {
+            std::fprintf(stderr, "warning: giving back a CUDA object failed: %s\n", cudaGetErrorString(status));
+            cudaGetLastError();
+        }
         if (current != device_) cudaSetDevice(current);
         handle_ = Handle{};
     }
 
     Handle handle_{};
-    int device_ = 0;
+    int device_ = kNoDevice;
 };
 
 inline int make_current(int device) {
@@ -108,13 +120,14 @@ public:
     DeviceBuffer(int device, size_t count) : detail::OwnedArray<T, cudaFree>(allocate(device, count), count, device) {}
 
     using detail::OwnedArray<T, cudaFree>::data;
-    // Enqueues copying `host` (at most size() elements) into the first elements; the caller keeps `host`
-    // until the stream has done it.
-    void upload(const std::vector<T>& host, cudaStream_t stream = nullptr) {
+    // Enqueues copying `host` (at most size() elements) into the first elements on `stream` (nullptr: the
+    // legacy default stream, which a non-blocking stream does not wait for); the caller keeps `host` until
+    // the stream has done it.
+    void upload(const std::vector<T>& host, cudaStream_t stream) {
         CUDA_CHECK(cudaMemcpyAsync(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
     }
     // The first `count` elements, once `stream` has done everything before.
-    std::vector<T> download(size_t count, cudaStream_t stream = nullptr) const {
+    std::vector<T> download(size_t count, cudaStream_t stream) const {
         std::vector<T> host(count);
         CUDA_CHECK(cudaMemcpyAsync(host.data(), data(), count * sizeof(T), cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -133,11 +146,14 @@ private:
 // `count` elements of T in page-locked host memory (cudaHostAlloc with `flags`): the copy engines read and
 // write it directly, and with cudaHostAllocMapped kernels can too.
 template <typename T>
-class PinnedBuffer : public detail::OwnedArray<T, cudaFreeHost> {
+class PinnedBuffer : private detail::OwnedArray<T, cudaFreeHost> {
 public:
     PinnedBuffer() = default;
     explicit PinnedBuffer(size_t count, unsigned flags = cudaHostAllocDefault)
-        : detail::OwnedArray<T, cudaFreeHost>(allocate(count, flags), count, current_device()) {}
+        : detail::OwnedArray<T, cudaFreeHost>(allocate(count, flags), count, detail::kNoDevice) {}
+    using detail::OwnedArray<T, cudaFreeHost>::data;
+    using detail::OwnedArray<T, cudaFreeHost>::size;
+    using detail::OwnedArray<T, cudaFreeHost>::bytes;
 
 private:
     static void* allocate(size_t count, unsigned flags) {
@@ -148,7 +164,8 @@ private:
 };
 
 // A stream. Non-blocking by default: it does not wait for the legacy default stream (work queued with no
-// stream), nor that stream for it.
+// stream), nor that stream for it. The first argument is the device's index, the kind the second: a
+// `CudaStream(cudaStreamNonBlocking)` would make a stream on device 1.
 class CudaStream {
 public:
     enum class Kind { non_blocking, blocking };
@@ -169,8 +186,8 @@ private:
     Owned stream_;
 };
 
-// An event. Without timing by default, the cheaper kind for ordering streams; with timing,
-// cudaEventElapsedTime works between two of them.
+// An event on `device` (its index). Without timing by default, the cheaper kind for ordering streams;
+// with timing, cudaEventElapsedTime works between two of them.
 class CudaEvent {
 public:
     enum class Timing { off, on };

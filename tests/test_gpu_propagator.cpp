@@ -185,9 +185,9 @@ TEST_CASE("the model update on the device matches the host's, and is the same bi
     DeviceBuffer<float> velocity(p.model_cells());
     std::vector<std::vector<float>> on_device;
     for (int repeat = 0; repeat < 3; ++repeat) {
-        velocity.upload(initial_model(p));
+        velocity.upload(initial_model(p), nullptr);
         update.apply(gpu.device_gradient(), velocity.data(), nullptr);
-        on_device.push_back(velocity.download(p.model_cells()));
+        on_device.push_back(velocity.download(p.model_cells(), nullptr));
     }
     const Difference d = compare(on_device[0], on_host);
     MESSAGE("device update vs host update: " << describe(d));

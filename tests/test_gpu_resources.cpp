@@ -82,5 +82,11 @@ TEST_SUITE("two_gpus") {
         }
         CHECK(current_device() == 0);  // the destructors went to GPU 1 and came back
         CHECK(cudaGetLastError() == cudaSuccess);
+        {
+            const PinnedBuffer<float> pinned(16);  // made with GPU 0 current, belongs to none
+            CUDA_CHECK(cudaSetDevice(1));
+        }
+        CHECK(current_device() == 1);  // given back without a device made current
+        CUDA_CHECK(cudaSetDevice(0));
     }
 }
