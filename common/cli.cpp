@@ -266,9 +266,15 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         }
         if (!has_inline_value) {
             // "--nz --nx 100" forgot the value of --nz; taking "--nx" as it would hide the mistake (and
-            // "--json --help" would be a file name on one reading and a request for help on another).
+            // "--json --help" would be a file name on one reading and a request for help on another). A
+            // mistyped flag is no value either: "--out --no-plto" would make a folder named "--no-plto".
             if (i + 1 >= argc || is_known_flag(argv[i + 1]))
                 throw UsageError(name + ": missing value (allowed " + option->range + ")");
+            if (std::string(argv[i + 1]).rfind("--", 0) == 0)
+                throw UsageError(name + ": missing value: '" + shown_value(argv[i + 1]) +
+                                 "' is a flag (one this program does not know), not a value; a value that starts "
+                                 "with -- can be given as " +
+                                 name + "=<value>");
             value = argv[++i];
         }
         try {

@@ -45,7 +45,8 @@ public:
 
     // Parses argv[1..] from left to right. Returns false when --help (or -h) comes before any error (the
     // help text is printed, unless set_prints_help(false)). Refused with UsageError: an unknown flag, a
-    // flag given twice, a missing value (the next argument is itself a flag: "--nz --nx 100"), a value
+    // flag given twice, a missing value (the next argument is a flag, known or not: "--nz --nx 100",
+    // "--out --no-plto"; a value that starts with -- can still be given as --flag=value), a value
     // that is not of the flag's type or outside its range (NaN and infinities never are), a flag this
     // run does not use (add_used_only). The result depends on argv alone, so every MPI rank parsing the
     // same argv gets the same answer.

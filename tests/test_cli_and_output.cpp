@@ -125,13 +125,18 @@ TEST_CASE("a flag given twice is refused, whichever spelling") {
     CHECK_THROWS_WITH_AS(parser.parse(3, twice), "--verify given twice", UsageError);
 }
 
-TEST_CASE("a value that is itself a known flag is a missing value") {
+TEST_CASE("a value that is itself a flag, known or not, is a missing value") {
     CHECK(parse_error({"--nz", "--nx", "100"}) == "--nz: missing value (allowed 16..16384)");
     CHECK(parse_error({"--nz", "--nx=100"}).find("--nz: missing value") == 0);
     CHECK(parse_error({"--problem", "--nz", "64"}).find("--problem: missing value") == 0);
     CHECK(parse_error({"--model", "--help"}).find("--model: missing value") == 0);
     CHECK(parse_error({"--model", "-h"}).find("--model: missing value") == 0);
-    // Not a known flag: a value (here refused by its range, not taken for a flag).
+    // A mistyped flag is not taken for a value either; with = it is one, for the flag to judge.
+    CHECK(parse_error({"--model", "--anomly"}) ==
+          "--model: missing value: '--anomly' is a flag (one this program does not know), not a value; a value "
+          "that starts with -- can be given as --model=<value>");
+    CHECK(parse_error({"--model=--anomly"}).find("--model: missing value") == std::string::npos);
+    // A negative number is a value (here refused by its range, not taken for a flag).
     CHECK(parse_error({"--nz", "-5"}).find("--nz: -5 is out of range") == 0);
 }
 
@@ -512,6 +517,47 @@ TEST_CASE("end_process_now ends the process even while a write to standard outpu
     ::close(fds[0]);
     CHECK(ended == child);
     CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+}
+
+TEST_CASE("end_process_if_late ends a process whose call hangs, and leaves alone one that returns or throws") {
+    // In a child: a call that returns in time, one that throws (the watchers must stand down: the child
+    // then lives past both limits), and last one that never returns, which must end the child with 3 and
+    // its message.
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::dup2(fds[1], STDERR_FILENO);
+        end_process_if_late(0.2, "test: too late (returned)\n", [] {});
+        try {
+            end_process_if_late(0.2, "test: too late (threw)\n", [] { throw std::runtime_error("thrown"); });
+        } catch (const std::runtime_error&) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        end_process_if_late(0.2, "test: too late (hung)\n", [] {
+            for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        });
+        std::_Exit(0);
+    }
+    ::close(fds[1]);
+    int status = 0;
+    pid_t ended = 0;
+    for (int i = 0; i < 200 && ended == 0; ++i) {  // 20 s at most
+        ended = ::waitpid(child, &status, WNOHANG);
+        if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (ended == 0) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, &status, 0);
+    }
+    std::string said(4096, '\0');
+    const ssize_t got = ::read(fds[0], said.data(), said.size());
+    said.resize(got > 0 ? size_t(got) : 0);
+    ::close(fds[0]);
+    CHECK(ended == child);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+    CHECK(said == "test: too late (hung)\n");
 }
 
 TEST_CASE("every temporary name of a process is as long as the one check_writable tried") {
