@@ -28,6 +28,7 @@
 #include "errors.hpp"
 #include "gpu_group.hpp"
 #include "nccl_comm.hpp"
+#include "run_env.hpp"
 
 using namespace fwi;
 
@@ -165,7 +166,7 @@ int run(int argc, char** argv) {
     check_writable(options.json_path, "--json");  // written at the end: refused now, not after the sweep
 
     // Before NCCL starts: it would otherwise enable peer access itself, for every variant after it.
-    if (options.no_peer_access) setenv("NCCL_P2P_DISABLE", "1", 1);
+    if (options.no_peer_access) set_environment_variable("NCCL_P2P_DISABLE", "1");
     GpuGroup group(options.gpus, options.timeout_s,
                    options.no_peer_access ? PeerAccess::leave_off : PeerAccess::enable);
     print_setup(group);

@@ -114,7 +114,7 @@ void prepare_nccl() {
     // it, the ranks connected at their first collective), so an empty one is no choice of the user's: set it.
     const auto set_unless_chosen = [](const char* name, const char* value) {
         const char* chosen = std::getenv(name);
-        if (!chosen || !*chosen) setenv(name, value, 1);
+        if (!chosen || !*chosen) set_environment_variable(name, value);
     };
     set_unless_chosen("NCCL_NVLS_ENABLE", "0");
     set_unless_chosen("NCCL_RUNTIME_CONNECT", "0");  // connect while making a communicator (the top of nccl_comm.hpp)
@@ -190,8 +190,8 @@ std::string apply_nccl_transport(const std::string& transport) {
         throw std::logic_error("apply_nccl_transport: unknown transport '" + transport + "'");
     // With peer copies and shared memory both off, the only transport NCCL has left between two GPUs
     // is its network one, even when they sit in the same host.
-    setenv("NCCL_P2P_DISABLE", "1", 1);
-    setenv("NCCL_SHM_DISABLE", "1", 1);
+    set_environment_variable("NCCL_P2P_DISABLE", "1");
+    set_environment_variable("NCCL_SHM_DISABLE", "1");
     return "transport: network (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: what crossing nodes costs, measured on one "
            "host)";
 }
@@ -199,31 +199,16 @@ std::string apply_nccl_transport(const std::string& transport) {
 void nccl_abort(ncclComm_t comm, double limit_s, const std::string& why) {
     static std::mutex one_at_a_time;
     const std::lock_guard<std::mutex> serial(one_at_a_time);
-    // The watcher outlives this call when the abort hangs, so what it shares with it is reference-counted.
-    struct Watch {
-        std::mutex mutex;
-        std::condition_variable finished;
-        bool done = false;
-    };
-    const auto watch = std::make_shared<Watch>();
-    std::thread([watch, limit_s, why] {
-        std::unique_lock<std::mutex> lock(watch->mutex);
-        const auto limit = std::chrono::duration<double>(limit_s);
-        if (watch->finished.wait_for(lock, limit, [&] { return watch->done; })) return;
-        // The reason first: the exception that would have carried it is never thrown.
-        const std::string name = running_program_name();
-        end_process_now(kExitEnvironment, (why.empty() ? "" : name + ": environment: " + why + "\n") + name +
-                                              ": environment: ncclCommAbort did not return within " +
-                                              format_number(std::round(limit_s)) +
-                                              " s (a known problem of some NCCL versions); ending the process\n");
-    }).detach();
-    ncclCommAbort(comm);
-    forget(comm);
-    {
-        const std::lock_guard<std::mutex> lock(watch->mutex);
-        watch->done = true;
-    }
-    watch->finished.notify_one();
+    // The reason first: the exception that would have carried it is never thrown.
+    const std::string name = running_program_name();
+    end_process_if_late(limit_s,
+                        (why.empty() ? "" : name + ": environment: " + why + "\n") + name +
+                            ": environment: ncclCommAbort did not return within " + format_number(std::round(limit_s)) +
+                            " s (a known problem of some NCCL versions); ending the process\n",
+                        [&] {
+                            ncclCommAbort(comm);
+                            forget(comm);
+                        });
 }
 
 namespace {
@@ -243,6 +228,10 @@ namespace {
     const std::vector<int> ranks = ranks_of(comms, nranks);
     const std::string message = nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail);
     for (ncclComm_t comm : comms) nccl_abort(comm, kNcclAbortLimitSeconds, message);
+    // A kernel of theirs stuck in a peer's memory (a broken link) may outlive the abort: freeing device
+    // memory on the way out would wait for it, so nothing is given back, and the process ends at once
+    // after its message.
+    abandon_gpu_work();
     throw EnvironmentError(message);
 }
 
@@ -334,18 +323,33 @@ ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double t
 }
 
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
-    // One thread finalizing several ranks must issue them together, like their creation. On a blocking
-    // communicator the finalize is done when the group returns, and the wait returns at its first poll;
-    // on a non-blocking one (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the environment, which
-    // overrides the configuration) it goes on in the background.
-    NCCL_CHECK(ncclGroupStart());
-    for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
-    NCCL_CHECK(ncclGroupEnd());
-    wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
-    for (ncclComm_t comm : comms) {
-        NCCL_CHECK(ncclCommDestroy(comm));
-        forget(comm);
-    }
+    // On a blocking communicator the finalize is done when the group returns, which waits for the other
+    // ranks without a limit, and the destroy joins NCCL's proxy thread, which can hang in the network: so
+    // the whole of it runs under a limit that ends the process, after timeout_s and an abort's own limit
+    // (the wait below aborts on its timeout).
+    int nranks = 0;
+    const std::string ranks = describe_ranks(ranks_of(comms, nranks), nranks);
+    const std::string name = running_program_name();
+    const double limit_s = timeout_s + kNcclAbortLimitSeconds;
+    end_process_if_late(
+        limit_s,
+        name + ": environment: NCCL communicator finalize and destroy on " + ranks + " not done within " +
+            format_number(std::round(limit_s)) +
+            " s (another rank failed, hung or is much slower, or NCCL's network proxy is stuck); ending the "
+            "process\n",
+        [&] {
+            // One thread finalizing several ranks must issue them together, like their creation. On a
+            // non-blocking communicator (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the environment,
+            // which overrides the configuration) the finalize goes on in the background.
+            NCCL_CHECK(ncclGroupStart());
+            for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
+            NCCL_CHECK(ncclGroupEnd());
+            wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
+            for (ncclComm_t comm : comms) {
+                NCCL_CHECK(ncclCommDestroy(comm));
+                forget(comm);
+            }
+        });
 }
 
 std::string describe_ranks(const std::vector<int>& ranks, int nranks) {

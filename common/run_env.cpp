@@ -150,11 +150,15 @@ std::string utc_now() {
     return text;
 }
 
+std::mutex& environment_mutex() {
+    static std::mutex mutex;
+    return mutex;
+}
+
 // Every NCCL_* variable of the process, sorted by name.
 JsonObject nccl_variables() {
     std::vector<std::pair<std::string, std::string>> found;
-    for (char** entry = environ; *entry; ++entry) {
-        const std::string text = *entry;
+    for (const std::string& text : environment_entries()) {
         const size_t equals = text.find('=');
         if (text.rfind("NCCL_", 0) == 0 && equals != std::string::npos)
             found.emplace_back(text.substr(0, equals), text.substr(equals + 1));
@@ -181,6 +185,23 @@ std::string build_cuda_architectures() { return FWI_CUDA_ARCHITECTURES; }
 
 std::string cuda_version_text(int version) {
     return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+void set_environment_variable(const char* name, const char* value) {
+    const std::lock_guard<std::mutex> lock(environment_mutex());
+    setenv(name, value, 1);
+}
+
+void unset_environment_variable(const char* name) {
+    const std::lock_guard<std::mutex> lock(environment_mutex());
+    unsetenv(name);
+}
+
+std::vector<std::string> environment_entries() {
+    const std::lock_guard<std::mutex> lock(environment_mutex());
+    std::vector<std::string> entries;
+    for (char** entry = environ; entry && *entry; ++entry) entries.emplace_back(*entry);
+    return entries;
 }
 
 std::string host_name() {

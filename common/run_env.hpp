@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "output.hpp"
 
@@ -28,6 +29,15 @@ void set_env_field(const std::string& key, const JsonValue& value);
 
 // The CUDA architectures this build was made for, CMake's list comma-separated: "80-real,90-real,90-virtual".
 std::string build_cuda_architectures();
+
+// The suite's changes to its own environment and its reads of the whole of it go through these, under one
+// lock: a thread that writes a report (doctor's watchdog, run_env_json's NCCL_* variables) may read the
+// environment while the main thread sets a variable, which setenv and a walk of `environ` alone make
+// undefined behaviour. (NCCL's own threads read single variables with getenv; the suite sets NCCL's before
+// making communicators.)
+void set_environment_variable(const char* name, const char* value);
+void unset_environment_variable(const char* name);
+std::vector<std::string> environment_entries();  // every "NAME=value" of the process, in its order
 
 // This machine's name (gethostname).
 std::string host_name();

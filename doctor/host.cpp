@@ -18,8 +18,6 @@
 #include "output.hpp"
 #include "run_env.hpp"
 
-extern char** environ;
-
 namespace fwi::doctor {
 
 namespace {
@@ -65,11 +63,7 @@ Variables relevant_variables(const std::vector<std::string>& entries) {
     return variables;
 }
 
-Variables relevant_variables_in_effect() {
-    std::vector<std::string> entries;
-    for (char** entry = environ; entry && *entry; ++entry) entries.emplace_back(*entry);
-    return relevant_variables(entries);
-}
+Variables relevant_variables_in_effect() { return relevant_variables(environment_entries()); }
 
 bool worth_showing(const std::string& name) {
     if (!starts_with(name, "OMPI_")) return true;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "nccl_comm.hpp"
+#include "run_env.hpp"
 
 namespace fwi::doctor {
 
@@ -106,16 +107,16 @@ NcclLogCapture::NcclLogCapture() {
     if (error || !mkdtemp(folder.data())) return;  // no log then: the checks run without transport names
     folder_ = folder;
     path_ = folder_ + "/nccl.log";
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_FILE", path_.c_str(), 1);
+    set_environment_variable("NCCL_DEBUG", "INFO");
+    set_environment_variable("NCCL_DEBUG_FILE", path_.c_str());
 }
 
 NcclLogCapture::~NcclLogCapture() {
     if (!capturing()) return;
     std::error_code ignored;
     std::filesystem::remove_all(folder_, ignored);
-    unsetenv("NCCL_DEBUG");
-    unsetenv("NCCL_DEBUG_FILE");
+    unset_environment_variable("NCCL_DEBUG");
+    unset_environment_variable("NCCL_DEBUG_FILE");
 }
 
 NcclLog NcclLogCapture::read() const {
