@@ -1,11 +1,13 @@
 #include "gpu_group.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "allreduce_sweep.hpp"
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "polling.hpp"
 
 namespace fwi {
 
@@ -29,8 +31,8 @@ __global__ void count_wrong_kernel(const float* data, size_t count, int ranks, u
 
 }  // namespace
 
-void wait_for_event(cudaEvent_t event, double timeout_s, const std::string& what) {
-    if (wait_for_event_within(event, timeout_s)) return;
+void wait_for_event(cudaEvent_t event, double start, double timeout_s, const std::string& what) {
+    if (wait_for_event_within(event, std::max(0.0, timeout_s - (steady_seconds() - start)))) return;
     abandon_gpu_work();
     throw EnvironmentError(
         what + " did not finish within " + format_number(timeout_s) +
@@ -157,8 +159,9 @@ void GpuGroup::synchronize(const std::string& what) {
         CUDA_CHECK(cudaSetDevice(rank));
         CUDA_CHECK(cudaEventRecord(markers_[rank].get(), streams_[rank].get()));
     }
+    const double start = steady_seconds();  // one limit for the whole group, not one per GPU in turn
     for (int rank = 0; rank < size_; ++rank)
-        wait_for_event(markers_[rank].get(), timeout_s_, what + " on GPU " + std::to_string(rank));
+        wait_for_event(markers_[rank].get(), start, timeout_s_, what + " on GPU " + std::to_string(rank));
     if (const int report = *timeout_report()) {
         *timeout_report() = 0;  // the kernels have ended: the next run starts without it
         const int waiting = (report - 1) / kMaxRanks, awaited = (report - 1) % kMaxRanks;

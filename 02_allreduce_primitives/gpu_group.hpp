@@ -17,11 +17,11 @@ namespace fwi {
 
 constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
 
-// Waits for `event` (wait_for_event_within); after `timeout_s` abandons the GPUs' work (the GPUs may
-// be hung: from then on destructors leave device memory, streams and communicators to the process's end,
-// as freeing would wait on the hung work forever; abandon_gpu_work) and throws EnvironmentError naming
-// `what`.
-void wait_for_event(cudaEvent_t event, double timeout_s, const std::string& what);
+// Waits for `event` (wait_for_event_within) until `timeout_s` after `start` (steady_seconds: several waits
+// can share one limit); then abandons the GPUs' work (the GPUs may be hung: from then on destructors leave
+// device memory, streams and communicators to the process's end, as freeing would wait on the hung work
+// forever; abandon_gpu_work) and throws EnvironmentError naming `what`.
+void wait_for_event(cudaEvent_t event, double start, double timeout_s, const std::string& what);
 
 // Whether a GpuGroup enables peer access between its GPUs. Left off, a copy between two GPUs
 // (cudaMemcpyPeerAsync) is staged through host memory by the driver, and no kernel can read another GPU's

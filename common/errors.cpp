@@ -3,12 +3,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <thread>
 #include <utility>
@@ -82,6 +84,32 @@ void end_process_now(int code, const std::string& last_words) {
         write_and_flush();
     }
     std::_Exit(code);
+}
+
+void end_process_if_late(double limit_s, const std::string& message_if_late, const std::function<void()>& call) {
+    // Shared with the watcher, which outlives this call when `call` hangs.
+    struct Watch {
+        std::mutex mutex;
+        std::condition_variable finished;
+        bool done = false;
+    };
+    const auto watch = std::make_shared<Watch>();
+    std::thread([watch, limit_s, message_if_late] {
+        std::unique_lock<std::mutex> lock(watch->mutex);
+        if (watch->finished.wait_for(lock, std::chrono::duration<double>(limit_s), [&] { return watch->done; })) return;
+        end_process_now(kExitEnvironment, message_if_late);
+    }).detach();
+    struct Returned {  // also when `call` throws
+        Watch& watch;
+        ~Returned() {
+            {
+                const std::lock_guard<std::mutex> lock(watch.mutex);
+                watch.done = true;
+            }
+            watch.finished.notify_one();
+        }
+    } returned{*watch};
+    call();
 }
 
 int finish_program(int code) {

@@ -1,6 +1,7 @@
 #include "mpi_env.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -244,13 +245,36 @@ WaitTimeout::~WaitTimeout() {
     w.deadline_changed();
 }
 
+namespace {
+std::atomic<double> g_finalize_limit_s{kFinalizeLimitSeconds};
+
+// MPI_Abort, which asks the launcher to end every rank; where that exchange hangs, this process ends alone
+// after a few seconds, with `code`, and the launcher sees it go.
+[[noreturn]] void abort_job(int code) {
+    constexpr double kAbortLimitSeconds = 10.0;
+    end_process_if_late(kAbortLimitSeconds, "", [&] { MPI_Abort(MPI_COMM_WORLD, code); });
+    end_process_now(code);  // MPI_Abort returned, which it should not
+}
+}  // namespace
+
+void set_finalize_limit(double seconds) { g_finalize_limit_s = seconds; }
+
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // under mpirun stdout is a pipe: show progress line by line
     // FUNNELED: the lessons may run helper threads, but only the main thread calls MPI.
     // Read before MPI_Init, which may set some of the variables itself.
     const LaunchEnvironment launch = launch_environment();
     int provided = 0;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    int initialized = MPI_ERR_OTHER;
+    // MPI_Init meets the other ranks, and waits for them without a limit where they cannot reach it.
+    end_process_if_late(kStartLimitSeconds,
+                        std::string(name) + ": environment: MPI_Init did not return within " +
+                            format_number(kStartLimitSeconds) +
+                            " s: the ranks could not reach each other (across nodes: the network interface MPI "
+                            "picked, e.g. Open MPI's OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include, or a "
+                            "firewall between the nodes); ending the process\n",
+                        [&] { initialized = MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided); });
+    if (initialized != MPI_SUCCESS) {
         std::fprintf(stderr, "%s: environment: MPI_Init failed (start it with mpirun; check the MPI installation)\n",
                      name);
         return kExitEnvironment;
@@ -260,7 +284,7 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
         std::fprintf(stderr, "%s: environment: this MPI library %s (check the MPI installation)\n", name,
                      provided < MPI_THREAD_FUNNELED ? "does not support threads (MPI_THREAD_FUNNELED)"
                                                     : "refused to return errors (MPI_ERRORS_RETURN)");
-        MPI_Abort(MPI_COMM_WORLD, kExitEnvironment);
+        abort_job(kExitEnvironment);
     }
     set_env_field("mpi_library_version", mpi_library_version());
     const int rank = world_rank();
@@ -293,13 +317,13 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
     if (failed) {
         std::fflush(stdout);
         std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, code);  // ends every rank, so none waits forever on this one
+        abort_job(code);  // ends every rank, so none waits forever on this one
     }
     {
         // The ranks have met at the end of their work (the lessons' and doctor's last barrier), so this is
         // quick; it would wait without a limit where a rank has gone since (killed, or its node lost) and
         // the launcher has not ended the job.
-        WaitTimeout guard("MPI_Finalize", kFinalizeLimitSeconds,
+        WaitTimeout guard("MPI_Finalize", g_finalize_limit_s,
                           "a rank has gone since the last barrier, and the launcher did not end the job");
         if (MPI_Finalize() != MPI_SUCCESS && code == kExitOk) {
             std::fprintf(stderr, "%s: environment: MPI_Finalize failed\n", process_name.c_str());

@@ -22,7 +22,13 @@ namespace fwi {
 // on every rank: ranks that parse different runs would wait for each other forever), and, unless --help
 // is asked for, the launch is checked: see launch_mismatch.
 constexpr double kFinalizeLimitSeconds = 60.0;
+// MPI_Init, which meets the other ranks, has as long as this: past it, the process ends with exit 3 and a
+// message naming the usual causes (no route between the nodes).
+constexpr double kStartLimitSeconds = 300.0;
 int run_mpi_program(const char* name, int argc, char** argv, const std::function<int()>& body);
+// For a program whose ranks may reach MPI_Finalize long apart without a failure (doctor, whose rank 0 may
+// still wait out a check's limit on a rank that has finished): how long MPI_Finalize waits.
+void set_finalize_limit(double seconds);
 
 // A launch that went wrong: MPI sees one rank (`mpi_world_size` 1) while the environment names more, so
 // every process started alone. Returns the message (the variable, its value, who sets it and how to

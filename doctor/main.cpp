@@ -124,6 +124,10 @@ public:
         own_processes_ = own_processes_on_this_host();
         if (!options_.mpi || world_rank() == 0) run_local_checks();
         if (options_.mpi) {
+            // A rank whose check 7 failed before its collectives goes on to MPI_Finalize while rank 0 waits
+            // for it until its watchdog ends the check and writes the report: the finished rank waits that
+            // long, so that its finalize's own limit does not end the job before rank 0 has reported.
+            set_finalize_limit(options_.timeout_s + kWatchdogGrace + kFinalizeLimitSeconds);
             wait_for_rank0_checks();
             if (selected("mpi")) run_mpi_check();
         }
