@@ -485,9 +485,13 @@ def main(argv):
             print("compare: environment: --help: cannot write the help text to standard output", file=sys.stderr)
             return 3
         return 0
-    if len(argv) != 2 or not os.path.isfile(os.path.join(argv[1], "runs", "manifest.tsv")):
-        print("usage: python3 scripts/compare.py DIR   (DIR: scripts/compare.sh's output, with runs/manifest.tsv)",
-              file=sys.stderr)
+    usage = "usage: python3 scripts/compare.py DIR   (DIR: scripts/compare.sh's output, with runs/manifest.tsv)"
+    if len(argv) != 2:
+        print(usage, file=sys.stderr)
+        return 2
+    if not os.path.isfile(os.path.join(argv[1], "runs", "manifest.tsv")):
+        why = "no such folder" if not os.path.isdir(argv[1]) else "it has no runs/manifest.tsv"
+        print("compare: %s: %s\n%s" % (argv[1], why, usage), file=sys.stderr)
         return 2
     directory = argv[1]
     if in_stored_results(directory):

@@ -277,6 +277,8 @@ def read_results(path, single_object):
     """[(where, object or None, problem or None)] for every RESULT in the file: the whole file when it is one
     JSON object (a --json file; always when single_object), else every line holding `RESULT {`. OSError for
     what is not a regular file (a device or a FIFO would be read without end)."""
+    if not os.path.exists(path):
+        raise OSError(errno.ENOENT, "no such file")
     if not os.path.isfile(path):
         raise OSError(errno.EINVAL, "not a regular file")
     if os.path.getsize(path) > MAX_FILE_BYTES:

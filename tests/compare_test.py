@@ -295,6 +295,13 @@ class Compare(unittest.TestCase):
         self.assertEqual(process.returncode, 0)
         self.assertIn("usage: python3 scripts/compare.py DIR", process.stdout)
 
+    def test_a_folder_that_is_not_a_comparison_is_named_with_why(self):
+        for directory, why in ((os.path.join(self.dir, "no-such-folder"), "no such folder"),
+                               (self.work, "it has no runs/manifest.tsv")):
+            process = subprocess.run([sys.executable, SCRIPT, directory], capture_output=True, text=True, timeout=60)
+            self.assertEqual(process.returncode, 2, process.stderr)
+            self.assertIn("compare: %s: %s" % (directory, why), process.stderr)
+
     def test_its_modules_run_alone(self):
         """The modules compare.py imports say what they are (--help) and refuse arguments (exit 2)."""
         for name, text in (("plotting.py", "matplotlib for the suite's plotting scripts"),
