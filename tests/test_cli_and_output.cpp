@@ -484,6 +484,24 @@ TEST_CASE("an --out folder a refused run made is removed again, with its new par
     fs::remove_all(base);
 }
 
+namespace {
+// The exit code of a forked child that ends within 20 s; -1 for one killed then (or by a signal).
+int exit_code_within_20s(pid_t child) {
+    int status = 0;
+    pid_t ended = 0;
+    for (int i = 0; i < 200 && ended == 0; ++i) {
+        ended = ::waitpid(child, &status, WNOHANG);
+        if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (ended == 0) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, &status, 0);
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+}  // namespace
+
 TEST_CASE("end_process_now ends the process even while a write to standard output blocks") {
     // A child whose standard output and error are a pipe nobody reads (`2>&1 | less`, the reader gone
     // idle): its main thread blocks in a write, holding the stream's lock. Another thread then ends it with
@@ -504,19 +522,9 @@ TEST_CASE("end_process_now ends the process even while a write to standard outpu
         for (;;) std::fwrite(block.data(), 1, block.size(), stdout);
     }
     ::close(fds[1]);
-    int status = 0;
-    pid_t ended = 0;
-    for (int i = 0; i < 200 && ended == 0; ++i) {  // 20 s at most
-        ended = ::waitpid(child, &status, WNOHANG);
-        if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (ended == 0) {
-        ::kill(child, SIGKILL);
-        ::waitpid(child, &status, 0);
-    }
+    const int code = exit_code_within_20s(child);
     ::close(fds[0]);
-    CHECK(ended == child);
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+    CHECK(code == 3);
 }
 
 TEST_CASE("end_process_if_late ends a process whose call hangs, and leaves alone one that returns or throws") {
@@ -541,22 +549,12 @@ TEST_CASE("end_process_if_late ends a process whose call hangs, and leaves alone
         std::_Exit(0);
     }
     ::close(fds[1]);
-    int status = 0;
-    pid_t ended = 0;
-    for (int i = 0; i < 200 && ended == 0; ++i) {  // 20 s at most
-        ended = ::waitpid(child, &status, WNOHANG);
-        if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (ended == 0) {
-        ::kill(child, SIGKILL);
-        ::waitpid(child, &status, 0);
-    }
+    const int code = exit_code_within_20s(child);
     std::string said(4096, '\0');
     const ssize_t got = ::read(fds[0], said.data(), said.size());
     said.resize(got > 0 ? size_t(got) : 0);
     ::close(fds[0]);
-    CHECK(ended == child);
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+    CHECK(code == 3);
     CHECK(said == "test: too late (hung)\n");
 }
 
