@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -86,7 +87,8 @@ void end_process_now(int code, const std::string& last_words) {
     std::_Exit(code);
 }
 
-void end_process_if_late(double limit_s, const std::string& message_if_late, const std::function<void()>& call) {
+void end_process_if_late(double limit_s, const std::string& message_if_late, const std::function<void()>& call,
+                         int code) {
     // Shared with the watcher, which outlives this call when `call` hangs.
     struct Watch {
         std::mutex mutex;
@@ -94,11 +96,17 @@ void end_process_if_late(double limit_s, const std::string& message_if_late, con
         bool done = false;
     };
     const auto watch = std::make_shared<Watch>();
-    std::thread([watch, limit_s, message_if_late] {
-        std::unique_lock<std::mutex> lock(watch->mutex);
-        if (watch->finished.wait_for(lock, std::chrono::duration<double>(limit_s), [&] { return watch->done; })) return;
-        end_process_now(kExitEnvironment, message_if_late);
-    }).detach();
+    try {
+        std::thread([watch, limit_s, message_if_late, code] {
+            std::unique_lock<std::mutex> lock(watch->mutex);
+            if (watch->finished.wait_for(lock, std::chrono::duration<double>(limit_s), [&] { return watch->done; }))
+                return;
+            end_process_now(code, message_if_late);
+        }).detach();
+    } catch (const std::system_error&) {  // no thread to watch with
+        call();
+        return;
+    }
     struct Returned {  // also when `call` throws
         Watch& watch;
         ~Returned() {

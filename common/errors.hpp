@@ -83,9 +83,11 @@ int finish_program(int code);
 
 // Runs `call`, which cannot be polled or interrupted and may never return (NCCL's abort, finalize and
 // destroy; MPI_Init, MPI_Abort). If it has not returned `limit_s` after it began, a watcher thread ends the
-// process at once (end_process_now, exit 3) with `message_if_late` (whole lines); the watcher outlives a
-// call that hangs, and exits when one returns in time.
-void end_process_if_late(double limit_s, const std::string& message_if_late, const std::function<void()>& call);
+// process at once (end_process_now, with `code`) with `message_if_late` (whole lines); the watcher outlives
+// a call that hangs, and exits when one returns in time. Where no thread can be started, `call` runs
+// without a limit.
+void end_process_if_late(double limit_s, const std::string& message_if_late, const std::function<void()>& call,
+                         int code = kExitEnvironment);
 
 // For a thread that may be stuck in a CUDA call, which nothing can interrupt: reports `error` as
 // run_program would, then `note` on a line of its own, and ends the process at once with the error's exit

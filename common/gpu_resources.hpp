@@ -17,8 +17,10 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
-#include <cstdio>
+#include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,6 +36,17 @@ inline int current_device() {
 }
 
 namespace detail {
+
+// A destructor cannot throw, so a failed give-back is said here, once a process, and its error cleared,
+// which the next launch check would otherwise report as its own. Not while an exception unwinds: that
+// error is what broke the GPU's context (a kernel's bad memory access, which stays: every later CUDA call
+// fails with it), and its own message follows.
+inline void give_back_failed(cudaError_t status) {
+    static std::atomic<bool> said{false};
+    if (std::uncaught_exceptions() == 0 && !said.exchange(true))
+        print_warning(std::string("giving back a CUDA object failed: ") + cudaGetErrorString(status));
+    cudaGetLastError();
+}
 
 // One CUDA handle and its device (kNoDevice for page-locked host memory), given back by `release`
 // (cudaFree, cudaStreamDestroy, ...).
@@ -64,13 +77,7 @@ private:
         int current = device_;
         if (device_ != kNoDevice) cudaGetDevice(&current);
         if (current != device_) cudaSetDevice(device_);
-        // A destructor cannot throw, so it says what failed and clears the error, which the next launch
-        // check would otherwise report as its own. (An error that breaks the GPU's context, such as a
-        // kernel's bad memory access, stays: the next CUDA call reports it.)
-        if (const cudaError_t status = release(handle_); status != cudaSuccess) {
-            std::fprintf(stderr, "warning: giving back a CUDA object failed: %s\n", cudaGetErrorString(status));
-            cudaGetLastError();
-        }
+        if (const cudaError_t status = release(handle_); status != cudaSuccess) give_back_failed(status);
         if (current != device_) cudaSetDevice(current);
         handle_ = Handle{};
     }

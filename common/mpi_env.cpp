@@ -252,7 +252,8 @@ std::atomic<double> g_finalize_limit_s{kFinalizeLimitSeconds};
 // after a few seconds, with `code`, and the launcher sees it go.
 [[noreturn]] void abort_job(int code) {
     constexpr double kAbortLimitSeconds = 10.0;
-    end_process_if_late(kAbortLimitSeconds, "", [&] { MPI_Abort(MPI_COMM_WORLD, code); });
+    end_process_if_late(
+        kAbortLimitSeconds, "", [&] { MPI_Abort(MPI_COMM_WORLD, code); }, code);
     end_process_now(code);  // MPI_Abort returned, which it should not
 }
 }  // namespace

@@ -228,10 +228,6 @@ namespace {
     const std::vector<int> ranks = ranks_of(comms, nranks);
     const std::string message = nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail);
     for (ncclComm_t comm : comms) nccl_abort(comm, kNcclAbortLimitSeconds, message);
-    // A kernel of theirs stuck in a peer's memory (a broken link) may outlive the abort: freeing device
-    // memory on the way out would wait for it, so nothing is given back, and the process ends at once
-    // after its message.
-    abandon_gpu_work();
     throw EnvironmentError(message);
 }
 
@@ -325,31 +321,34 @@ ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double t
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
     // On a blocking communicator the finalize is done when the group returns, which waits for the other
     // ranks without a limit, and the destroy joins NCCL's proxy thread, which can hang in the network: so
-    // the whole of it runs under a limit that ends the process, after timeout_s and an abort's own limit
-    // (the wait below aborts on its timeout).
+    // each of the two runs under a limit that ends the process: timeout_s and as long as an abort is allowed
+    // (a caller near the end of its own limit passes what is left of it; doctor's watchdog, which reports a
+    // check 10 s past its limit, comes first). The wait between them has its own.
+    const double limit_s = timeout_s + kNcclAbortLimitSeconds;
     int nranks = 0;
     const std::string ranks = describe_ranks(ranks_of(comms, nranks), nranks);
-    const std::string name = running_program_name();
-    const double limit_s = timeout_s + kNcclAbortLimitSeconds;
-    end_process_if_late(
-        limit_s,
-        name + ": environment: NCCL communicator finalize and destroy on " + ranks + " not done within " +
-            format_number(std::round(limit_s)) +
-            " s (another rank failed, hung or is much slower, or NCCL's network proxy is stuck); ending the "
-            "process\n",
-        [&] {
-            // One thread finalizing several ranks must issue them together, like their creation. On a
-            // non-blocking communicator (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the environment,
-            // which overrides the configuration) the finalize goes on in the background.
-            NCCL_CHECK(ncclGroupStart());
-            for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
-            NCCL_CHECK(ncclGroupEnd());
-            wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
-            for (ncclComm_t comm : comms) {
-                NCCL_CHECK(ncclCommDestroy(comm));
-                forget(comm);
-            }
-        });
+    const auto too_late = [&](const std::string& what) {
+        const std::string name = running_program_name();
+        return name + ": environment: " + what + " on " + ranks + " not done within " +
+               format_number(std::round(limit_s)) +
+               " s (another rank failed, hung or is much slower, or NCCL's network proxy is stuck); ending the "
+               "process\n";
+    };
+    // One thread finalizing several ranks must issue them together, like their creation. On a non-blocking
+    // communicator (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the environment, which overrides the
+    // configuration) the finalize goes on in the background, and the wait below polls it.
+    end_process_if_late(limit_s, too_late("NCCL communicator finalize"), [&] {
+        NCCL_CHECK(ncclGroupStart());
+        for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
+        NCCL_CHECK(ncclGroupEnd());
+    });
+    wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
+    end_process_if_late(limit_s, too_late("NCCL communicator destroy"), [&] {
+        for (ncclComm_t comm : comms) {
+            NCCL_CHECK(ncclCommDestroy(comm));
+            forget(comm);
+        }
+    });
 }
 
 std::string describe_ranks(const std::vector<int>& ranks, int nranks) {

@@ -33,8 +33,8 @@ std::string build_cuda_architectures();
 // The suite's changes to its own environment and its reads of the whole of it go through these, under one
 // lock: a thread that writes a report (doctor's watchdog, run_env_json's NCCL_* variables) may read the
 // environment while the main thread sets a variable, which setenv and a walk of `environ` alone make
-// undefined behaviour. (NCCL's own threads read single variables with getenv; the suite sets NCCL's before
-// making communicators.)
+// undefined behaviour. (NCCL itself reads variables with getenv, and sets those of an nccl.conf at its
+// first communicator, outside this lock; the suite sets NCCL's before making communicators.)
 void set_environment_variable(const char* name, const char* value);
 void unset_environment_variable(const char* name);
 std::vector<std::string> environment_entries();  // every "NAME=value" of the process, in its order
