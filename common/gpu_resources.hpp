@@ -48,10 +48,10 @@ inline void give_back_failed(cudaError_t status) {
     cudaGetLastError();
 }
 
-// One CUDA handle and its device (kNoDevice for page-locked host memory), given back by `release`
-// (cudaFree, cudaStreamDestroy, ...).
-constexpr int kNoDevice = -1;
+constexpr int kNoDevice = -1;  // the device of page-locked host memory, which belongs to none
 
+// One CUDA handle and its device (kNoDevice: none to make current), given back by `release` (cudaFree,
+// cudaStreamDestroy, ...).
 template <typename Handle, cudaError_t (*release)(Handle)>
 class OwnedHandle {
 public:
