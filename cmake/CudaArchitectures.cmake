@@ -1,3 +1,10 @@
+# fwi_compute_caps(TEXT RESULT): the distinct compute capabilities ("9.0") in nvidia-smi's output TEXT.
+function(fwi_compute_caps text result)
+  string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${text}")
+  list(REMOVE_DUPLICATES caps)
+  set(${result} "${caps}" PARENT_SCOPE)
+endfunction()
+
 # fwi_native_architectures(COMPUTE_CAPS RESULT): the CUDA architectures to build for the GPUs present,
 # given nvidia-smi's compute capabilities (lines like "9.0"). Runs before project(), so it asks the
 # nvcc that project() will find (CMAKE_CUDA_COMPILER, CUDACXX, PATH, /usr/local/cuda/bin) which
@@ -33,8 +40,7 @@ function(fwi_native_architectures compute_caps result)
   list(GET known 0 oldest)
 
   # Each GPU is known, older than every known architecture, newer than every one, or between two.
-  string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${compute_caps}")
-  list(REMOVE_DUPLICATES caps)
+  fwi_compute_caps("${compute_caps}" caps)
   set(architectures "")
   set(too_old "")
   set(not_known "")
@@ -91,8 +97,7 @@ function(fwi_warn_about_gpus_without_code compute_caps architectures)
   if(architectures MATCHES "^(all|all-major|native|OFF)$")
     return()
   endif()
-  string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${compute_caps}")
-  list(REMOVE_DUPLICATES caps)
+  fwi_compute_caps("${compute_caps}" caps)
   set(without_code "")
   foreach(cap IN LISTS caps)
     string(REPLACE "." "" number "${cap}")

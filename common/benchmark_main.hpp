@@ -27,8 +27,7 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "output.hpp"
-
-extern char** environ;
+#include "run_env.hpp"
 
 namespace fwi {
 
@@ -255,8 +254,7 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     }
     // Google Benchmark reads each flag from a variable too (BENCHMARK_FILTER for --benchmark_filter), where
     // a command line does not give it: the same values are refused there.
-    for (char** entry = environ; *entry; ++entry) {
-        const std::string text = *entry;
+    for (const std::string& text : environment_entries()) {
         const size_t equals = text.find('=');
         if (text.rfind("BENCHMARK_", 0) != 0 || equals == std::string::npos) continue;
         std::string flag = "--benchmark_" + text.substr(10, equals - 10);
