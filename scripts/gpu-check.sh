@@ -35,6 +35,11 @@ if [ -n "$repeated" ]; then
     echo "gpu-check: step '$repeated' is listed twice" >&2
     exit 2
 fi
+logs="$ROOT/out/gpu-check"
+# Until the steps start, a refusal removes the folders the checks below made (for OUT and the logs).
+logs_made_from="$(first_missing_folder "$logs")"
+out_made_from=""
+trap 'remove_made_folders "$logs" "$logs_made_from"; [ -z "${OUT:-}" ] || remove_made_folders "$OUT" "$out_made_from"' EXIT
 # OUT is written at the end, so it is checked now rather than after hours of steps (and made absolute: the
 # steps run from the repository's root).
 if [ -n "${OUT:-}" ]; then
@@ -42,14 +47,11 @@ if [ -n "${OUT:-}" ]; then
     out_made_from="$(first_missing_folder "$OUT")"
     why="$(repository_folder_reason "$OUT")"
     [ -n "$why" ] || why="$(unwritable_folder_reason "$OUT")"
-    # Until the steps start, a refusal removes the folders this check made.
-    trap 'remove_made_folders "$OUT" "$out_made_from"' EXIT
     if [ -n "$why" ]; then
         echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder of the check's own that can be written, or unset OUT" >&2
         exit 2
     fi
 fi
-logs="$ROOT/out/gpu-check"
 why="$(unwritable_folder_reason "$logs")"
 if [ -n "$why" ]; then
     echo "gpu-check: the logs go to out/gpu-check, but $why; run it in a checkout you can write" >&2

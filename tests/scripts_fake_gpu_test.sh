@@ -13,9 +13,11 @@
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # gpu-check.sh refuses an OUT it cannot write or among the repository's files before any step (exit 2),
 # and a GPU step without a GPU and the sanitizers step without compute-sanitizer (exit 3), leaving the
-# last run's logs; it fails a step that fails and a tests step where CUDA sees no GPU (exit 1), copies
-# into OUT no comparison of an earlier run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path its sanitizers' logs cannot hold (exit 3). Then every
-# script through a symbolic link. No GPU, nothing built or installed.
+# last run's logs and removing the folders it made to check OUT and its logs' folder; it fails a step
+# that fails and a tests step where CUDA sees no GPU (exit 1), copies into OUT no comparison of an earlier
+# run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path its
+# sanitizers' logs cannot hold (exit 3). Then every script through a symbolic link. No GPU, nothing built
+# or installed.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -209,6 +211,7 @@ expect gpu_check_out_among_repository_files 2 "holds the repository's own files"
 run FAKE_GPUS=0 OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
 expect gpu_check_no_gpu 3 "gpu-check: no GPU visible"
 [ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"
+[ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
 mkdir -p "$scratch/out/gpu-check/compare"
 echo "an earlier run's table" >"$scratch/out/gpu-check/compare/comparison.md"
 mkdir "$tmp/gpu-check-out"
