@@ -26,6 +26,7 @@
 #                  where a reference costs several gradients of 2-3 s per run)
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
 #   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
+#   (each flag may also be given as --flag=value)
 # Without a GPU (nvidia-smi lists none) it says so in one line and exits 3, before it builds; also exit 3
 # when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime). Exit 1 when
 # any run failed or was not verified.
@@ -38,6 +39,8 @@ bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the 
 
 problem=default gpu_list="" iterations=3 reference="" run_timeout="" out=""
 while [ $# -gt 0 ]; do
+    # --flag=value is --flag value.
+    [[ "$1" == --?*=* ]] && set -- "${1%%=*}" "${1#*=}" "${@:2}"
     case "$1" in
         -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
         --problem|--gpus|--iterations|--reference|--run-timeout|--out)

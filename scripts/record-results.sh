@@ -10,6 +10,7 @@
 #   --out    where to write (default: docs/results/<GPUs>x<model>-<UTC date>, e.g. 2xH200-2026-11-22);
 #            an existing folder is refused (exit 2): results are kept, not overwritten
 #   --steps  a comma list of the steps to run, in the order given (default: all seven, in this order)
+#   (each flag may also be given as --flag=value)
 # Without a GPU it says so in one line and exits 3. It records whole machines: with CUDA_VISIBLE_DEVICES
 # hiding some of the GPUs it refuses (exit 2), as the results folder and the figures name the machine's
 # GPUs. The build step starts from an empty build/ folder, so --out may not lie in it. Exit 1 when any
@@ -22,6 +23,8 @@ bad_flag() { echo "record-results: $1" >&2; exit 2; }
 all_steps="build lessons compare-default compare-comm transport exercises large"
 out="" steps="${all_steps// /,}"
 while [ $# -gt 0 ]; do
+    # --flag=value is --flag value.
+    [[ "$1" == --?*=* ]] && set -- "${1%%=*}" "${1#*=}" "${@:2}"
     case "$1" in
         -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"

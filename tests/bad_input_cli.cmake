@@ -386,6 +386,11 @@ add_exit_test(cli_compare_unknown_flag CODE 2 TEXT "compare: unknown flag '--bog
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --bogus)
 add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,lessons,build)
+# --flag=value is --flag value: the value is checked as one given after a space.
+add_exit_test(cli_compare_flag_equals_value CODE 2 TEXT "--iterations: '0' is not an integer in 1..9999" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus=1 --iterations=0)
+add_exit_test(cli_record_results_flag_equals_value CODE 2 TEXT "--steps: 'bogus' is not one of" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps=bogus)
 # Results are never kept where the build step deletes them. (Of whole machines: scripts_fake_gpu, with a
 # fake nvidia-smi, as a real one would let a run on a machine of one GPU start recording.)
 add_exit_test(cli_record_results_out_in_build CODE 2 TEXT "is inside the build folder, which the build step deletes"

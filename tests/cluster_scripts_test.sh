@@ -214,10 +214,10 @@ expect_line "hostfile: nodes x GPUs ranks, ppr:G:node, NCCL_* handed to every ra
     NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO LD_LIBRARY_PATH=/usr/local/cuda/lib64 NCCL_NVLS_ENABLE=1 \
     -- bash "$hostfile_run" --dry-run --bin-dir "$build" --hostfile "$tmp/hosts" --gpus-per-node 4 \
     05_nccl_mpi --bench-allreduce --transport network
-expect_line "hostfile: --np, a program from an install's bin, options in any order" \
-    "mpirun --hostfile $tmp/hosts -np 3 --map-by ppr:2:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH $prefix/06_fwi_shot_parallel --iterations 2" \
-    FWI_DRY_RUN=1 -- bash "$hostfile_run" --gpus-per-node 2 --np 3 --hostfile "$tmp/hosts" --bin-dir "$prefix" \
-    06_fwi_shot_parallel --iterations 2
+expect_line "hostfile: --np, a program from an install's bin, options in any order, --option=value" \
+    "mpirun --hostfile $tmp/hosts -np 3 --map-by ppr:2:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH $prefix/06_fwi_shot_parallel --iterations=2" \
+    FWI_DRY_RUN=1 -- bash "$hostfile_run" --gpus-per-node=2 --np 3 --hostfile="$tmp/hosts" --bin-dir "$prefix" \
+    06_fwi_shot_parallel --iterations=2
 expect_line "hostfile: doctor --mpi" \
     "mpirun --hostfile $tmp/hosts -np 16 --map-by ppr:8:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH $build/doctor/doctor --mpi" \
     FWI_BIN_DIR="$build" -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 8 --dry-run doctor --mpi

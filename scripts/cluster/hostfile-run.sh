@@ -13,6 +13,7 @@
 #   --dry-run print the mpirun line instead of running it (or FWI_DRY_RUN=1)
 #   --bin-dir the build folder or an install's bin (or FWI_BIN_DIR; default: the repository's build/),
 #             at the same path on every node
+#   (each option that takes a value may also be given as --option=value)
 #
 # The line it runs, e.g. for two 4-GPU nodes with NCCL_SOCKET_IFNAME set:
 #
@@ -35,6 +36,8 @@ hostfile="" gpus_per_node="" ranks="" given=""
 fwi_recipe_options "$@"
 set -- "${FWI_ARGS[@]}"
 while [ $# -gt 0 ]; do
+    # --flag=value is --flag value.
+    [[ "$1" == --?*=* ]] && set -- "${1%%=*}" "${1#*=}" "${@:2}"
     case "$1" in
         --hostfile | --gpus-per-node | --np)
             [ $# -ge 2 ] || fwi_die 2 "$1: missing value"
