@@ -308,6 +308,17 @@ unwritable_folder_reason() {
     rm -f -- "$probe"  # ours, just made
 }
 
+# shell_line WORD...: the words as one line a shell reads back as them: each quoted only where it needs
+# it ('source "$1/x" && y', not source "$1/x" && y), so that a recorded command can be pasted.
+shell_line() {
+    local word line=""
+    for word in "$@"; do
+        [[ "$word" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]] || word="${word@Q}"
+        line+="${line:+ }$word"
+    done
+    printf '%s\n' "$line"
+}
+
 # The outermost folder that `mkdir -p DIR` (unwritable_folder_reason) would make, or nothing when DIR
 # exists: what a script that refuses after that check removes again (remove_made_folders).
 first_missing_folder() {

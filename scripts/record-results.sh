@@ -105,15 +105,16 @@ printf 'step\tseconds\texit\tcommand\n' >"$out/timings.tsv"
 
 # record NAME COMMAND...: runs it with its output in NAME.log, its wall time and exit status in timings.tsv.
 record() {
-    local name="$1"
+    local name="$1" line
     shift
+    line="$(shell_line "$@")"
     mkdir -p "$(dirname "$out/$name")"
-    echo "== $name: $*"
-    echo "\$ $*" >"$out/$name.log"
+    echo "== $name: $line"
+    echo "\$ $line" >"$out/$name.log"
     local start=$SECONDS
     run_with_timeout 1200 "$@" >>"$out/$name.log" 2>&1
     local code=$?
-    printf '%s\t%d\t%d\t%s\n' "$name" $((SECONDS - start)) "$code" "$*" >>"$out/timings.tsv"
+    printf '%s\t%d\t%d\t%s\n' "$name" $((SECONDS - start)) "$code" "$line" >>"$out/timings.tsv"
     tail -n 2 "$out/$name.log"
     return $code
 }

@@ -17,7 +17,7 @@
 # that fails and a tests step where CUDA sees no GPU (exit 1), copies into OUT no comparison of an earlier
 # run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path its
 # sanitizers' logs cannot hold (exit 3). Then every script through a symbolic link. No GPU, nothing built
-# or installed.
+# or installed. record-results.sh records each command as a line that can be pasted.
 #
 # usage: tests/scripts_fake_gpu_test.sh [REPO_ROOT]     exit 0 when every case passes
 set -uo pipefail
@@ -266,6 +266,18 @@ cp -r "$repo/scripts" "$tmp/a repo/"
 run -- bash "$tmp/a repo/scripts/sanitize.sh"
 expect sanitize_path_with_a_space 3 "holds a space, comma or colon, which the sanitizers' log path cannot"
 [ ! -e "$tmp/a repo/build-asan" ] || fail "sanitize_path_with_a_space: made build-asan before refusing"
+
+# ---- record-results.sh writes each command as a line that can be pasted, words quoted where they need it
+#      (last: its build step deletes the scratch build/ with the fake programs) ----
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --steps build --out "$tmp/built"
+quoted="bash -c 'source \"\$1/scripts/common.sh\" && configure_and_build default' bash ."  # the paths made relative
+if [ "$code" -eq 0 ] && [ "$(head -n 1 "$tmp/built/build.log" 2>/dev/null)" = "\$ $quoted" ] &&
+    grep -qxF "$quoted" <(cut -f 4 "$tmp/built/timings.tsv" 2>/dev/null); then
+    echo "ok:   record_results_commands_quoted"
+else
+    fail "record_results_commands_quoted: exit $code; build.log and timings.tsv begin:"
+    head -n 1 "$tmp/built/build.log" "$tmp/built/timings.tsv" 2>&1 | sed 's/^/    /'
+fi
 
 # ---- through a symbolic link: the scripts find common.sh where they are, not where the link is ----
 mkdir "$tmp/links"
