@@ -429,11 +429,22 @@ check_cuda_environment() {
 # for A100 and H100/H200 + PTX; the ci preset (into build-ci/; sm_90 + PTX where no GPU is visible) is a
 # quicker build by hand.
 configure_and_build() {
-    local preset="$1"
+    local preset="$1" folder="$BUILD_DIR" first=""
+    [ "$preset" = default ] || folder="$ROOT/build-$preset"
     check_cuda_environment
     install_missing_packages
-    (cd "$ROOT" && cmake --preset "$preset" >/dev/null && cmake --build --preset "$preset" -j "$(nproc)")
+    [ -e "$folder/CMakeCache.txt" ] || first=yes
+    if ! (cd "$ROOT" && cmake --preset "$preset" >/dev/null); then
+        # A folder's first configure that failed leaves no cache: CMake would keep what it was given there
+        # (a CUDAARCHS of no GPU, CUDACXX's flags) for every later configure, made without them too.
+        if [ -n "$first" ]; then
+            rm -rf -- "$folder/CMakeCache.txt" "$folder/CMakeFiles"
+            echo "error: the first configure of $folder failed (CMake's messages above); its cache was removed, so the next configure starts afresh" >&2
+        fi
+        return 1
+    fi
+    (cd "$ROOT" && cmake --build --preset "$preset" -j "$(nproc)")
 }
 
-# Where the default preset builds (its binaryDir in CMakePresets.json).
+# Where the default preset builds (its binaryDir in CMakePresets.json; another preset's: build-PRESET).
 BUILD_DIR="$ROOT/build"

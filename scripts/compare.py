@@ -201,6 +201,25 @@ def schema_status(status, problems):
     return invalid if status == "ok" else status + "; " + invalid
 
 
+def finite_or_null(value):
+    """value with every infinite or NaN number in it made None: JSON has no such numbers (json.dumps would
+    write Infinity, which strict readers refuse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(item) for item in value]
+    return value
+
+
+def same_program(entry, result):
+    """Whether a RESULT is of the manifest entry's program: its pattern, and for an fwi row its variant too
+    (a batch's or a sweep's variant in the manifest names the run, not a field of the RESULT)."""
+    return result.get("pattern") == entry["pattern"] and (
+        entry["role"] != "fwi" or result.get("variant", "") == entry["variant"])
+
+
 def read_runs(runs_dir):
     """(manifest entry, RESULT or None, status text) of every run, in manifest order. The RESULT is kept only
     when it follows the schema (an fwi row also shows the times of a run that failed), so that every
@@ -214,6 +233,11 @@ def read_runs(runs_dir):
             result = None
         elif result is not None and not validate(result) and result["gpus"] != int(entry["gpus"]):
             status = "RESULT of another run (%d GPU(s) for a %s-GPU run)" % (result["gpus"], entry["gpus"])
+            result = None
+        elif result is not None and not validate(result) and not same_program(entry, result):
+            status = "RESULT of another run (%s for a %s run)" % (
+                " ".join(filter(None, (result.get("pattern"), result.get("variant")))),
+                " ".join(filter(None, (entry["pattern"], entry["variant"]))))
             result = None
         if result is not None:
             if entry["status"] == "0" and field(result, "verified") is False:
@@ -250,9 +274,12 @@ def build_rows(runs):
                        grid=grid_text(field(result, "grid")),
                        **{key: field(result, key) for key in ("problem", "shots", "nt", "iterations",
                                                               "gradient_bytes")})
-            if baseline and isinstance(gradient_s, (int, float)) and gradient_s > 0:
-                row["speedup"] = baseline / gradient_s
-                row["efficiency"] = row["speedup"] / row["gpus"]
+            # (A time the schema takes can still be too small to divide by: 5e-324 s, an infinite speedup.)
+            positive = isinstance(gradient_s, (int, float)) and gradient_s > 0
+            speedup = baseline / gradient_s if baseline and positive else None
+            if speedup is not None and math.isfinite(speedup):
+                row["speedup"] = speedup
+                row["efficiency"] = speedup / row["gpus"]
         rows.append(row)
     return rows
 
@@ -532,9 +559,10 @@ def main(argv):
         write_text(os.path.join(directory, "comparison.md"), format_markdown(rows) + "\n")
         write_csv(os.path.join(directory, "comparison.csv"), rows)
         write_text(os.path.join(directory, "comparison.json"),
-                   json.dumps({"problem": title, "machine": machine, "rows": rows, "notes": notes,
-                               "model": {"compute_of_shots_s": inputs.compute_of_shots, "update_s": inputs.update_s}},
-                              indent=1) + "\n")
+                   json.dumps(finite_or_null({"problem": title, "machine": machine, "rows": rows, "notes": notes,
+                                              "model": {"compute_of_shots_s": inputs.compute_of_shots,
+                                                        "update_s": inputs.update_s}}),
+                              indent=1, allow_nan=False) + "\n")
         if plt is None:
             print("compare: warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)
         elif draw_chart(plt, os.path.join(directory, "comparison.png"), rows, title, machine):

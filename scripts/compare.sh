@@ -25,7 +25,8 @@
 #                  checks it and gives the grad rel diff column (default: yes; no for --problem large,
 #                  where a reference costs several gradients of 2-3 s per run)
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
-#   --out          output folder (default: out/compare-PROBLEM); the runs' logs and JSON go to DIR/runs/
+#   --out          output folder: new, empty or an earlier comparison's (default: out/compare-PROBLEM); the
+#                  runs' logs and JSON go to DIR/runs/
 #   (each flag may also be given as --flag=value)
 # Without a GPU (nvidia-smi lists none) it says so in one line and exits 3, before it builds; also exit 3
 # when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime). Exit 1 when
@@ -88,6 +89,11 @@ fi
 # Nor a folder of the repository's own files (its root, docs, a lesson).
 why="$(repository_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why; choose a folder of the comparison's own (the default is out/compare-PROBLEM)"
+# Nor files of the user's beside it: the comparison writes comparison.*, machine.* and runs/ into DIR, so a
+# DIR that holds anything must be an earlier comparison's.
+if [ -d "$out" ] && [ ! -f "$marker" ] && [ -n "$(ls -A -- "$out" 2>/dev/null)" ]; then
+    bad_flag "--out: '$out' holds files and no earlier comparison made it (no runs/$(basename "$marker")); the comparison writes comparison.*, machine.* and runs/ there, so choose a new or empty folder"
+fi
 made_from="$(first_missing_folder "$out")"
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"

@@ -41,7 +41,8 @@ cd "$ROOT"
 # inside another repository, a fresh `git init`), the same kinds of file outside build folders.
 files=()
 if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
-    mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh')
+    # NUL-separated and unquoted: git would quote a name with other than ASCII letters in it.
+    mapfile -d '' -t files < <(git -c core.quotePath=false ls-files -z '*.cpp' '*.hpp' '*.cu' '*.cuh')
 fi
 if [ ${#files[@]} -eq 0 ]; then
     mapfile -t files < <(find . -path './build*' -prune -o -path ./out -prune -o \

@@ -46,6 +46,8 @@ if [ -n "${OUT:-}" ]; then
     OUT="$(realpath -m -- "$OUT")"
     out_made_from="$(first_missing_folder "$OUT")"
     why="$(repository_folder_reason "$OUT")"
+    # The logs' folder is emptied when the steps start, and copied into OUT at the end.
+    [[ -n "$why" || "$OUT/" != "$logs/"* ]] || why="'$OUT' is the check's logs folder (out/gpu-check) or inside it"
     [ -n "$why" ] || why="$(unwritable_folder_reason "$OUT")"
     if [ -n "$why" ]; then
         echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder of the check's own that can be written, or unset OUT" >&2

@@ -233,6 +233,9 @@ expect_refusal "hostfile: GPUs per node not a count" 2 "--gpus-per-node: 'four' 
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node four 05_nccl_mpi
 expect_refusal "hostfile: --np 0" 2 "--np: '0' is not a count (1..999999)" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np 0 05_nccl_mpi
+printf 'node1 slots=4\nnode1 slots=4\n' >"$tmp/hosts-twice"
+expect_refusal "hostfile: a node named twice is one node" 2 "--np: 5 ranks do not fit 1 node(s) x 4 GPUs" \
+    -- bash "$hostfile_run" --hostfile "$tmp/hosts-twice" --gpus-per-node 4 --np 5 05_nccl_mpi
 expect_refusal "hostfile: more ranks than GPUs" 2 "--np: 9 ranks do not fit 2 node(s) x 4 GPUs (one rank per GPU); at most 8" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 --np 9 05_nccl_mpi
 for option in --hostfile --gpus-per-node --np; do

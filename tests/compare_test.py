@@ -236,6 +236,21 @@ class Compare(unittest.TestCase):
         self.edit("05_nccl_mpi-2gpu.json", lambda obj: obj.update(gpus=4))  # another run's RESULT
         self.assertIn("RESULT of another run (4 GPU(s) for a 2-GPU run)", self.run_compare(1))
         self.fresh()
+        self.edit("05_nccl_mpi-2gpu.json", lambda obj: obj.update(pattern="06_fwi_shot_parallel"))
+        self.assertIn("RESULT of another run (06_fwi_shot_parallel for a 05_nccl_mpi run)", self.run_compare(1))
+        self.fresh()
+        self.edit("04_nccl_threads-group-2gpu.json", lambda obj: obj.update(variant="threads"))
+        self.assertIn("RESULT of another run (04_nccl_threads threads for a 04_nccl_threads group run)",
+                      self.run_compare(1))
+        self.fresh()
+        # A time too small to divide by: no speedup, and JSON without Infinity.
+        self.edit("05_nccl_mpi-2gpu.json", lambda obj: obj.update(time_per_gradient_s=5e-324))
+        self.run_compare(0)
+        with open(os.path.join(self.dir, "comparison.json")) as f:
+            made = json.load(f, parse_constant=lambda name: self.fail("comparison.json holds " + name))
+        row = next(r for r in made["rows"] if r["pattern"] == "05_nccl_mpi" and r["gpus"] == 2)
+        self.assertIsNone(row["speedup"])
+        self.fresh()
         self.edit("01_single_gpu-1gpu.json", lambda obj: obj.update(kind=[]))
         self.run_compare(1)
         self.fresh()

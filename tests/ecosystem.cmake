@@ -41,6 +41,17 @@ set_tests_properties(ecosystem_gpu_newer_than_the_compiler ecosystem_gpu_older_t
                      ecosystem_gpu_between_known_architectures ecosystem_architectures_kept_on_reconfigure
                      ecosystem_architectures_kept_run_on_later_minor_version
                      PROPERTIES LABELS cpu TIMEOUT 300)
+# An nvidia-smi that never answers (a hung driver) is stopped after FWI_QUERY_TIMEOUT seconds: the
+# configure warns and goes on as without a GPU, instead of waiting without a limit.
+add_test(NAME ecosystem_nvidia_smi_hangs
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "work=$(mktemp -d) && mkdir \"$work/bin\" && printf '#!/bin/sh\\nexec sleep 600\\n' >\"$work/bin/nvidia-smi\" && chmod +x \"$work/bin/nvidia-smi\" && cd \"$1\" && env -u CUDAARCHS PATH=\"$work/bin:$PATH\" \"$0\" --preset ci -B \"$work/build\" -DBUILD_TESTING=OFF -DFWI_QUERY_TIMEOUT=3 2>&1 | tr -s ' \\n' ' ' | grep -q 'nvidia-smi did not answer within 3 s.*CUDA architectures: 90 (no GPU visible'; status=$?; rm -rf \"$work\"; exit $status"
+                 ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
+set_tests_properties(ecosystem_nvidia_smi_hangs PROPERTIES LABELS cpu TIMEOUT 120)
+# A first configure that fails leaves no cache, so a CUDAARCHS it was given does not outlive it.
+add_test(NAME ecosystem_failed_first_configure_keeps_nothing
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/failed_configure_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(ecosystem_failed_first_configure_keeps_nothing PROPERTIES LABELS cpu TIMEOUT 120)
 add_test(NAME ecosystem_install_runs_from_prefix
          COMMAND ${BASH_EXECUTABLE} -c
                  "dir=$(mktemp -d) && \"$0\" --install \"$1\" --prefix \"$dir\" >/dev/null && \"$dir/bin/01_single_gpu\" --help >/dev/null && python3 \"$dir/share/multi_gpu_fwi/plot_fwi.py\" \"$dir\" >/dev/null; status=$?; rm -rf \"$dir\"; exit $status"

@@ -3,7 +3,8 @@
 # in a scratch repository whose build/ holds a fake visible_gpus and 01_single_gpu, and whose common.sh
 # builds nothing (configure_and_build replaced). compare.sh and record-results.sh say "no GPU" (exit 3)
 # before the build and before any other check; record-results.sh refuses a CUDA_VISIBLE_DEVICES that hides
-# GPUs (exit 2), an existing --out and an unknown step; compare.sh refuses a GPU count that is not a number
+# GPUs (exit 2), an existing --out and an unknown step; compare.sh refuses an --out that holds files no
+# comparison made (exit 2), a GPU count that is not a number
 # or a counter that fails (exit 3) and a --gpus above CUDA's count (exit 2), runs 01 with ceil(shots / N)
 # shots for the model, says a killed run failed (exit 137, not a timeout), given a RESULT of 01 whose
 # shots are null prints its table without the model's inputs instead of dying in the arithmetic, stops
@@ -87,6 +88,13 @@ run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare/of/tod
 expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
 [ -z "$built" ] || fail "compare_no_gpu: built before saying there is no GPU ($built)"
 [ ! -e "$tmp/compare" ] || fail "compare_no_gpu: left the --out folder (or its parents) it made to check it"
+# A folder of the user's that holds files is refused (exit 2), its files left as they were.
+mkdir "$tmp/user files" && echo "the user's table" >"$tmp/user files/comparison.csv"
+run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --gpus 1 --out "$tmp/user files"
+expect compare_out_holds_user_files 2 "holds files and no earlier comparison made it"
+[ -z "$built" ] && [ "$(cat "$tmp/user files/comparison.csv")" = "the user's table" ] && [ ! -e "$tmp/user files/runs" ] ||
+    fail "compare_out_holds_user_files: built ($built) or changed the folder: $(ls -A "$tmp/user files")"
+rm -r "$tmp/user files"
 mkdir "$tmp/kept"  # a folder of the user's above the ones the script makes stays
 run FAKE_GPUS=0 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/kept/record/of/today"
 expect record_results_no_gpu 3 "record-results: no CUDA GPU visible"
@@ -208,6 +216,9 @@ expect gpu_check_unwritable_out 2 "gpu-check: OUT: cannot create the folder '/pr
 [ -z "$built" ] || fail "gpu_check_unwritable_out: built before refusing OUT ($built)"
 run FAKE_GPUS=1 OUT="$scratch/scripts" -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_out_among_repository_files 2 "holds the repository's own files"
+run FAKE_GPUS=1 OUT="$scratch/out/gpu-check/copy" -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_out_in_its_logs 2 "is the check's logs folder (out/gpu-check) or inside it"
+[ -z "$built" ] || fail "gpu_check_out_in_its_logs: built before refusing OUT ($built)"
 run FAKE_GPUS=0 OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
 expect gpu_check_no_gpu 3 "gpu-check: no GPU visible"
 [ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"

@@ -66,7 +66,8 @@ fwi_is_one_of "$program" "${FWI_CLUSTER_PROGRAMS[@]}" ||
 [ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
 [ -r "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' cannot be read"
 fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999)"
-nodes=$(grep -cvE '^[[:space:]]*(#|$)' "$hostfile")
+# Nodes, not lines: mpirun reads a node named twice as one, with the slots of both lines.
+nodes=$(grep -vE '^[[:space:]]*(#|$)' "$hostfile" | awk '{print $1}' | sort -u | wc -l)
 [ "$nodes" -gt 0 ] || fwi_die 2 "--hostfile: '$hostfile' names no node"
 ranks="${ranks:-$((nodes * gpus_per_node))}"
 fwi_positive_integer "$ranks" || fwi_die 2 "--np: '$ranks' is not a count (1..999999)"
