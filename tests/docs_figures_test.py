@@ -130,6 +130,22 @@ def main():
     if code != 2 or "timings.tsv lacks ['no-such-step']" not in output:
         fail("a timings block naming a missing step: exit %d, expected 2 saying so:\n%s" % (code, output))
 
+    # A block that never ends, or a marker that only looks like one, is an error (exit 2), and the page is
+    # left as it was: regenerating would otherwise replace the prose up to the next block's end.
+    opening = "<!-- figure: comparison %s -->\n" % RESULTS
+    for text, expected in [(opening + "prose\n" + opening + "<!-- end figure -->\n",
+                            "line 3: a figure block opens before the one of line 1 ends"),
+                           (opening + "prose\n", "line 1: the figure block never ends"),
+                           ("prose\n<!-- end figure -->\n", "line 2: <!-- end figure --> without a figure block"),
+                           ("<!--  figure: comparison %s -->\n<!-- end figure -->\n" % RESULTS,
+                            "line 1: a malformed figure marker")]:
+        with open(page, "w") as f:
+            f.write(text)
+        code, output = run(script, page)
+        if code != 2 or expected not in output or open(page).read() != text:
+            fail("markers %r: exit %d, expected 2 saying '%s' and the page unchanged:\n%s"
+                 % (text, code, expected, output))
+
     check_bad_results(script, work, page)
 
     code, output = run(script, "--check")
