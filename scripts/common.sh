@@ -287,13 +287,22 @@ python3_path() {
     return 0
 }
 
-# Why the folder DIR may not take a script's outputs, or nothing when it may: it is the repository's root or
-# holds the repository's own files (docs, a lesson), among which the outputs would sit (and the docs'
-# check would take a comparison.md there for one of the docs).
+# Why the folder DIR (an absolute path) may not take a script's outputs, or nothing when it may: it is the
+# repository's root or holds the repository's own files (docs, a lesson), among which the outputs would sit;
+# or it lies elsewhere in the repository than out/, a build folder or docs/results (whose callers check it
+# themselves), where git would list the outputs and the docs' check would take a comparison.md for one of
+# the docs.
 repository_folder_reason() {
-    local dir="$1"
-    if [ "$dir" = "$ROOT" ] || [ -n "$(git -C "$ROOT" ls-files -- "$dir" 2>/dev/null | head -n 1)" ]; then
+    local dir="$1" root
+    root="$(realpath -m -- "$ROOT")"
+    # ":(literal)": the path as it is, not a pattern (a * or ? in a folder's name).
+    if [ "$dir" = "$root" ] || [ -n "$(git -C "$ROOT" ls-files -- ":(literal)$dir" 2>/dev/null | head -n 1)" ]; then
         echo "'$dir' holds the repository's own files"
+    elif [[ "$dir/" == "$root/"* ]]; then
+        case "${dir#"$root/"}/" in
+            out/* | build*/* | docs/results/*) ;;
+            *) echo "'$dir' is in the repository but not in out/ or a build folder, where outputs go (out/NAME, say): git would list them, and the docs' check read their Markdown as docs" ;;
+        esac
     fi
 }
 

@@ -357,8 +357,14 @@ add_exit_test(cli_record_results_unwritable_out CODE 2 TEXT "--out: cannot creat
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out /proc/x)
 add_exit_test(cli_record_results_stray_comma CODE 2 TEXT "--steps: 'build,' is not a comma list" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,)
-add_exit_test(cli_compare_unwritable_out CODE 2 TEXT "--out: cannot create a file in '/proc'" TIMEOUT 20
-              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out /proc)
+add_exit_test(cli_compare_unwritable_out CODE 2 TEXT "--out: cannot create the folder '/proc/x'" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out /proc/x)
+# A folder that holds files no comparison made: the comparison would write among them.
+add_exit_test(cli_compare_out_holds_other_files CODE 2 TEXT "--out: '/proc' holds files and no earlier comparison made it"
+              TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out /proc)
+# Inside the repository, outputs go to out/ or a build folder (git and the docs' check leave them alone).
+add_exit_test(cli_compare_out_elsewhere_in_the_repository CODE 2 TEXT "is in the repository but not in out/ or a build folder"
+              TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out ${PROJECT_SOURCE_DIR}/docs/new-folder)
 add_exit_test(cli_compare_out_in_the_repository CODE 2 TEXT "holds the repository's own files" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out ${PROJECT_SOURCE_DIR}/docs)
 add_exit_test(cli_compare_repeated_flag CODE 2 TEXT "--iterations given twice" TIMEOUT 20
