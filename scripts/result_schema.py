@@ -318,8 +318,17 @@ def main(argv):
         kind = args[at + 1]
         del args[at:at + 2]
     files = [a for a in args if a != "--env"]
-    if not files or any(f.startswith("-") for f in files) or (env_only and kind):
-        print(__doc__, file=sys.stderr)
+    flag = next((f for f in files if f.startswith("-")), None)
+    why = ""
+    if flag:
+        why = "unknown flag '%s' (or a flag given twice)" % flag
+    elif env_only and kind:
+        why = "--env and --kind do not go together"
+    elif not files:
+        why = "no FILE given"
+    if why:
+        usage = __doc__[__doc__.index("usage:"):__doc__.index("\n\n", __doc__.index("usage:"))]
+        print("result_schema: %s\n%s" % (why, usage), file=sys.stderr)
         return 2
     violations = 0
     for path in files:

@@ -185,6 +185,16 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(self.run_script()[0], 2)
             code, output = self.run_script("--kind", "bogus", good_json)
             self.assertEqual((code, "--kind needs one of" in output), (2, True), output)
+            # Bad usage says what is wrong, then the usage lines (not the whole help).
+            for args, why in ((["--kind=fwi", good_json], "unknown flag '--kind=fwi'"),
+                              (["--kind", "fwi", "--kind", "doctor", good_json], "unknown flag '--kind'"),
+                              (["--env", "--kind", "fwi", env_file], "--env and --kind do not go together"),
+                              ([], "no FILE given")):
+                code, output = self.run_script(*args)
+                self.assertEqual(code, 2, output)
+                self.assertIn("result_schema: " + why, output)
+                self.assertIn("usage: python3 scripts/result_schema.py", output)
+                self.assertNotIn("From Python", output)
 
     def test_a_file_that_is_not_an_object(self):
         with tempfile.TemporaryDirectory() as directory:
