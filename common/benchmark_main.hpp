@@ -144,6 +144,17 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
         const double t = std::strtod(v, &end);
         if (end == v || *end != '\0' || !(t >= 0.0) || t > 1e6) return "a number of seconds, 0 or more";
     }
+    // Pairs as Google Benchmark splits them: from the command line it refuses others, from BENCHMARK_CONTEXT it
+    // only warns and goes on.
+    if (const char* v = value_of("--benchmark_context")) {
+        const std::string pairs = v;
+        for (size_t start = 0; !pairs.empty() && start <= pairs.size();) {
+            const size_t end = std::min(pairs.find(',', start), pairs.size());
+            if (std::count(pairs.begin() + long(start), pairs.begin() + long(end), '=') != 1)
+                return "a comma list of KEY=VALUE pairs";
+            start = end + 1;
+        }
+    }
     // Counters of the CPU would count the host waiting for the GPU, not the GPU work these programs time.
     if (const char* v = value_of("--benchmark_perf_counters"))
         if (*v != '\0') return "empty: CPU performance counters measure nothing of the GPU work timed here";

@@ -224,6 +224,9 @@ foreach(bench bench_propagator bench_allreduce)
   # Google Benchmark reads its flags from BENCHMARK_* variables too: the same values are refused there.
   add_exit_test(cli_${bench}_env_repetitions CODE 2 TEXT "environment variable BENCHMARK_REPETITIONS=-5"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" "BENCHMARK_REPETITIONS=-5" COMMAND $<TARGET_FILE:${bench}>)
+  add_exit_test(cli_${bench}_env_context CODE 2
+                TEXT "environment variable BENCHMARK_CONTEXT=a=1,foo: the value must be a comma list of KEY=VALUE pairs"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" "BENCHMARK_CONTEXT=a=1,foo" COMMAND $<TARGET_FILE:${bench}>)
   add_exit_test(cli_${bench}_perf_counters CODE 2 TEXT "--benchmark_perf_counters=CYCLES': the value must be empty"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_perf_counters=CYCLES)
   add_exit_test(cli_${bench}_negative_warmup CODE 2 TEXT "--benchmark_min_warmup_time=-1"
