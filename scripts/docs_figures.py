@@ -40,7 +40,8 @@ each measured-looking table row or pasted program output outside a figure or quo
 with a unit such as ms, us or GB/s in a table, or a RESULT, phases or bandwidth line in a code block);
 2 when a block names results that do not exist, cannot be read or do not follow the schema
 (docs/RESULT.md), or gives its generator the wrong number of arguments, or when a figure marker is
-malformed or a block never ends (then, without --check too, the page is left as it was). The CPU test runs it.
+malformed or a block never ends (then, without --check too, the page is left as it was). The CPU test
+runs it.
 """
 import csv
 import inspect
