@@ -287,21 +287,23 @@ python3_path() {
     return 0
 }
 
-# Why the folder DIR (an absolute path) may not take a script's outputs, or nothing when it may: it is the
-# repository's root or holds the repository's own files (docs, a lesson), among which the outputs would sit;
-# or it lies elsewhere in the repository than out/, a build folder or docs/results (whose callers check it
-# themselves), where git would list the outputs and the docs' check would take a comparison.md for one of
-# the docs.
+# repository_folder_reason DIR [ALSO]: why the folder DIR (an absolute path) may not take a script's
+# outputs, or nothing when it may: it is the repository's root or holds the repository's own files (docs, a
+# lesson), among which the outputs would sit; or it lies elsewhere in the repository than out/, a build
+# folder or ALSO (a folder relative to the root: docs/results for the scripts that record results there),
+# where git would list the outputs and the docs' check would take a comparison.md for one of the docs.
 repository_folder_reason() {
-    local dir="$1" root
+    local dir="$1" also="${2:-}" root inside
     root="$(realpath -m -- "$ROOT")"
     # ":(literal)": the path as it is, not a pattern (a * or ? in a folder's name).
     if [ "$dir" = "$root" ] || [ -n "$(git -C "$ROOT" ls-files -- ":(literal)$dir" 2>/dev/null | head -n 1)" ]; then
         echo "'$dir' holds the repository's own files"
     elif [[ "$dir/" == "$root/"* ]]; then
-        case "${dir#"$root/"}/" in
-            out/* | build*/* | docs/results/*) ;;
-            *) echo "'$dir' is in the repository but not in out/ or a build folder, where outputs go (out/NAME, say): git would list them, and the docs' check read their Markdown as docs" ;;
+        inside="${dir#"$root/"}/"
+        case "$inside" in
+            out/* | build*/*) ;;
+            *) [[ -n "$also" && "$inside" == "$also/"* ]] ||
+                echo "'$dir' is in the repository but not in out/ or a build folder, where outputs go (out/NAME, say): git would list them, and the docs' check read their Markdown as docs" ;;
         esac
     fi
 }

@@ -25,8 +25,9 @@
 #                  checks it and gives the grad rel diff column (default: yes; no for --problem large,
 #                  where a reference costs several gradients of 2-3 s per run)
 #   --run-timeout  seconds after which one run is stopped (default: 300; 1200 for large)
-#   --out          output folder: new, empty or an earlier comparison's (default: out/compare-PROBLEM); the
-#                  runs' logs and JSON go to DIR/runs/
+#   --out          output folder: new, empty or an earlier comparison's, and in the repository only under
+#                  out/ or a build folder (default: out/compare-PROBLEM); the runs' logs and JSON go to
+#                  DIR/runs/
 #   (each flag may also be given as --flag=value)
 # Without a GPU (nvidia-smi lists none) it says so in one line and exits 3, before it builds; also exit 3
 # when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime). Exit 1 when
@@ -40,8 +41,11 @@ bad_flag() { echo "compare: $1" >&2; echo "(scripts/compare.sh --help lists the 
 
 problem=default gpu_list="" iterations=3 reference="" run_timeout="" out=""
 while [ $# -gt 0 ]; do
-    # --flag=value is --flag value.
-    [[ "$1" == --?*=* ]] && set -- "${1%%=*}" "${1#*=}" "${@:2}"
+    # --flag=value is --flag value (for the flags that take one).
+    case "$1" in
+        --problem=* | --gpus=* | --iterations=* | --reference=* | --run-timeout=* | --out=*)
+            set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
+    esac
     case "$1" in
         -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
         --problem|--gpus|--iterations|--reference|--run-timeout|--out)
@@ -87,7 +91,7 @@ if [[ "$out/" == "$(realpath -m -- "$ROOT/docs/results")/"* && ( -z "$recording"
     bad_flag "--out: '$out' is in docs/results, the stored results the docs' figures are made from; choose another --out"
 fi
 # Nor a folder of the repository's own files (its root, docs, a lesson).
-why="$(repository_folder_reason "$out")"
+why="$(repository_folder_reason "$out" docs/results)"  # (docs/results: checked above)
 [ -z "$why" ] || bad_flag "--out: $why; choose a folder of the comparison's own (the default is out/compare-PROBLEM)"
 # Nor files of the user's beside it: the comparison writes comparison.*, machine.* and runs/ into DIR, so a
 # DIR that holds anything must be an earlier comparison's.

@@ -146,11 +146,17 @@ def machine_text(env):
 
 def stamp(env, command, results):
     """One line: machine, date, commit, command. The commit is the one the results folder's source.txt names
-    (record-results.sh writes it), else the RESULT's own."""
+    (record-results.sh writes it), else the RESULT's own. A command's --json and --out name files of the
+    results folder (relative_paths), which the line says: pasted from the repository's root, they would not
+    be found."""
     date = (env.get("utc_time") or "")[:10]
-    return "*Measured on %s, %s, commit %s: `%s`*\n\n" % (
+    folder = results_folder(results)
+    flags = [flag for flag in ("--json", "--out") if re.search(flag + r"\b", command)]
+    where = (" (%s relative to %s)" % (" and ".join("`%s`" % flag for flag in flags), os.path.relpath(folder, ROOT))
+             if folder and flags else "")
+    return "*Measured on %s, %s, commit %s: `%s`%s*\n\n" % (
         machine_text(env), date, source_commit(results) or env.get("git_commit") or "unknown",
-        relative_paths(command))
+        relative_paths(command), where)
 
 
 def source_commit(path):

@@ -11,8 +11,10 @@
 # benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
 # Logs go to out/gpu-check/ (emptied first: they are the last run's); when the environment variable OUT
 # names a folder (made if missing), the summary, one archive of all logs and, after the main step, the
-# comparison table and chart are copied there. Exit 0 only when every step passed, 2 for an unknown or repeated step, an OUT that cannot be
-# written or a CUDAARCHS the build cannot use, 3 for a step that needs a GPU (all but build and tests)
+# comparison table and chart are copied there. Exit 0 only when every step passed, 2 for an unknown or
+# repeated step, an OUT that cannot be written, holds the repository's files, lies in the repository
+# outside out/ and the build folders, or in out/gpu-check itself, or a CUDAARCHS the build cannot use,
+# 3 for a step that needs a GPU (all but build and tests)
 # where none is visible, compute-sanitizer where it is missing, a CUDACXX that names no program, or an
 # out/gpu-check that cannot be written (all before any runs).
 set -uo pipefail
@@ -46,8 +48,9 @@ if [ -n "${OUT:-}" ]; then
     OUT="$(realpath -m -- "$OUT")"
     out_made_from="$(first_missing_folder "$OUT")"
     why="$(repository_folder_reason "$OUT")"
-    # The logs' folder is emptied when the steps start, and copied into OUT at the end.
-    [[ -n "$why" || "$OUT/" != "$logs/"* ]] || why="'$OUT' is the check's logs folder (out/gpu-check) or inside it"
+    # The logs' folder is archived into OUT at the end: not into a folder inside itself.
+    [[ -n "$why" || "$OUT/" != "$(realpath -m -- "$logs")/"* ]] ||
+        why="'$OUT' is the check's logs folder (out/gpu-check) or inside it"
     [ -n "$why" ] || why="$(unwritable_folder_reason "$OUT")"
     if [ -n "$why" ]; then
         echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder of the check's own that can be written, or unset OUT" >&2

@@ -23,8 +23,8 @@ bad_flag() { echo "record-results: $1" >&2; exit 2; }
 all_steps="build lessons compare-default compare-comm transport exercises large"
 out="" steps="${all_steps// /,}"
 while [ $# -gt 0 ]; do
-    # --flag=value is --flag value.
-    [[ "$1" == --?*=* ]] && set -- "${1%%=*}" "${1#*=}" "${@:2}"
+    # --flag=value is --flag value (for the flags that take one).
+    case "$1" in --out=* | --steps=*) set -- "${1%%=*}" "${1#*=}" "${@:2}" ;; esac
     case "$1" in
         -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
         --out|--steps) [ $# -ge 2 ] || bad_flag "$1: missing value"
@@ -49,6 +49,10 @@ check_out() {
     [ -e "$out" ] && bad_flag "--out: '$out' exists; results are kept, so choose another folder"
     [[ "$out/" == "$(realpath -m -- "$BUILD_DIR")/"* ]] &&
         bad_flag "--out: '$out' is inside the build folder, which the build step deletes"
+    # Inside the repository only in docs/results (the default) or out/: compare.sh refuses other folders
+    # there for its --out, a folder of this one's, which would fail the comparison steps after the others.
+    why="$(repository_folder_reason "$out" docs/results)"
+    [ -z "$why" ] || bad_flag "--out: $why"
     why="$(unwritable_folder_reason "$out")"
     [ -z "$why" ] || bad_flag "--out: $why"
 }

@@ -393,6 +393,9 @@ add_exit_test(cli_compare_gpu_count_junk CODE 2 TEXT "--gpus: '1,x' is not a com
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --gpus 1,x)
 add_exit_test(cli_compare_unknown_flag CODE 2 TEXT "compare: unknown flag '--bogus'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --bogus)
+add_exit_test(cli_record_results_out_elsewhere_in_the_repository CODE 2
+              TEXT "is in the repository but not in out/ or a build folder" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --out ${PROJECT_SOURCE_DIR}/my-record)
 add_exit_test(cli_record_results_repeated_step CODE 2 TEXT "--steps: 'build' is listed twice" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/record-results.sh --steps build,lessons,build)
 # --flag=value is --flag value: the value is checked as one given after a space.

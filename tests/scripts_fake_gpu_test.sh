@@ -218,6 +218,8 @@ run FAKE_GPUS=1 OUT="$scratch/scripts" -- bash "$scratch/scripts/gpu-check.sh" b
 expect gpu_check_out_among_repository_files 2 "holds the repository's own files"
 run FAKE_GPUS=1 OUT="$scratch/out/gpu-check/copy" -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_out_in_its_logs 2 "is the check's logs folder (out/gpu-check) or inside it"
+run FAKE_GPUS=1 OUT="$scratch/docs/results/x" -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_out_in_stored_results 2 "is in the repository but not in out/ or a build folder"
 [ -z "$built" ] || fail "gpu_check_out_in_its_logs: built before refusing OUT ($built)"
 run FAKE_GPUS=0 OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
 expect gpu_check_no_gpu 3 "gpu-check: no GPU visible"

@@ -36,8 +36,8 @@ hostfile="" gpus_per_node="" ranks="" given=""
 fwi_recipe_options "$@"
 set -- "${FWI_ARGS[@]}"
 while [ $# -gt 0 ]; do
-    # --flag=value is --flag value.
-    [[ "$1" == --?*=* ]] && set -- "${1%%=*}" "${1#*=}" "${@:2}"
+    # --option=value is --option value (for the options that take one; --bin-dir= is read below).
+    case "$1" in --hostfile=* | --gpus-per-node=* | --np=*) set -- "${1%%=*}" "${1#*=}" "${@:2}" ;; esac
     case "$1" in
         --hostfile | --gpus-per-node | --np)
             [ $# -ge 2 ] || fwi_die 2 "$1: missing value"
