@@ -319,15 +319,12 @@ unwritable_folder_reason() {
     rm -f -- "$probe"  # ours, just made
 }
 
-# shell_line WORD...: the words as one line a shell reads back as them: each quoted only where it needs
-# it ('source "$1/x" && y', not source "$1/x" && y), so that a recorded command can be pasted.
+# shell_line WORD...: the words as one line a shell reads back as them (printf's %q, as the cluster
+# recipes' fwi_launch prints its launch line), so that a recorded command can be pasted.
 shell_line() {
-    local word line=""
-    for word in "$@"; do
-        [[ "$word" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]] || word="${word@Q}"
-        line+="${line:+ }$word"
-    done
-    printf '%s\n' "$line"
+    local line
+    line="$(printf '%q ' "$@")"
+    printf '%s\n' "${line% }"
 }
 
 # The outermost folder that `mkdir -p DIR` (unwritable_folder_reason) would make, or nothing when DIR

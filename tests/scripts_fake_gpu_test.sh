@@ -91,7 +91,7 @@ expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
 # A folder of the user's that holds files is refused (exit 2), its files left as they were.
 mkdir "$tmp/user files" && echo "the user's table" >"$tmp/user files/comparison.csv"
 run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --gpus 1 --out "$tmp/user files"
-expect compare_out_holds_user_files 2 "holds files and no earlier comparison made it"
+expect compare_out_holds_user_files 2 "holds files and was not made by compare.sh"
 [ -z "$built" ] && [ "$(cat "$tmp/user files/comparison.csv")" = "the user's table" ] && [ ! -e "$tmp/user files/runs" ] ||
     fail "compare_out_holds_user_files: built ($built) or changed the folder: $(ls -A "$tmp/user files")"
 rm -r "$tmp/user files"
@@ -283,7 +283,7 @@ expect sanitize_path_with_a_space 3 "holds a space, comma or colon, which the sa
 # ---- record-results.sh writes each command as a line that can be pasted, words quoted where they need it
 #      (last: its build step deletes the scratch build/ with the fake programs) ----
 run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --steps build --out "$tmp/built"
-quoted="bash -c 'source \"\$1/scripts/common.sh\" && configure_and_build default' bash ."  # the paths made relative
+quoted='bash -c source\ \"\$1/scripts/common.sh\"\ \&\&\ configure_and_build\ default bash .'  # the paths made relative
 if [ "$code" -eq 0 ] && [ "$(head -n 1 "$tmp/built/build.log" 2>/dev/null)" = "\$ $quoted" ] &&
     grep -qxF "$quoted" <(cut -f 4 "$tmp/built/timings.tsv" 2>/dev/null); then
     echo "ok:   record_results_commands_quoted"
