@@ -77,13 +77,8 @@ case "$reference" in yes|no) ;; *) bad_flag "--reference: '$reference' is not on
 repeated="$(repeated_item "$gpu_list")"
 [ -z "$repeated" ] || bad_flag "--gpus: $repeated is listed twice"
 out="$(realpath -m -- "${out:-$ROOT/out/compare-$problem}")"
-# DIR/runs is emptied before the runs: only when an earlier comparison made it (its marker is there),
-# never a folder of the user's. Checked before the build, so a mistake costs nothing.
 runs="$out/runs"
 marker="$runs/.made-by-compare"
-if [ -e "$runs" ] && [ ! -f "$marker" ]; then
-    bad_flag "--out: '$runs' exists and was not made by compare.sh (no $(basename "$marker") in it); the comparison empties DIR/runs, so choose another --out or move that folder away"
-fi
 # Nor the stored results (docs/results), which the docs' figures are made from, but for a new recording's
 # own folder, which scripts/record-results.sh names in FWI_RECORDING_INTO.
 recording="${FWI_RECORDING_INTO:+$(realpath -m -- "$FWI_RECORDING_INTO")}"
@@ -93,10 +88,11 @@ fi
 # Nor a folder of the repository's own files (its root, docs, a lesson).
 why="$(repository_folder_reason "$out" docs/results)"  # (docs/results: checked above)
 [ -z "$why" ] || bad_flag "--out: $why; choose a folder of the comparison's own (the default is out/compare-PROBLEM)"
-# Nor files of the user's beside it: the comparison writes comparison.*, machine.* and runs/ into DIR, so a
-# DIR that holds anything must be an earlier comparison's.
+# Nor files of the user's: the comparison writes comparison.*, machine.* and runs/ into DIR and empties
+# DIR/runs, so a DIR that holds anything must be an earlier comparison's (its marker is there). Checked
+# before the build, so a mistake costs nothing.
 if [ -d "$out" ] && [ ! -f "$marker" ] && [ -n "$(ls -A -- "$out" 2>/dev/null)" ]; then
-    bad_flag "--out: '$out' holds files and no earlier comparison made it (no runs/$(basename "$marker")); the comparison writes comparison.*, machine.* and runs/ there, so choose a new or empty folder"
+    bad_flag "--out: '$out' holds files and was not made by compare.sh (no runs/$(basename "$marker")); the comparison writes comparison.*, machine.* and runs/ there, so choose a new or empty folder"
 fi
 made_from="$(first_missing_folder "$out")"
 why="$(unwritable_folder_reason "$out")"

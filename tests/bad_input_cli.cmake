@@ -363,7 +363,7 @@ add_exit_test(cli_record_results_stray_comma CODE 2 TEXT "--steps: 'build,' is n
 add_exit_test(cli_compare_unwritable_out CODE 2 TEXT "--out: cannot create the folder '/proc/x'" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out /proc/x)
 # A folder that holds files no comparison made: the comparison would write among them.
-add_exit_test(cli_compare_out_holds_other_files CODE 2 TEXT "--out: '/proc' holds files and no earlier comparison made it"
+add_exit_test(cli_compare_out_holds_other_files CODE 2 TEXT "--out: '/proc' holds files and was not made by compare.sh"
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/compare.sh --out /proc)
 # Inside the repository, outputs go to out/ or a build folder (git and the docs' check leave them alone).
 add_exit_test(cli_compare_out_elsewhere_in_the_repository CODE 2 TEXT "is in the repository but not in out/ or a build folder"
