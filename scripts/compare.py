@@ -115,10 +115,12 @@ def read_manifest(runs_dir):
         if not re.fullmatch(r"[0-9]{1,3}|timeout|not-built", entry["status"]):
             raise BadManifest("%s line %d: status %s is not an exit code, timeout or not-built"
                               % (path, line, ascii(entry["status"])))
-    runs = [(e["role"], e["pattern"], e["variant"], e["gpus"]) for e in entries]
-    for line, run in enumerate(runs, start=2):
-        if runs.index(run) + 2 != line:
-            raise BadManifest("%s line %d: the same run as line %d" % (path, line, runs.index(run) + 2))
+    first_line_of_run = {}
+    for line, e in enumerate(entries, start=2):
+        run = (e["role"], e["pattern"], e["variant"], e["gpus"])
+        if run in first_line_of_run:
+            raise BadManifest("%s line %d: the same run as line %d" % (path, line, first_line_of_run[run]))
+        first_line_of_run[run] = line
     return entries
 
 
