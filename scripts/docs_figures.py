@@ -473,8 +473,12 @@ def markdown_files():
 
 def process(path, check):
     """The names of the blocks of this file that differ (check) or were rewritten."""
-    with open(path) as f:
+    # Read and written as UTF-8 whatever the locale, and with the line endings the file has (a checkout made
+    # on Windows may have CRLF): the blocks are matched on LF.
+    with open(path, encoding="utf-8", newline="") as f:
         text = f.read()
+    line_ending = "\r\n" if "\r\n" in text else "\n"
+    text = text.replace("\r\n", "\n")
     changed, copies = [], []
 
     def replace(match):
@@ -498,7 +502,7 @@ def process(path, check):
             if not check:
                 shutil.copyfile(source, target)
     if changed and not check:
-        with open(path, "w") as f:
+        with open(path, "w", encoding="utf-8", newline=line_ending) as f:
             f.write(new_text)
     return changed
 

@@ -146,6 +146,17 @@ def main():
             fail("markers %r: exit %d, expected 2 saying '%s' and the page unchanged:\n%s"
                  % (text, code, expected, output))
 
+    # A page with CRLF line endings (a checkout made on Windows) keeps them when its blocks are regenerated.
+    with open(page, "w", newline="") as f:
+        f.write("# a page\r\n\r\n<!-- figure: comparison %s -->\r\n<!-- end figure -->\r\n" % RESULTS)
+    code, output = run(script, page)
+    written = open(page, "rb").read()
+    if code != 0 or b"| 05_nccl_mpi | - | 2 |" not in written or written.count(b"\n") != written.count(b"\r\n"):
+        fail("regenerating a CRLF page: exit %d, or LF line endings written into it:\n%s" % (code, output))
+    code, output = run(script, "--check", page)
+    if code != 0:
+        fail("a regenerated CRLF page fails --check:\n" + output)
+
     check_bad_results(script, work, page)
 
     code, output = run(script, "--check")
