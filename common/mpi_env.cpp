@@ -135,6 +135,15 @@ std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environ
     return "";
 }
 
+std::string mpi_launcher_ranks(const LaunchEnvironment& environment) {
+    for (const LaunchVariable& variable : kMpiLauncherVariables) {
+        const int ranks = ranks_named_by(environment, variable);
+        if (ranks > 1) return std::string(variable.name) + "=" + std::to_string(ranks) + ", set by " + variable.set_by;
+        if (ranks == 1) return "";
+    }
+    return "";
+}
+
 namespace {
 
 // How long the ranks may take to meet once MPI_Init has returned (it returns when every rank has started).

@@ -41,6 +41,11 @@ void set_finalize_limit(double seconds);
 using LaunchEnvironment = std::map<std::string, std::string>;  // variable -> value, for those set
 LaunchEnvironment launch_environment();                        // the variables above, from this process's environment
 std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environment);
+// Whether an MPI launcher's variable above names more than one rank: "OMPI_COMM_WORLD_SIZE=2, set by Open MPI's
+// mpirun", or "" (none set, or one rank on purpose). Only the MPI launchers' variables: a process that a job
+// script runs once inside a Slurm allocation of several tasks is one process. Throws as launch_mismatch does.
+// How a program that is not an MPI program (doctor without --mpi) sees that mpirun started several copies.
+std::string mpi_launcher_ranks(const LaunchEnvironment& environment);
 
 // Guards a blocking MPI call that waits on other ranks (a collective, a barrier), which MPI itself
 // cannot time out: if the guard still exists `timeout_s` after it was made, this process prints

@@ -95,6 +95,13 @@ bool parse_options(int argc, char** argv, Options& options) {
         {"--nccl-mib"}, [runs] { return runs("nccl") || runs("mpi"); },
         "when check 5 (nccl, without --mpi) or check 7 (mpi, with --mpi) runs");
     if (!parser.parse(argc, argv)) return false;
+    // mpirun without --mpi starts a whole doctor per rank: each would run every check at once on the same GPUs,
+    // and their timings would be each other's.
+    if (!options.mpi)
+        if (const std::string launched = mpi_launcher_ranks(launch_environment()); !launched.empty())
+            throw UsageError("started as one of several MPI ranks (" + launched +
+                             ") without --mpi: every rank would run every check at once on the same GPUs; add --mpi "
+                             "for the MPI checks (mpirun -np <GPUs> doctor --mpi), or run doctor without mpirun");
     // A check named in --checks that this mode never runs is refused, as a flag the run would ignore is
     // (`--mpi --checks p2p` ran none of what it asked for). "all" names none: it is what the mode runs.
     if (options.checks != "all")
@@ -272,19 +279,10 @@ private:
         return check_nccl(system_, variables_, options, deadline);
     }
 
-    // Without --mpi, check 7 only says how to run it, and warns when mpirun started this process anyway
-    // (every rank then runs the single-process checks at once, disturbing each other's timings).
+    // Without --mpi, check 7 only says how to run it (parse_options refused a launch by mpirun).
     void report_local_mpi_hint() {
         report_.begin("mpi");
-        Finding finding = skipped("mpi", "not run: start it with `mpirun -np <GPUs> doctor --mpi`");
-        const std::string world = value_of(variables_, "OMPI_COMM_WORLD_SIZE");
-        if (!world.empty()) {
-            finding.status = Status::warn;
-            finding.summary = "started by mpirun (OMPI_COMM_WORLD_SIZE=" + world +
-                              ") without --mpi: every rank runs all checks at once";
-            finding.next = "add --mpi";
-        }
-        report_.add(std::move(finding));
+        report_.add(skipped("mpi", "not run: start it with `mpirun -np <GPUs> doctor --mpi`"));
     }
 
     // Under --mpi, every rank but 0 waits here while rank 0 runs the local checks: so that check 7's

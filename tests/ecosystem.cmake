@@ -107,6 +107,14 @@ add_exit_test(ecosystem_launch_mismatch_ompi_size_06 CODE 3 TEXT "OMPI_COMM_WORL
 add_exit_test(ecosystem_launch_mismatch_doctor_mpi CODE 3 TEXT "WORLD_SIZE=2" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=2
               COMMAND $<TARGET_FILE:doctor> --mpi)
+# doctor without --mpi is no MPI program: started by mpirun as several ranks, it is refused before any check
+# (each would run every check at once on the same GPUs); `mpirun -np 1` is one doctor and goes on.
+add_exit_test(ecosystem_doctor_mpirun_without_mpi CODE 2 TEXT "OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun) without --mpi"
+              LABELS cpu mpi ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
+              COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:doctor>)
+add_exit_test(ecosystem_doctor_mpirun_one_without_mpi CODE 3 TEXT "" OUTPUT "no GPU visible -> exit 3" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
+              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:doctor>)
 # A rank count past MPI's int is named as it is set, not as the largest number it was read as.
 add_exit_test(ecosystem_launch_ompi_size_overflow_06 CODE 3
               TEXT "OMPI_COMM_WORLD_SIZE=99999999999999999999 (set by Open MPI's mpirun) is more ranks than MPI"
