@@ -87,20 +87,41 @@ void check_option_combinations(const Options& o) {
 // folder) would replace it at its first checkpoint, and its loss history and models at once. Rank 0 (the
 // one that writes --out) refuses that unless the user says so (--overwrite: the old checkpoint is removed
 // when the run writes its first files, so that it never stands beside another run's), and refuses
-// --overwrite of the checkpoint that --resume continues from.
+// --overwrite of the checkpoint that --resume continues from. A run that continues in the same folder keeps
+// checkpointing: without --checkpoint-every its newer models and loss history would stand beside the old
+// checkpoint, and a later --resume would go back to it and replace them.
 void check_checkpoint_kept(const Options& o) {
     const std::string existing = checkpoint_path(o.out);
     std::error_code ignored;
+    if (std::filesystem::exists(existing, ignored) && !std::filesystem::is_regular_file(existing, ignored))
+        throw UsageError("--out: '" + shown_path(existing) +
+                         "' is not a file (a folder?): the run writes its checkpoint there; move it away or choose "
+                         "another --out");
     const bool resumes_out = !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
     if (o.overwrite && resumes_out)
         throw UsageError(
             "--overwrite: it would delete the checkpoint that --resume " + shown_path(o.resume) +
             " continues from (--out " + shown_path(o.out) +
             " is the same folder); leave out --overwrite to continue that run, or --resume to start afresh");
+    if (resumes_out && o.checkpoint_every == 0)
+        throw UsageError("--resume " + shown_path(o.resume) +
+                         " continues in its own folder (--out), where its checkpoint would stay behind the newer "
+                         "models and loss history without --checkpoint-every; give --checkpoint-every N, or "
+                         "another --out");
     if (o.overwrite || resumes_out || !std::filesystem::exists(existing, ignored)) return;
     throw UsageError("--out: '" + shown_path(o.out) + "' holds a checkpoint (" + shown_path(existing) +
                      ") that this run would overwrite; continue it with --resume " + shown_path(o.out) +
                      ", choose another --out, or give --overwrite to start afresh over it");
+}
+
+// --overwrite's removal of the old checkpoint, once the run has its GPU (check_checkpoint_kept made sure it
+// is a file).
+void remove_old_checkpoint(const std::string& out) {
+    std::error_code error;
+    std::filesystem::remove(checkpoint_path(out), error);
+    if (error)
+        throw EnvironmentError("--overwrite: cannot remove the old checkpoint '" + shown_path(checkpoint_path(out)) +
+                               "': " + error.message());
 }
 
 // Rank 0 reads the checkpoint and sends its bytes to every rank, so the folder need only be visible to
@@ -221,7 +242,7 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) {
         std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
         // Written once the run has its GPU: a run refused before that writes no file into --out.
-        if (o.overwrite) std::filesystem::remove(checkpoint_path(o.out));  // see check_checkpoint_kept
+        if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }

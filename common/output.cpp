@@ -150,7 +150,7 @@ void write_json_file(const std::string& path, const std::string& json) {
     try {
         write_file_atomically(path, json + "\n");
     } catch (const EnvironmentError& error) {
-        throw UsageError(std::string("--json: ") + error.what());
+        throw EnvironmentError(std::string("--json: ") + error.what());
     }
 }
 

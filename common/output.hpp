@@ -93,8 +93,9 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
 // {"schema_version": kResultSchemaVersion, <the fields of result>, "env": run_env_json()} (run_env.hpp):
 // callers add neither of the two.
 void emit_result(const JsonObject& result, const std::string& json_path);
-// Writes `json` and a newline to the --json file PATH, atomically (write_file_atomically); a failure is a
-// UsageError naming --json. Check PATH with check_writable before the run.
+// Writes `json` and a newline to the --json file PATH, atomically (write_file_atomically); a failure is an
+// EnvironmentError naming --json (exit 3: a full disk, a folder removed during the run). Check PATH with
+// check_writable before the run: a path that could never be written is the user's to mend (exit 2).
 void write_json_file(const std::string& path, const std::string& json);
 
 // Writes a C-order float32 array as a NumPy .npy file (format version 1.0), atomically. Throws on I/O failure.

@@ -185,8 +185,11 @@ int Report::finish_locked() {
     const int code = exit_code_locked();
     if (quiet_) return code;
     print("\n" + summary_line_locked() + "\n");
-    // The RESULT line carries the verdicts; the matrices and other figures go to --json only.
+    // The RESULT line carries the verdicts; the matrices and other figures go to --json only, written first:
+    // a file that cannot be written ends the run with exit 3, and a RESULT line printed before it would show
+    // another exit code.
     const JsonObject full = json_locked();
+    if (!json_path_.empty()) write_json_file(json_path_, full.str());
     JsonObject verdicts;
     for (const auto& finding : findings_) verdicts.add(finding.id, status_name(finding.status));
     JsonObject result;
@@ -197,7 +200,6 @@ int Report::finish_locked() {
         .add("facts", facts_)
         .add("checks", verdicts);
     emit_result(result, "");
-    if (!json_path_.empty()) write_json_file(json_path_, full.str());
     return code;
 }
 

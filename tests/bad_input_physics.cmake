@@ -81,7 +81,8 @@ function(add_bad_checkpoint_test kind expected_text)
   add_test(NAME physics_make_checkpoint_${kind} COMMAND make_bad_checkpoint ${dir} ${kind} --problem small)
   set_tests_properties(physics_make_checkpoint_${kind} PROPERTIES LABELS cpu TIMEOUT 60
                        FIXTURES_SETUP bad_checkpoint_${kind})
-  add_physics_test(06_fwi_shot_parallel resume_${kind} "${expected_text}" --problem small --resume ${dir} --out ${dir})
+  add_physics_test(06_fwi_shot_parallel resume_${kind} "${expected_text}" --problem small --resume ${dir} --out ${dir}
+                   --checkpoint-every 5)
   set_tests_properties(physics_06_fwi_shot_parallel_resume_${kind} PROPERTIES FIXTURES_REQUIRED bad_checkpoint_${kind})
 endfunction()
 add_bad_checkpoint_test(nan "checkpoint.fwi': velocity nan")

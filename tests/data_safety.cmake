@@ -46,14 +46,26 @@ endfunction()
 add_checkpoint_kept_test(fwi06_keeps_checkpoint 2 "--out|--resume|--overwrite|holds a checkpoint" --out @DIR@)
 add_checkpoint_kept_test(fwi06_keeps_checkpoint_resuming_another 2 "--out|holds a checkpoint"
                          --out @DIR@ --resume ${CMAKE_CURRENT_BINARY_DIR}/no_such_run)
-# Allowed past the check: --overwrite reaches the GPU check (exit 3), --resume of the same folder reads
-# the checkpoint (exit 2: it is the stress program's, not this problem's).
+# Allowed past the check: --overwrite reaches the GPU check (exit 3), --resume of the same folder that goes
+# on checkpointing reads the checkpoint (exit 2: it is the stress program's, not this problem's).
 add_checkpoint_kept_test(fwi06_overwrite_allowed 3 "sees no CUDA GPU" --out @DIR@ --overwrite)
-add_checkpoint_kept_test(fwi06_resume_same_folder_allowed 2 "--resume"
+add_checkpoint_kept_test(fwi06_resume_same_folder_allowed 2 "belongs to another problem"
+                         --out @DIR@ --resume @DIR@ --checkpoint-every 5)
+# Without --checkpoint-every, a run continued in its own folder would leave its checkpoint behind the newer
+# models and loss history, for a later --resume to go back to: refused.
+add_checkpoint_kept_test(fwi06_resume_same_folder_without_checkpoints 2 "continues in its own folder (--out)"
                          --out @DIR@ --resume @DIR@)
 # --overwrite would delete the checkpoint that --resume of the same folder continues from: refused.
 add_checkpoint_kept_test(fwi06_overwrite_of_resumed_checkpoint 2 "--overwrite: it would delete the checkpoint that --resume"
                          --out @DIR@ --resume @DIR@ --overwrite)
+
+# A checkpoint.fwi in --out that is a folder: refused before any GPU, rather than left for --overwrite's removal
+# to fail on after the set-up.
+set(checkpoint_folder_out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_checkpoint_is_a_folder)
+add_exit_test(data_safety_fwi06_checkpoint_is_a_folder CODE 2 TEXT "checkpoint.fwi' is not a file (a folder?)"
+              LABELS cpu mpi TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
+              COMMAND ${BASH_EXECUTABLE} -c "mkdir -p \"$0/checkpoint.fwi/x\" && exec \"$@\" --out \"$0\" --overwrite"
+                      ${checkpoint_folder_out} ${fwi06_in_mpirun})
 
 # A whole checkpoint of 1000 iterations resumed by a run of 5 is refused for --iterations, before any GPU
 # (it was once refused for its size, as a file too large for the run could be).
@@ -65,7 +77,8 @@ set_tests_properties(data_safety_make_checkpoint_1000_iterations PROPERTIES LABE
 add_exit_test(data_safety_fwi06_resume_fewer_iterations CODE 2
               TEXT "--iterations: the checkpoint already holds 1000 iterations; allowed 1001 or more" LABELS cpu mpi
               TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
-              COMMAND ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out ${checkpoint_1000} --iterations 5)
+              COMMAND ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out ${checkpoint_1000} --iterations 5
+                      --checkpoint-every 5)
 set_tests_properties(data_safety_fwi06_resume_fewer_iterations PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
 
 # --json that cannot be written is refused at the start (exit 2 naming --json), not after the run: no GPU

@@ -453,6 +453,17 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
     std::filesystem::remove_all(folder);
 }
 
+TEST_CASE("a --json file that cannot be written at the end of a run is the environment's failure, not the user's") {
+    // check_writable has accepted the path before the run; what fails after it (a full disk, a folder removed
+    // during the run) is no bad flag: exit 3, not 2 with a pointer to --help.
+    const std::string folder = "test_write_json_file." + std::to_string(::getpid());
+    std::filesystem::create_directory(folder);
+    check_writable(folder + "/result.json", "--json");
+    std::filesystem::remove_all(folder);
+    CHECK_THROWS_WITH_AS(write_json_file(folder + "/result.json", "{}"), doctest::Contains("--json: cannot create"),
+                         EnvironmentError);
+}
+
 TEST_CASE("an --out folder a refused run made is removed again, with its new parents, and only those") {
     namespace fs = std::filesystem;
     const fs::path base = "test_output_folder." + std::to_string(::getpid());
