@@ -33,10 +33,14 @@ void write_loss_history(const std::string& dir, const FwiState& state) {
         relative.push_back(state.misfits.front() > 0.0 ? state.misfits[i] / state.misfits.front() : 1.0);
     }
     std::string csv = "iteration,misfit,relative_misfit,iteration_seconds\n";
-    char row[160];
     for (size_t i = 0; i < iterations.size(); ++i) {
-        std::snprintf(row, sizeof row, "%d,%.9e,%.9f,%.6f\n", iterations[i], state.misfits[i], relative[i],
-                      state.iteration_seconds[i]);
+        // Sized by a first call: a resumed checkpoint may hold any finite value, and %f writes 1e300 in 301 digits.
+        const auto print_row = [&](char* to, size_t size) {
+            return std::snprintf(to, size, "%d,%.9e,%.9f,%.6f\n", iterations[i], state.misfits[i], relative[i],
+                                 state.iteration_seconds[i]);
+        };
+        std::string row(size_t(print_row(nullptr, 0)), '\0');
+        print_row(row.data(), row.size() + 1);
         csv += row;
     }
     write_file_atomically(dir + "/loss_history.csv", csv);
@@ -61,7 +65,8 @@ std::string plot_script_path() {
 
 bool draw_pictures(const std::string& script, const std::string& dir, double timeout_s) {
     const std::string by_hand = "python3 " + script + " " + dir;
-    if (!std::filesystem::exists(script)) {
+    std::error_code unreadable;  // a folder this user cannot search reads as missing, not as an exception
+    if (!std::filesystem::exists(script, unreadable)) {
         print_warning("the plotting script " + script + " is not there (was the source tree moved?): no PNG pictures");
         return false;
     }

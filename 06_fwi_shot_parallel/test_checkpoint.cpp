@@ -334,6 +334,15 @@ TEST_CASE("loss history: CSV and JSON with one row per iteration") {
           "{\"iteration\": [1, 2, 3], \"misfit\": [8, 6, 2], \"relative_misfit\": [1, 0.75, 0.25], "
           "\"iteration_seconds\": [0.5, 0.25, 0.125]}\n");
     CHECK(snapshot_file_name(5) == "model_iter_0005.npy");
+    // A checkpoint may hold any finite value: its rows are written whole, one a line, however long.
+    state.misfits = {1e-300, 1.0};
+    state.iteration_seconds = {1e300, 1.0};
+    write_loss_history(folder.str(), state);
+    const std::string long_rows = read_file(folder.str() + "/loss_history.csv");
+    CHECK(std::count(long_rows.begin(), long_rows.end(), '\n') == 3);
+    CHECK(long_rows.size() > 600);  // two numbers of 301 digits
+    CHECK(long_rows.find("\n2,1.000000000e+00,") != std::string::npos);
+    CHECK(long_rows.substr(long_rows.size() - 10) == ",1.000000\n");
 }
 
 TEST_CASE("pictures: the plotting script runs on a run folder; a missing script is a warning, not an error") {

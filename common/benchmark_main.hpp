@@ -236,10 +236,16 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
             std::FILE* file = std::fopen(out_temporary.c_str(), "rb");
             const bool has_results = file && std::fgetc(file) != EOF;
             if (file) std::fclose(file);
-            if (status == kExitOk && has_results)
-                std::rename(out_temporary.c_str(), out_path.c_str());
-            else
+            if (status == kExitOk && has_results) {
+                if (std::rename(out_temporary.c_str(), out_path.c_str()) != 0) {
+                    std::fprintf(stderr, "%s: environment: --benchmark_out: cannot rename '%s' into place: %s\n",
+                                 program, shown_path(out_temporary).c_str(), std::strerror(errno));
+                    std::remove(out_temporary.c_str());
+                    status = kExitEnvironment;
+                }
+            } else {
                 std::remove(out_temporary.c_str());
+            }
         }
         return status;
     };
@@ -264,12 +270,17 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         return kExitBadInput;
     }
     // Google Benchmark reads each flag from a variable too (BENCHMARK_FILTER for --benchmark_filter), where
-    // a command line does not give it: the same values are refused there.
+    // a command line does not give it: the same values are refused there (and only there: a variable whose
+    // flag the command line gives is not read).
     for (const std::string& text : environment_entries()) {
         const size_t equals = text.find('=');
         if (text.rfind("BENCHMARK_", 0) != 0 || equals == std::string::npos) continue;
         std::string flag = "--benchmark_" + text.substr(10, equals - 10);
         for (char& c : flag) c = char(std::tolower(static_cast<unsigned char>(c)));
+        const bool flag_given = std::any_of(args.begin() + 1, args.end(), [&](const std::string& arg) {
+            return arg == flag || arg.rfind(flag + "=", 0) == 0;
+        });
+        if (flag_given) continue;
         const std::string problem = benchmark_flag_problem(flag + text.substr(equals));
         if (problem.empty()) continue;
         std::fprintf(stderr, "%s: environment variable %s: the value must be %s\n", program, shown_value(text).c_str(),

@@ -224,6 +224,10 @@ foreach(bench bench_propagator bench_allreduce)
   # Google Benchmark reads its flags from BENCHMARK_* variables too: the same values are refused there.
   add_exit_test(cli_${bench}_env_repetitions CODE 2 TEXT "environment variable BENCHMARK_REPETITIONS=-5"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" "BENCHMARK_REPETITIONS=-5" COMMAND $<TARGET_FILE:${bench}>)
+  # ... but not where the command line gives the flag, which Google Benchmark then takes instead.
+  add_exit_test(cli_${bench}_env_overridden CODE 0 TEXT "" OUTPUT "${first_case}"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" "BENCHMARK_REPETITIONS=-5"
+                COMMAND $<TARGET_FILE:${bench}> --benchmark_repetitions=3 --benchmark_list_tests)
   add_exit_test(cli_${bench}_env_context CODE 2
                 TEXT "environment variable BENCHMARK_CONTEXT=a=1,foo: the value must be a comma list of KEY=VALUE pairs"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" "BENCHMARK_CONTEXT=a=1,foo" COMMAND $<TARGET_FILE:${bench}>)
