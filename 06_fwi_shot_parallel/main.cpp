@@ -243,6 +243,7 @@ int run_fwi(const Problem& p, const Options& o) {
         std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
         // Written once the run has its GPU: a run refused before that writes no file into --out.
         if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
+        remove_snapshots_after(o.out, start.iterations_done);
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include "errors.hpp"
@@ -23,6 +24,25 @@ std::string snapshot_file_name(int iteration) {
     char name[48];
     std::snprintf(name, sizeof name, "model_iter_%04d.npy", iteration);
     return name;
+}
+
+void remove_snapshots_after(const std::string& dir, int iteration) {
+    const std::regex snapshot(R"(model_iter_([0-9]+)\.npy)");
+    std::error_code error;
+    std::vector<std::filesystem::path> stale;
+    for (auto entry = std::filesystem::directory_iterator(dir, error);
+         !error && entry != std::filesystem::directory_iterator(); entry.increment(error)) {
+        std::smatch digits;
+        const std::string name = entry->path().filename().string();
+        // Digits past int's range (no run writes them) count as after any iteration.
+        if (std::regex_match(name, digits, snapshot) && (digits[1].length() > 9 || std::stoi(digits[1]) > iteration))
+            stale.push_back(entry->path());
+    }
+    for (const std::filesystem::path& path : stale)
+        if (!error) std::filesystem::remove(path, error);
+    if (error)
+        throw EnvironmentError("--out: cannot remove the snapshots of another run from '" + shown_path(dir) +
+                               "': " + error.message());
 }
 
 void write_loss_history(const std::string& dir, const FwiState& state) {

@@ -13,6 +13,11 @@ namespace fwi {
 // "model_iter_0005.npy": the model after that many iterations.
 std::string snapshot_file_name(int iteration);
 
+// Removes DIR's snapshots (model_iter_NNNN.npy) of iterations after `iteration`: those of an earlier run into
+// the same folder, or of a killed run past the checkpoint this one resumes, which the pictures would show
+// beside this run's. Other files are left alone. Throws EnvironmentError when one cannot be removed.
+void remove_snapshots_after(const std::string& dir, int iteration);
+
 // DIR/loss_history.csv (iteration,misfit,relative_misfit,iteration_seconds) and DIR/loss_history.json
 // ({"iteration": [...], "misfit": [...], "relative_misfit": [...], "iteration_seconds": [...]}).
 void write_loss_history(const std::string& dir, const FwiState& state);

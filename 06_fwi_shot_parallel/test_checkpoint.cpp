@@ -345,6 +345,24 @@ TEST_CASE("loss history: CSV and JSON with one row per iteration") {
     CHECK(long_rows.substr(long_rows.size() - 10) == ",1.000000\n");
 }
 
+TEST_CASE("a run removes the snapshots after its start, and only those") {
+    const TemporaryFolder folder;
+    for (const std::string name : {"model_iter_0005.npy", "model_iter_0010.npy", "model_iter_0015.npy",
+                                   "model_iter_99999999999.npy", "model_iter_0020.npy.bak", "final_model.npy"})
+        std::ofstream(folder.str() + "/" + name) << "x";
+    remove_snapshots_after(folder.str(), 10);  // a run resumed after iteration 10
+    const auto exists = [&](const std::string& name) { return std::filesystem::exists(folder.str() + "/" + name); };
+    CHECK(exists("model_iter_0005.npy"));
+    CHECK(exists("model_iter_0010.npy"));
+    CHECK_FALSE(exists("model_iter_0015.npy"));
+    CHECK_FALSE(exists("model_iter_99999999999.npy"));
+    CHECK(exists("model_iter_0020.npy.bak"));  // not a name the run writes
+    CHECK(exists("final_model.npy"));
+    remove_snapshots_after(folder.str(), 0);  // a fresh run
+    CHECK_FALSE(exists("model_iter_0005.npy"));
+    CHECK(exists("final_model.npy"));
+}
+
 TEST_CASE("pictures: the plotting script runs on a run folder; a missing script is a warning, not an error") {
     const TemporaryFolder folder;
     const Problem p = small_problem();
