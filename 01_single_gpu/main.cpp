@@ -17,6 +17,7 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
+#include "launch_env.hpp"
 #include "output.hpp"
 #include "problem.hpp"
 #include "shot_parallel.hpp"
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
             [&options] { return !options.verify; },
             "without --verify (it computes one gradient: no model update, no model files)");
         if (!parser.parse(argc, argv)) return kExitOk;
+        refuse_launch_as_several_ranks("01 runs on one GPU: run it without mpirun (03, 05 and 06 run a rank per GPU)");
         validate(problem, parser);
         require_host_memory(problem, 1, options.verify);
         if (options.verify) {

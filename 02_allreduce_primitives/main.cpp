@@ -27,6 +27,7 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_group.hpp"
+#include "launch_env.hpp"
 #include "nccl_comm.hpp"
 #include "run_env.hpp"
 
@@ -82,6 +83,7 @@ bool parse_options(int argc, char** argv, Options& options) {
         "when --variants includes p2p_kernel");
     parser.add_string("--json", &options.json_path, "also write the RESULT object to this file (the last variant's)");
     if (!parser.parse(argc, argv)) return false;
+    refuse_launch_as_several_ranks("02 drives every GPU from one process: run it without mpirun");
     validate_allreduce_sweep_options(options.sweep);
     split_variant_list(options.variants);
     options.variant.one_shot_max_bytes = static_cast<size_t>(options.one_shot_max_bytes);

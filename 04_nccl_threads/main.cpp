@@ -26,6 +26,7 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
+#include "launch_env.hpp"
 #include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 #include "output.hpp"
@@ -166,6 +167,8 @@ int main(int argc, char** argv) {
         parser.add_choice("--driver", &options.driver, {"threads", "group"},
                           "who issues the NCCL calls: one thread per GPU, or one thread with ncclGroupStart/End");
         if (!parser.parse(argc, argv)) return kExitOk;
+        refuse_launch_as_several_ranks(
+            "04 drives every GPU from one process, a thread each: run it without mpirun (05 runs a rank per GPU)");
         validate(problem, parser);
         return run(problem, options);
     });

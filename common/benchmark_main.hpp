@@ -26,6 +26,7 @@
 #include "cli.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "launch_env.hpp"
 #include "output.hpp"
 #include "run_env.hpp"
 
@@ -299,6 +300,15 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         });
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
+    try {  // copies started by mpirun would time each other on the same GPU
+        refuse_launch_as_several_ranks("the benchmarks run on one GPU: run them without mpirun");
+    } catch (const UsageError& several) {
+        std::fprintf(stderr, "%s: %s\n", program, several.what());
+        return finish_out(kExitBadInput);
+    } catch (const EnvironmentError& unreadable) {  // a launcher's variable set to no rank count
+        std::fprintf(stderr, "%s: environment: %s\n", program, unreadable.what());
+        return finish_out(kExitEnvironment);
+    }
     try {
         require_gpus(1);
     } catch (const EnvironmentError& no_gpu) {  // its message tells a too old driver from no GPU at all

@@ -28,6 +28,7 @@
 #include "errors.hpp"
 #include "gpu_checks.hpp"
 #include "host.hpp"
+#include "launch_env.hpp"
 #include "mpi_check.hpp"
 #include "mpi_checks.hpp"
 #include "mpi_env.hpp"
@@ -98,10 +99,8 @@ bool parse_options(int argc, char** argv, Options& options) {
     // mpirun without --mpi starts a whole doctor per rank: each would run every check at once on the same GPUs,
     // and their timings would be each other's.
     if (!options.mpi)
-        if (const std::string launched = mpi_launcher_ranks(launch_environment()); !launched.empty())
-            throw UsageError("started as one of several MPI ranks (" + launched +
-                             ") without --mpi: every rank would run every check at once on the same GPUs; add --mpi "
-                             "for the MPI checks (mpirun -np <GPUs> doctor --mpi), or run doctor without mpirun");
+        refuse_launch_as_several_ranks(
+            "add --mpi for the MPI checks (mpirun -np <GPUs> doctor --mpi), or run doctor without mpirun");
     // A check named in --checks that this mode never runs is refused, as a flag the run would ignore is
     // (`--mpi --checks p2p` ran none of what it asked for). "all" names none: it is what the mode runs.
     if (options.checks != "all")
