@@ -31,7 +31,7 @@ public:
         for (size_t i = 0; i < max_count; ++i) mine[i] = allreduce_input(world_rank(), i);
         inputs_.upload(mine, nullptr);
         CUDA_CHECK(cudaStreamSynchronize(nullptr));
-        combine_ = std::make_unique<DeviceCombine>(spec, data_.data(), max_count, MPI_COMM_WORLD);
+        combine_ = std::make_unique<DeviceCombine>(spec, data_.data(), max_count, MPI_COMM_WORLD, timeout_s);
     }
 
     std::string name() const override { return spec_.label(); }

@@ -11,6 +11,7 @@
 
 #include "errors.hpp"
 #include "mpi_check.hpp"
+#include "rank_collectives.hpp"
 #include "timing.hpp"
 
 namespace fwi {
@@ -153,7 +154,8 @@ CombineTimes combine_in_place(float* values, size_t count, MPI_Comm comm) {
     return times;
 }
 
-std::string cuda_aware_unavailable_reason() {
+namespace {
+std::string cuda_aware_unavailable_here() {
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     if (MPIX_Query_cuda_support() == 1) return "";
     return "this MPI was built with CUDA support, but MPIX_Query_cuda_support() reports it off at run time (Open MPI: "
@@ -165,6 +167,17 @@ std::string cuda_aware_unavailable_reason() {
     return "this MPI does not say whether it is CUDA-aware (no MPIX_CUDA_AWARE_SUPPORT in mpi-ext.h), so device "
            "pointers are not passed to it";
 #endif
+}
+}  // namespace
+
+std::string cuda_aware_unavailable_reason(double timeout_s) {
+    const std::string here = cuda_aware_unavailable_here();
+    const double unavailable_somewhere =
+        reduce_over_ranks(here.empty() ? 0.0 : 1.0, MPI_MAX, "the other ranks' answer on CUDA-aware MPI", timeout_s);
+    if (unavailable_somewhere == 0.0) return "";
+    return here.empty() ? "another rank's MPI reports no CUDA support at run time (MPIX_Query_cuda_support()), so no "
+                          "rank passes device pointers to MPI"
+                        : here;
 }
 
 }  // namespace fwi

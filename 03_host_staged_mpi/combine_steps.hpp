@@ -72,8 +72,10 @@ CombineTimes combine_pipelined(StagingCopies& copies, size_t count, const Pipeli
 // cuda_aware: the buffer itself (device memory, for a CUDA-aware MPI) to one MPI_Allreduce.
 CombineTimes combine_in_place(float* values, size_t count, MPI_Comm comm);
 
-// Empty when this MPI can take device pointers: it says so at compile time (mpi-ext.h,
-// MPIX_CUDA_AWARE_SUPPORT) and at run time (MPIX_Query_cuda_support()). Otherwise the reason.
-std::string cuda_aware_unavailable_reason();
+// Empty when every rank's MPI can take device pointers: it says so at compile time (mpi-ext.h,
+// MPIX_CUDA_AWARE_SUPPORT) and at run time (MPIX_Query_cuda_support()). Otherwise the reason. Collective over
+// MPI_COMM_WORLD, under a WaitTimeout of timeout_s: the run-time answer is each process's own, and ranks that
+// answered differently would run different variants and wait for each other's collectives.
+std::string cuda_aware_unavailable_reason(double timeout_s);
 
 }  // namespace fwi

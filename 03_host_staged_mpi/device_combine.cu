@@ -75,10 +75,10 @@ double CudaStagingCopies::to_device_busy_seconds() {
     return seconds;
 }
 
-DeviceCombine::DeviceCombine(const VariantSpec& spec, float* device, size_t max_count, MPI_Comm comm)
+DeviceCombine::DeviceCombine(const VariantSpec& spec, float* device, size_t max_count, MPI_Comm comm, double timeout_s)
     : spec_(spec), device_(device), comm_(comm) {
     if (spec.name == "cuda_aware") {
-        unavailable_reason_ = cuda_aware_unavailable_reason();
+        unavailable_reason_ = cuda_aware_unavailable_reason(timeout_s);
         return;
     }
     float* host = nullptr;

@@ -40,10 +40,11 @@ private:
     std::vector<CudaEvent> to_host_started_, arrived_, to_device_started_, to_device_done_;  // with timing
 };
 
-// One variant, set up for up to `max_count` floats at `device` (on the current GPU).
+// One variant, set up for up to `max_count` floats at `device` (on the current GPU). Collective over MPI_COMM_WORLD
+// for cuda_aware, whose availability every rank takes from all (cuda_aware_unavailable_reason, timeout_s).
 class DeviceCombine {
 public:
-    DeviceCombine(const VariantSpec& spec, float* device, size_t max_count, MPI_Comm comm);
+    DeviceCombine(const VariantSpec& spec, float* device, size_t max_count, MPI_Comm comm, double timeout_s);
     // Empty when the variant can run here (cuda_aware needs a CUDA-aware MPI), else the reason.
     const std::string& unavailable_reason() const { return unavailable_reason_; }
     // Sums the first `count` floats of the device buffer over the ranks, in place. The caller makes sure

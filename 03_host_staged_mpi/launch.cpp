@@ -59,10 +59,12 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
 
 void require_named_variants_available(const Options& o, const std::vector<VariantSpec>& specs) {
     if (o.combine == "all") return;
-    for (const VariantSpec& spec : specs)
-        if (spec.name == "cuda_aware" && !cuda_aware_unavailable_reason().empty())
-            throw EnvironmentError("--combine cuda_aware: skipped: " + cuda_aware_unavailable_reason() +
-                                   ". Use --combine pinned or pipelined (or all, which skips cuda_aware)");
+    const bool names_cuda_aware =
+        std::any_of(specs.begin(), specs.end(), [](const VariantSpec& spec) { return spec.name == "cuda_aware"; });
+    if (!names_cuda_aware) return;
+    if (const std::string reason = cuda_aware_unavailable_reason(o.timeout_s); !reason.empty())
+        throw EnvironmentError("--combine cuda_aware: not available here: " + reason +
+                               ". Use --combine pinned or pipelined (or all, which skips cuda_aware)");
 }
 
 bool too_few_gpus_anywhere(double timeout_s) {

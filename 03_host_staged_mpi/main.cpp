@@ -87,7 +87,8 @@ struct VariantRun {
 VariantRun run_variant(VariantContext& context, const VariantSpec& spec) {
     const int rank = world_rank();
     VariantLine line{spec.label()};
-    DeviceCombine device_combine(spec, context.share.gradient(), context.share.gradient_count(), MPI_COMM_WORLD);
+    DeviceCombine device_combine(spec, context.share.gradient(), context.share.gradient_count(), MPI_COMM_WORLD,
+                                 context.options.timeout_s);
     if (!device_combine.unavailable_reason().empty()) {
         if (rank == 0)
             std::printf("\n%s: skipped: %s\n", spec.label().c_str(), device_combine.unavailable_reason().c_str());

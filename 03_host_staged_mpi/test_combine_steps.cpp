@@ -208,7 +208,7 @@ TEST_CASE("cuda_aware's logic: the buffer straight to MPI_Allreduce (a host buff
 }
 
 TEST_CASE("cuda_aware is refused with a reason unless MPI reports CUDA support") {
-    const std::string reason = cuda_aware_unavailable_reason();
+    const std::string reason = cuda_aware_unavailable_reason(60.0);
     MESSAGE("cuda_aware here: " << (reason.empty() ? "available" : reason));
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && !MPIX_CUDA_AWARE_SUPPORT
     CHECK_FALSE(reason.empty());
