@@ -15,9 +15,10 @@
 // How it works: every rank runs the loop of common/shot_parallel.hpp (compute, wait, combine, update)
 // once per variant; every combine is behind DeviceCombine (device_combine.cu), its host logic in
 // combine_steps.cpp; launch.cpp holds the flags and the variants table; bench.cpp is --bench-allreduce.
-// What you should see (mpirun -np 2 on 2 GPUs): per variant a line per iteration, the speedup line against the
-// 1-GPU reference run by rank 0, a RESULT line, and a table of the variants with their copy and MPI
-// times; "cuda_aware: skipped: ..." where MPI is not CUDA-aware.
+// What you should see (mpirun -np N on N GPUs; the README's sample has 4): per variant a line per
+// iteration, the speedup line against the 1-GPU reference run by rank 0 and a RESULT line; with two or
+// more variants a table of them with their copy and MPI times; "cuda_aware: skipped: ..." where MPI is
+// not CUDA-aware.
 #include <cuda_runtime.h>
 #include <mpi.h>
 
@@ -55,7 +56,7 @@ struct StagingTimes {
 void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, StagingTimes& times, double timeout_s) {
     double misfit = share.download_misfit();  // also waits until the gradient is complete
     {
-        WaitTimeout guard("MPI_Allreduce of the gradient", timeout_s);
+        WaitTimeout guard("the combine of the gradient and the misfit (copies and MPI_Allreduce)", timeout_s);
         const CombineTimes t = combine.combine(share.gradient_count());
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &misfit, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
         times.to_host.push_back(t.to_host);

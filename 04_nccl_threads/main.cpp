@@ -28,6 +28,7 @@
 #include "host_memory.hpp"
 #include "launch_env.hpp"
 #include "nccl_check.hpp"
+#include "nccl_combine.hpp"
 #include "nccl_comm.hpp"
 #include "output.hpp"
 #include "problem.hpp"
@@ -47,35 +48,20 @@ struct Options : ShotParallelOptions {
 
 // ---- the combine -----------------------------------------------------------------------------------
 
-// One GPU's part of the combine: gradient and misfit summed in place over all GPUs. A sum, so the result
-// is the gradient over all shots, exactly what one GPU computes alone.
-void enqueue_allreduce(const GpuShare& share, ncclComm_t comm) {
-    NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
-                             share.stream()));
-    NCCL_CHECK(ncclAllReduce(share.misfit(), share.misfit(), 1, ncclDouble, ncclSum, comm, share.stream()));
-}
-
-// --driver threads: called by GPU g's own thread. The group only bundles this GPU's two allreduces into
-// one launch; the threads need no group between them, since each one's call may wait for the others'
-// calls without keeping them from being made.
-void combine_from_own_thread(GpuShare& share, ncclComm_t comm, double timeout_s) {
-    const std::string what = "ncclAllReduce of the gradient and misfit (threads driver)";
-    NCCL_CHECK(ncclGroupStart());
-    enqueue_allreduce(share, comm);
-    nccl_check_or_abort(ncclGroupEnd(), {comm}, what);  // a failed launch may leave part of it queued
-    wait_for_nccl({comm}, {share.stream()}, what, timeout_s);
-}
+// --driver threads: GPU g's own thread calls nccl_sum (common/nccl_combine.hpp) for its GPU: one group of
+// its two allreduces, then the wait. The threads need no group between them, since each one's call may
+// wait for the others' calls without keeping them from being made.
 
 // --driver group: GPU 0's thread issues the allreduces of every GPU. Inside ncclGroupStart/ncclGroupEnd
 // the calls only record the work; ncclGroupEnd launches them all together, so no call waits for a GPU
 // whose call has not been made yet. The other threads wait at the barrier until it is issued, then for
 // their GPU: waiting before, on a stream still empty, would return at once, and update() would then be
 // queued ahead of the allreduce and read the gradient before it is summed.
-void combine_from_one_thread(const std::vector<std::optional<GpuShare>>& shares, const std::vector<ncclComm_t>& comms,
-                             int g, ThreadTeam& team, double timeout_s) {
+void combine_group_driver(const std::vector<std::optional<GpuShare>>& shares, const std::vector<ncclComm_t>& comms,
+                          int g, ThreadTeam& team, double timeout_s) {
     if (g == 0) {
         NCCL_CHECK(ncclGroupStart());
-        for (size_t other = 0; other < shares.size(); ++other) enqueue_allreduce(*shares[other], comms[other]);
+        for (size_t other = 0; other < shares.size(); ++other) enqueue_nccl_sum(*shares[other], comms[other]);
         nccl_check_or_abort(ncclGroupEnd(), comms, "the group of every GPU's allreduces (group driver)");
     }
     team.barrier(g, "GPU 0's thread to issue the group of allreduces");
@@ -131,8 +117,8 @@ int run(const Problem& p, const Options& o) {
             team.wait_for_member0_setup(g, setup_timer.seconds());
             const CombineStep combine =
                 o.driver == "threads"
-                    ? CombineStep([&](GpuShare& mine) { combine_from_own_thread(mine, comms[g], o.timeout_s); })
-                    : CombineStep([&](GpuShare&) { combine_from_one_thread(shares, comms, g, team, o.timeout_s); });
+                    ? CombineStep([&](GpuShare& mine) { nccl_sum(mine, comms[g], o.timeout_s); })
+                    : CombineStep([&](GpuShare&) { combine_group_driver(shares, comms, g, team, o.timeout_s); });
             const MemberRecord record = run_iterations(team, g, share, combine, 1, o.iterations);
             RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, 1);
             if (g != 0) return;

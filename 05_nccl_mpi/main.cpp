@@ -30,6 +30,7 @@
 #include "mpi_env.hpp"
 #include "mpi_team.hpp"
 #include "nccl_check.hpp"
+#include "nccl_combine.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
 #include "output.hpp"
@@ -52,19 +53,8 @@ struct Options : ShotParallelOptions {
 
 // ---- the combine -----------------------------------------------------------------------------------
 
-// This rank's gradient and misfit summed in place over all ranks, in device memory (a sum, so the result
-// is the gradient over all shots). One GPU per process, so nothing needs grouping across GPUs; the group
-// only bundles the two calls into one launch. The wait has a timeout: a rank that died would leave a
-// plain cudaStreamSynchronize waiting forever.
-void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
-    NCCL_CHECK(ncclGroupStart());
-    NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
-                             share.stream()));
-    NCCL_CHECK(ncclAllReduce(share.misfit(), share.misfit(), 1, ncclDouble, ncclSum, comm, share.stream()));
-    const std::string what = "ncclAllReduce of the gradient and misfit";
-    nccl_check_or_abort(ncclGroupEnd(), {comm}, what);  // a failed launch may leave part of it queued
-    wait_for_nccl({comm}, {share.stream()}, what, timeout_s);
-}
+// The combine is nccl_sum (common/nccl_combine.hpp): this rank's gradient and misfit summed in place over
+// all ranks, in device memory, as one NCCL group of two allreduces, waited for with --timeout.
 
 // ---- set-up and report ------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@
 #include "mpi_env.hpp"
 #include "mpi_team.hpp"
 #include "nccl_check.hpp"
+#include "nccl_combine.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
 #include "output.hpp"
@@ -58,18 +59,8 @@ struct Options : ShotParallelOptions {
 
 // ---- the combine -----------------------------------------------------------------------------------
 
-// 05's nccl_sum, unchanged: this rank's gradient and misfit summed in place over all ranks, in device
-// memory, one NCCL group of two allreduces, waited on with the timeout (a rank that died would leave a
-// plain wait hanging forever).
-void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
-    NCCL_CHECK(ncclGroupStart());
-    NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
-                             share.stream()));
-    NCCL_CHECK(ncclAllReduce(share.misfit(), share.misfit(), 1, ncclDouble, ncclSum, comm, share.stream()));
-    const std::string what = "ncclAllReduce of the gradient and misfit";
-    nccl_check_or_abort(ncclGroupEnd(), {comm}, what);  // a failed launch may leave part of it queued
-    wait_for_nccl({comm}, {share.stream()}, what, timeout_s);
-}
+// The combine is 05's: nccl_sum (common/nccl_combine.hpp), one NCCL group of two allreduces in device
+// memory, waited for with --timeout.
 
 // ---- a long run: resume, progress files, checkpoints ---------------------------------------------
 

@@ -134,8 +134,9 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
 
 // The single-GPU reference: all shots on one GPU, the same loop from the same model, timed the same way
 // (compute is the whole gradient; there is nothing to wait for or combine). It runs on member 0's share,
-// built with Observed::all_shots, after the multi-GPU run (so no other GPU waits for it), and leaves the
-// share with its own shots.
+// built with Observed::all_shots, after the multi-GPU run (so it does not disturb that run's timings: the
+// other GPUs wait for it outside them, at the join or in wait_for_rank0_to_finish), and leaves the share
+// with its own shots.
 struct ReferenceRun {
     double time_per_gradient = 0.0;  // median over the iterations
     std::vector<double> misfits;
