@@ -171,7 +171,7 @@ ReferenceRun run_reference(GpuShare& share, const std::vector<float>& model, int
     share.set_shots(own_shots);
     ReferenceRun reference;
     std::vector<double> gradient_seconds;
-    for (const Phases& t : record.phases) gradient_seconds.push_back(t.gradient());
+    for (const Phases& t : record.phases) gradient_seconds.push_back(t.gradient_seconds());
     reference.time_per_gradient = median(gradient_seconds);
     reference.misfits = record.misfits;
     reference.first_gradient = record.first_gradient;
@@ -222,7 +222,7 @@ RunSummary summarize(Team& team, int member, const MemberRecord& record, const s
     // Each member sends its per-iteration gradient and iteration times, then its four phase medians.
     const size_t n = record.phases.size();
     std::vector<double> mine;
-    for (const Phases& t : record.phases) mine.push_back(t.gradient());
+    for (const Phases& t : record.phases) mine.push_back(t.gradient_seconds());
     for (const Phases& t : record.phases) mine.push_back(t.iteration());
     const auto median_of = [&](double Phases::*phase) {
         std::vector<double> values;

@@ -104,8 +104,8 @@ using CombineStep = std::function<void(GpuShare&)>;
 // One iteration's phases on one GPU, in seconds (see the top of this file).
 struct Phases {
     double compute = 0.0, wait = 0.0, combine = 0.0, update = 0.0;
-    double gradient() const { return compute + wait + combine; }
-    double iteration() const { return gradient() + update; }
+    double gradient_seconds() const { return compute + wait + combine; }  // the time per gradient
+    double iteration() const { return gradient_seconds() + update; }
 };
 
 // What the first member sees after each iteration (progress, snapshots, checkpoints).
