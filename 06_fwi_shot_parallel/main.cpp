@@ -209,6 +209,11 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) check_checkpoint_kept(o);
     FwiState state = starting_state(p, o, ranks);
     const FwiState start = state;
+    if (o.kill_after_checkpoint > 0 && o.kill_after_checkpoint <= start.iterations_done)
+        throw UsageError("--kill-after-checkpoint: " + std::to_string(o.kill_after_checkpoint) +
+                         " is not after the checkpoint's " + std::to_string(start.iterations_done) +
+                         " iterations, so it would never fire; allowed " + std::to_string(start.iterations_done + 1) +
+                         " or more");
     std::optional<OutputFolder> out_folder;  // rank 0's; removed again if the run is refused before step 3
     if (rank == 0) {
         out_folder.emplace(o.out);

@@ -80,6 +80,14 @@ add_exit_test(data_safety_fwi06_resume_fewer_iterations CODE 2
               COMMAND ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out ${checkpoint_1000} --iterations 5
                       --checkpoint-every 5)
 set_tests_properties(data_safety_fwi06_resume_fewer_iterations PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
+# A --kill-after-checkpoint at or before the resumed checkpoint would never fire: refused, not ignored.
+add_exit_test(data_safety_fwi06_kill_before_resumed_checkpoint CODE 2
+              TEXT "--kill-after-checkpoint: 500 is not after the checkpoint's 1000 iterations" LABELS cpu mpi
+              TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
+              COMMAND ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out ${CMAKE_CURRENT_BINARY_DIR}/kill_before_resumed
+                      --iterations 2000 --checkpoint-every 5 --kill-after-checkpoint 500)
+set_tests_properties(data_safety_fwi06_kill_before_resumed_checkpoint
+                     PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
 
 # --json that cannot be written is refused at the start (exit 2 naming --json), not after the run: no GPU
 # is visible, so a later check would exit 3.
