@@ -355,7 +355,7 @@ OutputFolder::OutputFolder(const std::string& path) {
     for (const fs::path& folder : missing)
         if (fs::symlink_status(folder, ignored).type() == fs::file_type::directory) created_.push_back(folder.string());
     std::string why = error ? "cannot create directory '" + shown_path(path) + "': " + error.message()
-                            : cannot_create_beside(path + "/write-test");
+                            : cannot_create_beside(path + "/" + kOutputFolderProbe);
     if (!why.empty()) {
         remove_created();  // the destructor does not run for a constructor that throws
         throw UsageError("--out: " + why);

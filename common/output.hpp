@@ -133,8 +133,11 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
 // The --out folder: created with its missing parents, and removed again, with the parents it made, unless
 // keep() is called: a run refused after it (a bad --json, no GPU) leaves no folder behind. Only empty
 // folders are removed, so nothing a run wrote is lost. Throws UsageError if the folder cannot be created,
-// or if no file can be created in it (permissions, a read-only file system): refused before the run, not
-// after it.
+// or if no file can be created in it (permissions, a read-only file system, a path so long that the
+// run's longest file name would not fit): refused before the run, not after it.
+// The name the check creates (and removes), longer than any a run writes into --out (observed_gathers.npy,
+// 20 characters).
+constexpr const char* kOutputFolderProbe = "write-test-of-the-longest.npy";
 class OutputFolder {
 public:
     explicit OutputFolder(const std::string& path);

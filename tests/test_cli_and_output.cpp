@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -462,6 +463,23 @@ TEST_CASE("a --json file that cannot be written at the end of a run is the envir
     std::filesystem::remove_all(folder);
     CHECK_THROWS_WITH_AS(write_json_file(folder + "/result.json", "{}"), doctest::Contains("--json: cannot create"),
                          EnvironmentError);
+}
+
+TEST_CASE("an --out folder whose path leaves no room for the run's longest file name is refused before the run") {
+    namespace fs = std::filesystem;
+    const std::string base = "test_output_folder_long." + std::to_string(::getpid());
+    // A path whose probe (PATH/probe.tmp.PID.N) is one character too long for PATH_MAX, where "write-test",
+    // the name the check once tried, fitted with room to spare; in folders of 200 characters (a name may
+    // have 255).
+    const size_t length = PATH_MAX - 1 - std::strlen(kOutputFolderProbe) - temporary_name("").size();
+    std::string path = base;
+    while (path.size() + 1 + 200 + 2 <= length) path += "/" + std::string(200, 'd');
+    path += "/" + std::string(length - path.size() - 1, 'e');
+    REQUIRE(path.size() == length);
+    CHECK_THROWS_WITH_AS(OutputFolder{path}, doctest::Contains("--out: "), UsageError);
+    CHECK_FALSE(fs::exists(base));  // the folders it made are gone again
+    std::error_code ignored;
+    fs::remove_all(base, ignored);
 }
 
 TEST_CASE("an --out folder a refused run made is removed again, with its new parents, and only those") {
