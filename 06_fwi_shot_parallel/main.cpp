@@ -94,7 +94,7 @@ void check_checkpoint_kept(const Options& o) {
             "--overwrite: it would delete the checkpoint that --resume " + shown_path(o.resume) +
             " continues from (--out " + shown_path(o.out) +
             " is the same folder); leave out --overwrite to continue that run, or --resume to start afresh");
-    if (resumes_out && o.checkpoint_every == 0)
+    if (resumes_out && o.checkpoint_every == 0 && std::filesystem::exists(existing, ignored))
         throw UsageError("--resume " + shown_path(o.resume) +
                          " continues in its own folder (--out), where its checkpoint would stay behind the newer "
                          "models and loss history without --checkpoint-every; give --checkpoint-every N, or "
@@ -212,8 +212,8 @@ int run_fwi(const Problem& p, const Options& o) {
     if (o.kill_after_checkpoint > 0 && o.kill_after_checkpoint <= start.iterations_done)
         throw UsageError("--kill-after-checkpoint: " + std::to_string(o.kill_after_checkpoint) +
                          " is not after the checkpoint's " + std::to_string(start.iterations_done) +
-                         " iterations, so it would never fire; allowed " + std::to_string(start.iterations_done + 1) +
-                         " or more");
+                         " iterations, so it would never fire; allowed a multiple of --checkpoint-every after " +
+                         std::to_string(start.iterations_done) + " and below --iterations");
     std::optional<OutputFolder> out_folder;  // rank 0's; removed again if the run is refused before step 3
     if (rank == 0) {
         out_folder.emplace(o.out);
@@ -239,7 +239,10 @@ int run_fwi(const Problem& p, const Options& o) {
         std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
         // Written once the run has its GPU: a run refused before that writes no file into --out.
         if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
-        remove_snapshots_after(o.out, start.iterations_done);
+        // Snapshots at or before the start are this run's only in the folder it continues.
+        std::error_code ignored;
+        const bool continues_out = !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
+        remove_snapshots_after(o.out, continues_out ? start.iterations_done : 0);
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }

@@ -22,7 +22,8 @@ std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environ
 // Whether an MPI launcher's variable above names more than one rank: "OMPI_COMM_WORLD_SIZE=2, set by Open MPI's
 // mpirun", or "" (none set, or one rank on purpose). Only the MPI launchers' variables: a process that a job
 // script runs once inside a Slurm allocation of several tasks is one process. Throws as launch_mismatch does.
-// How a program that is not an MPI program (doctor without --mpi) sees that mpirun started several copies.
+// How a program that is not an MPI program sees that mpirun started several copies of it. srun --mpi=pmix
+// sets none of these for a program that does not call MPI_Init, so srun's copies are not seen.
 std::string mpi_launcher_ranks(const LaunchEnvironment& environment);
 
 // For a program of one process (01, 02, 04, doctor without --mpi, the benchmarks): throws UsageError when an

@@ -136,7 +136,7 @@ void check_not_a_run_file(const std::string& path, const std::string& flag, cons
 // or if no file can be created in it (permissions, a read-only file system, a path so long that the
 // run's longest file name would not fit): refused before the run, not after it.
 // The name the check creates (and removes), longer than any a run writes into --out (observed_gathers.npy,
-// 20 characters).
+// 20 characters; model_iter_100000.npy, 21, at the most iterations).
 constexpr const char* kOutputFolderProbe = "write-test-of-the-longest.npy";
 class OutputFolder {
 public:

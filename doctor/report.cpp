@@ -184,12 +184,12 @@ int Report::finish_locked() {
     finished_ = true;
     const int code = exit_code_locked();
     if (quiet_) return code;
-    print("\n" + summary_line_locked() + "\n");
     // The RESULT line carries the verdicts; the matrices and other figures go to --json only, written first:
-    // a file that cannot be written ends the run with exit 3, and a RESULT line printed before it would show
-    // another exit code.
+    // a file that cannot be written ends the run with exit 3, and a summary or RESULT line printed before it
+    // would name another exit code.
     const JsonObject full = json_locked();
     if (!json_path_.empty()) write_json_file(json_path_, full.str());
+    print("\n" + summary_line_locked() + "\n");
     JsonObject verdicts;
     for (const auto& finding : findings_) verdicts.add(finding.id, status_name(finding.status));
     JsonObject result;

@@ -76,7 +76,8 @@ public:
 
     int exit_code() const;
 
-    // Prints the summary line and `RESULT {json}`, writes the JSON file, returns the exit code.
+    // Writes the JSON file, prints the summary line and `RESULT {json}`, returns the exit code. A JSON file
+    // that cannot be written throws EnvironmentError (exit 3) before either line is printed.
     int finish();
     // Adds `finding` (a FAIL), finishes, and ends the process at once (std::_Exit) with the exit code the
     // summary names (1, or 3 with no GPU): work stuck on a GPU cannot be cancelled, and a normal exit
