@@ -74,6 +74,12 @@ void check_option_combinations(const Options& o) {
                          ") below --iterations (" + std::to_string(o.iterations) + ")");
 }
 
+// Whether --resume continues the run in its own folder, --out.
+bool resumes_in_out(const Options& o) {
+    std::error_code ignored;
+    return !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
+}
+
 // A checkpoint in --out is the only way to continue a long run: a fresh run (or one resumed from another
 // folder) would replace it at its first checkpoint, and its loss history and models at once. Rank 0 (the
 // one that writes --out) refuses that unless the user says so (--overwrite: the old checkpoint is removed
@@ -88,7 +94,7 @@ void check_checkpoint_kept(const Options& o) {
         throw UsageError("--out: '" + shown_path(existing) +
                          "' is not a file (a folder?): the run writes its checkpoint there; move it away or choose "
                          "another --out");
-    const bool resumes_out = !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
+    const bool resumes_out = resumes_in_out(o);
     if (o.overwrite && resumes_out)
         throw UsageError(
             "--overwrite: it would delete the checkpoint that --resume " + shown_path(o.resume) +
@@ -240,9 +246,7 @@ int run_fwi(const Problem& p, const Options& o) {
         // Written once the run has its GPU: a run refused before that writes no file into --out.
         if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
         // Snapshots at or before the start are this run's only in the folder it continues.
-        std::error_code ignored;
-        const bool continues_out = !o.resume.empty() && std::filesystem::equivalent(o.resume, o.out, ignored);
-        remove_snapshots_after(o.out, continues_out ? start.iterations_done : 0);
+        remove_snapshots_after(o.out, resumes_in_out(o) ? start.iterations_done : 0);
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }
