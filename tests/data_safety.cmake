@@ -141,8 +141,6 @@ set_tests_properties(data_safety_json_over_resumed_checkpoint_06 PROPERTIES FIXT
 # hung at its end, opening a FIFO to write). The FIFO and the link survive.
 add_exit_test(data_safety_json_device_01 CODE 2 TEXT "--json: cannot write '/dev/null': it is not a regular file"
               ENVIRONMENT ${no_gpu} COMMAND $<TARGET_FILE:01_single_gpu> --verify --json /dev/null)
-add_exit_test(data_safety_bench_out_device CODE 2 TEXT "--benchmark_out: cannot write '/dev/null': it is not a regular"
-              ENVIRONMENT ${no_gpu} COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=/dev/null)
 add_test(NAME data_safety_doctor_json_fifo
          COMMAND ${data_safety_check} fifo 2 "--json: cannot write|it is not a regular file" $<TARGET_FILE:doctor>
                  --json @DIR@/fifo)
@@ -173,32 +171,6 @@ add_exit_test(data_safety_out_unwritable_01 CODE 2 TEXT "--out: cannot create a 
               COMMAND $<TARGET_FILE:01_single_gpu> --out /proc)
 add_exit_test(data_safety_out_unwritable_06 CODE 2 TEXT "--out: cannot create a file in '/proc'"
               ENVIRONMENT "${MPI_TEST_ENVIRONMENT}" COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:06_fwi_shot_parallel> --out /proc)
-# --benchmark_out of a refused benchmark run (a filter that selects nothing, no GPU), or of one that only
-# lists the benchmarks, leaves the file it names as it was: the results go to a temporary file, renamed
-# over it only after a run.
-foreach(bench bench_propagator bench_allreduce)
-  add_test(NAME data_safety_${bench}_out_kept_when_refused
-           COMMAND ${data_safety_check} user-file 2 "selects no benchmark"
-                   $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json --benchmark_filter=NoSuchCase)
-  add_test(NAME data_safety_${bench}_out_kept_without_gpu
-           COMMAND ${data_safety_check} user-file 3 "needs 1 CUDA GPU and 0 are visible"
-                   $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json)
-  add_test(NAME data_safety_${bench}_out_kept_when_listing
-           COMMAND ${data_safety_check} user-file 0 ""
-                   $<TARGET_FILE:${bench}> --benchmark_out=@DIR@/kept.json --benchmark_list_tests)
-  set_tests_properties(data_safety_${bench}_out_kept_when_refused data_safety_${bench}_out_kept_without_gpu
-                       data_safety_${bench}_out_kept_when_listing PROPERTIES LABELS cpu TIMEOUT 60 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
-endforeach()
-add_exit_test(data_safety_bench_out_twice CODE 2 TEXT "--benchmark_out given twice" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
-              COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=${CMAKE_CURRENT_BINARY_DIR}/bench_a.json
-                      --benchmark_out=${CMAKE_CURRENT_BINARY_DIR}/bench_b.json)
-add_exit_test(data_safety_bench_out_unwritable CODE 2 TEXT "--benchmark_out: cannot write" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
-              COMMAND $<TARGET_FILE:bench_allreduce> --benchmark_out=/proc/results.json)
-# Google Benchmark reads BENCHMARK_OUT where no --benchmark_out is given: checked as the flag is (it ended the
-# run with Google Benchmark's "invalid file name" and exit 1).
-add_exit_test(data_safety_bench_out_variable_unwritable CODE 2 TEXT "BENCHMARK_OUT: cannot write"
-              ENVIRONMENT "CUDA_VISIBLE_DEVICES=;BENCHMARK_OUT=/proc/results.json" COMMAND $<TARGET_FILE:bench_propagator>)
-
 # A run refused for its --json, or at the GPU check, removes the --out folders it made (01 and 06).
 add_test(NAME data_safety_fwi01_refused_json_leaves_no_out
          COMMAND ${data_safety_check} empty-out 2 "--json: cannot write"

@@ -52,6 +52,13 @@ set_tests_properties(ecosystem_nvidia_smi_hangs PROPERTIES LABELS cpu TIMEOUT 12
 add_test(NAME ecosystem_failed_first_configure_keeps_nothing
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/failed_configure_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(ecosystem_failed_first_configure_keeps_nothing PROPERTIES LABELS cpu TIMEOUT 120)
+# Google Benchmark is optional: a configure without it leaves the benchmarks and their tests out, says so,
+# and succeeds (the benchmarks' tests once named their programs unconditionally, failing the configure).
+add_test(NAME ecosystem_configure_without_google_benchmark
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "work=$(mktemp -d) && out=$(CUDAARCHS=90 \"$0\" -S \"$1\" -B \"$work/build\" -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON 2>&1); status=$?; rm -rf \"$work\"; echo \"$out\" | tail -n 20; [ $status -eq 0 ] && echo \"$out\" | tr -s ' \\n' ' ' | grep -q 'Google Benchmark not found .* the benchmarks are left out'"
+                 ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
+set_tests_properties(ecosystem_configure_without_google_benchmark PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME ecosystem_install_runs_from_prefix
          COMMAND ${BASH_EXECUTABLE} -c
                  "dir=$(mktemp -d) && \"$0\" --install \"$1\" --prefix \"$dir\" >/dev/null && \"$dir/bin/01_single_gpu\" --help >/dev/null && python3 \"$dir/share/multi_gpu_fwi/plot_fwi.py\" \"$dir\" >/dev/null; status=$?; rm -rf \"$dir\"; exit $status"
@@ -113,8 +120,8 @@ add_exit_test(ecosystem_doctor_mpirun_without_mpi CODE 2
               TEXT "started as one of several MPI ranks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun): each would run the whole program on the same GPUs; add --mpi"
               LABELS cpu mpi ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
               COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:doctor>)
-# So are the other programs of one process, and the benchmarks.
-foreach(program 01_single_gpu 02_allreduce_primitives 04_nccl_threads bench_propagator)
+# So are the other programs of one process (and the benchmarks: benchmarks.cmake).
+foreach(program 01_single_gpu 02_allreduce_primitives 04_nccl_threads)
   add_exit_test(ecosystem_${program}_mpirun_several CODE 2
                 TEXT "started as one of several MPI ranks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun)"
                 LABELS cpu mpi ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
