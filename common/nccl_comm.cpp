@@ -91,7 +91,7 @@ PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const st
         if (state == ncclInProgress) {
             pending = true;
         } else if (state != ncclSuccess) {
-            detail = std::string(ncclGetErrorString(state)) + ": " + ncclGetLastError(comm);
+            detail = nccl_error_text(state, comm);
             return PollStatus::failed;
         }
     }
@@ -272,10 +272,8 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
 
 ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what) {
     if (status == ncclSuccess || status == ncclInProgress) return status;
-    // NCCL's own message of its last error says more than the code's name, as in the failed wait's.
-    const char* last = ncclGetLastError(comms.empty() ? nullptr : comms.front());
     abort_and_throw(comms, what, WaitOutcome::failed, 0.0,
-                    std::string(ncclGetErrorString(status)) + (last && *last ? std::string(": ") + last : ""));
+                    nccl_error_text(status, comms.empty() ? nullptr : comms.front()));
 }
 
 ncclUniqueId nccl_unique_id() {

@@ -15,7 +15,8 @@
 // how to wait on a GPU or a communicator without hanging: poll with a deadline, abort what can be
 // aborted (NCCL), and end the process where nothing can be (a hung kernel).
 // What you should see: a verdict per check and a summary line with the total time; exit code 0 when
-// nothing failed, 1 when something did, 3 when no GPU is visible (the driver facts are still printed).
+// nothing failed, 1 when something did, 2 for a bad command line, 3 when no GPU is visible (the driver
+// facts are still printed) or the --json file cannot be written.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

@@ -162,7 +162,9 @@ std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
     return lines;
 }
 
-std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records) {
+std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes) {
+    for (const RankOutcome& outcome : outcomes)
+        if (nccl_failure_advice(outcome.error) == kNcclInterfaceAdvice) return kNcclInterfaceAdvice;
     std::set<std::string> hosts;
     for (const RankRecord& record : records) hosts.insert(record.host);
     if (hosts.size() <= 1) return kNcclAdvice;
@@ -242,7 +244,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.status = Status::fail;
         finding.summary = "NCCL allreduce over MPI failed on " + std::to_string(failed) + " of " +
                           std::to_string(ranks) + " ranks (table above)";
-        finding.next = nccl_over_mpi_advice(records);
+        finding.next = nccl_over_mpi_advice(records, outcomes);
         return finding;
     }
     char text[200];

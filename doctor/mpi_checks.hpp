@@ -36,9 +36,10 @@ struct RankOutcome {
     char error[320] = {};  // why it did not complete
 };
 
-// What to try when NCCL over MPI failed: on one host, the advice of check 5 (P2P first); across hosts,
+// What to try when NCCL over MPI failed: where a rank's error says NCCL found no network interface, the
+// interface's (nccl_failure_advice); else on one host, the advice of check 5 (P2P first); across hosts,
 // the network NCCL's bootstrap and transport cross (the interface, the ports, InfiniBand).
-std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records);
+std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes);
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);

@@ -43,5 +43,11 @@ private:
 
 // What to try when NCCL fails or hangs.
 extern const char* const kNcclAdvice;
+// What to try when NCCL's bootstrap finds no network interface to use (NCCL's "no socket interface found"),
+// which no P2P setting changes.
+extern const char* const kNcclInterfaceAdvice;
+// The advice for a failure that NCCL's message `message` explains: kNcclInterfaceAdvice where it names the
+// missing interface, else kNcclAdvice.
+std::string nccl_failure_advice(const std::string& message);
 
 }  // namespace fwi::doctor

@@ -25,6 +25,15 @@ const char* const kNcclAdvice =
     "2-4), then NCCL_SHM_DISABLE=1; NCCL_DEBUG=INFO shows the transports it picks; check `nvidia-smi` for other "
     "processes on the GPUs";
 
+const char* const kNcclInterfaceAdvice =
+    "NCCL found no network interface for its bootstrap (it needs one even on one host): NCCL_SOCKET_IFNAME, where "
+    "set, must name an interface of every host (`ip -br addr` lists them; a leading ^ excludes, = matches exactly); "
+    "unset it to let NCCL choose";
+
+std::string nccl_failure_advice(const std::string& message) {
+    return message.find("no socket interface") != std::string::npos ? kNcclInterfaceAdvice : kNcclAdvice;
+}
+
 float closed_form_input(int rank, size_t index) { return float((rank + 1) * (1 + int(index % 7))); }
 
 float closed_form_sum(int ranks, size_t index) { return float(ranks * (ranks + 1) / 2 * (1 + int(index % 7))); }
@@ -80,7 +89,7 @@ Finding nccl_failure(const std::string& version, const std::exception& error, co
     finding.id = "nccl";
     finding.status = Status::fail;
     finding.summary = version + ": " + message.substr(0, message.find(" Hint: "));
-    finding.next = kNcclAdvice;
+    finding.next = nccl_failure_advice(message);
     finding.details = warning_lines(capture.read());
     return finding;
 }

@@ -237,6 +237,9 @@ void Report::abandon(Finding finding) {
         if (!finished_) {
             try {
                 finish_locked();
+            } catch (const EnvironmentError& e) {  // the --json file, written before the summary line
+                std::fprintf(stderr, "doctor: %s\n", e.what());
+                *code = kExitEnvironment;  // as at the end of a run that was not abandoned
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "doctor: %s\n", e.what());
             }

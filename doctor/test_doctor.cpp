@@ -174,6 +174,10 @@ TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its t
     CHECK(contains(text.str(), "did not finish within 0.3 s"));
 }
 
+TEST_CASE("a stuck run whose --json cannot be written ends with exit code 3, as a run that was not stuck does") {
+    CHECK(stuck_run_exit_code("nccl", 0.2, false, "/proc/doctor_test_watchdog.json") == kExitEnvironment);
+}
+
 TEST_CASE("a stuck run on a machine without a GPU ends with exit code 3, the code its summary names") {
     CHECK(stuck_run_exit_code("host", 0.2, true, "") == kExitEnvironment);  // check 6 after check 1 found no GPU
 }
@@ -802,10 +806,22 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     const auto shared = shared_gpus(records);
     REQUIRE(shared.size() == 1);
     CHECK(shared[0] == "ranks 0 and 2 on a share GPU 0000:18:00.0");
-    // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's.
-    CHECK(contains(nccl_over_mpi_advice(records), "the ranks are on 2 hosts"));
-    CHECK(contains(nccl_over_mpi_advice(records), "NCCL_SOCKET_IFNAME"));
-    CHECK(nccl_over_mpi_advice({records[0], records[1]}) == std::string(kNcclAdvice));
+    // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's; where NCCL
+    // found no network interface (rank 0 could not make its id), the interface's on either.
+    const std::vector<RankOutcome> failed(4);
+    CHECK(contains(nccl_over_mpi_advice(records, failed), "the ranks are on 2 hosts"));
+    CHECK(contains(nccl_over_mpi_advice(records, failed), "NCCL_SOCKET_IFNAME"));
+    CHECK(nccl_over_mpi_advice({records[0], records[1]}, failed) == std::string(kNcclAdvice));
+    std::vector<RankOutcome> no_interface(2);
+    std::snprintf(no_interface[0].error, sizeof no_interface[0].error, "%s",
+                  "NCCL call `ncclGetUniqueId(&id)` failed at nccl_comm.cpp:284: invalid usage (run with "
+                  "NCCL_DEBUG=WARN for details): Bootstrap : no socket interface found");
+    std::snprintf(no_interface[1].error, sizeof no_interface[1].error, "%s",
+                  "rank 0 could not make NCCL's id (ncclGetUniqueId; rank 0's message says why)");
+    CHECK(nccl_over_mpi_advice({records[0], records[1]}, no_interface) == std::string(kNcclInterfaceAdvice));
+    CHECK(nccl_over_mpi_advice(records, no_interface) == std::string(kNcclInterfaceAdvice));
+    CHECK(nccl_failure_advice(no_interface[0].error) == std::string(kNcclInterfaceAdvice));
+    CHECK(nccl_failure_advice("unhandled system error: connection refused") == std::string(kNcclAdvice));
 
     std::vector<RankOutcome> outcomes(4);
     for (auto& outcome : outcomes) outcome.wrong = 0;

@@ -13,3 +13,11 @@ foreach(ranks 1 4 6)
   set_tests_properties(node_local_rank_${ranks}_ranks PROPERTIES LABELS "cpu;mpi" TIMEOUT 120 PROCESSORS ${ranks}
                        ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 endforeach()
+
+# NCCL's bootstrap over MPI where rank 0 cannot make NCCL's id (test_nccl_bootstrap.cpp): no GPU needed, as
+# ncclGetUniqueId fails first, on an interface name that no node has.
+add_executable(test_nccl_bootstrap mpi_test_main.cpp test_nccl_bootstrap.cpp)
+target_link_libraries(test_nccl_bootstrap PRIVATE fwi_nccl_mpi doctest::doctest)
+add_test(NAME nccl_bootstrap_rank0_without_id COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:test_nccl_bootstrap> --ranks=2)
+set_tests_properties(nccl_bootstrap_rank0_without_id PROPERTIES LABELS "cpu;mpi" TIMEOUT 120 PROCESSORS 2
+                     ENVIRONMENT "${MPI_TEST_ENVIRONMENT};NCCL_SOCKET_IFNAME=fwi-no-such-interface0;CUDA_VISIBLE_DEVICES=")

@@ -1,0 +1,36 @@
+// NCCL bootstrapped over MPI (common/nccl_mpi.hpp) where rank 0 cannot make NCCL's id, on one machine and
+// without a GPU: NCCL_SOCKET_IFNAME naming no interface of the node makes ncclGetUniqueId fail before any
+// GPU is touched. Every rank must fail in the bootstrap together, rank 0 with NCCL's reason, and then still
+// be in step with the others (a rank 0 that failed alone once went on to another collective while the
+// others waited in MPI_Bcast).
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "errors.hpp"
+#include "mpi_check.hpp"
+#include "mpi_env.hpp"
+#include "nccl_mpi.hpp"
+
+using namespace fwi;
+
+TEST_CASE("a rank 0 that cannot make NCCL's id fails the bootstrap on every rank, naming why") {
+    const char* interface = std::getenv("NCCL_SOCKET_IFNAME");
+    REQUIRE_MESSAGE(interface != nullptr, "the test is run with NCCL_SOCKET_IFNAME naming no interface");
+    std::string message;
+    try {
+        nccl_bootstrap_over_mpi(MPI_COMM_WORLD, 20.0, 20.0);
+    } catch (const EnvironmentError& error) {
+        message = error.what();
+    }
+    if (world_rank() == 0) {
+        CHECK(message.find("ncclGetUniqueId") != std::string::npos);
+        CHECK(message.find("no socket interface") != std::string::npos);  // NCCL's own reason, not only its code
+    } else {
+        CHECK(message.find("rank 0 could not make NCCL's id") != std::string::npos);
+    }
+    // Every rank is still in step: this barrier is the next collective of all of them.
+    barrier_with_timeout(MPI_COMM_WORLD, "the ranks after the failed bootstrap", 20.0);
+}
