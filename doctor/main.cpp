@@ -174,10 +174,17 @@ private:
         return here;
     }
 
-    // Runs one check under its deadline and the watchdog; an error becomes a FAIL, a hung GPU the end.
+    // Runs one check under its deadline and the watchdog, and reports it; an error becomes a FAIL, a hung
+    // GPU the end.
     template <typename Body>
     void run_check(const std::string& id, const Body& body) {
         report_.begin(id);
+        report_.add(checked(id, body));
+    }
+
+    // The finding of one check run under its deadline and the watchdog (run_check without the report).
+    template <typename Body>
+    Finding checked(const std::string& id, const Body& body) {
         const Deadline deadline(options_.timeout_s);
         watchdog_.arm(id, options_.timeout_s + kWatchdogGrace);
         Finding finding;
@@ -200,7 +207,7 @@ private:
         }
         watchdog_.disarm();
         finding.facts.add("seconds", deadline.elapsed());
-        report_.add(std::move(finding));
+        return finding;
     }
 
     // Under --mpi only rank 0 reports. A check that fails on another rank, before a collective it then
@@ -240,6 +247,14 @@ private:
         else
             run_check("topology", [&](const Deadline&) { return check_topology(*nvml_, system_); });
 
+        // Check 6 reads only the host (check 2's pairs tell it which PCIe ports lie between the GPUs), so it
+        // runs now and is held for its turn: where a GPU check hangs and ends the run, it is reported all the
+        // same (ACS on a switch port, a cause of such hangs, would otherwise go unnamed).
+        Finding host;
+        if (selected("host")) {
+            host = checked("host", [&](const Deadline&) { return check_host(system_.peer_pairs()); });
+            report_.hold(host);
+        }
         for (const std::string id : {"p2p", "bandwidth", "nccl"}) {
             if (!selected(id))
                 skip(id, "not selected (--checks)");
@@ -251,10 +266,12 @@ private:
                 run_check(id, [&](const Deadline& deadline) { return run_gpu_check(id, deadline); });
         }
 
-        if (selected("host"))
-            run_check("host", [&](const Deadline&) { return check_host(system_.peer_pairs()); });
-        else
+        if (selected("host")) {
+            report_.begin("host");
+            report_.add(std::move(host));
+        } else {
             skip("host", "not selected (--checks)");
+        }
         if (!selected("mpi"))
             skip("mpi", "not selected (--checks)");
         else if (!options_.mpi)

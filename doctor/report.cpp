@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -90,16 +91,27 @@ void Report::print(const std::string& text) const {
     std::fflush(stdout);
 }
 
+std::string Report::heading(const std::string& id) const {
+    return "\n[" + std::to_string(check_number(id)) + "/" + std::to_string(all_checks().size()) + "] " +
+           check_info(id).title + "\n";
+}
+
 void Report::begin(const std::string& id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    print("\n[" + std::to_string(check_number(id)) + "/" + std::to_string(all_checks().size()) + "] " +
-          check_info(id).title + "\n");
+    print(heading(id));
 }
 
 void Report::add(Finding finding) {
     std::lock_guard<std::mutex> lock(mutex_);
+    held_.erase(std::remove_if(held_.begin(), held_.end(), [&](const Finding& held) { return held.id == finding.id; }),
+                held_.end());
     print(format_finding(finding));
     findings_.push_back(std::move(finding));
+}
+
+void Report::hold(Finding finding) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.push_back(std::move(finding));
 }
 
 void Report::set_no_gpu() {
@@ -232,6 +244,11 @@ void Report::abandon(Finding finding) {
                 std::fprintf(stderr, "doctor: %s: %s (ending the process)\n", finding.id.c_str(),
                              finding.summary.c_str());
             findings_.push_back(std::move(finding));
+            for (Finding& held : held_) {
+                print(heading(held.id) + format_finding(held));
+                findings_.push_back(std::move(held));
+            }
+            held_.clear();
         }
         *code = exit_code_locked();  // the code the summary line and the RESULT name
         if (!finished_) {

@@ -69,6 +69,9 @@ public:
     void begin(const std::string& id);
     // Prints the finding and keeps it.
     void add(Finding finding);
+    // A finding made ahead of its turn (check 6 reads only the host): add() prints it in its place as any
+    // other; where the run is abandoned before then, abandon() prints it after the abandoned check's.
+    void hold(Finding finding);
     // No GPU visible: the run ends with exit code 3 (environment) whatever the findings say.
     void set_no_gpu();
     void set_fact(const std::string& key, const std::string& value);
@@ -79,13 +82,14 @@ public:
     // Writes the JSON file, prints the summary line and `RESULT {json}`, returns the exit code. A JSON file
     // that cannot be written throws EnvironmentError (exit 3) before either line is printed.
     int finish();
-    // Adds `finding` (a FAIL), finishes, and ends the process at once (std::_Exit) with the exit code the
-    // summary names (1, or 3 with no GPU): work stuck on a GPU cannot be cancelled, and a normal exit
-    // could wait on it forever. Finishing gets 5 s; past them the process ends without the RESULT line.
+    // Adds `finding` (a FAIL) and the findings held, finishes, and ends the process at once (std::_Exit) with the exit
+    // code the summary names (1, or 3 with no GPU): work stuck on a GPU cannot be cancelled, and a normal exit could
+    // wait on it forever. Finishing gets 5 s; past them the process ends without the RESULT line.
     [[noreturn]] void abandon(Finding finding);
 
 private:
     int finish_locked();
+    std::string heading(const std::string& id) const;
     std::string summary_line_locked() const;
     JsonObject json_locked() const;
     int exit_code_locked() const;
@@ -98,6 +102,7 @@ private:
     bool no_gpu_ = false;
     bool finished_ = false;
     std::vector<Finding> findings_;
+    std::vector<Finding> held_;  // made ahead of their turn, not yet added
     JsonObject facts_;
     HostTimer timer_;
 };

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -140,13 +141,15 @@ namespace {
 
 // Runs check `id` stuck for 30 s under a watchdog of `seconds`, in a child process (the watchdog ends the
 // process), and returns the child's exit code. The report is printed and written to `json_path` when one
-// is given, else quiet.
-int stuck_run_exit_code(const std::string& id, double seconds, bool no_gpu, const std::string& json_path) {
+// is given, else quiet; `before` runs on the report before the check starts.
+int stuck_run_exit_code(const std::string& id, double seconds, bool no_gpu, const std::string& json_path,
+                        const std::function<void(Report&)>& before = {}) {
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
         Report report(json_path.empty(), json_path, "single-process");
         if (no_gpu) report.set_no_gpu();
+        if (before) before(report);
         Watchdog watchdog(report);
         report.begin(id);
         watchdog.arm(id, seconds);
@@ -172,6 +175,35 @@ TEST_CASE("the watchdog ends a run stuck in a check with exit code 1 after its t
     std::remove(path.c_str());
     CHECK(contains(text.str(), R"("nccl": {"number": 5)"));
     CHECK(contains(text.str(), "did not finish within 0.3 s"));
+}
+
+// The text of file `path`, which is then removed.
+std::string read_and_remove(const std::string& path) {
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    std::remove(path.c_str());
+    return text.str();
+}
+
+TEST_CASE("a stuck run reports the finding held for a later check (check 6, made before the GPU checks), once") {
+    Finding host = finding_with("host", Status::warn);
+    host.summary = "ACS on 1 switch port between the GPUs";
+    const std::string path = "doctor_test_watchdog_held.json";
+    CHECK(stuck_run_exit_code("p2p", 0.2, false, path, [&](Report& report) { report.hold(host); }) ==
+          kExitVerificationFailed);
+    const std::string held = read_and_remove(path);
+    CHECK(contains(held, R"("host": {"number": 6)"));
+    CHECK(contains(held, "ACS on 1 switch port between the GPUs"));
+    // Held, then added in its turn before a later check got stuck: reported once.
+    CHECK(stuck_run_exit_code("nccl", 0.2, false, path, [&](Report& report) {
+              report.hold(host);
+              report.add(host);
+          }) == kExitVerificationFailed);
+    const std::string added = read_and_remove(path);
+    const size_t first = added.find("ACS on 1 switch port");
+    REQUIRE(first != std::string::npos);
+    CHECK(added.find("ACS on 1 switch port", first + 1) == std::string::npos);
 }
 
 TEST_CASE("a stuck run whose --json cannot be written ends with exit code 3, as a run that was not stuck does") {
