@@ -15,7 +15,10 @@ endfunction()
 #     PTX, which the driver compiles when a program loads; with a warning that names the GPU;
 #   - newer than every architecture it knows: the same rule, so machine code of the newest where the major
 #     version is the GPU's, else its PTX (a Blackwell and CUDA 12.4, say: PTX of 9.0), with the same warning;
-#   - older than every architecture it knows (a V100 and CUDA 13): a fatal error saying so.
+#   - older than every architecture it knows (a V100 and CUDA 13): left out with a warning where another GPU
+#     can be built for (an old display card beside the compute GPUs), else a fatal error saying so; the
+#     GPUs left out are in fwi_too_old_compute_caps (the caller's scope), which
+#     fwi_warn_about_gpus_without_code then passes over.
 # Where nvcc cannot be asked, "native": project() or nvcc then reports what is wrong.
 # nvidia-smi lists every GPU of the machine, also those CUDA_VISIBLE_DEVICES hides: the build covers them too.
 function(fwi_native_architectures compute_caps result)
@@ -74,10 +77,17 @@ function(fwi_native_architectures compute_caps result)
   endforeach()
   if(too_old)
     string(REGEX REPLACE "([0-9]+)([0-9])$" "\\1.\\2" oldest_cap "${oldest}")
-    message(FATAL_ERROR "the CUDA compiler ${nvcc} cannot build for a GPU of compute capability ${too_old}: the "
-                        "oldest it builds for is ${oldest_cap}. Build with an older CUDA toolkit that still "
-                        "supports this GPU (put its nvcc first on PATH, or set CUDACXX; CUDA 13 builds for 7.5 and "
-                        "later, CUDA 12 for 5.0 and later), or name the other GPUs' architectures yourself with CUDAARCHS")
+    string(REPLACE ";" ", " too_old_text "${too_old}")
+    string(CONCAT cannot "the CUDA compiler ${nvcc} cannot build for a GPU of compute capability ${too_old_text}: "
+                         "the oldest it builds for is ${oldest_cap}.")
+    string(CONCAT older_toolkit "an older CUDA toolkit that still supports it (put its nvcc first on PATH, or set "
+                                "CUDACXX; CUDA 13 builds for 7.5 and later, CUDA 12 for 5.0 and later)")
+    if(NOT architectures)
+      message(FATAL_ERROR "${cannot} Build with ${older_toolkit}, or name the architectures yourself with CUDAARCHS")
+    endif()
+    message(WARNING "${cannot} The build is for the other GPUs, and its programs refuse to run on this one: hide "
+                    "it from them with CUDA_VISIBLE_DEVICES, or build with ${older_toolkit}.")
+    set(fwi_too_old_compute_caps "${too_old}" PARENT_SCOPE)
   endif()
   if(not_known)
     string(REPLACE ";" ", " not_known "${not_known}")
@@ -101,6 +111,9 @@ function(fwi_warn_about_gpus_without_code compute_caps architectures)
   fwi_compute_caps("${compute_caps}" caps)
   set(without_code "")
   foreach(cap IN LISTS caps)
+    if(cap IN_LIST fwi_too_old_compute_caps)
+      continue()  # fwi_native_architectures has said that no CUDA compiler of this toolkit builds for it
+    endif()
     string(REPLACE "." "" number "${cap}")
     math(EXPR gpu_major "${number} / 10")
     set(runs_something FALSE)
