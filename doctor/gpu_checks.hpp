@@ -39,6 +39,14 @@ struct GpuCode {
     BuildCode code;
 };
 
+// Whether a build for `architectures` (the build's list, comma-separated: "80-real,90-real,90-virtual") holds
+// machine code for `architecture` (90): an entry of it that is not "-virtual" ("90", "90-real", "90a-real"),
+// or a list nvcc chose ("all", "native"). A PTX-only entry ("90-virtual") is compiled when a program loads.
+bool builds_machine_code_for(const std::string& architectures, int architecture);
+// How a GPU runs the build: "runs sm_90 code", "runs compute_80 PTX compiled for sm_90", "runs compute_90
+// PTX, compiled for sm_90 when a program loads" (a PTX-only build), "no code of this build it can run (...)".
+std::string code_text(const BuildCode& code, const std::string& architectures);
+
 // Check 1's verdict on the build, given each GPU's code and the build's CUDA architectures: FAIL when a
 // GPU can run none of it (every program stops at its first kernel), WARN when a GPU of 9.0 or later runs
 // PTX of an older architecture (the propagator then joins its steps without programmatic launch), else

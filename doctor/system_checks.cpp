@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include "cuda_check.hpp"
@@ -53,15 +54,30 @@ std::string versions_line(int driver, int runtime, const Nvml& nvml) {
            ", CUDA runtime " + cuda_version_text(runtime);
 }
 
-// "runs sm_90 code", "runs compute_80 PTX compiled for sm_90", "no code of this build it can run (...)"
-std::string code_text(const BuildCode& code) {
-    if (!code.runs) return "no code of this build it can run (" + code.load_error + ")";
-    if (code.ptx_version == code.binary_version) return "runs sm_" + std::to_string(code.binary_version) + " code";
-    return "runs compute_" + std::to_string(code.ptx_version) + " PTX compiled for sm_" +
-           std::to_string(code.binary_version);
+}  // namespace
+
+bool builds_machine_code_for(const std::string& architectures, int architecture) {
+    std::stringstream list(architectures);
+    std::string entry;
+    while (std::getline(list, entry, ',')) {
+        if (entry == "all" || entry == "all-major" || entry == "native") return true;  // nvcc's choice: not known here
+        // "90", "90-real", "90a-real": machine code; "90-virtual": PTX only.
+        const size_t digits = entry.find_first_not_of("0123456789");
+        if (digits == 0 || entry.substr(0, digits) != std::to_string(architecture)) continue;
+        if (entry.size() < 8 || entry.compare(entry.size() - 8, 8, "-virtual") != 0) return true;
+    }
+    return false;
 }
 
-}  // namespace
+std::string code_text(const BuildCode& code, const std::string& architectures) {
+    if (!code.runs) return "no code of this build it can run (" + code.load_error + ")";
+    const std::string ptx = "compute_" + std::to_string(code.ptx_version) + " PTX";
+    const std::string gpu = "sm_" + std::to_string(code.binary_version);
+    if (code.ptx_version != code.binary_version) return "runs " + ptx + " compiled for " + gpu;
+    // The same architecture from PTX or from machine code: the build's list tells them apart.
+    if (builds_machine_code_for(architectures, code.binary_version)) return "runs " + gpu + " code";
+    return "runs " + ptx + ", compiled for " + gpu + " when a program loads";
+}
 
 Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& architectures) {
     std::string without_code, older_ptx;
@@ -210,7 +226,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         const GpuCode gpu{device, properties.major * 10 + properties.minor, build_code_for(device)};
         codes.push_back(gpu);
         finding.details.push_back("GPU " + std::to_string(device) + ": " + describe_device(device) + ", PCI " +
-                                  system.pci.back().bus_id + ", " + code_text(gpu.code));
+                                  system.pci.back().bus_id + ", " + code_text(gpu.code, build_cuda_architectures()));
         pcie_links.push_back(pcie_link_of(nvml, system.pci.back()));
         const PcieLink& pcie = pcie_links.back();
         JsonObject json;
@@ -219,7 +235,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
             .add("multiprocessors", properties.multiProcessorCount)
             .add("memory_bytes", properties.totalGlobalMem)
             .add("pci_bus_id", system.pci.back().bus_id)
-            .add("build_code", code_text(gpu.code))
+            .add("build_code", code_text(gpu.code, build_cuda_architectures()))
             .add("pcie", JsonObject()
                              .add("width", pcie.width)
                              .add("max_width", pcie.max_width)

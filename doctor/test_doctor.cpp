@@ -599,6 +599,21 @@ TEST_CASE("the build's code: none for a GPU fails, older PTX on a 9.0 GPU warns,
     CHECK(contains(failed.next, "--fresh"));
 }
 
+TEST_CASE("a GPU's code: machine code, older PTX, or its own architecture's PTX compiled when a program loads") {
+    const BuildCode sm90{true, 90, 90, ""}, ptx80_on_90{true, 80, 90, ""};
+    CHECK(code_text(sm90, "80-real,90-real,90-virtual") == "runs sm_90 code");
+    CHECK(code_text(sm90, "90") == "runs sm_90 code");
+    CHECK(code_text(sm90, "90a-real") == "runs sm_90 code");
+    CHECK(code_text(sm90, "native") == "runs sm_90 code");
+    // A PTX-only build: the driver compiled compute_90 for sm_90, which cudaFuncGetAttributes reports as 90 and 90.
+    CHECK(code_text(sm90, "90-virtual") == "runs compute_90 PTX, compiled for sm_90 when a program loads");
+    CHECK(code_text(sm90, "80-real,90-virtual") == "runs compute_90 PTX, compiled for sm_90 when a program loads");
+    CHECK(code_text(sm90, "100-real,90-virtual") == "runs compute_90 PTX, compiled for sm_90 when a program loads");
+    CHECK(code_text(ptx80_on_90, "80") == "runs compute_80 PTX compiled for sm_90");
+    CHECK(!builds_machine_code_for("", 90));
+    CHECK(!builds_machine_code_for("900-real", 90));
+}
+
 TEST_CASE("a driver older than the build's runtime warns, and says when programmatic launch is lost") {
     const BuildCode sm90{true, 90, 90, ""}, sm80{true, 80, 80, ""};
     CHECK(driver_verdict(13000, 13000, {{0, 90, sm90}}).status == Status::pass);
