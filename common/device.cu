@@ -9,6 +9,7 @@
 #include "cuda_timing.hpp"
 #include "errors.hpp"
 #include "gpu_resources.hpp"
+#include "launch_env.hpp"
 #include "polling.hpp"
 #include "run_env.hpp"
 #include "timing.hpp"
@@ -126,11 +127,8 @@ void require_gpus(int needed) {
     int count = 0;
     const cudaError_t status = count_gpus(count);
     if (count >= needed) return;
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    const bool mig_instances = count >= 1 && visible && std::strstr(visible, "MIG-");
-    const std::string hint = mig_instances ? "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at "
-                                             "most one of them: run the multi-GPU lessons on whole GPUs"
-                                           : gpu_count_hint(status);
+    const std::string hint =
+        count >= 1 ? too_few_gpus_hint(count, std::getenv("CUDA_VISIBLE_DEVICES")) : gpu_count_hint(status);
     throw EnvironmentError("this program needs " + std::to_string(needed) + " CUDA GPU" + (needed > 1 ? "s" : "") +
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "errors.hpp"
@@ -118,6 +119,17 @@ void refuse_launch_as_several_ranks(const std::string& instead) {
                          "): each would run the whole program on the same GPUs; " + instead +
                          " (to run independent copies on purpose, each with GPUs of its own, unset the variable in "
                          "each)");
+}
+
+std::string too_few_gpus_hint(int visible, const char* cuda_visible_devices) {
+    const std::string shown = std::to_string(visible) + " GPU" + (visible > 1 ? "s" : "");
+    if (cuda_visible_devices && std::strstr(cuda_visible_devices, "MIG-"))
+        return "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at most one of them: run the "
+               "multi-GPU lessons on whole GPUs";
+    if (cuda_visible_devices)
+        return "CUDA_VISIBLE_DEVICES=" + shown_value(cuda_visible_devices) + " shows this process " + shown +
+               ": name more GPUs there, or ask for fewer";
+    return "this machine shows CUDA " + shown + ": ask for fewer, or run on a machine with more";
 }
 
 }  // namespace fwi

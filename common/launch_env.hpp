@@ -31,4 +31,10 @@ std::string mpi_launcher_ranks(const LaunchEnvironment& environment);
 // program on the same GPUs. `instead` says how to run it ("run it without mpirun").
 void refuse_launch_as_several_ranks(const std::string& instead);
 
+// Why a program that needs more GPUs than the `visible` (1 or more) it sees, given CUDA_VISIBLE_DEVICES
+// (`cuda_visible_devices`, null when unset), sees no more: MIG instances named there (CUDA shows a process
+// at most one), the variable's own list, or the machine's GPUs. Says what to do. (No GPU at all has other
+// causes: device.cu's hint.)
+std::string too_few_gpus_hint(int visible, const char* cuda_visible_devices);
+
 }  // namespace fwi

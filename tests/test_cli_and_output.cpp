@@ -21,6 +21,7 @@
 #include "cuda_check.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
+#include "launch_env.hpp"
 #include "output.hpp"
 #include "problem.hpp"
 #include "progress.hpp"
@@ -660,4 +661,17 @@ TEST_CASE("the update scales the gradient by (depth / nz)^power before taking it
     update_model(p, {-8, 0, 0, -1}, v);  // scaled: -8/16 and -1: the deepest cell has the largest
     CHECK(v[3] == 1510.0f);
     CHECK(v[0] == doctest::Approx(1505.0f));
+}
+
+TEST_CASE("too few GPUs: the hint names what hides the others, not a driver that cannot reach them") {
+    CHECK(too_few_gpus_hint(1, nullptr) ==
+          "this machine shows CUDA 1 GPU: ask for fewer, or run on a machine with more");
+    CHECK(too_few_gpus_hint(2, "0,1") ==
+          "CUDA_VISIBLE_DEVICES=0,1 shows this process 2 GPUs: name more GPUs there, or ask "
+          "for fewer");
+    CHECK(too_few_gpus_hint(1, "MIG-4f1c2a9e-0000-0000-0000-000000000000,MIG-5a2b") ==
+          "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at most one of them: run the multi-GPU "
+          "lessons on whole GPUs");
+    // A value with a control character is shown escaped, on one line.
+    CHECK(too_few_gpus_hint(1, "0\n1").find("CUDA_VISIBLE_DEVICES=0\\x0a1 shows") != std::string::npos);
 }
