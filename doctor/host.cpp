@@ -314,6 +314,18 @@ bool iommu_translates(const std::vector<std::string>& group_types, const IommuHi
     return active && !hints.passthrough;
 }
 
+HostProblem shared_memory_problem(double total_bytes, double free_bytes) {
+    constexpr double kLeast = 1024.0 * 1024 * 1024;
+    if (total_bytes < kLeast)
+        return {"/dev/shm is missing or small",
+                "NCCL and MPI keep buffers in /dev/shm: in Docker start with --shm-size=8g or --ipc=host"};
+    if (free_bytes < kLeast)
+        return {"/dev/shm has " + size_text(free_bytes) + " free of " + size_text(total_bytes),
+                "NCCL and MPI keep buffers in /dev/shm: remove what jobs that were killed left there (`ls -lt "
+                "/dev/shm`: files of no running process)"};
+    return {};
+}
+
 std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const std::string& limit) {
     if (!infiniband_devices || unlimited) return "";
     return "locked memory is limited to " + limit +
@@ -322,31 +334,24 @@ std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const
 
 namespace {
 
-struct Problem {
-    std::string what;
-    std::string fix;
-};
-
-// /dev/shm: NCCL's SHM transport and MPI's shared-memory transport put their buffers there; Docker
-// gives containers 64 MiB unless told otherwise, too little for either.
-void add_shared_memory(Finding& finding, std::vector<Problem>& problems) {
-    constexpr double kSmallShm = 1024.0 * 1024 * 1024;
-    const Problem small{"/dev/shm is missing or small",
-                        "NCCL and MPI keep buffers in /dev/shm: in Docker start with --shm-size=8g or --ipc=host"};
+// /dev/shm: shared_memory_problem says what is wrong with it.
+void add_shared_memory(Finding& finding, std::vector<HostProblem>& problems) {
     struct statvfs shm {};
+    double total = 0.0, free = 0.0;
     if (statvfs("/dev/shm", &shm) != 0) {
         finding.details.push_back("/dev/shm: missing");
         finding.facts.add("dev_shm_bytes", 0LL);
-        problems.push_back(small);
-        return;
+    } else {
+        total = double(shm.f_blocks) * shm.f_frsize;
+        free = double(shm.f_bavail) * shm.f_frsize;
+        finding.details.push_back("/dev/shm: " + size_text(total) + " (" + size_text(free) + " free)");
+        finding.facts.add("dev_shm_bytes", total).add("dev_shm_free_bytes", free);
     }
-    const double total = double(shm.f_blocks) * shm.f_frsize, free = double(shm.f_bavail) * shm.f_frsize;
-    finding.details.push_back("/dev/shm: " + size_text(total) + " (" + size_text(free) + " free)");
-    finding.facts.add("dev_shm_bytes", total).add("dev_shm_free_bytes", free);
-    if (total < kSmallShm) problems.push_back(small);
+    const HostProblem problem = shared_memory_problem(total, free);
+    if (!problem.what.empty()) problems.push_back(problem);
 }
 
-void add_limits(Finding& finding, std::vector<Problem>& problems) {
+void add_limits(Finding& finding, std::vector<HostProblem>& problems) {
     rlimit stack{}, locked{};
     getrlimit(RLIMIT_STACK, &stack);
     getrlimit(RLIMIT_MEMLOCK, &locked);
@@ -374,7 +379,7 @@ void add_limits(Finding& finding, std::vector<Problem>& problems) {
 
 // Adds a problem when the IOMMU translates device addresses (active, not in passthrough mode) while
 // some GPU pairs talk over PCIe.
-void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_pairs) {
+void add_iommu(Finding& finding, std::vector<HostProblem>& problems, bool pcie_peer_pairs) {
     const IommuHints hints = parse_iommu_hints(first_line_of("/proc/cmdline"));
     std::error_code error;
     int groups = 0;
@@ -412,7 +417,7 @@ void add_iommu(Finding& finding, std::vector<Problem>& problems, bool pcie_peer_
 
 // Adds what ACS says on the PCIe switch ports between the pairs (pcie_acs.hpp), and a problem for each port
 // that turns peer traffic away.
-void add_acs(Finding& finding, std::vector<Problem>& problems, const PeerPairs& peer_pairs) {
+void add_acs(Finding& finding, std::vector<HostProblem>& problems, const PeerPairs& peer_pairs) {
     if (!peer_pairs.checked) {
         finding.details.push_back("ACS: not read (the GPU pairs are known only when check 2 runs)");
         return;
@@ -440,7 +445,7 @@ void add_acs(Finding& finding, std::vector<Problem>& problems, const PeerPairs& 
 Finding check_host(const PeerPairs& pairs) {
     Finding finding;
     finding.id = "host";
-    std::vector<Problem> problems;
+    std::vector<HostProblem> problems;
     add_shared_memory(finding, problems);
     add_limits(finding, problems);
     add_iommu(finding, problems, pairs.checked && !pairs.pcie.empty());

@@ -122,6 +122,18 @@ std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, 
 // buffers; NCCL's troubleshooting guide asks containers for --ulimit memlock=-1.
 std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const std::string& limit);
 
+// A problem check 6 finds on the host, and what to do about it (`what` "" for none).
+struct HostProblem {
+    std::string what;
+    std::string fix;
+};
+
+// What is wrong with /dev/shm (`total_bytes` and `free_bytes` as statvfs gives them; both 0 where it is
+// missing). NCCL's SHM transport and MPI's shared-memory transport keep their buffers there: Docker gives
+// a container 64 MiB unless told otherwise, and the segments of jobs that were killed stay behind until
+// removed, filling it (NCCL then fails to connect, or hangs).
+HostProblem shared_memory_problem(double total_bytes, double free_bytes);
+
 // What check 6 knows of the GPU pairs with peer access (checks 1 and 2 find them), where IOMMU translation
 // and ACS on the switch ports between them matter when they talk over PCIe (pcie_acs.hpp).
 struct PeerPairs {

@@ -300,6 +300,16 @@ TEST_CASE("NCCL settings that take its fast path away are marked; harmless ones 
     CHECK(contains(nccl_setting_notes({{"NCCL_COMM_BLOCKING", "1"}}).at(0).text(), "without its time limit"));
 }
 
+TEST_CASE("/dev/shm is a problem when it is missing, small, or nearly full (segments of killed jobs)") {
+    constexpr double kGiB = 1024.0 * 1024 * 1024;
+    CHECK(shared_memory_problem(0, 0).what == "/dev/shm is missing or small");
+    CHECK(contains(shared_memory_problem(64.0 * 1024 * 1024, 64.0 * 1024 * 1024).fix, "--shm-size"));
+    CHECK(shared_memory_problem(64 * kGiB, 32 * kGiB).what.empty());
+    const HostProblem full = shared_memory_problem(64 * kGiB, 0.25 * kGiB);
+    CHECK(full.what == "/dev/shm has 256 MiB free of 64.0 GiB");
+    CHECK(contains(full.fix, "ls -lt /dev/shm"));
+}
+
 TEST_CASE("a locked-memory limit is a problem only where there are InfiniBand devices") {
     CHECK(locked_memory_problem(false, false, "8 MiB").empty());
     CHECK(locked_memory_problem(true, true, "unlimited").empty());
