@@ -162,6 +162,16 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
          "InfiniBand off: NCCL's network transport uses TCP sockets (across nodes, or within a node when P2P and SHM "
          "are off)",
          never},
+        {"NCCL_SOCKET_IFNAME",
+         "the network interfaces NCCL's bootstrap and socket transport may use (a prefix; ^ excludes, = matches "
+         "exactly): one that no host has fails NCCL's set-up, and one the hosts cannot reach each other on hangs it",
+         never},
+        {"NCCL_IB_HCA",
+         "the InfiniBand adapters (and ports) NCCL may use across nodes: one left out is bandwidth left unused",
+         never},
+        {"NCCL_NET",
+         "forces NCCL's network transport (IB or Socket) across nodes; Socket over a slow interface crawls",
+         never},
     };
     std::vector<NcclSettingNote> notes;
     for (const Known& known : kKnown) {

@@ -298,6 +298,10 @@ TEST_CASE("NCCL settings that take its fast path away are marked; harmless ones 
     // Settings that undo what keeps the suite's NCCL calls within its time limits are named with the reason.
     CHECK(contains(nccl_setting_notes({{"NCCL_RUNTIME_CONNECT", "1"}}).at(0).text(), "without the suite's time limit"));
     CHECK(contains(nccl_setting_notes({{"NCCL_COMM_BLOCKING", "1"}}).at(0).text(), "without its time limit"));
+    // The network's settings, a common cause of set-ups across nodes that fail or hang, are named too.
+    CHECK(contains(nccl_setting_notes({{"NCCL_SOCKET_IFNAME", "eth9"}}).at(0).text(), "NCCL_SOCKET_IFNAME=eth9: "));
+    CHECK(contains(nccl_setting_notes({{"NCCL_IB_HCA", "mlx5_0"}}).at(0).text(), "InfiniBand adapters"));
+    CHECK(!nccl_setting_notes({{"NCCL_NET", "Socket"}}).at(0).slows);  // across nodes only: check 5 runs on one
 }
 
 TEST_CASE("/dev/shm is a problem when it is missing, small, or nearly full (segments of killed jobs)") {
