@@ -67,6 +67,8 @@ if ! listing="$(quick_query nvidia-smi -L 2>/dev/null)" || [ -z "$listing" ]; th
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails, does not answer or lists none); results are measured on GPUs" >&2
     exit 3
 fi
+# One line per GPU ("GPU 0: ..."); a GPU in MIG mode adds an indented line per instance, which is no GPU.
+listing="$(grep '^GPU ' <<<"$listing")"
 gpus=$(grep -c . <<<"$listing")
 # The whole machine: CUDA_VISIBLE_DEVICES, if set (a Slurm allocation sets it), must name every GPU once, by
 # its index or its UUID (CUDA stops at an entry it cannot use: "0,0" and "abc" hide GPUs too).
@@ -91,8 +93,23 @@ if [ -z "$python" ] && ! is_one_of build ${steps//,/ }; then
          "made relative with it (scripts/relative_paths.py); install python3 or put it on PATH, or run the build step" >&2
     exit 3
 fi
-# The model: the second word of the first GPU's name ("NVIDIA H100 80GB HBM3": H100).
-model=$(quick_query nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print $2}')
+# The model, for the folder's name: the first GPU's name without the maker's words and what follows the model
+# (memory, form factor), letters and digits only: "NVIDIA H100 80GB HBM3" H100, "NVIDIA A100-SXM4-80GB"
+# A100, "NVIDIA GeForce RTX 4090" RTX4090, "NVIDIA RTX 6000 Ada Generation" RTX6000Ada.
+model_of() {
+    local word model=""
+    for word in $1; do
+        case "$word" in
+            NVIDIA | GeForce | Tesla | Quadro) continue ;;
+            [0-9]*GB | PCIe | SXM* | HBM* | NVL | Generation) break ;;
+        esac
+        model+="${word%%-*}"
+        [[ "$word" != *-* ]] || break
+    done
+    model="${model//[^A-Za-z0-9]/}"
+    echo "${model:-GPU}"
+}
+model=$(model_of "$(quick_query nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | cut -d, -f1)")
 [ -n "$out" ] || out="$(realpath -m -- "$ROOT/docs/results/${gpus}x${model}-$(date -u +%Y-%m-%d)")"
 check_out
 # compare.sh keeps out of docs/results, except this new recording's own folder.

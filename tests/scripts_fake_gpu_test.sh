@@ -40,12 +40,15 @@ cp -r "$repo/scripts" "$scratch/"
 printf '\nconfigure_and_build() { echo "configure_and_build $*" >>"%s"; [ -z "${FAKE_BUILD_FAILS:-}" ]; }\n' "$calls" >>"$scratch/scripts/common.sh"
 # fake PATH NAME BODY: an executable shell script.
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$1" && chmod +x "$1"; }
-# nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu), or fails when FAKE_GPUS is 0.
+# nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu) named FAKE_GPU_NAME (an H100 by default), each with
+# FAKE_MIG instances (-L: lines of their own, as in MIG mode; none by default), or fails when FAKE_GPUS is 0.
 fake "$tmp/bin/nvidia-smi" '[ "${FAKE_GPUS:-0}" -gt 0 ] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
+name="${FAKE_GPU_NAME:-NVIDIA H100 80GB HBM3}"
 for i in $(seq 0 $((FAKE_GPUS - 1))); do
   case "$*" in
-    -L) echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)" ;;
-    *query-gpu*) echo "NVIDIA H100 80GB HBM3, 570.00, 81559 MiB" ;;
+    -L) echo "GPU $i: $name (UUID: GPU-$i)"
+        for m in $(seq 1 "${FAKE_MIG:-0}"); do echo "  MIG 1g.10gb     Device  $m: (UUID: MIG-$i-$m)"; done ;;
+    *query-gpu*) echo "$name, 570.00, 81559 MiB" ;;
   esac
 done'
 
@@ -181,6 +184,19 @@ else
     fail "record_results_compare_in_docs_results: no comparison in ${recorded:-a new folder of docs/results}:"
     sed 's/^/    /' <<<"$out"
 fi
+# The folder is named after the GPUs' model, also where the name has more words than "NVIDIA H100 ..."
+# (it was the second word: "GeForce"); MIG instances' lines in nvidia-smi -L are no GPUs of their own.
+run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_MIG=2 FAKE_GPU_NAME="NVIDIA GeForce RTX 4090" -- \
+    bash "$scratch/scripts/record-results.sh" --steps compare-default
+if ls -d "$scratch"/docs/results/1xRTX4090-* >/dev/null 2>&1; then
+    echo "ok:   record_results_model_and_mig"
+else
+    fail "record_results_model_and_mig: no folder docs/results/1xRTX4090-*: $(ls "$scratch"/docs/results)"
+    sed 's/^/    /' <<<"$out"
+fi
+rm -rf "$scratch"/docs/results/1xRTX4090-*
+run FAKE_GPUS=2 FAKE_MIG=2 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
+expect record_results_mig_lines_no_gpus 2 "does not name each of the machine's 2 GPUs once"
 run -- bash "$scratch/scripts/compare.sh" --out "$recorded/compare-again"
 expect compare_refuses_docs_results 2 "is in docs/results, the stored results"
 # Results are kept: an --out that exists is refused, as is a step that is not one.
