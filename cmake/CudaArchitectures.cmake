@@ -118,14 +118,25 @@ function(fwi_warn_about_gpus_without_code compute_caps architectures)
     math(EXPR gpu_major "${number} / 10")
     set(runs_something FALSE)
     foreach(architecture IN LISTS architectures)
-      if(NOT architecture MATCHES "^([0-9]+)(-real|-virtual)?$")
-        set(runs_something TRUE)  # an architecture this rule does not read (90a, say): nvcc and the driver judge
+      if(NOT architecture MATCHES "^([0-9]+)([af]?)(-real|-virtual)?$")
+        set(runs_something TRUE)  # an architecture this rule does not read: nvcc and the driver judge
         break()
       endif()
       set(built "${CMAKE_MATCH_1}")
-      set(kind "${CMAKE_MATCH_2}")
+      set(specific "${CMAKE_MATCH_2}")
+      set(kind "${CMAKE_MATCH_3}")
       math(EXPR built_major "${built} / 10")
-      if(NOT kind STREQUAL "-virtual" AND built_major EQUAL gpu_major AND NOT built GREATER number)
+      if(specific STREQUAL "a")
+        # Architecture-specific code (90a), machine code or PTX, runs on that architecture only.
+        if(built EQUAL number)
+          set(runs_something TRUE)
+        endif()
+      elseif(specific STREQUAL "f")
+        # Family-specific code (100f) runs on the later minor versions of its major one only.
+        if(built_major EQUAL gpu_major AND NOT built GREATER number)
+          set(runs_something TRUE)
+        endif()
+      elseif(NOT kind STREQUAL "-virtual" AND built_major EQUAL gpu_major AND NOT built GREATER number)
         set(runs_something TRUE)  # machine code
       elseif(NOT kind STREQUAL "-real" AND NOT built GREATER number)
         set(runs_something TRUE)  # PTX

@@ -46,6 +46,13 @@ set_tests_properties(ecosystem_gpu_newer_than_the_compiler ecosystem_gpu_older_t
                      ecosystem_gpu_older_than_the_compiler_beside_another ecosystem_gpu_between_known_architectures ecosystem_architectures_kept_on_reconfigure
                      ecosystem_architectures_kept_run_on_later_minor_version
                      PROPERTIES LABELS cpu TIMEOUT 300)
+# Architecture-specific code (90a) runs on its own architecture only: a build of it warns for an 8.0 GPU
+# present, not for the 9.0 beside it (any such architecture once counted as running everywhere).
+add_test(NAME ecosystem_architecture_specific_code_warns
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "work=$(mktemp -d) && mkdir \"$work/bin\" && printf '#!/bin/sh\\nprintf \"%%s\\\\n\" 8.0 9.0\\n' >\"$work/bin/nvidia-smi\" && chmod +x \"$work/bin/nvidia-smi\" && cd \"$1\" && out=$(CUDAARCHS=90a-real PATH=\"$work/bin:$PATH\" \"$0\" --preset ci -B \"$work/build\" -DBUILD_TESTING=OFF 2>&1); status=$?; rm -rf \"$work\"; echo \"$out\" | tail -n 12; [ $status -eq 0 ] && echo \"$out\" | tr -s ' \\n' ' ' | grep -q 'hold no code that a GPU of compute capability 8.0 on this machine runs'"
+                 ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
+set_tests_properties(ecosystem_architecture_specific_code_warns PROPERTIES LABELS cpu TIMEOUT 300)
 # An nvidia-smi that never answers (a hung driver) is stopped after FWI_QUERY_TIMEOUT seconds: the
 # configure warns and goes on as without a GPU, instead of waiting without a limit.
 add_test(NAME ecosystem_nvidia_smi_hangs
