@@ -167,10 +167,8 @@ std::vector<NcclSettingNote> nccl_setting_notes(const Variables& variables) {
          "exactly): one that no host has fails NCCL's set-up, and one the hosts cannot reach each other on hangs it",
          never},
         {"NCCL_IB_HCA",
-         "the InfiniBand adapters (and ports) NCCL may use across nodes: one left out is bandwidth left unused",
-         never},
-        {"NCCL_NET",
-         "forces NCCL's network transport (IB or Socket) across nodes; Socket over a slow interface crawls",
+         "the InfiniBand adapters (and ports) NCCL may use across nodes: one left out is bandwidth left unused", never},
+        {"NCCL_NET", "forces NCCL's network transport (IB or Socket) across nodes; Socket over a slow interface crawls",
          never},
     };
     std::vector<NcclSettingNote> notes;
