@@ -3,12 +3,15 @@
 // DeviceHang (watchdog.hpp), which the caller turns into a FAIL and the end of the run.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "device.hpp"
+#include "errors.hpp"
 #include "host.hpp"
 #include "nvml.hpp"
 #include "other_processes.hpp"
@@ -38,6 +41,11 @@ struct GpuCode {
     int compute_capability = 0;  // 90 for 9.0
     BuildCode code;
 };
+
+// The error for GPU `device`, visible but failing to open (`status` from creating its context), naming it, its
+// PCI bus id and, where that is the cause, its compute mode (exclusive-process and held by another process,
+// or prohibited).
+EnvironmentError gpu_not_opened(int device, cudaError_t status);
 
 // Whether a build for `architectures` (the build's list, comma-separated: "80-real,90-real,90-virtual") holds
 // machine code for `architecture` (90): an entry of it that is not "-virtual" ("90", "90-real", "90a-real"),

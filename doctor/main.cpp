@@ -130,6 +130,7 @@ public:
         print_header();
         own_processes_ = own_processes_on_this_host();
         if (!options_.mpi || world_rank() == 0) run_local_checks();
+        if (options_.mpi && world_rank() == 0) release_gpus();
         if (options_.mpi) {
             // A rank whose check 7 failed before its collectives goes on to MPI_Finalize while rank 0 waits
             // for it until its watchdog ends the check and writes the report: the finished rank waits that
@@ -236,8 +237,11 @@ private:
         });
         report_.set_fact("gpus", system_.count);
         const bool gpus = system_.count > 0;
-        if (!gpus) report_.set_no_gpu();
-        const std::string no_gpu = "no GPU visible (check 1)";
+        // No GPU to check: none visible (exit 3), or check 1 failed on one that is (a GPU that cannot be
+        // opened: exit 1, as check 1's FAIL says).
+        const bool none_visible = !gpus && visible_gpu_count() == 0;
+        if (none_visible) report_.set_no_gpu();
+        const std::string no_gpu = none_visible ? "no GPU visible (check 1)" : "check 1 failed";
         const std::string single_process_only = "a single-process check: run doctor without mpirun for it";
 
         if (options_.mpi)
@@ -294,6 +298,15 @@ private:
         options.largest_bytes = size_t(options_.nccl_mib) << 20;
         options.injection = injection_;
         return check_nccl(system_, variables_, options, deadline);
+    }
+
+    // Under --mpi, rank 0's check 1 opened every GPU it sees, and the other ranks on this host open theirs in
+    // check 7: a GPU in exclusive-process compute mode (common on clusters) takes one process at a time, so
+    // rank 0 lets them go first. (Errors are ignored: check 7 reports a GPU that does not open.)
+    void release_gpus() const {
+        for (int device = 0; device < system_.count; ++device)
+            if (cudaSetDevice(device) == cudaSuccess) cudaDeviceReset();
+        cudaGetLastError();
     }
 
     // Without --mpi, check 7 only says how to run it (parse_options refused a launch by mpirun).

@@ -56,6 +56,22 @@ std::string versions_line(int driver, int runtime, const Nvml& nvml) {
 
 }  // namespace
 
+EnvironmentError gpu_not_opened(int device, cudaError_t status) {
+    cudaGetLastError();
+    char bus_id[32] = "?";
+    cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device);
+    int mode = cudaComputeModeDefault;
+    cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
+    const std::string why = mode == cudaComputeModeExclusiveProcess
+                                ? "its compute mode is exclusive-process, and another process holds it (nvidia-smi "
+                                  "lists it)"
+                            : mode == cudaComputeModeProhibited
+                                ? "its compute mode is prohibited: no process may use it"
+                                : "see `nvidia-smi` and `dmesg | grep -i xid`";
+    return EnvironmentError("GPU " + std::to_string(device) + " (PCI " + bus_id +
+                            ") is visible but cannot be opened (" + cudaGetErrorName(status) + "): " + why);
+}
+
 bool builds_machine_code_for(const std::string& architectures, int architecture) {
     std::stringstream list(architectures);
     std::string entry;
@@ -217,7 +233,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         // Create the GPU's context now, under this check's watchdog: a GPU in a bad state often hangs or
         // fails right here, and the later checks' deadlines then time GPU work only.
         CUDA_CHECK(cudaSetDevice(device));
-        CUDA_CHECK(cudaFree(nullptr));
+        if (const cudaError_t opened = cudaFree(nullptr); opened != cudaSuccess) throw gpu_not_opened(device, opened);
         cudaDeviceProp properties{};
         CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
         system.names.push_back(properties.name);

@@ -628,6 +628,13 @@ TEST_CASE("a GPU's code: machine code, older PTX, or its own architecture's PTX 
     CHECK(!builds_machine_code_for("900-real", 90));
 }
 
+TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's error") {
+    // Its bus id and compute mode come from the driver: "?" and no mode on a machine without a GPU.
+    const std::string message = gpu_not_opened(0, cudaErrorDevicesUnavailable).what();
+    CHECK(message.rfind("GPU 0 (PCI ", 0) == 0);
+    CHECK(contains(message, ") is visible but cannot be opened (cudaErrorDevicesUnavailable): "));
+}
+
 TEST_CASE("a driver older than the build's runtime warns, and says when programmatic launch is lost") {
     const BuildCode sm90{true, 90, 90, ""}, sm80{true, 80, 80, ""};
     CHECK(driver_verdict(13000, 13000, {{0, 90, sm90}}).status == Status::pass);
