@@ -62,6 +62,7 @@ struct Nvml::Api {
     NvmlReturn (*max_pcie_width)(NvmlDevice, unsigned*) = nullptr;
     NvmlReturn (*pcie_generation)(NvmlDevice, unsigned*) = nullptr;
     NvmlReturn (*max_pcie_generation)(NvmlDevice, unsigned*) = nullptr;
+    NvmlReturn (*clock_event_reasons)(NvmlDevice, unsigned long long*) = nullptr;
 
     // The handle of the GPU at `gpu`; throws std::runtime_error naming it when NVML cannot find it.
     NvmlDevice device(const PciAddress& gpu) const {
@@ -127,6 +128,9 @@ Nvml::Nvml() : api_(new Api) {
     api_->pcie_generation = load<decltype(api_->pcie_generation)>(library, "nvmlDeviceGetCurrPcieLinkGeneration");
     api_->max_pcie_generation =
         load<decltype(api_->max_pcie_generation)>(library, "nvmlDeviceGetMaxPcieLinkGeneration");
+    // Renamed from "throttle reasons" in later drivers; the older name is still exported.
+    api_->clock_event_reasons = load<decltype(api_->clock_event_reasons)>(
+        library, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
     if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
         error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
         return;
@@ -210,6 +214,27 @@ PcieLink Nvml::pcie_link(const PciAddress& gpu) const {
     };
     return {ask(api_->pcie_width), ask(api_->max_pcie_width), ask(api_->pcie_generation),
             ask(api_->max_pcie_generation)};
+}
+
+int Nvml::active_nvlinks(const PciAddress& gpu) const {
+    if (!available_) throw std::runtime_error(error_);
+    const NvmlDevice handle = api_->device(gpu);
+    int active_links = 0;
+    for (unsigned link = 0; api_->link_state && link < kMaxLinksProbed; ++link) {
+        int active = 0;
+        if (api_->link_state(handle, link, &active) != kNvmlSuccess) break;  // past the last link
+        active_links += active == kNvmlFeatureEnabled;
+    }
+    return active_links;
+}
+
+unsigned long long Nvml::clock_event_reasons(const PciAddress& gpu) const {
+    if (!available_) throw std::runtime_error(error_);
+    if (!api_->clock_event_reasons) throw std::runtime_error("NVML lacks nvmlDeviceGetCurrentClocksEventReasons");
+    unsigned long long reasons = 0;
+    const NvmlReturn status = api_->clock_event_reasons(api_->device(gpu), &reasons);
+    if (status != kNvmlSuccess) throw std::runtime_error("NVML: " + api_->describe(status));
+    return reasons;
 }
 
 std::vector<GpuProcess> Nvml::compute_processes(const PciAddress& gpu) const {

@@ -61,6 +61,16 @@ public:
     // The PCIe link of the GPU at `gpu`; throws std::runtime_error when NVML cannot find it.
     PcieLink pcie_link(const PciAddress& gpu) const;
 
+    // How many of the GPU's NVLinks are up (0 for a GPU without NVLink); throws std::runtime_error when NVML
+    // cannot find it.
+    int active_nvlinks(const PciAddress& gpu) const;
+
+    // Why the GPU's clocks are below their most now, NVML's bit mask (nvmlClocksEventReasons: 0x1 idle, 0x4
+    // software power cap, 0x8 hardware slowdown, 0x20 software thermal, 0x40 hardware thermal, 0x80 power
+    // brake, ...); throws std::runtime_error when NVML cannot say (a driver without the call, a GPU it cannot
+    // find).
+    unsigned long long clock_event_reasons(const PciAddress& gpu) const;
+
     // The processes with a compute context on the GPU at `gpu`, this one's included; throws
     // std::runtime_error when NVML cannot say (a driver without the call, a GPU it cannot find).
     std::vector<GpuProcess> compute_processes(const PciAddress& gpu) const;

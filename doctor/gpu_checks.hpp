@@ -73,6 +73,17 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
 // NVLink, by as much; else PASS. The generation is reported, not judged: an idle GPU lowers it to save power.
 Finding pcie_link_verdict(const std::vector<PcieLink>& links);
 
+// Check 1's verdict on why the GPUs' clocks are lowered now (Nvml::clock_event_reasons, one mask per visible
+// GPU; a GPU whose mask is unknown is left out): WARN where the hardware slows a GPU down (its slowdown
+// signal, thermal, power brake) or the driver does for its temperature, as a slowed GPU sets the pace of every
+// collective; else PASS. Idleness and the power cap under load are not faults, so not judged.
+Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long long>>& reasons);
+
+// Check 2's verdict on the NVLinks that are up (Nvml::active_nvlinks; -1 unknown), with each GPU's model
+// name: WARN where a GPU has fewer than another of its model (a link down: its pairs lose bandwidth, and
+// NCCL's rings through them slow down), else PASS.
+Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::vector<int>& active);
+
 // Check 1's verdict on other processes on the GPUs (other_processes.hpp): WARN when there is one (whatever
 // doctor and the programs time beside it is slower and varies), with a detail line each and one saying
 // why a GPU's list is missing; else PASS.

@@ -171,6 +171,46 @@ Finding pcie_link_verdict(const std::vector<PcieLink>& links) {
     return verdict;
 }
 
+Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long long>>& reasons) {
+    static const std::pair<unsigned long long, const char*> kSlowdowns[] = {{0x8, "hardware slowdown"},
+                                                                            {0x20, "driver's thermal slowdown"},
+                                                                            {0x40, "hardware thermal slowdown"},
+                                                                            {0x80, "power brake"}};
+    Finding verdict;
+    std::string slowed;
+    for (const auto& [device, mask] : reasons) {
+        std::string causes;
+        for (const auto& [bit, name] : kSlowdowns)
+            if (mask & bit) causes += std::string(causes.empty() ? "" : ", ") + name;
+        if (!causes.empty()) slowed += (slowed.empty() ? "GPU " : "; GPU ") + std::to_string(device) + ": " + causes;
+    }
+    if (slowed.empty()) return verdict;
+    verdict.status = Status::warn;
+    verdict.summary = "clocks lowered by " + slowed + ": a slowed GPU sets the pace of every collective";
+    verdict.next = "check cooling and power: `nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER`";
+    return verdict;
+}
+
+Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::vector<int>& active) {
+    std::map<std::string, int> most;  // per model
+    for (size_t gpu = 0; gpu < names.size() && gpu < active.size(); ++gpu)
+        most[names[gpu]] = std::max(most[names[gpu]], active[gpu]);
+    Finding verdict;
+    std::string fewer;
+    for (size_t gpu = 0; gpu < names.size() && gpu < active.size(); ++gpu)
+        if (active[gpu] >= 0 && active[gpu] < most[names[gpu]])
+            fewer += (fewer.empty() ? "GPU " : ", GPU ") + std::to_string(gpu) + " " + std::to_string(active[gpu]) +
+                     " of " + std::to_string(most[names[gpu]]);
+    if (fewer.empty()) return verdict;
+    verdict.status = Status::warn;
+    verdict.summary = "NVLinks down: fewer are up than on another GPU of the same model (" + fewer +
+                      "); the pairs through them have less bandwidth, and NCCL's rings slow down to it";
+    verdict.next =
+        "`nvidia-smi nvlink -s` (each link's state) and `nvidia-smi nvlink -e` (errors); a link that stays "
+        "down needs the system's service";
+    return verdict;
+}
+
 Finding other_processes_verdict(const OtherProcesses& others) {
     Finding verdict;
     verdict.details = other_process_lines(others);
@@ -228,6 +268,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::map<std::string, int> models;
     std::vector<GpuCode> codes;
     std::vector<PcieLink> pcie_links;
+    std::vector<std::pair<int, unsigned long long>> clock_reasons;
     JsonObject devices;
     for (int device = 0; device < count; ++device) {
         // Create the GPU's context now, under this check's watchdog: a GPU in a bad state often hangs or
@@ -244,6 +285,14 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         finding.details.push_back("GPU " + std::to_string(device) + ": " + describe_device(device) + ", PCI " +
                                   system.pci.back().bus_id + ", " + code_text(gpu.code, build_cuda_architectures()));
         pcie_links.push_back(pcie_link_of(nvml, system.pci.back()));
+        long long reasons = -1;  // unknown
+        if (nvml.available()) {
+            try {
+                reasons = static_cast<long long>(nvml.clock_event_reasons(system.pci.back()));
+                clock_reasons.emplace_back(device, static_cast<unsigned long long>(reasons));
+            } catch (const std::runtime_error&) {
+            }
+        }
         const PcieLink& pcie = pcie_links.back();
         JsonObject json;
         json.add("name", properties.name)
@@ -256,7 +305,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
                              .add("width", pcie.width)
                              .add("max_width", pcie.max_width)
                              .add("generation", pcie.generation)
-                             .add("max_generation", pcie.max_generation));
+                             .add("max_generation", pcie.max_generation))
+            .add("clock_event_reasons", reasons);
         devices.add(std::to_string(device), json);
     }
     system.count = count;  // only now: the later checks index names and pci by it
@@ -308,7 +358,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also : {pcie_link_verdict(pcie_links), shared}) {
+    for (const Finding& also : {pcie_link_verdict(pcie_links), clock_slowdown_verdict(clock_reasons), shared}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;
         finding.summary += "; " + also.summary;
@@ -367,6 +417,19 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
     if (!system.links.empty())
         for (const auto& line : format_matrix(n, "", 7, [&](int i, int j) { return i == j ? "X" : link_at(i, j); }))
             finding.details.push_back(line);
+    std::vector<int> active_nvlinks(n, -1);  // unknown
+    if (!system.links.empty()) {
+        std::string line;
+        for (int gpu = 0; gpu < n; ++gpu) {
+            try {
+                active_nvlinks[gpu] = nvml.active_nvlinks(system.pci[gpu]);
+            } catch (const std::runtime_error&) {
+            }
+            line +=
+                (gpu ? ", " : "") + (active_nvlinks[gpu] < 0 ? std::string("?") : std::to_string(active_nvlinks[gpu]));
+        }
+        finding.details.push_back("NVLinks up, GPU 0 to " + std::to_string(n - 1) + ": " + line);
+    }
     finding.details.push_back("peer access (CUDA): performance rank, lower is better; +atom = native atomics");
     for (const auto& line : format_matrix(n, "", 10, [&](int i, int j) -> std::string {
              if (i == j) return "X";
@@ -410,6 +473,14 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         finding.summary = "peer access between every pair; links: " +
                           (system.links.empty() ? "unknown (" + nvml_problem + ")" : kind_list);
     }
+    if (const Finding links_down = nvlink_count_verdict(system.names, active_nvlinks);
+        links_down.status != Status::pass) {
+        if (finding.status == Status::pass) {
+            finding.status = links_down.status;
+            finding.next = links_down.next;
+        }
+        finding.summary += "; " + links_down.summary;
+    }
     if (!inconsistent.empty()) {
         if (finding.status == Status::pass) finding.status = Status::warn;
         finding.details.push_back("cudaDevP2PAttrAccessSupported disagrees with cudaDeviceCanAccessPeer for " +
@@ -419,7 +490,8 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         .add("links", matrix_json(n, false, link_at))
         .add("peer_access", matrix_json(n, false, [&](int i, int j) { return system.peer(i, j); }))
         .add("performance_rank", matrix_json(n, false, [&](int i, int j) { return rank[size_t(i) * n + j]; }))
-        .add("native_atomics", matrix_json(n, false, [&](int i, int j) { return atomics[size_t(i) * n + j] != 0; }));
+        .add("native_atomics", matrix_json(n, false, [&](int i, int j) { return atomics[size_t(i) * n + j] != 0; }))
+        .add("active_nvlinks", active_nvlinks);
     return finding;
 }
 

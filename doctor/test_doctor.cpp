@@ -628,6 +628,30 @@ TEST_CASE("a GPU's code: machine code, older PTX, or its own architecture's PTX 
     CHECK(!builds_machine_code_for("900-real", 90));
 }
 
+TEST_CASE("clocks lowered by the hardware or for heat warn, naming the GPU; idle and the power cap do not") {
+    CHECK(clock_slowdown_verdict({}).status == Status::pass);
+    CHECK(clock_slowdown_verdict({{0, 0x1}, {1, 0x4}, {2, 0x0}}).status == Status::pass);  // idle, power cap
+    const Finding slowed = clock_slowdown_verdict({{0, 0x1}, {3, 0x40 | 0x8}, {5, 0x20}});
+    CHECK(slowed.status == Status::warn);
+    CHECK(contains(
+        slowed.summary,
+        "clocks lowered by GPU 3: hardware slowdown, hardware thermal slowdown; GPU 5: driver's thermal slowdown"));
+    CHECK(contains(slowed.next, "nvidia-smi -q -d PERFORMANCE"));
+    CHECK(contains(clock_slowdown_verdict({{1, 0x80}}).summary, "GPU 1: power brake"));
+}
+
+TEST_CASE("a GPU with fewer NVLinks up than another of its model warns; other models and unknowns do not") {
+    const std::string h200 = "NVIDIA H200", l40 = "NVIDIA L40S";
+    CHECK(nvlink_count_verdict({h200, h200, h200, h200}, {18, 18, 18, 18}).status == Status::pass);
+    CHECK(nvlink_count_verdict({h200, l40}, {18, 0}).status == Status::pass);    // another model, no NVLink
+    CHECK(nvlink_count_verdict({h200, h200}, {18, -1}).status == Status::pass);  // unknown
+    CHECK(nvlink_count_verdict({l40, l40}, {0, 0}).status == Status::pass);
+    const Finding down = nvlink_count_verdict({h200, h200, h200, h200}, {18, 16, 18, 0});
+    CHECK(down.status == Status::warn);
+    CHECK(contains(down.summary, "(GPU 1 16 of 18, GPU 3 0 of 18)"));
+    CHECK(contains(down.next, "nvidia-smi nvlink -s"));
+}
+
 TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's error") {
     // Its bus id and compute mode come from the driver: "?" and no mode on a machine without a GPU.
     const std::string message = gpu_not_opened(0, cudaErrorDevicesUnavailable).what();
