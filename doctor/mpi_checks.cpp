@@ -5,6 +5,9 @@
 #include <mpi-ext.h>  // Open MPI's MPIX_CUDA_AWARE_SUPPORT and MPIX_Query_cuda_support
 #endif
 
+#include <unistd.h>  // environ
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include "nccl_allreduce.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
+#include "output.hpp"
 #include "run_env.hpp"
 #include "timing.hpp"
 
@@ -39,6 +43,13 @@ RankRecord this_rank(int visible_gpus) {
     copy_text(record.visible_devices, visible ? visible : "(unset)");
     record.local_rank = node_local_rank(MPI_COMM_WORLD).rank;
     record.visible_gpus = visible_gpus;
+    copy_text(record.nccl_version, nccl_version_number());
+    cudaDriverGetVersion(&record.driver_version);
+    std::vector<std::string> settings;
+    for (char** entry = environ; *entry; ++entry)
+        if (std::strncmp(*entry, "NCCL_", 5) == 0) settings.push_back(*entry);
+    std::sort(settings.begin(), settings.end());
+    copy_text(record.nccl_settings, join(settings, " "));
     return record;
 }
 
@@ -137,6 +148,34 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
     return shared;
 }
 
+std::vector<std::string> rank_differences(const std::vector<RankRecord>& records) {
+    // One line for a property whose value differs: each value with the ranks that have it, in rank order.
+    const auto differing = [&](const std::string& what, const auto& value_of) {
+        std::vector<std::pair<std::string, std::vector<std::string>>> values;  // each value, its ranks
+        for (size_t r = 0; r < records.size(); ++r) {
+            const std::string value = value_of(records[r]);
+            auto same =
+                std::find_if(values.begin(), values.end(), [&](const auto& seen) { return seen.first == value; });
+            if (same == values.end()) same = values.insert(values.end(), {value, {}});
+            same->second.push_back(std::to_string(r));
+        }
+        if (values.size() < 2) return std::string();
+        std::vector<std::string> parts;
+        for (const auto& [value, ranks] : values)
+            parts.push_back(value + " on rank" + (ranks.size() > 1 ? "s " : " ") + join(ranks, ", "));
+        return what + ": " + join(parts, "; ");
+    };
+    std::vector<std::string> lines;
+    for (const std::string& line :
+         {differing("NCCL", [](const RankRecord& record) { return std::string(record.nccl_version); }),
+          differing("CUDA driver", [](const RankRecord& record) { return cuda_version_text(record.driver_version); }),
+          differing("NCCL_* variables", [](const RankRecord& record) {
+              return record.nccl_settings[0] ? std::string(record.nccl_settings) : std::string("none");
+          })})
+        if (!line.empty()) lines.push_back(line);
+    return lines;
+}
+
 std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
                                        const std::vector<RankOutcome>& outcomes) {
     std::vector<std::string> lines;
@@ -205,6 +244,11 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     Finding finding;
     finding.id = "mpi";
     finding.details = mapping_lines(records, outcomes);
+    const std::vector<std::string> differences = rank_differences(records);
+    for (const std::string& difference : differences) finding.details.push_back("the ranks differ: " + difference);
+    const std::string same_everywhere =
+        "give every rank the same NCCL, driver and NCCL_* variables (Open MPI hands a variable to the ranks on other "
+        "hosts only with -x NAME; or set them in the job script on every node)";
     const std::string cuda_aware = cuda_aware_mpi();
     finding.details.push_back("MPI: " + cuda_aware);
     finding.facts.add("ranks", ranks).add("cuda_aware_mpi", cuda_aware);
@@ -245,6 +289,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.summary = "NCCL allreduce over MPI failed on " + std::to_string(failed) + " of " +
                           std::to_string(ranks) + " ranks (table above)";
         finding.next = nccl_over_mpi_advice(records, outcomes);
+        if (!differences.empty())
+            finding.next = "the ranks differ (above): " + same_everywhere + "; then " + finding.next;
         return finding;
     }
     char text[200];
@@ -256,6 +302,12 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.status = Status::warn;
         finding.summary += "; but only one rank: nothing between ranks was checked";
         finding.next = "start it with mpirun -np <number of GPUs> doctor --mpi";
+    } else if (!differences.empty()) {
+        finding.status = Status::warn;
+        std::vector<std::string> what;
+        for (const std::string& difference : differences) what.push_back(difference.substr(0, difference.find(':')));
+        finding.summary += "; but the ranks differ in " + join(what, ", ") + " (above)";
+        finding.next = same_everywhere;
     }
     return finding;
 }

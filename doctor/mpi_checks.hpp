@@ -28,6 +28,9 @@ struct RankRecord {
     int local_rank = 0;
     int visible_gpus = 0;
     int device = -1;
+    char nccl_version[16] = {};    // of the library this rank loaded: "2.28.3"
+    int driver_version = 0;        // cudaDriverGetVersion's: 13000
+    char nccl_settings[512] = {};  // its NCCL_* variables, sorted: "NCCL_IB_HCA=mlx5_0 NCCL_SOCKET_IFNAME=ib0"
 };
 
 struct RankOutcome {
@@ -40,6 +43,12 @@ struct RankOutcome {
 // interface's (nccl_failure_advice); else on one host, the advice of check 5 (P2P first); across hosts,
 // the network NCCL's bootstrap and transport cross (the interface, the ports, InfiniBand).
 std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes);
+
+// What differs between the ranks that should not: the NCCL library, the CUDA driver, the NCCL_* variables (an
+// mpirun that does not hand an exported variable to the ranks on other hosts: Open MPI needs -x), one line
+// each, as "NCCL_* variables: NCCL_SOCKET_IFNAME=ib0 on ranks 0, 1; none on ranks 2, 3"; empty when the
+// ranks agree.
+std::vector<std::string> rank_differences(const std::vector<RankRecord>& records);
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);
