@@ -68,8 +68,9 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
 Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus);
 
 // Check 1's verdict on the GPUs' PCIe links, one per visible GPU (nvml.hpp; a width of 0 is unknown):
-// WARN when a link has fewer lanes than its GPU and slot allow (x8 of x16: a card in a narrower slot, a riser,
-// a BIOS lane setting), which divides every copy between that GPU and the host, and between GPUs without
+// WARN when a link has fewer lanes than its GPU and slot allow (x8 of x16: a link that trained narrower, through
+// a riser, a poor contact or a BIOS lane setting; NVML's most already counts the slot, so a card in a slot wired
+// for x8 reads x8 of x8), which divides every copy between that GPU and the host, and between GPUs without
 // NVLink, by as much; else PASS. The generation is reported, not judged: an idle GPU lowers it to save power.
 Finding pcie_link_verdict(const std::vector<PcieLink>& links);
 

@@ -166,7 +166,7 @@ Finding pcie_link_verdict(const std::vector<PcieLink>& links) {
     verdict.summary = "PCIe links with fewer lanes than they can have (" + narrow +
                       "): copies to and from the host, and between GPUs without NVLink, are as much slower";
     verdict.next =
-        "move the card to a full-width slot, or check its riser and the BIOS's lane settings; "
+        "reseat the card, and check its riser and the BIOS's lane settings; "
         "`nvidia-smi -q -d PCIE` shows each link";
     return verdict;
 }
@@ -313,8 +313,12 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     finding.details.push_back(versions_line(driver, runtime, nvml));
     const int nvml_gpus = nvml.gpu_count();
     if (nvml_gpus > count)
-        finding.details.push_back("the driver sees " + std::to_string(nvml_gpus) +
-                                  " GPUs; CUDA_VISIBLE_DEVICES shows " + std::to_string(count));
+        finding.details.push_back(
+            "the driver sees " + std::to_string(nvml_gpus) + " GPUs, CUDA " + std::to_string(count) +
+            (is_set(variables, "CUDA_VISIBLE_DEVICES")
+                 ? ": CUDA_VISIBLE_DEVICES hides the others"
+                 : " without CUDA_VISIBLE_DEVICES: a GPU in MIG mode, one CUDA cannot use, or the container's or job's "
+                   "device rules hide the others"));
     // doctor holds a context on every visible GPU by now, so it must be in each GPU's list.
     const OtherProcesses others = find_other_processes(nvml, system.pci, own_processes, true);
     const Finding shared = other_processes_verdict(others);
