@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "cuda_check.hpp"
@@ -149,11 +151,11 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
 }
 
 std::vector<std::string> rank_differences(const std::vector<RankRecord>& records) {
-    // One line for a property whose value differs: each value with the ranks that have it, in rank order.
+    // One line for a property whose value (value_of(rank)) differs: each value with the ranks that have it.
     const auto differing = [&](const std::string& what, const auto& value_of) {
         std::vector<std::pair<std::string, std::vector<std::string>>> values;  // each value, its ranks
         for (size_t r = 0; r < records.size(); ++r) {
-            const std::string value = value_of(records[r]);
+            const std::string value = value_of(r);
             auto same =
                 std::find_if(values.begin(), values.end(), [&](const auto& seen) { return seen.first == value; });
             if (same == values.end()) same = values.insert(values.end(), {value, {}});
@@ -165,14 +167,26 @@ std::vector<std::string> rank_differences(const std::vector<RankRecord>& records
             parts.push_back(value + " on rank" + (ranks.size() > 1 ? "s " : " ") + join(ranks, ", "));
         return what + ": " + join(parts, "; ");
     };
+    // Each rank's NCCL_* variables, name -> value, and every name any rank has.
+    std::vector<std::map<std::string, std::string>> settings(records.size());
+    std::set<std::string> names;
+    for (size_t r = 0; r < records.size(); ++r) {
+        std::stringstream list(records[r].nccl_settings);
+        for (std::string setting; list >> setting;) {
+            const size_t equals = setting.find('=');
+            settings[r][setting.substr(0, equals)] = equals == std::string::npos ? "" : setting.substr(equals + 1);
+            names.insert(setting.substr(0, equals));
+        }
+    }
     std::vector<std::string> lines;
-    for (const std::string& line :
-         {differing("NCCL", [](const RankRecord& record) { return std::string(record.nccl_version); }),
-          differing("CUDA driver", [](const RankRecord& record) { return cuda_version_text(record.driver_version); }),
-          differing("NCCL_* variables", [](const RankRecord& record) {
-              return record.nccl_settings[0] ? std::string(record.nccl_settings) : std::string("none");
-          })})
-        if (!line.empty()) lines.push_back(line);
+    lines.push_back(differing("NCCL", [&](size_t r) { return std::string(records[r].nccl_version); }));
+    lines.push_back(differing("CUDA driver", [&](size_t r) { return cuda_version_text(records[r].driver_version); }));
+    for (const std::string& name : names)
+        lines.push_back(differing(name, [&](size_t r) {
+            const auto set = settings[r].find(name);
+            return set == settings[r].end() ? std::string("unset") : set->second;
+        }));
+    lines.erase(std::remove(lines.begin(), lines.end(), std::string()), lines.end());
     return lines;
 }
 

@@ -44,10 +44,9 @@ struct RankOutcome {
 // the network NCCL's bootstrap and transport cross (the interface, the ports, InfiniBand).
 std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes);
 
-// What differs between the ranks that should not: the NCCL library, the CUDA driver, the NCCL_* variables (an
+// What differs between the ranks that should not: the NCCL library, the CUDA driver, each NCCL_* variable (an
 // mpirun that does not hand an exported variable to the ranks on other hosts: Open MPI needs -x), one line
-// each, as "NCCL_* variables: NCCL_SOCKET_IFNAME=ib0 on ranks 0, 1; none on ranks 2, 3"; empty when the
-// ranks agree.
+// each, as "NCCL_SOCKET_IFNAME: ib0 on ranks 0, 1; unset on ranks 2, 3"; empty when the ranks agree.
 std::vector<std::string> rank_differences(const std::vector<RankRecord>& records);
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".

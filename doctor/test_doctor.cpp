@@ -903,13 +903,15 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     // An NCCL_* variable exported on one host and not handed to the other's ranks, and another NCCL there.
     std::vector<RankRecord> apart = records;
     for (RankRecord& record : apart) std::snprintf(record.nccl_version, sizeof record.nccl_version, "2.28.3");
-    std::snprintf(apart[0].nccl_settings, sizeof apart[0].nccl_settings, "NCCL_SOCKET_IFNAME=ib0");
-    std::snprintf(apart[1].nccl_settings, sizeof apart[1].nccl_settings, "NCCL_SOCKET_IFNAME=ib0");
+    for (RankRecord& record : apart)
+        std::snprintf(record.nccl_settings, sizeof record.nccl_settings, "NCCL_DEBUG=WARN");
+    std::snprintf(apart[0].nccl_settings, sizeof apart[0].nccl_settings, "NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=ib0");
+    std::snprintf(apart[1].nccl_settings, sizeof apart[1].nccl_settings, "NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=ib0");
     std::snprintf(apart[3].nccl_version, sizeof apart[3].nccl_version, "2.21.5");
     const std::vector<std::string> differences = rank_differences(apart);
     REQUIRE(differences.size() == 2);
     CHECK(differences[0] == "NCCL: 2.28.3 on ranks 0, 1, 2; 2.21.5 on rank 3");
-    CHECK(differences[1] == "NCCL_* variables: NCCL_SOCKET_IFNAME=ib0 on ranks 0, 1; none on ranks 2, 3");
+    CHECK(differences[1] == "NCCL_SOCKET_IFNAME: ib0 on ranks 0, 1; unset on ranks 2, 3");  // NCCL_DEBUG agrees
     // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's; where NCCL
     // found no network interface (rank 0 could not make its id), the interface's on either.
     const std::vector<RankOutcome> failed(4);
