@@ -5,18 +5,47 @@
 
 #include <nccl.h>
 
+#include <mutex>
 #include <string>
 
 #include "errors.hpp"
 
 namespace fwi {
 
-// NCCL's error string for `status`, and after it NCCL's own last message (of `comm`, or of this thread for
-// none) where there is one: the strings are generic ("invalid usage"), the message says what went wrong
-// ("Bootstrap : no socket interface found").
-inline std::string nccl_error_text(ncclResult_t status, ncclComm_t comm = nullptr) {
-    const char* last = ncclGetLastError(comm);
-    return std::string(ncclGetErrorString(status)) + (last && *last ? std::string(": ") + last : "");
+// NCCL keeps one last warning for the whole process: ncclGetLastError ignores its communicator and nothing
+// clears the text. So a warning can be old, left by a call that then succeeded. The suite calls
+// nccl_warnings_so_far_succeeded after every NCCL wait that ended well (wait_for_nccl), and a failure's text
+// names NCCL's last warning only when it is a newer one.
+namespace detail {
+struct NcclWarningSeen {
+    std::mutex mutex;
+    std::string text;  // the last warning at the latest success
+};
+inline NcclWarningSeen& nccl_warning_seen() {
+    static NcclWarningSeen seen;
+    return seen;
+}
+inline std::string nccl_last_warning() {
+    const char* last = ncclGetLastError(nullptr);
+    return last ? last : "";
+}
+}  // namespace detail
+
+inline void nccl_warnings_so_far_succeeded() {
+    detail::NcclWarningSeen& seen = detail::nccl_warning_seen();
+    const std::lock_guard<std::mutex> lock(seen.mutex);
+    seen.text = detail::nccl_last_warning();
+}
+
+// NCCL's error string for `status`, and after it NCCL's last warning where one came since the latest success:
+// the strings are generic ("invalid usage"), the warning says what went wrong ("Bootstrap : no socket
+// interface found").
+inline std::string nccl_error_text(ncclResult_t status) {
+    const std::string last = detail::nccl_last_warning();
+    detail::NcclWarningSeen& seen = detail::nccl_warning_seen();
+    const std::lock_guard<std::mutex> lock(seen.mutex);
+    const bool newer = !last.empty() && last != seen.text;
+    return std::string(ncclGetErrorString(status)) + (newer ? " (NCCL's last warning: " + last + ")" : "");
 }
 
 }  // namespace fwi

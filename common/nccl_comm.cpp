@@ -91,7 +91,7 @@ PollStatus poll_comms_and_streams(const std::vector<ncclComm_t>& comms, const st
         if (state == ncclInProgress) {
             pending = true;
         } else if (state != ncclSuccess) {
-            detail = nccl_error_text(state, comm);
+            detail = nccl_error_text(state);
             return PollStatus::failed;
         }
     }
@@ -266,14 +266,16 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
     std::string detail;
     const WaitOutcome outcome = poll_until_done([&] { return poll_comms_and_streams(comms, streams, detail); },
                                                 timeout_s, steady_seconds, adaptive_pause());
-    if (outcome == WaitOutcome::done) return;
+    if (outcome == WaitOutcome::done) {
+        nccl_warnings_so_far_succeeded();
+        return;
+    }
     abort_and_throw(comms, what, outcome, timeout_s, detail);
 }
 
 ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what) {
     if (status == ncclSuccess || status == ncclInProgress) return status;
-    abort_and_throw(comms, what, WaitOutcome::failed, 0.0,
-                    nccl_error_text(status, comms.empty() ? nullptr : comms.front()));
+    abort_and_throw(comms, what, WaitOutcome::failed, 0.0, nccl_error_text(status));
 }
 
 ncclUniqueId nccl_unique_id() {

@@ -302,9 +302,11 @@ private:
 
     // Under --mpi, rank 0's check 1 opened every GPU it sees, and the other ranks on this host open theirs in
     // check 7: a GPU in exclusive-process compute mode (common on clusters) takes one process at a time, so
-    // rank 0 lets them go first. (Errors are ignored: check 7 reports a GPU that does not open.)
+    // rank 0 lets them go first. (Errors are ignored: check 7 reports a GPU that does not open.) Every
+    // visible GPU, not system_.count: check 1 may have opened some and stopped at one that failed.
     void release_gpus() const {
-        for (int device = 0; device < system_.count; ++device)
+        const int visible = visible_gpu_count();
+        for (int device = 0; device < visible; ++device)
             if (cudaSetDevice(device) == cudaSuccess) cudaDeviceReset();
         cudaGetLastError();
     }

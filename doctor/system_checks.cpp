@@ -273,8 +273,10 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     for (int device = 0; device < count; ++device) {
         // Create the GPU's context now, under this check's watchdog: a GPU in a bad state often hangs or
         // fails right here, and the later checks' deadlines then time GPU work only.
-        CUDA_CHECK(cudaSetDevice(device));
-        if (const cudaError_t opened = cudaFree(nullptr); opened != cudaSuccess) throw gpu_not_opened(device, opened);
+        // Since CUDA 12 cudaSetDevice itself creates the context, so either call may be the one that fails.
+        cudaError_t opened = cudaSetDevice(device);
+        if (opened == cudaSuccess) opened = cudaFree(nullptr);
+        if (opened != cudaSuccess) throw gpu_not_opened(device, opened);
         cudaDeviceProp properties{};
         CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
         system.names.push_back(properties.name);

@@ -921,7 +921,7 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     std::vector<RankOutcome> no_interface(2);
     std::snprintf(no_interface[0].error, sizeof no_interface[0].error, "%s",
                   "NCCL call `ncclGetUniqueId(&id)` failed at nccl_comm.cpp:284: invalid usage (run with "
-                  "NCCL_DEBUG=WARN for details): Bootstrap : no socket interface found");
+                  "NCCL_DEBUG=WARN for details) (NCCL's last warning: Bootstrap : no socket interface found)");
     std::snprintf(no_interface[1].error, sizeof no_interface[1].error, "%s",
                   "rank 0 could not make NCCL's id (ncclGetUniqueId; rank 0's message says why)");
     CHECK(nccl_over_mpi_advice({records[0], records[1]}, no_interface) == std::string(kNcclInterfaceAdvice));

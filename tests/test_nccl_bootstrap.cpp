@@ -2,7 +2,7 @@
 // without a GPU: NCCL_SOCKET_IFNAME naming no interface of the node makes ncclGetUniqueId fail before any
 // GPU is touched. Every rank must fail in the bootstrap together, rank 0 with NCCL's reason, and then still
 // be in step with the others (a rank 0 that failed alone once went on to another collective while the
-// others waited in MPI_Bcast).
+// others waited in MPI_Bcast). And what a failure says of NCCL's last warning.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
+#include "nccl_check.hpp"
 #include "nccl_mpi.hpp"
 
 using namespace fwi;
@@ -33,4 +34,15 @@ TEST_CASE("a rank 0 that cannot make NCCL's id fails the bootstrap on every rank
     }
     // Every rank is still in step: this barrier is the next collective of all of them.
     barrier_with_timeout(MPI_COMM_WORLD, "the ranks after the failed bootstrap", 20.0);
+}
+
+// NCCL keeps one last warning for the whole process and never clears it: a failure after a success must not
+// be blamed on the warning that was there before the success.
+TEST_CASE("a failure names NCCL's last warning only where it came after the latest success") {
+    ncclUniqueId id;
+    const ncclResult_t status = ncclGetUniqueId(&id);
+    REQUIRE(status != ncclSuccess);
+    CHECK(nccl_error_text(status).find("no socket interface") != std::string::npos);
+    nccl_warnings_so_far_succeeded();  // what a wait that ended well does
+    CHECK(nccl_error_text(status) == ncclGetErrorString(status));
 }
