@@ -17,8 +17,8 @@ endfunction()
 #     version is the GPU's, else its PTX (a Blackwell and CUDA 12.4, say: PTX of 9.0), with the same warning;
 #   - older than every architecture it knows (a V100 and CUDA 13): left out with a warning where another GPU
 #     can be built for (an old display card beside the compute GPUs), else a fatal error saying so; the
-#     GPUs left out are in fwi_too_old_compute_caps (the caller's scope), which
-#     fwi_warn_about_gpus_without_code then passes over.
+#     GPUs left out are in the cache (FWI_TOO_OLD_COMPUTE_CAPS, kept like the architectures), which
+#     fwi_warn_about_gpus_without_code then passes over, at this configure and the later ones.
 # Where nvcc cannot be asked, "native": project() or nvcc then reports what is wrong.
 # nvidia-smi lists every GPU of the machine, also those CUDA_VISIBLE_DEVICES hides: the build covers them too.
 function(fwi_native_architectures compute_caps result)
@@ -87,7 +87,7 @@ function(fwi_native_architectures compute_caps result)
     endif()
     message(WARNING "${cannot} The build is for the other GPUs, and its programs refuse to run on this one: hide "
                     "it from them with CUDA_VISIBLE_DEVICES, or build with ${older_toolkit}.")
-    set(fwi_too_old_compute_caps "${too_old}" PARENT_SCOPE)
+    set(FWI_TOO_OLD_COMPUTE_CAPS "${too_old}" CACHE INTERNAL "GPUs left out of the build: too old for nvcc")
   endif()
   if(not_known)
     string(REPLACE ";" ", " not_known "${not_known}")
@@ -111,7 +111,7 @@ function(fwi_warn_about_gpus_without_code compute_caps architectures)
   fwi_compute_caps("${compute_caps}" caps)
   set(without_code "")
   foreach(cap IN LISTS caps)
-    if(cap IN_LIST fwi_too_old_compute_caps)
+    if(cap IN_LIST FWI_TOO_OLD_COMPUTE_CAPS)
       continue()  # fwi_native_architectures has said that no CUDA compiler of this toolkit builds for it
     endif()
     string(REPLACE "." "" number "${cap}")

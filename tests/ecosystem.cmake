@@ -29,6 +29,10 @@ add_test(NAME ecosystem_gpu_older_than_the_compiler
 add_test(NAME ecosystem_gpu_older_than_the_compiler_beside_another
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
                  ${PROJECT_SOURCE_DIR} "1.0 9.0" "cannot build for a GPU of compute capability 1.0: .*The build is for the other GPUs.*CUDA architectures: 90-real \\(the GPUs present" ok "" "hold no code")
+# ... and a later configure of that build folder does not ask to choose again for the GPU left out.
+add_test(NAME ecosystem_gpu_older_than_the_compiler_reconfigured
+         COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
+                 ${PROJECT_SOURCE_DIR} "1.0 9.0" "CUDA architectures: 90-real \\(as given or kept" ok "1.0 9.0" "hold no code")
 add_test(NAME ecosystem_gpu_between_known_architectures
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
                  ${PROJECT_SOURCE_DIR} "8.5" "knows no GPU of compute capability 8.5 \\(machine code of 8.0.*CUDA architectures: 80-real " ok)
@@ -43,7 +47,8 @@ add_test(NAME ecosystem_architectures_kept_run_on_later_minor_version
          COMMAND ${BASH_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_architectures_test.sh ${CMAKE_COMMAND}
                  ${PROJECT_SOURCE_DIR} "8.0" "CUDA architectures: 80-real \\(as given or kept" ok "8.6" "hold no code")
 set_tests_properties(ecosystem_gpu_newer_than_the_compiler ecosystem_gpu_older_than_the_compiler
-                     ecosystem_gpu_older_than_the_compiler_beside_another ecosystem_gpu_between_known_architectures ecosystem_architectures_kept_on_reconfigure
+                     ecosystem_gpu_older_than_the_compiler_beside_another ecosystem_gpu_older_than_the_compiler_reconfigured
+                     ecosystem_gpu_between_known_architectures ecosystem_architectures_kept_on_reconfigure
                      ecosystem_architectures_kept_run_on_later_minor_version
                      PROPERTIES LABELS cpu TIMEOUT 300)
 # Architecture-specific code (90a) runs on its own architecture only: a build of it warns for an 8.0 GPU
