@@ -50,8 +50,7 @@ RankRecord this_rank(int visible_gpus) {
     std::vector<std::string> settings;
     for (char** entry = environ; *entry; ++entry)
         if (std::strncmp(*entry, "NCCL_", 5) == 0) settings.push_back(*entry);
-    std::sort(settings.begin(), settings.end());
-    copy_text(record.nccl_settings, join(settings, " "));
+    set_nccl_settings(record, settings);
     return record;
 }
 
@@ -150,7 +149,21 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
     return shared;
 }
 
-std::vector<std::string> rank_differences(const std::vector<RankRecord>& records) {
+void set_nccl_settings(RankRecord& record, std::vector<std::string> settings) {
+    std::sort(settings.begin(), settings.end());
+    std::string packed;
+    record.nccl_settings_left_out = 0;
+    for (const std::string& setting : settings) {
+        const std::string longer = packed + (packed.empty() ? "" : "\n") + setting;
+        if (longer.size() < sizeof record.nccl_settings)
+            packed = longer;
+        else
+            ++record.nccl_settings_left_out;
+    }
+    copy_text(record.nccl_settings, packed);
+}
+
+std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& records) {
     // One line for a property whose value (value_of(rank)) differs: each value with the ranks that have it.
     const auto differing = [&](const std::string& what, const auto& value_of) {
         std::vector<std::pair<std::string, std::vector<std::string>>> values;  // each value, its ranks
@@ -161,33 +174,53 @@ std::vector<std::string> rank_differences(const std::vector<RankRecord>& records
             if (same == values.end()) same = values.insert(values.end(), {value, {}});
             same->second.push_back(std::to_string(r));
         }
-        if (values.size() < 2) return std::string();
+        RankDifference difference;
+        if (values.size() < 2) return difference;
         std::vector<std::string> parts;
         for (const auto& [value, ranks] : values)
             parts.push_back(value + " on rank" + (ranks.size() > 1 ? "s " : " ") + join(ranks, ", "));
-        return what + ": " + join(parts, "; ");
+        difference.line = what + ": " + join(parts, "; ");
+        return difference;
     };
     // Each rank's NCCL_* variables, name -> value, and every name any rank has.
     std::vector<std::map<std::string, std::string>> settings(records.size());
     std::set<std::string> names;
     for (size_t r = 0; r < records.size(); ++r) {
         std::stringstream list(records[r].nccl_settings);
-        for (std::string setting; list >> setting;) {
+        for (std::string setting; std::getline(list, setting);) {
             const size_t equals = setting.find('=');
             settings[r][setting.substr(0, equals)] = equals == std::string::npos ? "" : setting.substr(equals + 1);
             names.insert(setting.substr(0, equals));
         }
     }
-    std::vector<std::string> lines;
-    lines.push_back(differing("NCCL", [&](size_t r) { return std::string(records[r].nccl_version); }));
-    lines.push_back(differing("CUDA driver", [&](size_t r) { return cuda_version_text(records[r].driver_version); }));
-    for (const std::string& name : names)
-        lines.push_back(differing(name, [&](size_t r) {
+    std::vector<RankDifference> differences;
+    differences.push_back(differing("NCCL", [&](size_t r) { return std::string(records[r].nccl_version); }));
+    differences.push_back(
+        differing("CUDA driver", [&](size_t r) { return cuda_version_text(records[r].driver_version); }));
+    for (const std::string& name : names) {
+        bool set_everywhere = true;
+        differences.push_back(differing(name, [&](size_t r) {
             const auto set = settings[r].find(name);
+            set_everywhere = set_everywhere && set != settings[r].end();
             return set == settings[r].end() ? std::string("unset") : set->second;
         }));
-    lines.erase(std::remove(lines.begin(), lines.end(), std::string()), lines.end());
-    return lines;
+        differences.back().may_be_intended = set_everywhere;
+    }
+    differences.erase(std::remove_if(differences.begin(), differences.end(),
+                                     [](const RankDifference& difference) { return difference.line.empty(); }),
+                      differences.end());
+    return differences;
+}
+
+std::string rank_differences_advice(const std::vector<RankDifference>& differences) {
+    const bool all_may_be_intended =
+        std::all_of(differences.begin(), differences.end(),
+                    [](const RankDifference& difference) { return difference.may_be_intended; });
+    if (all_may_be_intended)
+        return "check that the different values are meant (each host's own network interface, say); where not, give "
+               "every rank the same (Open MPI: mpirun -x NAME=value)";
+    return "give every rank the same NCCL, driver and NCCL_* variables (Open MPI hands a variable to the ranks on "
+           "other hosts only with -x NAME; or set them in the job script on every node)";
 }
 
 std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
@@ -258,11 +291,14 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     Finding finding;
     finding.id = "mpi";
     finding.details = mapping_lines(records, outcomes);
-    const std::vector<std::string> differences = rank_differences(records);
-    for (const std::string& difference : differences) finding.details.push_back("the ranks differ: " + difference);
-    const std::string same_everywhere =
-        "give every rank the same NCCL, driver and NCCL_* variables (Open MPI hands a variable to the ranks on other "
-        "hosts only with -x NAME; or set them in the job script on every node)";
+    const std::vector<RankDifference> differences = rank_differences(records);
+    for (const RankDifference& difference : differences)
+        finding.details.push_back("the ranks differ: " + difference.line);
+    for (int r = 0; r < ranks; ++r)
+        if (records[r].nccl_settings_left_out > 0)
+            finding.details.push_back("rank " + std::to_string(r) + ": " +
+                                      std::to_string(records[r].nccl_settings_left_out) +
+                                      " NCCL_* variables not compared (more than fit in 2 KiB)");
     const std::string cuda_aware = cuda_aware_mpi();
     finding.details.push_back("MPI: " + cuda_aware);
     finding.facts.add("ranks", ranks).add("cuda_aware_mpi", cuda_aware);
@@ -304,7 +340,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
                           std::to_string(ranks) + " ranks (table above)";
         finding.next = nccl_over_mpi_advice(records, outcomes);
         if (!differences.empty())
-            finding.next = "the ranks differ (above): " + same_everywhere + "; then " + finding.next;
+            finding.next =
+                "the ranks differ (above): " + rank_differences_advice(differences) + "; then " + finding.next;
         return finding;
     }
     char text[200];
@@ -319,9 +356,10 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     } else if (!differences.empty()) {
         finding.status = Status::warn;
         std::vector<std::string> what;
-        for (const std::string& difference : differences) what.push_back(difference.substr(0, difference.find(':')));
+        for (const RankDifference& difference : differences)
+            what.push_back(difference.line.substr(0, difference.line.find(':')));
         finding.summary += "; but the ranks differ in " + join(what, ", ") + " (above)";
-        finding.next = same_everywhere;
+        finding.next = rank_differences_advice(differences);
     }
     return finding;
 }

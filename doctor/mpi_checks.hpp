@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "host.hpp"
 #include "report.hpp"
@@ -28,10 +30,16 @@ struct RankRecord {
     int local_rank = 0;
     int visible_gpus = 0;
     int device = -1;
-    char nccl_version[16] = {};    // of the library this rank loaded: "2.28.3"
-    int driver_version = 0;        // cudaDriverGetVersion's: 13000
-    char nccl_settings[512] = {};  // its NCCL_* variables, sorted: "NCCL_IB_HCA=mlx5_0 NCCL_SOCKET_IFNAME=ib0"
+    char nccl_version[16] = {};  // of the library this rank loaded: "2.28.3"
+    int driver_version = 0;      // cudaDriverGetVersion's: 13000
+    // Its NCCL_* variables, sorted, one per line ("NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME=ib0"): whole ones only,
+    // as many as fit (set_nccl_settings), and how many did not.
+    char nccl_settings[2048] = {};
+    int nccl_settings_left_out = 0;
 };
+
+// Puts `settings` ("NAME=value", any order) into the record: sorted, whole entries while they fit.
+void set_nccl_settings(RankRecord& record, std::vector<std::string> settings);
 
 struct RankOutcome {
     long long wrong = -1;  // wrong result elements; -1 when the allreduce did not complete
@@ -44,10 +52,20 @@ struct RankOutcome {
 // the network NCCL's bootstrap and transport cross (the interface, the ports, InfiniBand).
 std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes);
 
-// What differs between the ranks that should not: the NCCL library, the CUDA driver, each NCCL_* variable (an
-// mpirun that does not hand an exported variable to the ranks on other hosts: Open MPI needs -x), one line
-// each, as "NCCL_SOCKET_IFNAME: ib0 on ranks 0, 1; unset on ranks 2, 3"; empty when the ranks agree.
-std::vector<std::string> rank_differences(const std::vector<RankRecord>& records);
+// What differs between the ranks: the NCCL library, the CUDA driver, each NCCL_* variable, one line each, as
+// "NCCL_SOCKET_IFNAME: ib0 on ranks 0, 1; unset on ranks 2, 3"; empty when the ranks agree. A library, a
+// driver or a variable that some ranks lack should not differ (an mpirun that does not hand an exported
+// variable to the ranks on other hosts: Open MPI needs -x); a variable that every rank sets, to different
+// values, may be meant so (each host's own interface name): may_be_intended.
+struct RankDifference {
+    std::string line;
+    bool may_be_intended = false;
+};
+std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& records);
+
+// The advice for `differences` (not empty): to give every rank the same where one should not differ, else to
+// check that the different values are meant.
+std::string rank_differences_advice(const std::vector<RankDifference>& differences);
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);

@@ -905,13 +905,34 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     for (RankRecord& record : apart) std::snprintf(record.nccl_version, sizeof record.nccl_version, "2.28.3");
     for (RankRecord& record : apart)
         std::snprintf(record.nccl_settings, sizeof record.nccl_settings, "NCCL_DEBUG=WARN");
-    std::snprintf(apart[0].nccl_settings, sizeof apart[0].nccl_settings, "NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=ib0");
-    std::snprintf(apart[1].nccl_settings, sizeof apart[1].nccl_settings, "NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=ib0");
+    set_nccl_settings(apart[0], {"NCCL_SOCKET_IFNAME=ib0", "NCCL_DEBUG=WARN"});
+    set_nccl_settings(apart[1], {"NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=ib0"});
     std::snprintf(apart[3].nccl_version, sizeof apart[3].nccl_version, "2.21.5");
-    const std::vector<std::string> differences = rank_differences(apart);
+    const std::vector<RankDifference> differences = rank_differences(apart);
     REQUIRE(differences.size() == 2);
-    CHECK(differences[0] == "NCCL: 2.28.3 on ranks 0, 1, 2; 2.21.5 on rank 3");
-    CHECK(differences[1] == "NCCL_SOCKET_IFNAME: ib0 on ranks 0, 1; unset on ranks 2, 3");  // NCCL_DEBUG agrees
+    CHECK(differences[0].line == "NCCL: 2.28.3 on ranks 0, 1, 2; 2.21.5 on rank 3");
+    CHECK(differences[1].line == "NCCL_SOCKET_IFNAME: ib0 on ranks 0, 1; unset on ranks 2, 3");  // NCCL_DEBUG agrees
+    CHECK_FALSE(differences[1].may_be_intended);
+    CHECK(contains(rank_differences_advice(differences), "give every rank the same"));
+    // Each host's own interface name, set on every rank: maybe meant so, and a value may hold spaces.
+    std::vector<RankRecord> own_names = records;
+    for (size_t r = 0; r < own_names.size(); ++r)
+        set_nccl_settings(own_names[r], {"NCCL_DEBUG_SUBSYS=INIT, NET",
+                                         r < 2 ? "NCCL_SOCKET_IFNAME=eth0" : "NCCL_SOCKET_IFNAME=ib0"});
+    const std::vector<RankDifference> own = rank_differences(own_names);
+    REQUIRE(own.size() == 1);
+    CHECK(own[0].line == "NCCL_SOCKET_IFNAME: eth0 on ranks 0, 1; ib0 on ranks 2, 3");
+    CHECK(own[0].may_be_intended);
+    CHECK(contains(rank_differences_advice(own), "check that the different values are meant"));
+    // More variables than fit: whole ones only, and how many were left out.
+    RankRecord crowded;
+    std::vector<std::string> many;
+    for (int i = 0; i < 200; ++i) many.push_back("NCCL_X" + std::to_string(1000 + i) + "=0123456789");
+    set_nccl_settings(crowded, many);
+    CHECK(crowded.nccl_settings_left_out > 0);
+    const std::string kept = crowded.nccl_settings;
+    CHECK(kept.size() < sizeof crowded.nccl_settings);
+    CHECK(kept.substr(kept.rfind('\n') + 1).size() == std::string("NCCL_X1000=0123456789").size());
     // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's; where NCCL
     // found no network interface (rank 0 could not make its id), the interface's on either.
     const std::vector<RankOutcome> failed(4);
