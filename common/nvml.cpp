@@ -13,12 +13,14 @@ namespace {
 using NvmlReturn = int;  // nvmlReturn_t: 0 = NVML_SUCCESS
 using NvmlDevice = struct NvmlDeviceOpaque*;
 constexpr NvmlReturn kNvmlSuccess = 0;
+constexpr NvmlReturn kNvmlInvalidArgument = 2;
+constexpr NvmlReturn kNvmlNotSupported = 3;
 constexpr NvmlReturn kNvmlInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE: the list grew past the array
 constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
 constexpr int kNvmlFeatureEnabled = 1;  // nvmlEnableState_t
 constexpr int kNvlinkRemoteGpu = 0;     // nvmlIntNvLinkDeviceType_t
 constexpr int kNvlinkRemoteSwitch = 2;
-constexpr unsigned kMaxLinksProbed = 32;  // above NVML_NVLINK_MAX_LINKS (18 today); probing stops at the first error
+constexpr unsigned kMaxLinksProbed = 32;  // above NVML_NVLINK_MAX_LINKS (18 today)
 
 // nvmlPciInfo_t as the _v2 calls fill it; only domain, bus and device are read, and those sit at the
 // same offsets in the older layout too. The spare bytes guard against a longer future layout.
@@ -71,6 +73,22 @@ struct Nvml::Api {
         if (status != kNvmlSuccess)
             throw std::runtime_error("NVML cannot find the GPU at PCI " + gpu.bus_id + ": " + describe(status));
         return handle;
+    }
+
+    // The NVLinks of the GPU that are up, by number, probing until the first error (past the last link);
+    // false when NVML cannot say: the call missing, or an error at link 0 other than those of a GPU
+    // without NVLink (not supported, or no such link).
+    bool links_up(NvmlDevice handle, std::vector<unsigned>& up) const {
+        up.clear();
+        if (!link_state) return false;
+        for (unsigned link = 0; link < kMaxLinksProbed; ++link) {
+            int active = 0;
+            const NvmlReturn status = link_state(handle, link, &active);
+            if (status != kNvmlSuccess)
+                return link > 0 || status == kNvmlNotSupported || status == kNvmlInvalidArgument;
+            if (active == kNvmlFeatureEnabled) up.push_back(link);
+        }
+        return true;
     }
 
     std::string describe(NvmlReturn status) const {
@@ -175,10 +193,9 @@ std::vector<Link> Nvml::links(const std::vector<PciAddress>& gpus) const {
     std::vector<Link> links(size_t(n) * n);
     std::vector<int> switch_links(n, 0);
     for (int gpu = 0; gpu < n; ++gpu) {
-        for (unsigned link = 0; api_->link_state && link < kMaxLinksProbed; ++link) {
-            int active = 0;
-            if (api_->link_state(handles[gpu], link, &active) != kNvmlSuccess) break;  // past the last link
-            if (active != kNvmlFeatureEnabled) continue;
+        std::vector<unsigned> up;
+        api_->links_up(handles[gpu], up);  // none where NVML cannot say: the PCIe path still shows
+        for (const unsigned link : up) {
             int remote_type = kNvlinkRemoteGpu;
             if (api_->remote_type) api_->remote_type(handles[gpu], link, &remote_type);
             if (remote_type == kNvlinkRemoteSwitch) {
@@ -218,14 +235,8 @@ PcieLink Nvml::pcie_link(const PciAddress& gpu) const {
 
 int Nvml::active_nvlinks(const PciAddress& gpu) const {
     if (!available_) throw std::runtime_error(error_);
-    const NvmlDevice handle = api_->device(gpu);
-    int active_links = 0;
-    for (unsigned link = 0; api_->link_state && link < kMaxLinksProbed; ++link) {
-        int active = 0;
-        if (api_->link_state(handle, link, &active) != kNvmlSuccess) break;  // past the last link
-        active_links += active == kNvmlFeatureEnabled;
-    }
-    return active_links;
+    std::vector<unsigned> up;
+    return api_->links_up(api_->device(gpu), up) ? static_cast<int>(up.size()) : -1;
 }
 
 unsigned long long Nvml::clock_event_reasons(const PciAddress& gpu) const {

@@ -61,8 +61,8 @@ public:
     // The PCIe link of the GPU at `gpu`; throws std::runtime_error when NVML cannot find it.
     PcieLink pcie_link(const PciAddress& gpu) const;
 
-    // How many of the GPU's NVLinks are up (0 for a GPU without NVLink); throws std::runtime_error when NVML
-    // cannot find it.
+    // How many of the GPU's NVLinks are up (0 for a GPU without NVLink), -1 when NVML cannot say; throws
+    // std::runtime_error when NVML cannot find the GPU.
     int active_nvlinks(const PciAddress& gpu) const;
 
     // Why the GPU's clocks are below their most now, NVML's bit mask (nvmlClocksEventReasons: 0x1 idle, 0x4

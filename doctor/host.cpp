@@ -327,7 +327,7 @@ HostProblem shared_memory_problem(double total_bytes, double free_bytes) {
     if (total_bytes < kLeast)
         return {"/dev/shm is missing or small",
                 "NCCL and MPI keep buffers in /dev/shm: in Docker start with --shm-size=8g or --ipc=host"};
-    if (free_bytes < kLeast)
+    if (free_bytes < std::min(kLeast, total_bytes / 4))  // nearly full: less than 1 GiB and than a quarter left
         return {"/dev/shm has " + size_text(free_bytes) + " free of " + size_text(total_bytes),
                 "NCCL and MPI keep buffers in /dev/shm: remove what jobs that were killed left there (`ls -lt "
                 "/dev/shm`: files of no running process)"};

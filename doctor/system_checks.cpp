@@ -198,7 +198,7 @@ Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::v
     Finding verdict;
     std::string fewer;
     for (size_t gpu = 0; gpu < names.size() && gpu < active.size(); ++gpu)
-        if (active[gpu] >= 0 && active[gpu] < most[names[gpu]])
+        if (active[gpu] > 0 && active[gpu] < most[names[gpu]])
             fewer += (fewer.empty() ? "GPU " : ", GPU ") + std::to_string(gpu) + " " + std::to_string(active[gpu]) +
                      " of " + std::to_string(most[names[gpu]]);
     if (fewer.empty()) return verdict;
