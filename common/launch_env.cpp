@@ -121,15 +121,29 @@ void refuse_launch_as_several_ranks(const std::string& instead) {
                          "each)");
 }
 
+std::string visible_devices_text(int shown, const std::string& cuda_visible_devices) {
+    const std::string gpus = std::to_string(shown) + " GPU" + (shown == 1 ? "" : "s");
+    if (cuda_visible_devices.find("MIG-") != std::string::npos)
+        return "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at most one of them";
+    const std::string variable = "CUDA_VISIBLE_DEVICES=" + shown_value(cuda_visible_devices);
+    const int named = cuda_visible_devices.empty()
+                          ? 0
+                          : int(std::count(cuda_visible_devices.begin(), cuda_visible_devices.end(), ',')) + 1;
+    if (named > shown)
+        return variable + " names " + std::to_string(named) + ", of which CUDA shows " + gpus +
+               ": it stops at the first entry that names no GPU it can use";
+    return variable + " shows " + gpus;
+}
+
 std::string too_few_gpus_hint(int visible, const char* cuda_visible_devices) {
-    const std::string shown = std::to_string(visible) + " GPU" + (visible > 1 ? "s" : "");
-    if (cuda_visible_devices && std::strstr(cuda_visible_devices, "MIG-"))
-        return "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at most one of them: run the "
-               "multi-GPU lessons on whole GPUs";
-    if (cuda_visible_devices)
-        return "CUDA_VISIBLE_DEVICES=" + shown_value(cuda_visible_devices) + " shows this process " + shown +
-               ": name more GPUs there, or ask for fewer";
-    return "this machine shows CUDA " + shown + ": ask for fewer, or run on a machine with more";
+    if (!cuda_visible_devices)
+        return "this machine shows CUDA " + std::to_string(visible) + " GPU" + (visible > 1 ? "s" : "") +
+               ": ask for fewer, or run on a machine with more";
+    const std::string shown = visible_devices_text(visible, cuda_visible_devices);
+    if (shown.find("MIG instances") != std::string::npos) return shown + ": run the multi-GPU lessons on whole GPUs";
+    if (shown.find("stops at the first entry") != std::string::npos)
+        return shown + " (nvidia-smi -L lists the machine's GPUs): correct the list, or ask for fewer";
+    return shown + ": name more GPUs there, or ask for fewer";
 }
 
 }  // namespace fwi

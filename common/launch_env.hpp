@@ -31,6 +31,12 @@ std::string mpi_launcher_ranks(const LaunchEnvironment& environment);
 // program on the same GPUs. `instead` says how to run it ("run it without mpirun").
 void refuse_launch_as_several_ranks(const std::string& instead);
 
+// What CUDA_VISIBLE_DEVICES (set, to `cuda_visible_devices`) does where CUDA shows `shown` GPUs: "names MIG
+// instances, and CUDA shows a process at most one of them", "=0,1,7 names 3, of which CUDA shows 2 GPUs: it
+// stops at the first entry that names no GPU it can use", or "=0,1 shows 2 GPUs". doctor and
+// too_few_gpus_hint word it alike.
+std::string visible_devices_text(int shown, const std::string& cuda_visible_devices);
+
 // Why a program that needs more GPUs than the `visible` (1 or more) it sees, given CUDA_VISIBLE_DEVICES
 // (`cuda_visible_devices`, null when unset), sees no more: MIG instances named there (CUDA shows a process
 // at most one), the variable's own list, or the machine's GPUs. Says what to do. (No GPU at all has other

@@ -195,7 +195,6 @@ private:
             finding.id = id;
             finding.summary = std::string(hang.what()) + "; GPU work cannot be cancelled, so doctor ends here";
             finding.next = hang.next_step.empty() ? "check `nvidia-smi` and `dmesg | grep -i xid`" : hang.next_step;
-            finding.details.push_back("the checks after this one did not run");
             say_if_not_rank0(id, finding.summary);
             report_.abandon(std::move(finding));
         } catch (const std::exception& error) {

@@ -98,6 +98,7 @@ std::string Report::heading(const std::string& id) const {
 
 void Report::begin(const std::string& id) {
     std::lock_guard<std::mutex> lock(mutex_);
+    begun_ = id;
     print(heading(id));
 }
 
@@ -239,7 +240,10 @@ void Report::abandon(Finding finding) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!finished_) {
             finding.status = Status::fail;
-            print(format_finding(finding));
+            finding.details.push_back("the checks not reported here did not run");
+            // A check run ahead of its turn (check 6) has not printed its heading: the last one printed is
+            // another check's.
+            print((finding.id == begun_ ? "" : heading(finding.id)) + format_finding(finding));
             if (quiet_)
                 std::fprintf(stderr, "doctor: %s: %s (ending the process)\n", finding.id.c_str(),
                              finding.summary.c_str());

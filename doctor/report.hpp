@@ -103,6 +103,7 @@ private:
     bool finished_ = false;
     std::vector<Finding> findings_;
     std::vector<Finding> held_;  // made ahead of their turn, not yet added
+    std::string begun_;          // the check whose heading was printed last
     JsonObject facts_;
     HostTimer timer_;
 };

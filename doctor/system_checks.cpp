@@ -12,6 +12,7 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "gpu_checks.hpp"
+#include "launch_env.hpp"
 #include "other_processes.hpp"
 #include "run_env.hpp"
 
@@ -318,7 +319,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         finding.details.push_back(
             "the driver sees " + std::to_string(nvml_gpus) + " GPUs, CUDA " + std::to_string(count) +
             (is_set(variables, "CUDA_VISIBLE_DEVICES")
-                 ? ": CUDA_VISIBLE_DEVICES hides the others"
+                 ? ": " + visible_devices_text(count, value_of(variables, "CUDA_VISIBLE_DEVICES"))
                  : " without CUDA_VISIBLE_DEVICES: a GPU in MIG mode, one CUDA cannot use, or the container's or job's "
                    "device rules hide the others"));
     // doctor holds a context on every visible GPU by now, so it must be in each GPU's list.

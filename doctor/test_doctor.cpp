@@ -141,17 +141,20 @@ namespace {
 
 // Runs check `id` stuck for 30 s under a watchdog of `seconds`, in a child process (the watchdog ends the
 // process), and returns the child's exit code. The report is printed and written to `json_path` when one
-// is given, else quiet; `before` runs on the report before the check starts.
+// is given, else quiet; `before` runs on the report before the check starts, and begins it unless
+// `before` begins another (a check run ahead of its turn). `stdout_path`: where the child prints.
 int stuck_run_exit_code(const std::string& id, double seconds, bool no_gpu, const std::string& json_path,
-                        const std::function<void(Report&)>& before = {}) {
+                        const std::function<void(Report&)>& before = {}, bool begin_it = true,
+                        const std::string& stdout_path = "") {
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
+        if (!stdout_path.empty() && !std::freopen(stdout_path.c_str(), "w", stdout)) std::_Exit(99);
         Report report(json_path.empty(), json_path, "single-process");
         if (no_gpu) report.set_no_gpu();
         if (before) before(report);
         Watchdog watchdog(report);
-        report.begin(id);
+        if (begin_it) report.begin(id);
         watchdog.arm(id, seconds);
         std::this_thread::sleep_for(std::chrono::seconds(30));
         std::_Exit(0);  // not reached when the watchdog works
@@ -204,6 +207,22 @@ TEST_CASE("a stuck run reports the finding held for a later check (check 6, made
     const size_t first = added.find("ACS on 1 switch port");
     REQUIRE(first != std::string::npos);
     CHECK(added.find("ACS on 1 switch port", first + 1) == std::string::npos);
+}
+
+TEST_CASE("a check stuck ahead of its turn is reported under its own heading, not the last one printed") {
+    const std::string path = "doctor_test_watchdog_ahead.json", printed = "doctor_test_watchdog_ahead.txt";
+    CHECK(stuck_run_exit_code(
+              "host", 0.2, false, path, [](Report& report) { report.begin("topology"); }, false, printed) ==
+          kExitVerificationFailed);
+    std::remove(path.c_str());
+    const std::string text = read_and_remove(printed);
+    const size_t topology = text.find("[2/7]"), host = text.find("[6/7]"), stuck = text.find("did not finish");
+    REQUIRE(topology != std::string::npos);
+    REQUIRE(stuck != std::string::npos);
+    CHECK(host != std::string::npos);
+    CHECK(topology < host);
+    CHECK(host < stuck);
+    CHECK(contains(text, "the checks not reported here did not run"));
 }
 
 TEST_CASE("a stuck run whose --json cannot be written ends with exit code 3, as a run that was not stuck does") {

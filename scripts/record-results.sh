@@ -62,13 +62,12 @@ if [ -n "$out" ]; then
     check_out
     remove_made_folders "$out" "$made_from"  # ours, just made and empty: made again once there is a GPU
 fi
-# The GPUs first: without one there is nothing to record, whatever CUDA_VISIBLE_DEVICES says.
-if ! listing="$(quick_query nvidia-smi -L 2>/dev/null)" || [ -z "$listing" ]; then
+# The GPUs first: without one there is nothing to record, whatever CUDA_VISIBLE_DEVICES says. One line per
+# GPU ("GPU 0: ..."); a GPU in MIG mode adds an indented line per instance, which is no GPU.
+if ! listing="$(quick_query nvidia-smi -L 2>/dev/null)" || ! listing="$(grep '^GPU ' <<<"$listing")"; then
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails, does not answer or lists none); results are measured on GPUs" >&2
     exit 3
 fi
-# One line per GPU ("GPU 0: ..."); a GPU in MIG mode adds an indented line per instance, which is no GPU.
-listing="$(grep '^GPU ' <<<"$listing")"
 gpus=$(grep -c . <<<"$listing")
 # The whole machine: CUDA_VISIBLE_DEVICES, if set (a Slurm allocation sets it), must name every GPU once, by
 # its index or its UUID (CUDA stops at an entry it cannot use: "0,0" and "abc" hide GPUs too).

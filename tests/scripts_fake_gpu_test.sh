@@ -42,7 +42,9 @@ printf '\nconfigure_and_build() { echo "configure_and_build $*" >>"%s"; [ -z "${
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$1" && chmod +x "$1"; }
 # nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu) named FAKE_GPU_NAME (an H100 by default), each with
 # FAKE_MIG instances (-L: lines of their own, as in MIG mode; none by default), or fails when FAKE_GPUS is 0.
+# FAKE_L_TEXT: what -L prints instead, with success.
 fake "$tmp/bin/nvidia-smi" '[ "${FAKE_GPUS:-0}" -gt 0 ] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
+[ -z "${FAKE_L_TEXT:-}" ] || [ "$*" != -L ] || { echo "$FAKE_L_TEXT"; exit 0; }
 name="${FAKE_GPU_NAME:-NVIDIA H100 80GB HBM3}"
 for i in $(seq 0 $((FAKE_GPUS - 1))); do
   case "$*" in
@@ -104,6 +106,10 @@ expect record_results_no_gpu 3 "record-results: no CUDA GPU visible"
 [ -d "$tmp/kept" ] && [ ! -e "$tmp/kept/record" ] ||
     fail "record_results_no_gpu: removed a folder it did not make, or left one it made to check --out"
 rmdir "$tmp/kept"
+# An nvidia-smi that answers without listing a GPU ("No devices were found"): no GPU either, not 0 of them.
+run FAKE_GPUS=1 FAKE_L_TEXT="No devices were found" -- bash "$scratch/scripts/record-results.sh" --steps lessons \
+    --out "$tmp/record"
+expect record_results_no_gpu_listed 3 "record-results: no CUDA GPU visible"
 run FAKE_GPUS=2 CUDA_VISIBLE_DEVICES=0 -- bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record"
 expect record_results_some_gpus 2 "CUDA_VISIBLE_DEVICES='0' does not name each of the machine's 2 GPUs once"
 for hiding in 0,0 abc 0,1,2 ''; do  # a GPU twice, no GPU, one GPU too many, none

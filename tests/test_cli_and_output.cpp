@@ -667,8 +667,12 @@ TEST_CASE("too few GPUs: the hint names what hides the others, not a driver that
     CHECK(too_few_gpus_hint(1, nullptr) ==
           "this machine shows CUDA 1 GPU: ask for fewer, or run on a machine with more");
     CHECK(too_few_gpus_hint(2, "0,1") ==
-          "CUDA_VISIBLE_DEVICES=0,1 shows this process 2 GPUs: name more GPUs there, or ask "
-          "for fewer");
+          "CUDA_VISIBLE_DEVICES=0,1 shows 2 GPUs: name more GPUs there, or ask for fewer");
+    // A list that names more GPUs than CUDA shows (a GPU the machine does not have): not "name more".
+    CHECK(too_few_gpus_hint(2, "0,1,7") ==
+          "CUDA_VISIBLE_DEVICES=0,1,7 names 3, of which CUDA shows 2 GPUs: it stops at the first entry that names "
+          "no GPU it can use (nvidia-smi -L lists the machine's GPUs): correct the list, or ask for fewer");
+    CHECK(visible_devices_text(0, "") == "CUDA_VISIBLE_DEVICES= shows 0 GPUs");
     CHECK(too_few_gpus_hint(1, "MIG-4f1c2a9e-0000-0000-0000-000000000000,MIG-5a2b") ==
           "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at most one of them: run the multi-GPU "
           "lessons on whole GPUs");
