@@ -8,6 +8,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "run_env.hpp"  // build_cuda_architectures
 
 namespace fwi {
 
@@ -19,14 +20,28 @@ constexpr const char* kRebuildForTheseGpus =
     "default`; where nodes with other GPUs share the build folder, name every kind instead, e.g. "
     "`CUDAARCHS=\"80;90\" cmake --preset default --fresh` (nvidia-smi --query-gpu=compute_cap shows a node's)";
 
+// " (compute capability 9.0)" for the current GPU; "" where CUDA cannot say.
+inline std::string current_gpu_compute_capability() {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        cudaGetLastError();
+        return "";
+    }
+    return " (compute capability " + std::to_string(major) + "." + std::to_string(minor) + ")";
+}
+
 // What to do about a GPU out of memory, too many peers, a driver older than the build, and the errors of
-// a build made for other GPUs than this one; "" for every other error.
-inline std::string cuda_error_hint(cudaError_t status) {
+// a build made for other GPUs than this one (`gpu`: what current_gpu_compute_capability says); "" for every
+// other error.
+inline std::string cuda_error_hint(cudaError_t status, const std::string& gpu = "") {
     if (status == cudaErrorMemoryAllocation)
         return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi lists "
                "them), or by this run, which is then too large for it";
     if (status == cudaErrorNoKernelImageForDevice)
-        return std::string("this build has no code for this GPU's compute capability; ") + kRebuildForTheseGpus;
+        return "this build (CUDA architectures " + build_cuda_architectures() + ") has no code for this GPU" + gpu +
+               "; " + kRebuildForTheseGpus;
     if (status == cudaErrorTooManyPeers)
         return "a GPU can have peer access to only so many others at once (8 on a machine without NVSwitch): on a "
                "machine with more GPUs, give CUDA_VISIBLE_DEVICES at most 9 of them";
@@ -43,7 +58,8 @@ inline std::string cuda_error_hint(cudaError_t status) {
 }
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
-    const std::string hint = cuda_error_hint(status);
+    const std::string hint =
+        cuda_error_hint(status, status == cudaErrorNoKernelImageForDevice ? current_gpu_compute_capability() : "");
     const std::string message = std::string("CUDA call `") + call + "` failed at " + file + ":" + std::to_string(line) +
                                 ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")" +
                                 (hint.empty() ? "" : ": " + hint);
