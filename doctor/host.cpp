@@ -334,6 +334,11 @@ HostProblem shared_memory_problem(double total_bytes, double free_bytes) {
     return {};
 }
 
+bool has_infiniband_devices() {
+    std::error_code error;
+    return !std::filesystem::is_empty("/sys/class/infiniband", error) && !error;
+}
+
 std::string locked_memory_problem(bool infiniband_devices, bool unlimited, const std::string& limit) {
     if (!infiniband_devices || unlimited) return "";
     return "locked memory is limited to " + limit +
@@ -377,10 +382,8 @@ void add_limits(Finding& finding, std::vector<HostProblem>& problems) {
                                 (nccl_stack_sizing_turned_off(set_cpu_stack_size)
                                      ? ", or unset NCCL_SET_CPU_STACK_SIZE (with NCCL 2.28 or later)"
                                      : "")});
-    std::error_code error;
-    const bool infiniband = !std::filesystem::is_empty("/sys/class/infiniband", error) && !error;
     const std::string locked_problem =
-        locked_memory_problem(infiniband, locked.rlim_cur == RLIM_INFINITY, limit_text(locked.rlim_cur));
+        locked_memory_problem(has_infiniband_devices(), locked.rlim_cur == RLIM_INFINITY, limit_text(locked.rlim_cur));
     if (!locked_problem.empty())
         problems.push_back({locked_problem, "ulimit -l unlimited (in a container: --ulimit memlock=-1)"});
 }

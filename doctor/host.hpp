@@ -117,6 +117,9 @@ bool nccl_stack_sizing_turned_off(const std::string& set_cpu_stack_size);  // as
 std::string stack_limit_problem(bool unlimited, unsigned long long limit_bytes, const std::string& nccl_version,
                                 const std::string& set_cpu_stack_size);
 
+// Whether this host has InfiniBand (or RoCE) devices: /sys/class/infiniband lists one.
+bool has_infiniband_devices();
+
 // What is wrong with the locked-memory limit (`limit` as shown, e.g. "8 MiB"), "" when nothing: any limit
 // where the host has InfiniBand (or RoCE) devices, as NCCL's transport for them registers (locks) its
 // buffers; NCCL's troubleshooting guide asks containers for --ulimit memlock=-1.

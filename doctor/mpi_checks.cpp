@@ -51,6 +51,7 @@ RankRecord this_rank(int visible_gpus) {
     for (char** entry = environ; *entry; ++entry)
         if (std::strncmp(*entry, "NCCL_", 5) == 0) settings.push_back(*entry);
     set_nccl_settings(record, settings);
+    record.infiniband_devices = has_infiniband_devices();
     return record;
 }
 
@@ -76,6 +77,8 @@ std::string cuda_aware_mpi() {
 // The allreduce through NCCL bootstrapped over MPI, on this rank's GPU. Never throws: what went wrong
 // goes into the outcome, so that every rank reaches the collectives that follow.
 RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Deadline& deadline) {
+    // Before the first NCCL call of the process: under --mpi no other check makes a communicator.
+    const NcclLogCapture capture;
     RankOutcome outcome;
     const int rank = world_rank(), ranks = world_size();
     const auto note = [&](const std::exception& error) {
@@ -124,6 +127,8 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
     }
     // The peers may still wait for this rank: abort, never finalize.
     if (comm) nccl_abort(comm, backstop_seconds(deadline));
+    outcome.log_captured = capture.capturing();
+    set_connections(outcome, capture.read());
     return outcome;
 }
 
@@ -161,6 +166,65 @@ void set_nccl_settings(RankRecord& record, std::vector<std::string> settings) {
             ++record.nccl_settings_left_out;
     }
     copy_text(record.nccl_settings, packed);
+}
+
+void set_connections(RankOutcome& outcome, const NcclLog& log) {
+    std::string packed;
+    for (const auto& [pair, transports] : log.transports)
+        for (const std::string& transport : transports) {
+            const std::string line =
+                std::to_string(pair.first) + " " + std::to_string(pair.second) + " " + transport + "\n";
+            if (packed.size() + line.size() < sizeof outcome.connections) packed += line;
+        }
+    copy_text(outcome.connections, packed);
+}
+
+NcclLog merged_connections(const std::vector<RankOutcome>& outcomes) {
+    NcclLog merged;
+    for (const RankOutcome& outcome : outcomes) {
+        std::istringstream lines(outcome.connections);
+        int from = 0, to = 0;
+        for (std::string transport; lines >> from >> to >> transport;) merged.transports[{from, to}].insert(transport);
+    }
+    return merged;
+}
+
+Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& log) {
+    Finding verdict;
+    std::set<std::string> socket_pairs, infiniband_pairs, unused_infiniband;
+    for (const auto& [pair, transports] : log.transports) {
+        const auto [from, to] = pair;
+        if (from < 0 || to < 0 || size_t(from) >= records.size() || size_t(to) >= records.size()) continue;
+        const RankRecord &a = records[from], &b = records[to];
+        if (std::strcmp(a.host, b.host) == 0) continue;
+        const std::string hosts = std::min<std::string>(a.host, b.host) + " - " + std::max<std::string>(a.host, b.host);
+        for (const std::string& transport : transports) {
+            if (transport.rfind("NET/Socket", 0) == 0) {
+                socket_pairs.insert(hosts);
+                if (a.infiniband_devices) unused_infiniband.insert(a.host);
+                if (b.infiniband_devices) unused_infiniband.insert(b.host);
+            } else if (transport.rfind("NET/IB", 0) == 0) {
+                infiniband_pairs.insert(hosts);
+            }
+        }
+    }
+    const auto list = [](const std::set<std::string>& items) {
+        return join(std::vector<std::string>(items.begin(), items.end()), ", ");
+    };
+    if (!infiniband_pairs.empty())
+        verdict.details.push_back("across hosts over InfiniBand (NET/IB): " + list(infiniband_pairs));
+    if (!socket_pairs.empty())
+        verdict.details.push_back("across hosts over TCP sockets (NET/Socket, NCCL's slowest transport): " +
+                                  list(socket_pairs));
+    if (unused_infiniband.empty()) return verdict;
+    verdict.status = Status::warn;
+    verdict.summary = "ranks on different hosts connect over TCP sockets, though " + list(unused_infiniband) + " ha" +
+                      (unused_infiniband.size() > 1 ? "ve" : "s") + " InfiniBand devices that NCCL does not use";
+    verdict.next =
+        "check NCCL_IB_DISABLE, NCCL_IB_HCA and NCCL_NET on every rank, that libibverbs (rdma-core) is installed in "
+        "the job's environment and the ports are Active (`ibstat`); NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET says "
+        "why NCCL left IB out";
+    return verdict;
 }
 
 std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& records) {
@@ -299,6 +363,16 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
             finding.details.push_back("rank " + std::to_string(r) + ": " +
                                       std::to_string(records[r].nccl_settings_left_out) +
                                       " NCCL_* variables not compared (more than fit in 2 KiB)");
+    Finding network;
+    if (run_nccl) {
+        const NcclLog connections = merged_connections(outcomes);
+        const bool captured = std::any_of(outcomes.begin(), outcomes.end(),
+                                          [](const RankOutcome& outcome) { return outcome.log_captured != 0; });
+        for (const std::string& line : transport_lines(connections, ranks, captured)) finding.details.push_back(line);
+        finding.facts.add("nccl_connections", transport_json(connections, ranks));
+        network = network_verdict(records, connections);
+        finding.details.insert(finding.details.end(), network.details.begin(), network.details.end());
+    }
     const std::string cuda_aware = cuda_aware_mpi();
     finding.details.push_back("MPI: " + cuda_aware);
     finding.facts.add("ranks", ranks).add("cuda_aware_mpi", cuda_aware);
@@ -349,6 +423,13 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
                   ranks, ranks > 1 ? "s" : "", options.nccl_bytes >> 20, outcomes[0].seconds * 1e6);
     finding.summary = text;
     finding.facts.add("nccl_time_us", outcomes[0].seconds * 1e6);
+    if (ranks > 1 && outcomes[0].seconds > 0.0) {
+        // As nccl-tests counts it: what each rank's links carry, comparable across rank counts.
+        const double bus_gbps = double(options.nccl_bytes) / outcomes[0].seconds * 2.0 * (ranks - 1) / ranks / 1e9;
+        std::snprintf(text, sizeof text, " (%.1f GB/s bus bandwidth)", bus_gbps);
+        finding.summary += text;
+        finding.facts.add("nccl_bus_gbps", bus_gbps);
+    }
     if (ranks == 1) {
         finding.status = Status::warn;
         finding.summary += "; but only one rank: nothing between ranks was checked";
@@ -360,6 +441,11 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
             what.push_back(difference.line.substr(0, difference.line.find(':')));
         finding.summary += "; but the ranks differ in " + join(what, ", ") + " (above)";
         finding.next = rank_differences_advice(differences);
+    }
+    if (network.status == Status::warn) {
+        finding.status = Status::warn;
+        finding.summary += "; but " + network.summary;
+        finding.next = finding.next.empty() ? network.next : finding.next + "; and " + network.next;
     }
     return finding;
 }

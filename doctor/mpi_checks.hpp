@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host.hpp"
+#include "nccl_log.hpp"
 #include "report.hpp"
 #include "watchdog.hpp"
 
@@ -36,6 +37,7 @@ struct RankRecord {
     // as many as fit (set_nccl_settings), and how many did not.
     char nccl_settings[2048] = {};
     int nccl_settings_left_out = 0;
+    int infiniband_devices = 0;  // 1 where its host has InfiniBand (or RoCE) devices
 };
 
 // Puts `settings` ("NAME=value", any order) into the record: sorted, whole entries while they fit.
@@ -45,7 +47,21 @@ struct RankOutcome {
     long long wrong = -1;  // wrong result elements; -1 when the allreduce did not complete
     double seconds = 0.0;  // median time of one allreduce (host clock)
     char error[320] = {};  // why it did not complete
+    // NCCL's connections from this rank's log, "from to transport" a line ("0 1 NET/IB/0/GDRDMA"), whole lines
+    // while they fit (set_connections); log_captured 0 where the user's NCCL_DEBUG kept doctor from reading it.
+    char connections[1536] = {};
+    int log_captured = 0;
 };
+
+void set_connections(RankOutcome& outcome, const NcclLog& log);
+// Every rank's connections as one log (only its transports filled).
+NcclLog merged_connections(const std::vector<RankOutcome>& outcomes);
+
+// Check 7's verdict on how ranks on different hosts connect (records: the ranks' hosts; log:
+// merged_connections): WARN where a pair crosses hosts over TCP sockets (NET/Socket) while one of the two
+// hosts has InfiniBand devices, which NCCL then does not use; else PASS, with a detail line where pairs cross
+// hosts over sockets (NCCL's slowest transport) or over InfiniBand.
+Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& log);
 
 // What to try when NCCL over MPI failed: where a rank's error says NCCL found no network interface, the
 // interface's (nccl_failure_advice); else on one host, the advice of check 5 (P2P first); across hosts,

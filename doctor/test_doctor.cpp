@@ -675,6 +675,54 @@ TEST_CASE("a GPU with fewer NVLinks up than another of its model warns; other mo
     CHECK(contains(down.next, "nvidia-smi nvlink -s"));
 }
 
+TEST_CASE("check 7 names how ranks on different hosts connect, and warns where InfiniBand goes unused") {
+    std::vector<RankRecord> records(4);
+    for (size_t r = 0; r < records.size(); ++r)
+        std::snprintf(records[r].host, sizeof records[r].host, "%s", r < 2 ? "node-a" : "node-b");
+    // Each rank's log, packed and merged as check 7 gathers them.
+    const auto gathered = [](const std::vector<std::string>& logs) {
+        std::vector<RankOutcome> outcomes(logs.size());
+        for (size_t r = 0; r < logs.size(); ++r) {
+            std::istringstream text(logs[r]);
+            set_connections(outcomes[r], parse_nccl_log(text));
+        }
+        return merged_connections(outcomes);
+    };
+    const std::string same_host = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n";
+    const std::string socket = "h:1:1 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/Socket/0\n";
+    const std::string infiniband = "h:1:1 [3] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [send] via NET/IB/0/GDRDMA\n";
+    const NcclLog merged = gathered({same_host, socket, "", infiniband});
+    CHECK(merged.transports.size() == 3);
+    CHECK(merged.transports.at({1, 2}).count("NET/Socket/0") == 1);
+    // Sockets across hosts without InfiniBand on them: said, not a problem.
+    const Finding plain = network_verdict(records, merged);
+    CHECK(plain.status == Status::pass);
+    CHECK(contains(join(plain.details, "|"),
+                   "across hosts over TCP sockets (NET/Socket, NCCL's slowest transport): "
+                   "node-a - node-b"));
+    CHECK(contains(join(plain.details, "|"), "across hosts over InfiniBand (NET/IB): node-a - node-b"));
+    // ... with InfiniBand devices on a host: NCCL left them out.
+    records[2].infiniband_devices = 1;
+    const Finding unused = network_verdict(records, merged);
+    CHECK(unused.status == Status::warn);
+    CHECK(unused.summary ==
+          "ranks on different hosts connect over TCP sockets, though node-b has InfiniBand devices "
+          "that NCCL does not use");
+    CHECK(contains(unused.next, "NCCL_IB_DISABLE"));
+    // One host: sockets between its ranks (P2P and SHM turned off) are not judged here.
+    for (RankRecord& record : records) std::snprintf(record.host, sizeof record.host, "%s", "node-a");
+    CHECK(network_verdict(records, merged).status == Status::pass);
+    CHECK(network_verdict(records, merged).details.empty());
+    // More connections than fit: whole lines only.
+    NcclLog crowded;
+    for (int peer = 0; peer < 400; ++peer) crowded.transports[{0, peer}].insert("NET/IB/0/GDRDMA");
+    RankOutcome packed;
+    set_connections(packed, crowded);
+    const std::string text = packed.connections;
+    CHECK(!text.empty());
+    CHECK(text.back() == '\n');
+}
+
 TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's error") {
     // Its bus id and compute mode come from the driver: "?" and no mode on a machine without a GPU.
     const std::string message = gpu_not_opened(0, cudaErrorDevicesUnavailable).what();
