@@ -368,7 +368,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         const NcclLog connections = merged_connections(outcomes);
         const bool captured = std::any_of(outcomes.begin(), outcomes.end(),
                                           [](const RankOutcome& outcome) { return outcome.log_captured != 0; });
-        for (const std::string& line : transport_lines(connections, ranks, captured)) finding.details.push_back(line);
+        for (const std::string& line : transport_lines(connections, ranks, captured, "rank"))
+            finding.details.push_back(line);
         finding.facts.add("nccl_connections", transport_json(connections, ranks));
         network = network_verdict(records, connections);
         finding.details.insert(finding.details.end(), network.details.begin(), network.details.end());

@@ -60,24 +60,32 @@ NcclLog parse_nccl_log(std::istream& log) {
 
 std::string transport_family(const std::string& transport) { return transport.substr(0, transport.find('/')); }
 
-std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured) {
+std::string transport_cell(const std::string& transport) {
+    if (transport_family(transport) != "NET") return transport_family(transport);
+    return transport.substr(0, transport.find('/', 4));  // "NET/IB/0/GDRDMA" -> "NET/IB"
+}
+
+std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured, const std::string& label) {
     if (log.transports.empty())
         return {std::string(captured ? "NCCL's log named no connections"
                                      : "NCCL_DEBUG was set by you, so doctor did not capture NCCL's log") +
                 "; " + nccl_transport_hint()};
     std::vector<std::string> lines{
         "NCCL's connections (from its log; row = sending rank, column = receiving rank; P2P = NVLink or PCIe peer "
-        "copies, SHM = host memory, NET = network):"};
-    for (const auto& line : format_matrix(ranks, "", 9, [&](int from, int to) {
-             if (from == to) return std::string("X");
-             const auto found = log.transports.find({from, to});
-             if (found == log.transports.end()) return std::string("-");
-             std::set<std::string> families;
-             for (const auto& transport : found->second) families.insert(transport_family(transport));
-             std::string cell;
-             for (const auto& family : families) cell += (cell.empty() ? "" : "+") + family;
-             return cell;
-         }))
+        "copies, SHM = host memory, NET = network: IB = InfiniBand or RoCE, Socket = TCP):"};
+    for (const auto& line : format_matrix(
+             ranks, "", 9,
+             [&](int from, int to) {
+                 if (from == to) return std::string("X");
+                 const auto found = log.transports.find({from, to});
+                 if (found == log.transports.end()) return std::string("-");
+                 std::set<std::string> families;
+                 for (const auto& transport : found->second) families.insert(transport_cell(transport));
+                 std::string cell;
+                 for (const auto& family : families) cell += (cell.empty() ? "" : "+") + family;
+                 return cell;
+             },
+             label))
         lines.push_back(line);
     return lines;
 }

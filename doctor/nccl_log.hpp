@@ -30,12 +30,17 @@ struct NcclLog {
 
 NcclLog parse_nccl_log(std::istream& log);
 
-// "P2P/CUMEM/read" -> "P2P": the transport's family, short enough for a matrix cell.
+// "P2P/CUMEM/read" -> "P2P": the transport's family.
 std::string transport_family(const std::string& transport);
+// What a matrix cell shows of a transport: its family, and for the network which one ("NET/IB/0/GDRDMA" ->
+// "NET/IB", "NET/Socket/0" -> "NET/Socket"), as across hosts that is what sets the speed.
+std::string transport_cell(const std::string& transport);
 
 // NCCL's connections as a matrix (row = sender, column = receiver, cell = the transports' families),
 // or a line saying how to see them when the log was not captured or did not parse.
-std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured);
+// The rows and columns are named `label` (format_matrix): GPU for the GPUs of one process, rank for MPI ranks.
+std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured,
+                                         const std::string& label = "GPU");
 JsonObject transport_json(const NcclLog& log, int ranks);
 // Up to `most` of NCCL's warnings, for a failure's details.
 std::vector<std::string> warning_lines(const NcclLog& log, size_t most = 5);

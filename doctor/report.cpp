@@ -66,16 +66,16 @@ std::string format_finding(const Finding& finding) {
 }
 
 std::vector<std::string> format_matrix(int n, const std::string& corner, int width,
-                                       const std::function<std::string(int, int)>& cell) {
+                                       const std::function<std::string(int, int)>& cell, const std::string& label) {
     const auto padded = [width](const std::string& text) {
         return std::string(text.size() < size_t(width) ? width - text.size() : 1, ' ') + text;
     };
     std::vector<std::string> lines;
     std::string header = padded(corner);
-    for (int column = 0; column < n; ++column) header += padded("GPU" + std::to_string(column));
+    for (int column = 0; column < n; ++column) header += padded(label + std::to_string(column));
     lines.push_back(header);
     for (int row = 0; row < n; ++row) {
-        std::string line = padded("GPU" + std::to_string(row));
+        std::string line = padded(label + std::to_string(row));
         for (int column = 0; column < n; ++column) line += padded(cell(row, column));
         lines.push_back(line);
     }

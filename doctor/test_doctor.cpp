@@ -800,11 +800,14 @@ TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     REQUIRE(parsed.warnings.size() == 1);
     CHECK(parsed.warnings[0] == "Cuda failure 'out of memory'");
     CHECK(transport_family("P2P/CUMEM/read") == "P2P");
+    CHECK(transport_cell("P2P/CUMEM/read") == "P2P");
+    CHECK(transport_cell("NET/Socket/0") == "NET/Socket");
+    CHECK(transport_cell("NET/IB/0/GDRDMA") == "NET/IB");
 
     const auto lines = transport_lines(parsed, 3, true);
     REQUIRE(lines.size() == 5);
     CHECK(lines[2] == "     GPU0        X      P2P        -");
-    CHECK(lines[3] == "     GPU1      SHM        X      NET");
+    CHECK(lines[3] == "     GPU1      SHM        X   NET/IB");
     CHECK(contains(transport_lines(NcclLog{}, 2, false).front(), "NCCL_DEBUG=INFO"));
     CHECK(warning_lines(parsed) == std::vector<std::string>{"NCCL WARN Cuda failure 'out of memory'"});
 }
