@@ -12,8 +12,14 @@ add_test(NAME ecosystem_cudaarchs_changed_later_is_reported
          COMMAND ${BASH_EXECUTABLE} -c
                  "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS=80 \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null 2>&1 && CUDAARCHS=90 \"$0\" \"$dir\" 2>&1 | tr -s ' \\n' ' ' | grep -q 'CUDAARCHS=\"90\" is not used: this build folder keeps the CUDA architectures 80'; status=$?; rm -rf \"$dir\"; exit $status"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
+# Without nvidia-smi the configure cannot see the GPUs, though CUDA may work (a container without NVIDIA's
+# utility capability): it says so, and how to name them.
+add_test(NAME ecosystem_configure_without_nvidia_smi
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "dir=$(mktemp -d) && cd \"$1\" && env -u CUDAARCHS \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF -DFWI_NVIDIA_SMI=/nonexistent/nvidia-smi 2>&1 | tr -s ' \\n' ' ' | grep -q 'no GPU visible: FWI_NO_GPU_ARCHITECTURES; nvidia-smi is not installed.*CUDAARCHS'; status=$?; rm -rf \"$dir\"; exit $status"
+                 ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 set_tests_properties(ecosystem_cudaarchs_honoured ecosystem_cudaarchs_changed_later_is_reported
-                     PROPERTIES LABELS cpu TIMEOUT 300)
+                     ecosystem_configure_without_nvidia_smi PROPERTIES LABELS cpu TIMEOUT 300)
 # With a GPU present and no architectures given, the build is for the GPUs present, unless the CUDA
 # compiler does not know one of them (cmake/CudaArchitectures.cmake): a GPU of a major version newer than
 # it knows gets PTX of the newest it knows, with a warning; one older than it knows stops the configure
