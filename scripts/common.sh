@@ -153,6 +153,26 @@ apt_candidate_version() {
     [ -n "$version" ] && printf '%s\n' "$version"
 }
 
+# nccl_packages_for_cuda: "libnccl-dev=V libnccl2=V" for the newest NCCL that apt offers built for the
+# installed CUDA's major version (NVIDIA's repository builds each NCCL for several: "2.28.3-1+cuda13.0",
+# "2.28.3-1+cuda12.9"), as its candidate is the build for the newest CUDA, which a driver for an older one
+# may not run; fails where no version names that CUDA (Ubuntu's multiverse: then apt's candidate).
+nccl_packages_for_cuda() {
+    local major name version rest
+    major="$(nvcc_version)"
+    major="${major%%.*}"
+    [ -n "$major" ] || return 1
+    # Lines " libnccl-dev | 2.28.3-1+cuda13.0 | https://... Packages", newest first.
+    while IFS='|' read -r name version rest; do
+        version="${version//[[:space:]]/}"
+        if [[ $version == *"+cuda${major}."* ]]; then
+            echo "libnccl-dev=$version libnccl2=$version"
+            return 0
+        fi
+    done < <(apt-cache madison libnccl-dev 2>/dev/null || true)
+    return 1
+}
+
 # Whether FWI_INSTALL_DRY_RUN asks for a dry run of install_missing_packages: 1 yes, unset, empty or 0 no;
 # any other value is refused (exit 2), since a "true" read as "no" would install for real.
 install_dry_run() {
@@ -201,7 +221,7 @@ check_nvcc_version() {
     fi
     found="$(nvcc_version)"
     if ! version_at_least "$found" "$FWI_CUDA_MIN"; then
-        echo "error: the CUDA toolkit found is CUDA ${found:-(unknown version)} ($nvcc) but the suite needs CUDA $FWI_CUDA_MIN or newer; install a newer CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its bin first on PATH (e.g. PATH=/usr/local/cuda-12.8/bin:\$PATH), and run again" >&2
+        echo "error: the CUDA toolkit found is CUDA ${found:-(unknown version)} ($nvcc) but the suite needs CUDA $FWI_CUDA_MIN or newer; install a newer CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its bin first on PATH (e.g. PATH=/usr/local/cuda-13.0/bin:\$PATH), and run again" >&2
         exit 3
     fi
 }
@@ -215,6 +235,7 @@ plan_missing_packages() {
     check_nvcc_version
     command -v cmake >/dev/null 2>&1 || missing+=(cmake)
     command -v g++ >/dev/null 2>&1 || missing+=(g++)
+    command -v make >/dev/null 2>&1 || missing+=(make)  # the presets' generator: Unix Makefiles
     command -v mpicxx >/dev/null 2>&1 || missing+=(libopenmpi-dev)
     command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
     have_header doctest/doctest.h || missing+=(doctest-dev)
@@ -228,11 +249,17 @@ plan_missing_packages() {
         fi
     elif nccl_found="$(apt_candidate_version libnccl-dev)" ||
          { refresh_apt_lists && nccl_found="$(apt_candidate_version libnccl-dev)"; }; then
+        local nccl_packages
+        if nccl_packages="$(nccl_packages_for_cuda)"; then
+            nccl_found="${nccl_packages#libnccl-dev=}"
+            nccl_found="${nccl_found%%-*}"
+        fi
         if ! version_at_least "$nccl_found" "$FWI_NCCL_MIN"; then
             echo "error: NCCL (nccl.h) is not installed and the libnccl-dev apt offers here is $nccl_found, older than the NCCL $FWI_NCCL_MIN the suite needs; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
             exit 3
         fi
-        missing+=(libnccl-dev)
+        read -r -a nccl_packages <<<"${nccl_packages:-libnccl-dev}"
+        missing+=("${nccl_packages[@]}")
     else
         echo "error: NCCL (nccl.h) is not installed and no package here provides libnccl-dev; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads, or Ubuntu's multiverse) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
         exit 3

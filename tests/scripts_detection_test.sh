@@ -42,10 +42,19 @@ fake mpicxx 'echo "g++ (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"'
 fake mpirun 'echo "mpirun (Open MPI) 4.1.6"'
 fake g++ 'echo "g++ (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"'
 fake python3 'exit 0' # "import matplotlib" succeeds
+fake make 'exit 0'
 # apt-cache policy: nothing for a name apt does not know (what the real one prints), a candidate when
 # FAKE_APT_NCCL=yes or after the fake apt-get update listed it, "Candidate: (none)" when
 # FAKE_APT_NCCL=none (known but not installable), an old one (old), one with an epoch (epoch).
+# apt-cache madison: the builds of NVIDIA's repository when FAKE_APT_MADISON=yes, else nothing.
 apt_cache='[ -e "$FAKE_APT_LISTED" ] && FAKE_APT_NCCL=listed
+if [ "$1" = madison ]; then
+  [ "${FAKE_APT_MADISON:-no}" = yes ] || exit 0
+  for build in 2.28.3-1+cuda13.0 2.28.3-1+cuda12.9 2.27.7-1+cuda12.9 2.27.7-1+cuda13.0; do
+    printf " libnccl-dev | %s | https://developer.download.nvidia.com/compute/cuda/repos  Packages\n" "$build"
+  done
+  exit 0
+fi
 case "${FAKE_APT_NCCL:-no}" in
   yes|listed) printf "libnccl-dev:\n  Installed: (none)\n  Candidate: 2.28.3-1+cuda12.8\n  Version table:\n     2.28.3-1+cuda12.8 500\n" ;;
   old) printf "libnccl-dev:\n  Installed: (none)\n  Candidate: 2.11.4-1\n  Version table:\n     2.11.4-1 500\n" ;;
@@ -101,6 +110,11 @@ detect FAKE_APT_NCCL=yes
 check "nccl_absent_package_available" 3 '^would install: libnccl-dev$'
 
 # (b) NCCL absent, no package: exit 3, one message naming libnccl-dev and NCCL_ROOT.
+# ... from NVIDIA's repository, which builds each NCCL for several CUDA versions: the build for the installed
+# CUDA's major version (the fake nvcc is CUDA 12.8), not apt's candidate (the newest CUDA's).
+detect FAKE_APT_NCCL=yes FAKE_APT_MADISON=yes
+check "nccl_package_for_the_cuda_installed" 3 '^would install: libnccl-dev=2\.28\.3-1\+cuda12\.9 libnccl2=2\.28\.3-1\+cuda12\.9$'
+
 detect FAKE_APT_NCCL=no
 check "nccl_absent_no_package" 3 'libnccl-dev.*NCCL_ROOT'
 [ "$(grep -c . <<<"$out")" -eq 1 ] || { echo "FAIL nccl_absent_no_package: more than one line"; failures=$((failures + 1)); }
@@ -122,6 +136,11 @@ detect FAKE_CMAKE_VERSION=3.22.1
 check "cmake_too_old" 3 '3\.22\.1.*3\.24.*pip install cmake'
 detect FAKE_CMAKE_VERSION=3.24.0
 check "cmake_at_floor" 0 '^nothing to install$'
+# A CMake from pip or snap brings no make, which the presets' generator needs: installed like the rest.
+mv "$bin/make" "$tmp/make.hidden"
+detect
+check "make_missing" 3 '^would install: make$'
+mv "$tmp/make.hidden" "$bin/make"
 # In a current folder that was deleted, where the real cmake --version fails: said as such, not as an old CMake.
 mkdir "$tmp/gone"
 out="$(cd "$tmp/gone" && rmdir "$tmp/gone" && env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT PATH="$fake_path" \
