@@ -121,17 +121,34 @@ void refuse_launch_as_several_ranks(const std::string& instead) {
                          "each)");
 }
 
+namespace {
+// What a set CUDA_VISIBLE_DEVICES does to the GPUs a process sees.
+enum class VisibleDevices { mig_instances, list_cut_short, shown };
+
+// How many GPUs the list names: its comma-separated entries.
+int named_entries(const std::string& cuda_visible_devices) {
+    if (cuda_visible_devices.empty()) return 0;
+    return int(std::count(cuda_visible_devices.begin(), cuda_visible_devices.end(), ',')) + 1;
+}
+
+VisibleDevices visible_devices_case(int shown, const std::string& cuda_visible_devices) {
+    if (cuda_visible_devices.find("MIG-") != std::string::npos) return VisibleDevices::mig_instances;
+    return named_entries(cuda_visible_devices) > shown ? VisibleDevices::list_cut_short : VisibleDevices::shown;
+}
+}  // namespace
+
 std::string visible_devices_text(int shown, const std::string& cuda_visible_devices) {
     const std::string gpus = std::to_string(shown) + " GPU" + (shown == 1 ? "" : "s");
-    if (cuda_visible_devices.find("MIG-") != std::string::npos)
-        return "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at most one of them";
     const std::string variable = "CUDA_VISIBLE_DEVICES=" + shown_value(cuda_visible_devices);
-    const int named = cuda_visible_devices.empty()
-                          ? 0
-                          : int(std::count(cuda_visible_devices.begin(), cuda_visible_devices.end(), ',')) + 1;
-    if (named > shown)
-        return variable + " names " + std::to_string(named) + ", of which CUDA shows " + gpus +
-               ": it stops at the first entry that names no GPU it can use";
+    switch (visible_devices_case(shown, cuda_visible_devices)) {
+        case VisibleDevices::mig_instances:
+            return "CUDA_VISIBLE_DEVICES names MIG instances, and CUDA shows a process at most one of them";
+        case VisibleDevices::list_cut_short:
+            return variable + " names " + std::to_string(named_entries(cuda_visible_devices)) +
+                   ", of which CUDA shows " + gpus + ": it stops at the first entry that names no GPU it can use";
+        case VisibleDevices::shown:
+            break;
+    }
     return variable + " shows " + gpus;
 }
 
@@ -140,9 +157,14 @@ std::string too_few_gpus_hint(int visible, const char* cuda_visible_devices) {
         return "this machine shows CUDA " + std::to_string(visible) + " GPU" + (visible > 1 ? "s" : "") +
                ": ask for fewer, or run on a machine with more";
     const std::string shown = visible_devices_text(visible, cuda_visible_devices);
-    if (shown.find("MIG instances") != std::string::npos) return shown + ": run the multi-GPU lessons on whole GPUs";
-    if (shown.find("stops at the first entry") != std::string::npos)
-        return shown + " (nvidia-smi -L lists the machine's GPUs): correct the list, or ask for fewer";
+    switch (visible_devices_case(visible, cuda_visible_devices)) {
+        case VisibleDevices::mig_instances:
+            return shown + ": run the multi-GPU lessons on whole GPUs";
+        case VisibleDevices::list_cut_short:
+            return shown + " (nvidia-smi -L lists the machine's GPUs): correct the list, or ask for fewer";
+        case VisibleDevices::shown:
+            break;
+    }
     return shown + ": name more GPUs there, or ask for fewer";
 }
 

@@ -154,29 +154,34 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
     return shared;
 }
 
+namespace {
+// `lines` into `target`, one per line, whole ones only while they fit; returns how many did not.
+template <size_t N>
+int pack_whole_lines(char (&target)[N], const std::vector<std::string>& lines) {
+    std::string packed;
+    int left_out = 0;
+    for (const std::string& line : lines) {
+        if (packed.size() + line.size() + 1 < N)
+            packed += line + "\n";
+        else
+            ++left_out;
+    }
+    copy_text(target, packed);
+    return left_out;
+}
+}  // namespace
+
 void set_nccl_settings(RankRecord& record, std::vector<std::string> settings) {
     std::sort(settings.begin(), settings.end());
-    std::string packed;
-    record.nccl_settings_left_out = 0;
-    for (const std::string& setting : settings) {
-        const std::string longer = packed + (packed.empty() ? "" : "\n") + setting;
-        if (longer.size() < sizeof record.nccl_settings)
-            packed = longer;
-        else
-            ++record.nccl_settings_left_out;
-    }
-    copy_text(record.nccl_settings, packed);
+    record.nccl_settings_left_out = pack_whole_lines(record.nccl_settings, settings);
 }
 
 void set_connections(RankOutcome& outcome, const NcclLog& log) {
-    std::string packed;
+    std::vector<std::string> lines;
     for (const auto& [pair, transports] : log.transports)
-        for (const std::string& transport : transports) {
-            const std::string line =
-                std::to_string(pair.first) + " " + std::to_string(pair.second) + " " + transport + "\n";
-            if (packed.size() + line.size() < sizeof outcome.connections) packed += line;
-        }
-    copy_text(outcome.connections, packed);
+        for (const std::string& transport : transports)
+            lines.push_back(std::to_string(pair.first) + " " + std::to_string(pair.second) + " " + transport);
+    outcome.connections_left_out = pack_whole_lines(outcome.connections, lines);
 }
 
 NcclLog merged_connections(const std::vector<RankOutcome>& outcomes) {
@@ -370,6 +375,11 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
                                           [](const RankOutcome& outcome) { return outcome.log_captured != 0; });
         for (const std::string& line : transport_lines(connections, ranks, captured, "rank"))
             finding.details.push_back(line);
+        for (int r = 0; r < ranks; ++r)
+            if (outcomes[r].connections_left_out > 0)
+                finding.details.push_back("rank " + std::to_string(r) + ": " +
+                                          std::to_string(outcomes[r].connections_left_out) +
+                                          " of NCCL's connections not shown (more than fit in 1.5 KiB)");
         finding.facts.add("nccl_connections", transport_json(connections, ranks));
         network = network_verdict(records, connections);
         finding.details.insert(finding.details.end(), network.details.begin(), network.details.end());

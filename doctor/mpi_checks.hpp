@@ -33,7 +33,7 @@ struct RankRecord {
     int device = -1;
     char nccl_version[16] = {};  // of the library this rank loaded: "2.28.3"
     int driver_version = 0;      // cudaDriverGetVersion's: 13000
-    // Its NCCL_* variables, sorted, one per line ("NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME=ib0"): whole ones only,
+    // Its NCCL_* variables, sorted, one per line ("NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME=ib0\n"): whole ones only,
     // as many as fit (set_nccl_settings), and how many did not.
     char nccl_settings[2048] = {};
     int nccl_settings_left_out = 0;
@@ -50,6 +50,7 @@ struct RankOutcome {
     // NCCL's connections from this rank's log, "from to transport" a line ("0 1 NET/IB/0/GDRDMA"), whole lines
     // while they fit (set_connections); log_captured 0 where the user's NCCL_DEBUG kept doctor from reading it.
     char connections[1536] = {};
+    int connections_left_out = 0;
     int log_captured = 0;
 };
 

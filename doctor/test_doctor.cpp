@@ -721,6 +721,7 @@ TEST_CASE("check 7 names how ranks on different hosts connect, and warns where I
     const std::string text = packed.connections;
     CHECK(!text.empty());
     CHECK(text.back() == '\n');
+    CHECK(packed.connections_left_out == 400 - int(std::count(text.begin(), text.end(), '\n')));
 }
 
 TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's error") {
@@ -1006,7 +1007,8 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     CHECK(crowded.nccl_settings_left_out > 0);
     const std::string kept = crowded.nccl_settings;
     CHECK(kept.size() < sizeof crowded.nccl_settings);
-    CHECK(kept.substr(kept.rfind('\n') + 1).size() == std::string("NCCL_X1000=0123456789").size());
+    CHECK(kept.back() == '\n');
+    CHECK(kept.substr(kept.rfind('\n', kept.size() - 2) + 1).size() == std::string("NCCL_X1000=0123456789\n").size());
     // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's; where NCCL
     // found no network interface (rank 0 could not make its id), the interface's on either.
     const std::vector<RankOutcome> failed(4);
