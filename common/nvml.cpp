@@ -239,6 +239,17 @@ int Nvml::active_nvlinks(const PciAddress& gpu) const {
     return api_->links_up(api_->device(gpu), up) ? static_cast<int>(up.size()) : -1;
 }
 
+bool Nvml::nvlinks_reach_switch(const PciAddress& gpu) const {
+    if (!available_) throw std::runtime_error(error_);
+    const NvmlDevice handle = api_->device(gpu);
+    std::vector<unsigned> up;
+    if (!api_->remote_type || !api_->links_up(handle, up)) return false;
+    return std::any_of(up.begin(), up.end(), [&](unsigned link) {
+        int remote_type = kNvlinkRemoteGpu;
+        return api_->remote_type(handle, link, &remote_type) == kNvmlSuccess && remote_type == kNvlinkRemoteSwitch;
+    });
+}
+
 unsigned long long Nvml::clock_event_reasons(const PciAddress& gpu) const {
     if (!available_) throw std::runtime_error(error_);
     if (!api_->clock_event_reasons) throw std::runtime_error("NVML lacks nvmlDeviceGetCurrentClocksEventReasons");

@@ -65,6 +65,10 @@ public:
     // std::runtime_error when NVML cannot find the GPU.
     int active_nvlinks(const PciAddress& gpu) const;
 
+    // Whether any NVLink of the GPU that is up ends at an NVSwitch (false where NVML cannot say); throws
+    // std::runtime_error when NVML cannot find the GPU.
+    bool nvlinks_reach_switch(const PciAddress& gpu) const;
+
     // Why the GPU's clocks are below their most now, NVML's bit mask (nvmlClocksEventReasons: 0x1 idle, 0x4
     // software power cap, 0x8 hardware slowdown, 0x20 software thermal, 0x40 hardware thermal, 0x80 power
     // brake, ...); throws std::runtime_error when NVML cannot say (a driver without the call, a GPU it cannot

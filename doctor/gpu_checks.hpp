@@ -81,10 +81,12 @@ Finding pcie_link_verdict(const std::vector<PcieLink>& links);
 Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long long>>& reasons);
 
 // Check 2's verdict on the NVLinks that are up (Nvml::active_nvlinks; -1 unknown), with each GPU's model
-// name: WARN where a GPU has some up but fewer than another of its model (a link down: its pairs lose
-// bandwidth, and NCCL's rings through them slow down), else PASS. A GPU with none up is not judged: cards
-// joined by bridges may be bridged in part on purpose (check 2's table shows the counts).
-Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::vector<int>& active);
+// name and whether its links reach an NVSwitch: WARN where a GPU has fewer up than another of its model (a
+// link down: its pairs lose bandwidth, and NCCL's rings through them slow down), else PASS. A GPU with none
+// up is judged only where another of its model reaches a switch (on such a board every GPU is linked);
+// cards joined by bridges may be bridged in part on purpose (check 2's table shows the counts).
+Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::vector<int>& active,
+                             const std::vector<bool>& reaches_switch);
 
 // Check 1's verdict on other processes on the GPUs (other_processes.hpp): WARN when there is one (whatever
 // doctor and the programs time beside it is slower and varies), with a detail line each and one saying

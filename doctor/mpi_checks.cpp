@@ -195,8 +195,10 @@ NcclLog merged_connections(const std::vector<RankOutcome>& outcomes) {
 }
 
 Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& log) {
+    // A pair of hosts over sockets is a problem only where both show InfiniBand devices: with one side
+    // without (a container not given /dev/infiniband, a host without an HCA) sockets are all NCCL can use.
     Finding verdict;
-    std::set<std::string> socket_pairs, infiniband_pairs, unused_infiniband;
+    std::set<std::string> socket_pairs, infiniband_pairs, unused_infiniband, one_sided;
     for (const auto& [pair, transports] : log.transports) {
         const auto [from, to] = pair;
         if (from < 0 || to < 0 || size_t(from) >= records.size() || size_t(to) >= records.size()) continue;
@@ -206,8 +208,11 @@ Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& l
         for (const std::string& transport : transports) {
             if (transport.rfind("NET/Socket", 0) == 0) {
                 socket_pairs.insert(hosts);
-                if (a.infiniband_devices) unused_infiniband.insert(a.host);
-                if (b.infiniband_devices) unused_infiniband.insert(b.host);
+                if (a.infiniband_devices && b.infiniband_devices)
+                    unused_infiniband.insert(hosts);
+                else if (a.infiniband_devices || b.infiniband_devices)
+                    one_sided.insert(std::string(a.infiniband_devices ? b.host : a.host) + " (its pair " +
+                                     (a.infiniband_devices ? a.host : b.host) + " has some)");
             } else if (transport.rfind("NET/IB", 0) == 0) {
                 infiniband_pairs.insert(hosts);
             }
@@ -221,13 +226,17 @@ Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& l
     if (!socket_pairs.empty())
         verdict.details.push_back("across hosts over TCP sockets (NET/Socket, NCCL's slowest transport): " +
                                   list(socket_pairs));
+    if (!one_sided.empty())
+        verdict.details.push_back(
+            "no InfiniBand device seen on " + list(one_sided) +
+            ": sockets are all NCCL can use between them (in a container, pass /dev/infiniband to it)");
     if (unused_infiniband.empty()) return verdict;
     verdict.status = Status::warn;
-    verdict.summary = "ranks on different hosts connect over TCP sockets, though " + list(unused_infiniband) + " ha" +
-                      (unused_infiniband.size() > 1 ? "ve" : "s") + " InfiniBand devices that NCCL does not use";
+    verdict.summary = "hosts that both have InfiniBand devices connect over TCP sockets: " + list(unused_infiniband);
     verdict.next =
         "check NCCL_IB_DISABLE, NCCL_IB_HCA and NCCL_NET on every rank, that libibverbs (rdma-core) is installed in "
-        "the job's environment and the ports are Active (`ibstat`); NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET says "
+        "the job's environment and the ports are Active (`ibstat`); on a network that needs NCCL's net plugin "
+        "(AWS EFA: aws-ofi-nccl), that NCCL_NET_PLUGIN finds it; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET says "
         "why NCCL left IB out";
     return verdict;
 }

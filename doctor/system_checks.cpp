@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -192,14 +193,20 @@ Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long lo
     return verdict;
 }
 
-Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::vector<int>& active) {
-    std::map<std::string, int> most;  // per model
-    for (size_t gpu = 0; gpu < names.size() && gpu < active.size(); ++gpu)
+Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::vector<int>& active,
+                             const std::vector<bool>& reaches_switch) {
+    const size_t n = std::min({names.size(), active.size(), reaches_switch.size()});
+    std::map<std::string, int> most;        // per model
+    std::set<std::string> switched_models;  // whose GPUs reach an NVSwitch
+    for (size_t gpu = 0; gpu < n; ++gpu) {
         most[names[gpu]] = std::max(most[names[gpu]], active[gpu]);
+        if (reaches_switch[gpu]) switched_models.insert(names[gpu]);
+    }
     Finding verdict;
     std::string fewer;
-    for (size_t gpu = 0; gpu < names.size() && gpu < active.size(); ++gpu)
-        if (active[gpu] > 0 && active[gpu] < most[names[gpu]])
+    for (size_t gpu = 0; gpu < n; ++gpu)
+        if ((active[gpu] > 0 || (active[gpu] == 0 && switched_models.count(names[gpu]))) &&
+            active[gpu] < most[names[gpu]])
             fewer += (fewer.empty() ? "GPU " : ", GPU ") + std::to_string(gpu) + " " + std::to_string(active[gpu]) +
                      " of " + std::to_string(most[names[gpu]]);
     if (fewer.empty()) return verdict;
@@ -425,11 +432,13 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         for (const auto& line : format_matrix(n, "", 7, [&](int i, int j) { return i == j ? "X" : link_at(i, j); }))
             finding.details.push_back(line);
     std::vector<int> active_nvlinks(n, -1);  // unknown
+    std::vector<bool> reaches_switch(n, false);
     if (!system.links.empty()) {
         std::string line;
         for (int gpu = 0; gpu < n; ++gpu) {
             try {
                 active_nvlinks[gpu] = nvml.active_nvlinks(system.pci[gpu]);
+                reaches_switch[gpu] = nvml.nvlinks_reach_switch(system.pci[gpu]);
             } catch (const std::runtime_error&) {
             }
             line +=
@@ -480,7 +489,7 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         finding.summary = "peer access between every pair; links: " +
                           (system.links.empty() ? "unknown (" + nvml_problem + ")" : kind_list);
     }
-    if (const Finding links_down = nvlink_count_verdict(system.names, active_nvlinks);
+    if (const Finding links_down = nvlink_count_verdict(system.names, active_nvlinks, reaches_switch);
         links_down.status != Status::pass) {
         if (finding.status == Status::pass) {
             finding.status = links_down.status;

@@ -661,17 +661,23 @@ TEST_CASE("clocks lowered by the hardware or for heat warn, naming the GPU; idle
     CHECK(contains(clock_slowdown_verdict({{1, 0x80}}).summary, "GPU 1: power brake"));
 }
 
-TEST_CASE("a GPU with fewer NVLinks up than another of its model warns; other models, unknowns and none up do not") {
+TEST_CASE(
+    "a GPU with fewer NVLinks up than another of its model warns; none up only where its model reaches a switch") {
     const std::string h200 = "NVIDIA H200", l40 = "NVIDIA L40S";
-    CHECK(nvlink_count_verdict({h200, h200, h200, h200}, {18, 18, 18, 18}).status == Status::pass);
-    CHECK(nvlink_count_verdict({h200, l40}, {18, 0}).status == Status::pass);    // another model, no NVLink
-    CHECK(nvlink_count_verdict({h200, h200}, {18, -1}).status == Status::pass);  // unknown
-    CHECK(nvlink_count_verdict({l40, l40}, {0, 0}).status == Status::pass);
+    const std::vector<bool> no_switch(4, false), switched(4, true);
+    CHECK(nvlink_count_verdict({h200, h200, h200, h200}, {18, 18, 18, 18}, switched).status == Status::pass);
+    CHECK(nvlink_count_verdict({h200, l40}, {18, 0}, {true, false}).status == Status::pass);  // another model
+    CHECK(nvlink_count_verdict({h200, h200}, {18, -1}, switched).status == Status::pass);     // unknown
+    CHECK(nvlink_count_verdict({l40, l40}, {0, 0}, no_switch).status == Status::pass);
     const std::string a6000 = "NVIDIA RTX A6000";
-    CHECK(nvlink_count_verdict({a6000, a6000, a6000}, {4, 4, 0}).status == Status::pass);  // two bridged, one not
-    const Finding down = nvlink_count_verdict({h200, h200, h200, h200}, {18, 16, 18, 0});
+    CHECK(nvlink_count_verdict({a6000, a6000, a6000}, {4, 4, 0}, no_switch).status == Status::pass);  // bridged
+    const Finding bridge_down = nvlink_count_verdict({a6000, a6000}, {4, 2}, no_switch);
+    CHECK(bridge_down.status == Status::warn);
+    CHECK(contains(bridge_down.summary, "(GPU 1 2 of 4)"));
+    // On an NVSwitch board every GPU is linked: none up is a link problem too.
+    const Finding down = nvlink_count_verdict({h200, h200, h200, h200}, {18, 16, 18, 0}, {true, true, true, false});
     CHECK(down.status == Status::warn);
-    CHECK(contains(down.summary, "(GPU 1 16 of 18)"));
+    CHECK(contains(down.summary, "(GPU 1 16 of 18, GPU 3 0 of 18)"));
     CHECK(contains(down.next, "nvidia-smi nvlink -s"));
 }
 
@@ -701,14 +707,18 @@ TEST_CASE("check 7 names how ranks on different hosts connect, and warns where I
                    "across hosts over TCP sockets (NET/Socket, NCCL's slowest transport): "
                    "node-a - node-b"));
     CHECK(contains(join(plain.details, "|"), "across hosts over InfiniBand (NET/IB): node-a - node-b"));
-    // ... with InfiniBand devices on a host: NCCL left them out.
+    // ... with InfiniBand devices on one host only: said, not a problem (sockets are all NCCL can use).
     records[2].infiniband_devices = 1;
+    const Finding one_sided = network_verdict(records, merged);
+    CHECK(one_sided.status == Status::pass);
+    CHECK(contains(join(one_sided.details, "|"), "no InfiniBand device seen on node-a (its pair node-b has some)"));
+    // ... with InfiniBand devices on both hosts: NCCL left them out.
+    records[1].infiniband_devices = 1;
     const Finding unused = network_verdict(records, merged);
     CHECK(unused.status == Status::warn);
-    CHECK(unused.summary ==
-          "ranks on different hosts connect over TCP sockets, though node-b has InfiniBand devices "
-          "that NCCL does not use");
+    CHECK(unused.summary == "hosts that both have InfiniBand devices connect over TCP sockets: node-a - node-b");
     CHECK(contains(unused.next, "NCCL_IB_DISABLE"));
+    CHECK(contains(unused.next, "NCCL_NET_PLUGIN"));
     // One host: sockets between its ranks (P2P and SHM turned off) are not judged here.
     for (RankRecord& record : records) std::snprintf(record.host, sizeof record.host, "%s", "node-a");
     CHECK(network_verdict(records, merged).status == Status::pass);
