@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -172,6 +173,8 @@ int pack_whole_lines(char (&target)[N], const std::vector<std::string>& lines) {
 }  // namespace
 
 void set_nccl_settings(RankRecord& record, std::vector<std::string> settings) {
+    for (std::string& setting : settings)  // one per line: a newline in a value would read as another
+        for (size_t at = 0; (at = setting.find('\n', at)) != std::string::npos; at += 2) setting.replace(at, 1, "\\n");
     std::sort(settings.begin(), settings.end());
     record.nccl_settings_left_out = pack_whole_lines(record.nccl_settings, settings);
 }
@@ -242,11 +245,14 @@ Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& l
 }
 
 std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& records) {
-    // One line for a property whose value (value_of(rank)) differs: each value with the ranks that have it.
+    // One line for a property whose value (value_of(rank); nullopt: unknown, the rank left out) differs: each
+    // value with the ranks that have it.
     const auto differing = [&](const std::string& what, const auto& value_of) {
         std::vector<std::pair<std::string, std::vector<std::string>>> values;  // each value, its ranks
         for (size_t r = 0; r < records.size(); ++r) {
-            const std::string value = value_of(r);
+            const std::optional<std::string> known = value_of(r);
+            if (!known) continue;
+            const std::string& value = *known;
             auto same =
                 std::find_if(values.begin(), values.end(), [&](const auto& seen) { return seen.first == value; });
             if (same == values.end()) same = values.insert(values.end(), {value, {}});
@@ -272,15 +278,19 @@ std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& reco
         }
     }
     std::vector<RankDifference> differences;
-    differences.push_back(differing("NCCL", [&](size_t r) { return std::string(records[r].nccl_version); }));
     differences.push_back(
-        differing("CUDA driver", [&](size_t r) { return cuda_version_text(records[r].driver_version); }));
+        differing("NCCL", [&](size_t r) { return std::optional<std::string>(records[r].nccl_version); }));
+    differences.push_back(differing("CUDA driver", [&](size_t r) {
+        return std::optional<std::string>(cuda_version_text(records[r].driver_version));
+    }));
     for (const std::string& name : names) {
         bool set_everywhere = true;
-        differences.push_back(differing(name, [&](size_t r) {
+        differences.push_back(differing(name, [&](size_t r) -> std::optional<std::string> {
             const auto set = settings[r].find(name);
-            set_everywhere = set_everywhere && set != settings[r].end();
-            return set == settings[r].end() ? std::string("unset") : set->second;
+            if (set != settings[r].end()) return set->second;
+            if (records[r].nccl_settings_left_out > 0) return std::nullopt;  // perhaps among those that did not fit
+            set_everywhere = false;
+            return "unset";
         }));
         differences.back().may_be_intended = set_everywhere;
     }

@@ -1019,6 +1019,21 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     CHECK(kept.size() < sizeof crowded.nccl_settings);
     CHECK(kept.back() == '\n');
     CHECK(kept.substr(kept.rfind('\n', kept.size() - 2) + 1).size() == std::string("NCCL_X1000=0123456789\n").size());
+    // ... and a name that another rank sets but that is not among the crowded rank's kept ones is unknown
+    // there, not "unset".
+    std::vector<RankRecord> two(2, crowded);
+    std::vector<std::string> shifted(many.begin() + 1, many.end());  // rank 1 keeps one more at the end
+    set_nccl_settings(two[1], shifted);
+    REQUIRE(two[1].nccl_settings_left_out > 0);
+    CHECK(rank_differences(two).empty());
+    shifted.front() = "NCCL_X1001=other";
+    set_nccl_settings(two[1], shifted);
+    REQUIRE(rank_differences(two).size() == 1);
+    CHECK(rank_differences(two)[0].line == "NCCL_X1001: 0123456789 on rank 0; other on rank 1");
+    // A newline in a value stays within its line.
+    RankRecord newline;
+    set_nccl_settings(newline, {"NCCL_DEBUG_FILE=a\nNCCL_B=1"});
+    CHECK(std::string(newline.nccl_settings) == "NCCL_DEBUG_FILE=a\\nNCCL_B=1\n");
     // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's; where NCCL
     // found no network interface (rank 0 could not make its id), the interface's on either.
     const std::vector<RankOutcome> failed(4);
