@@ -22,6 +22,7 @@ namespace fwi::doctor {
 
 struct GpuSystem {
     int count = 0;                   // visible CUDA devices
+    int opened = 0;                  // of them, how many check 1 opened (0 to opened - 1): it stops at a failure
     std::vector<std::string> names;  // "NVIDIA H200"
     std::vector<PciAddress> pci;     // per device
     std::vector<char> can_access;    // [i * count + j]: cudaDeviceCanAccessPeer(i, j)

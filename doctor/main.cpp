@@ -301,11 +301,11 @@ private:
 
     // Under --mpi, rank 0's check 1 opened every GPU it sees, and the other ranks on this host open theirs in
     // check 7: a GPU in exclusive-process compute mode (common on clusters) takes one process at a time, so
-    // rank 0 lets them go first. (Errors are ignored: check 7 reports a GPU that does not open.) Every
-    // visible GPU, not system_.count: check 1 may have opened some and stopped at one that failed.
+    // rank 0 lets them go first. (Errors are ignored: check 7 reports a GPU that does not open.) Only those
+    // check 1 opened (system_.opened): it may have stopped at one that failed, and cudaSetDevice on a GPU not
+    // yet opened would create its context here, outside any check's watchdog.
     void release_gpus() const {
-        const int visible = visible_gpu_count();
-        for (int device = 0; device < visible; ++device)
+        for (int device = 0; device < system_.opened; ++device)
             if (cudaSetDevice(device) == cudaSuccess) cudaDeviceReset();
         cudaGetLastError();
     }

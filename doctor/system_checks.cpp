@@ -283,6 +283,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         // fails right here, and the later checks' deadlines then time GPU work only.
         // Since CUDA 12 cudaSetDevice itself creates the context, so either call may be the one that fails.
         cudaError_t opened = cudaSetDevice(device);
+        if (opened == cudaSuccess) system.opened = device + 1;  // a context, even where cudaFree then fails
         if (opened == cudaSuccess) opened = cudaFree(nullptr);
         if (opened != cudaSuccess) throw gpu_not_opened(device, opened);
         cudaDeviceProp properties{};
