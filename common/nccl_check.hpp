@@ -5,7 +5,6 @@
 
 #include <nccl.h>
 
-#include <mutex>
 #include <string>
 
 #include "errors.hpp"
@@ -15,15 +14,12 @@ namespace fwi {
 // NCCL keeps one last warning for the whole process: ncclGetLastError ignores its communicator and nothing
 // clears the text. So a warning can be old, left by a call that then succeeded. The suite calls
 // nccl_warnings_so_far_succeeded after every NCCL wait that ended well (wait_for_nccl), and a failure's text
-// names NCCL's last warning only when it is a newer one.
+// names NCCL's last warning only when it is a newer one. The baseline is each thread's own: in 04 every GPU
+// has a thread, and one GPU's success must not hide the warning of another's failure.
 namespace detail {
-struct NcclWarningSeen {
-    std::mutex mutex;
-    std::string text;  // the last warning at the latest success
-};
-inline NcclWarningSeen& nccl_warning_seen() {
-    static NcclWarningSeen seen;
-    return seen;
+inline std::string& nccl_warning_at_last_success() {
+    thread_local std::string text;
+    return text;
 }
 inline std::string nccl_last_warning() {
     const char* last = ncclGetLastError(nullptr);
@@ -31,20 +27,14 @@ inline std::string nccl_last_warning() {
 }
 }  // namespace detail
 
-inline void nccl_warnings_so_far_succeeded() {
-    detail::NcclWarningSeen& seen = detail::nccl_warning_seen();
-    const std::lock_guard<std::mutex> lock(seen.mutex);
-    seen.text = detail::nccl_last_warning();
-}
+inline void nccl_warnings_so_far_succeeded() { detail::nccl_warning_at_last_success() = detail::nccl_last_warning(); }
 
-// NCCL's error string for `status`, and after it NCCL's last warning where one came since the latest success:
-// the strings are generic ("invalid usage"), the warning says what went wrong ("Bootstrap : no socket
-// interface found").
+// NCCL's error string for `status`, and after it NCCL's last warning where one came since this thread's
+// latest success: the strings are generic ("invalid usage"), the warning says what went wrong ("Bootstrap :
+// no socket interface found").
 inline std::string nccl_error_text(ncclResult_t status) {
     const std::string last = detail::nccl_last_warning();
-    detail::NcclWarningSeen& seen = detail::nccl_warning_seen();
-    const std::lock_guard<std::mutex> lock(seen.mutex);
-    const bool newer = !last.empty() && last != seen.text;
+    const bool newer = !last.empty() && last != detail::nccl_warning_at_last_success();
     return std::string(ncclGetErrorString(status)) + (newer ? " (NCCL's last warning: " + last + ")" : "");
 }
 
