@@ -60,7 +60,7 @@ inline std::string cuda_error_hint(cudaError_t status, const std::string& gpu = 
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
     const std::string hint =
         cuda_error_hint(status, status == cudaErrorNoKernelImageForDevice ? current_gpu_compute_capability() : "");
-    const std::string message = std::string("CUDA call `") + call + "` failed at " + file + ":" + std::to_string(line) +
+    const std::string message = std::string("CUDA call `") + call + "` failed at " + source_line_text(file, line) +
                                 ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")" +
                                 (hint.empty() ? "" : ": " + hint);
     if (status == cudaErrorMemoryAllocation) {

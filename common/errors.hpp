@@ -19,6 +19,13 @@ enum ExitCode : int {
     kExitSkipped = 77,  // a test that cannot run here (too few GPUs): CTest's SKIP_RETURN_CODE
 };
 
+// Where a failed call is, for the *_CHECK macros' messages: the source file's name and the line
+// ("nccl_comm.cpp:284"), not the whole path it had on the machine that built it.
+inline std::string source_line_text(const char* file, int line) {
+    const std::string path = file;
+    return path.substr(path.find_last_of('/') + 1) + ":" + std::to_string(line);
+}
+
 // Bad command-line input: the message names the flag and the allowed range.
 struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;

@@ -14,8 +14,8 @@ namespace fwi {
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     MPI_Error_string(status, text, &length);
-    throw EnvironmentError(std::string("MPI call `") + call + "` failed at " + file + ":" + std::to_string(line) +
-                           ": " + std::string(text, length));
+    throw EnvironmentError(std::string("MPI call `") + call + "` failed at " + source_line_text(file, line) + ": " +
+                           std::string(text, length));
 }
 
 }  // namespace fwi

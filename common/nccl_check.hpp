@@ -40,11 +40,11 @@ inline std::string nccl_error_text(ncclResult_t status) {
 
 }  // namespace fwi
 
-#define NCCL_CHECK(call)                                                                                         \
-    do {                                                                                                         \
-        const ncclResult_t nccl_check_status_ = (call);                                                          \
-        if (nccl_check_status_ != ncclSuccess && nccl_check_status_ != ncclInProgress)                           \
-            throw ::fwi::EnvironmentError(std::string("NCCL call `") + #call + "` failed at " + __FILE__ + ":" + \
-                                          std::to_string(__LINE__) + ": " +                                      \
-                                          ::fwi::nccl_error_text(nccl_check_status_));                           \
+#define NCCL_CHECK(call)                                                                        \
+    do {                                                                                        \
+        const ncclResult_t nccl_check_status_ = (call);                                         \
+        if (nccl_check_status_ != ncclSuccess && nccl_check_status_ != ncclInProgress)          \
+            throw ::fwi::EnvironmentError(std::string("NCCL call `") + #call + "` failed at " + \
+                                          ::fwi::source_line_text(__FILE__, __LINE__) + ": " +  \
+                                          ::fwi::nccl_error_text(nccl_check_status_));          \
     } while (0)

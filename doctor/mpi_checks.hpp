@@ -46,7 +46,7 @@ void set_nccl_settings(RankRecord& record, std::vector<std::string> settings);
 struct RankOutcome {
     long long wrong = -1;  // wrong result elements; -1 when the allreduce did not complete
     double seconds = 0.0;  // median time of one allreduce (host clock)
-    char error[320] = {};  // why it did not complete
+    char error[640] = {};  // why it did not complete (NCCL's error and its last warning)
     // NCCL's connections from this rank's log, "from to transport" a line ("0 1 NET/IB/0/GDRDMA"), whole lines
     // while they fit (set_connections); log_captured 0 where the user's NCCL_DEBUG kept doctor from reading it.
     char connections[1536] = {};
