@@ -67,8 +67,16 @@ std::string format_finding(const Finding& finding) {
 
 std::vector<std::string> format_matrix(int n, const std::string& corner, int width,
                                        const std::function<std::string(int, int)>& cell, const std::string& label) {
-    const auto padded = [width](const std::string& text) {
-        return std::string(text.size() < size_t(width) ? width - text.size() : 1, ' ') + text;
+    std::vector<std::string> cells;
+    size_t widest = std::max(corner.size(), (label + std::to_string(n - 1)).size());
+    for (int row = 0; row < n; ++row)
+        for (int column = 0; column < n; ++column) {
+            cells.push_back(cell(row, column));
+            widest = std::max(widest, cells.back().size());
+        }
+    const size_t column_width = std::max(size_t(width), widest + 1);  // at least one space between columns
+    const auto padded = [column_width](const std::string& text) {
+        return std::string(column_width - text.size(), ' ') + text;
     };
     std::vector<std::string> lines;
     std::string header = padded(corner);
@@ -76,7 +84,7 @@ std::vector<std::string> format_matrix(int n, const std::string& corner, int wid
     lines.push_back(header);
     for (int row = 0; row < n; ++row) {
         std::string line = padded(label + std::to_string(row));
-        for (int column = 0; column < n; ++column) line += padded(cell(row, column));
+        for (int column = 0; column < n; ++column) line += padded(cells[size_t(row) * n + column]);
         lines.push_back(line);
     }
     return lines;

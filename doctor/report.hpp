@@ -42,7 +42,8 @@ Finding skipped(const std::string& id, const std::string& reason);
 std::string format_finding(const Finding& finding);
 
 // A square table with one row and one column per GPU, like `nvidia-smi topo -m`: `corner` heads the row
-// labels, cell(row, column) fills the body, every column `width` characters wide. The rows and columns are
+// labels, cell(row, column) fills the body, every column `width` characters wide or, where a text is
+// longer, one more than the longest. The rows and columns are
 // named `label` and their number: GPU0, GPU1, ... (rank0, ... for MPI ranks).
 std::vector<std::string> format_matrix(int n, const std::string& corner, int width,
                                        const std::function<std::string(int, int)>& cell,
