@@ -153,23 +153,38 @@ apt_candidate_version() {
     [ -n "$version" ] && printf '%s\n' "$version"
 }
 
-# nccl_packages_for_cuda: "libnccl-dev=V libnccl2=V" for the newest NCCL that apt offers built for the
-# installed CUDA's major version (NVIDIA's repository builds each NCCL for several: "2.28.3-1+cuda13.0",
-# "2.28.3-1+cuda12.9"), as its candidate is the build for the newest CUDA, which a driver for an older one
-# may not run; fails where no version names that CUDA (Ubuntu's multiverse: then apt's candidate).
+# nccl_packages_for_cuda: the NCCL packages to install where nccl.h is missing. Where libnccl2 is installed
+# (NVIDIA's CUDA images hold it at their version) and apt offers libnccl-dev of that version: "libnccl-dev=V",
+# so that apt neither changes nor trips over the installed library. Else "libnccl-dev=V libnccl2=V" for the
+# newest NCCL that apt offers built for the installed CUDA's major version (NVIDIA's repository builds each
+# NCCL for several: "2.28.3-1+cuda13.0", "2.28.3-1+cuda12.9"), as its candidate is the build for the newest
+# CUDA, which a driver for an older one may not run. Fails where no version fits (Ubuntu's multiverse: then
+# apt's candidate).
 nccl_packages_for_cuda() {
-    local major name version rest
+    local major name version rest installed offered
+    # Lines " libnccl-dev | 2.28.3-1+cuda13.0 | https://... Packages", newest first.
+    offered="$(apt-cache madison libnccl-dev 2>/dev/null || true)"
+    installed="$(dpkg-query -W -f='${Status}|${Version}' libnccl2 2>/dev/null || true)"
+    if [[ $installed == *" ok installed|"* ]]; then
+        installed="${installed##*|}"
+        while IFS='|' read -r name version rest; do
+            version="${version//[[:space:]]/}"
+            if [ "$version" = "$installed" ]; then
+                echo "libnccl-dev=$version"
+                return 0
+            fi
+        done <<<"$offered"
+    fi
     major="$(nvcc_version)"
     major="${major%%.*}"
     [ -n "$major" ] || return 1
-    # Lines " libnccl-dev | 2.28.3-1+cuda13.0 | https://... Packages", newest first.
     while IFS='|' read -r name version rest; do
         version="${version//[[:space:]]/}"
         if [[ $version == *"+cuda${major}."* ]]; then
             echo "libnccl-dev=$version libnccl2=$version"
             return 0
         fi
-    done < <(apt-cache madison libnccl-dev 2>/dev/null || true)
+    done <<<"$offered"
     return 1
 }
 
