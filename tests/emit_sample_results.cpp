@@ -40,37 +40,39 @@ int main(int argc, char** argv) {
         return kExitBadInput;
     }
     const std::string dir = argv[1];
-    const Problem p = problem_preset("small");
-    ReferenceRun reference;
-    reference.time_per_gradient = 0.0250;
-    reference.misfits = {10.0, 9.0, 8.5};
-    reference.first_gradient.assign(p.model_cells(), 1.0f);
-    reference.final_model.assign(p.model_cells(), 2000.0f);
+    return run_program("emit_sample_results", [&] {
+        const Problem p = problem_preset("small");
+        ReferenceRun reference;
+        reference.time_per_gradient = 0.0250;
+        reference.misfits = {10.0, 9.0, 8.5};
+        reference.first_gradient.assign(p.model_cells(), 1.0f);
+        reference.final_model.assign(p.model_cells(), 2000.0f);
 
-    int failures = 0;
-    report(p, made_up_run(p, 2), &reference, dir + "/with_reference.json");
-    report(p, made_up_run(p, 1), nullptr, dir + "/without_reference.json");
-    RunSummary wrong = made_up_run(p, 2);
-    wrong.first_gradient.assign(p.model_cells(), 0.5f);  // as if one GPU's shots were lost
-    try {
-        report(p, wrong, &reference, dir + "/failed.json");
-        std::fprintf(stderr, "a gradient half the reference's was reported as verified\n");
-        ++failures;
-    } catch (const VerificationError& error) {
-        std::printf("failed as it should: %s\n", error.what());
-    }
-    // Nothing to verify is not a pass: a misfit of zero (the starting model already fits the data) and a
-    // misfit that is not a number both fail.
-    for (const double misfit : {0.0, std::nan("")}) {
-        RunSummary degenerate = made_up_run(p, 1);
-        degenerate.misfits = {misfit, misfit};
+        int failures = 0;
+        report(p, made_up_run(p, 2), &reference, dir + "/with_reference.json");
+        report(p, made_up_run(p, 1), nullptr, dir + "/without_reference.json");
+        RunSummary wrong = made_up_run(p, 2);
+        wrong.first_gradient.assign(p.model_cells(), 0.5f);  // as if one GPU's shots were lost
         try {
-            report(p, degenerate, nullptr, dir + "/degenerate.json");
-            std::fprintf(stderr, "a run whose misfit is %g was reported as verified\n", misfit);
+            report(p, wrong, &reference, dir + "/failed.json");
+            std::fprintf(stderr, "a gradient half the reference's was reported as verified\n");
             ++failures;
         } catch (const VerificationError& error) {
             std::printf("failed as it should: %s\n", error.what());
         }
-    }
-    return failures ? kExitVerificationFailed : kExitOk;
+        // Nothing to verify is not a pass: a misfit of zero (the starting model already fits the data) and a
+        // misfit that is not a number both fail.
+        for (const double misfit : {0.0, std::nan("")}) {
+            RunSummary degenerate = made_up_run(p, 1);
+            degenerate.misfits = {misfit, misfit};
+            try {
+                report(p, degenerate, nullptr, dir + "/degenerate.json");
+                std::fprintf(stderr, "a run whose misfit is %g was reported as verified\n", misfit);
+                ++failures;
+            } catch (const VerificationError& error) {
+                std::printf("failed as it should: %s\n", error.what());
+            }
+        }
+        return failures ? kExitVerificationFailed : kExitOk;
+    });
 }

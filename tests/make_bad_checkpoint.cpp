@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
         else
             throw UsageError("KIND: '" + kind + "' is not one of nan|negative|unstable|above-v-max|1000-iterations");
 
-        std::filesystem::create_directories(dir);
+        std::error_code error;
+        std::filesystem::create_directories(dir, error);
+        if (error) throw UsageError("DIR: cannot create '" + dir + "': " + error.message());
         const FwiState state{iterations_done, model, std::vector<double>(iterations_done, 1.0),
                              std::vector<double>(iterations_done, 0.1)};
         write_checkpoint(dir, Checkpoint{state, problem_fingerprint(problem), 1});
