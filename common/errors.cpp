@@ -177,6 +177,8 @@ std::string format_number(double value) {
     return text;
 }
 
+std::string format_seconds(double seconds) { return format_number(std::round(seconds * 10.0) / 10.0); }
+
 std::string format_at_most(double value) {
     std::string text = format_number(value);
     // %g rounds to the nearest six-digit number, at most half a unit of its last digit (5e-6 of the value)

@@ -108,6 +108,8 @@ std::string format_number(double value);
 // The same for a limit a message suggests ("--dt at most X"): the six-digit text nearest below `value`
 // where format_number would round up, so that the value suggested is never refused itself.
 std::string format_at_most(double value);
+// A time limit in seconds, to a tenth ("10", "1.5"): what --timeout was given, not rounded to whole seconds.
+std::string format_seconds(double seconds);
 double gib(size_t bytes);
 
 // Text from outside (a value from the command line, a path) as a message shows it: control characters

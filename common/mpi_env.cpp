@@ -114,8 +114,7 @@ struct Watcher : WaitTimeout::State {
             if (armed && deadline == until && Clock::now() >= until) {
                 end_process_now(kExitEnvironment,  // the other ranks are ended by mpirun
                                 std::string(running_program_name()) + ": environment: no progress for " +
-                                    format_number(std::round(timeout_s)) + " s waiting for " + what + " (" +
-                                    likely_cause + ")\n");
+                                    format_seconds(timeout_s) + " s waiting for " + what + " (" + likely_cause + ")\n");
             }
         }
     }

@@ -203,7 +203,7 @@ void nccl_abort(ncclComm_t comm, double limit_s, const std::string& why) {
     const std::string name = running_program_name();
     end_process_if_late(limit_s,
                         (why.empty() ? "" : name + ": environment: " + why + "\n") + name +
-                            ": environment: ncclCommAbort did not return within " + format_number(std::round(limit_s)) +
+                            ": environment: ncclCommAbort did not return within " + format_seconds(limit_s) +
                             " s (a known problem of some NCCL versions); ending the process\n",
                         [&] {
                             ncclCommAbort(comm);
@@ -329,8 +329,7 @@ void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
     const std::string ranks = describe_ranks(ranks_of(comms, nranks), nranks);
     const auto too_late = [&](const std::string& what) {
         const std::string name = running_program_name();
-        return name + ": environment: " + what + " on " + ranks + " not done within " +
-               format_number(std::round(limit_s)) +
+        return name + ": environment: " + what + " on " + ranks + " not done within " + format_seconds(limit_s) +
                " s (another rank failed, hung or is much slower, or NCCL's network proxy is stuck); ending the "
                "process\n";
     };

@@ -151,8 +151,8 @@ private:
         report_.set_fact("host", host_name());
         report_.set_fact("fault_injection", injection_.text);
         if (options_.mpi && world_rank() != 0) return;
-        std::printf("doctor on %s: %d checks, each limited to %.0f s (--timeout)\n", host_name().c_str(),
-                    int(all_checks().size()), options_.timeout_s);
+        std::printf("doctor on %s: %d checks, each limited to %s s (--timeout)\n", host_name().c_str(),
+                    int(all_checks().size()), format_seconds(options_.timeout_s).c_str());
         if (!injection_.text.empty())
             std::printf("FAULT INJECTION ACTIVE (FWI_DOCTOR_INJECT=%s): failures below are staged for tests\n",
                         injection_.text.c_str());

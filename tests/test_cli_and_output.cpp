@@ -196,6 +196,10 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
     CHECK(format_number(1e-6) == "1e-06");
     CHECK(format_number(-5000.0) == "-5000");
     CHECK(format_number(0.2) == "0.2");
+    // A time limit keeps its tenths: --timeout 1.5 is "1.5 s", not "2 s".
+    CHECK(format_seconds(1.5) == "1.5");
+    CHECK(format_seconds(10.0) == "10");
+    CHECK(format_seconds(27.3333) == "27.3");
     // A limit a message suggests never reads back above the limit (%g would round 21.428571 up).
     CHECK(format_at_most(21.428571) == "21.4285");
     CHECK(format_at_most(3000.0) == "3000");
