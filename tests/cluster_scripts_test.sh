@@ -190,6 +190,10 @@ expect_refusal "an SLURM_NTASKS past the allocation's tasks" 2 "9 ranks do not f
 expect_refusal "a launcher that is not there" 3 "cannot start the launcher '$tmp/no-mpirun'" \
     "${allocation[@]}" FWI_LAUNCHER=mpirun FWI_MPIRUN="$tmp/no-mpirun" FWI_BIN_DIR="$build" \
     -- bash "$cluster/05_nccl_mpi.sbatch"
+if ! command -v srun >/dev/null 2>&1; then  # no Slurm here: the allocation's srun is missing, mpirun is the way out
+    expect_refusal "no srun: launch with mpirun" 3 "or launch with Open MPI's mpirun instead: FWI_LAUNCHER=mpirun" \
+        "${allocation[@]}" FWI_BIN_DIR="$build" -- bash "$cluster/05_nccl_mpi.sbatch"
+fi
 expect_refusal "hostfile: a launcher that is not there" 3 "cannot start the launcher '$tmp/no-mpirun'" \
     FWI_MPIRUN="$tmp/no-mpirun" FWI_BIN_DIR="$build" \
     -- bash "$cluster/hostfile-run.sh" --hostfile "$tmp/hosts" --gpus-per-node 4 05_nccl_mpi

@@ -133,9 +133,11 @@ fwi_launch() {
         exit 0
     fi
     # exec would end the script with the shell's own "not found" (exit 127): say what to fix instead.
+    local other="name Open MPI's mpirun with FWI_MPIRUN"
+    [ "$(basename -- "$1")" = srun ] && other="launch with Open MPI's mpirun instead: FWI_LAUNCHER=mpirun"
     command -v -- "$1" >/dev/null 2>&1 ||
         fwi_die 3 "cannot start the launcher '$1': no such program (not on PATH, or not executable); load the" \
-            "MPI or Slurm that provides it (module load ...), or name Open MPI's mpirun with FWI_MPIRUN"
+            "MPI or Slurm that provides it (module load ...), or $other"
     echo "${FWI_RECIPE:-scripts/cluster}: $line" >&2
     exec "$@"
 }
