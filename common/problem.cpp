@@ -131,10 +131,12 @@ std::vector<std::string> add_problem_flags(ArgParser& parser, Problem& p) {
 
 namespace {
 
+// A value on the grid but below `lo` is below what another flag allows (--src-x-last left of --src-x-first).
 void require_in(const char* flag, int value, int lo, int hi, const std::string& why) {
-    if (value < lo || value > hi)
-        throw UsageError(std::string(flag) + ": " + std::to_string(value) + " is outside the grid; allowed " +
-                         std::to_string(lo) + ".." + std::to_string(hi) + " (" + why + ")");
+    if (value >= lo && value <= hi) return;
+    const std::string problem = value >= 0 && value <= hi ? "is below " + std::to_string(lo) : "is outside the grid";
+    throw UsageError(std::string(flag) + ": " + std::to_string(value) + " " + problem + "; allowed " +
+                     std::to_string(lo) + ".." + std::to_string(hi) + " (" + why + ")");
 }
 
 // The flags the true model is built from, with their values.

@@ -76,6 +76,8 @@ TEST_CASE("bad input is rejected with a message naming the flag and the allowed 
         {{"--model", "marmousi"}, "--model: 'marmousi' is not one of"},
         {{"--rec-depth", "384"}, "--rec-depth: 384 is outside the grid; allowed 0..383"},
         {{"--src-x-last", "600"}, "--src-x-last: 600 is outside the grid"},
+        {{"--src-x-first", "100", "--src-x-last", "50"},
+         "--src-x-last: 50 is below 100; allowed 100..511 (from --src-x-first"},
         {{"--nrec", "600"}, "--nrec: 600 receivers do not fit"},
         {{"--v-min", "3000"}, "--v-min: 3000 must be below --v-max (3000)"},
         {{"--delay", "5"}, "--delay: the wavelet peak must fall inside the recording; allowed 0..1.5992 s"},
