@@ -22,7 +22,7 @@ import sys
 # plotting.py: in the source tree in scripts/, in an install (cmake --install) beside this file.
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "scripts")]
-from plotting import MISSING_HINT, import_matplotlib, replace_atomically  # noqa: E402
+from plotting import MISSING_HINT, import_matplotlib, print_help, replace_atomically  # noqa: E402
 
 
 class BadRunFile(Exception):
@@ -151,8 +151,7 @@ def save(fig, plt, directory, name, written):
 
 def main(argv):
     if argv[1:] in (["-h"], ["--help"]):
-        print(__doc__)
-        return 0
+        return print_help("plot_fwi.py", __doc__)
     if len(argv) == 2 and not os.path.isdir(argv[1]):
         print("plot_fwi.py: no such folder: %s" % argv[1], file=sys.stderr)
     if len(argv) != 2 or not os.path.isdir(argv[1]):

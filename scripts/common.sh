@@ -6,8 +6,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export NCCL_NVLS_ENABLE=0
 
 # print_help SCRIPT: the comment block at the top of SCRIPT (after its #! line) without the leading "# ",
-# which is what each script prints for --help: the help and the header cannot drift apart.
-print_help() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1"; }
+# which is what each script prints for --help: the help and the header cannot drift apart. Where it cannot
+# be written (closed, a full disk) it ends the script with exit 3 and a message; a reader that stopped early
+# (SIGPIPE) took what it wanted.
+print_help() {
+    local written=0
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1" 2>/dev/null || written=$?
+    [ "$written" -eq 0 ] || [ "$written" -eq 141 ] && return 0
+    echo "$(basename "$1" .sh): environment: --help: cannot write the help text to standard output" >&2
+    exit 3
+}
 
 # first_time FLAG: false when this script was already given FLAG (it keeps the flags seen in FLAGS_SEEN).
 # The scripts refuse a flag given twice, as the programs do: which of the two values was meant is a guess.

@@ -29,7 +29,6 @@ speedup / GPUs. The programs' own speedup against the single-GPU reference they 
 they did: reference.speedup) is kept in the CSV and JSON as speedup_in_run.
 """
 import csv
-import errno
 import io
 import json
 import math
@@ -39,7 +38,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
-from plotting import MISSING_HINT, import_matplotlib, replace_atomically  # noqa: E402
+from plotting import MISSING_HINT, import_matplotlib, print_help, replace_atomically, say  # noqa: E402
 from result_schema import validate, validate_env  # noqa: E402
 import scaling_model  # noqa: E402
 
@@ -481,21 +480,6 @@ def draw_chart(plt, path, rows, title, machine):
     return True
 
 
-def say(text, lost):
-    """print(text) on standard output; when it cannot be written (closed, a full disk, a reader that has gone),
-    the error goes into the list `lost` instead of ending the script, so that the comparison's files are still
-    written, and standard output is pointed at /dev/null so that Python's own flush at exit fails no more."""
-    try:
-        if sys.stdout is None:  # started with standard output closed
-            raise OSError(errno.EBADF, "standard output is closed")
-        print(text)
-        sys.stdout.flush()
-    except OSError as error:
-        lost.append(error)
-        if sys.stdout is not None:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
 def in_stored_results(directory):
     """Whether DIR is in docs/results, where only a new recording's own folder may be written: the one
     scripts/record-results.sh names in FWI_RECORDING_INTO (compare.sh refuses the same --out)."""
@@ -509,11 +493,7 @@ def in_stored_results(directory):
 def main(argv):
     lost = []  # errors writing standard output
     if argv[1:] in (["-h"], ["--help"]):
-        say(__doc__, lost)
-        if lost and not isinstance(lost[0], BrokenPipeError):  # a reader that stopped early took what it wanted
-            print("compare: environment: --help: cannot write the help text to standard output", file=sys.stderr)
-            return 3
-        return 0
+        return print_help("compare", __doc__)
     usage = "usage: python3 scripts/compare.py DIR   (DIR: scripts/compare.sh's output, with runs/manifest.tsv)"
     if len(argv) != 2:
         print(usage, file=sys.stderr)

@@ -56,6 +56,7 @@ ROOT = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
 import compare  # noqa: E402  (the table's format and the model's predictions: one place)
 import scaling_model  # noqa: E402
+from plotting import print_help  # noqa: E402
 from result_schema import validate, validate_env  # noqa: E402
 
 BLOCK = re.compile(r"(<!-- figure: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- end figure -->)", re.S)
@@ -510,8 +511,7 @@ def process(path, check):
 def main(argv):
     args = argv[1:]
     if "-h" in args or "--help" in args:
-        print(__doc__)
-        return 0
+        return print_help("docs_figures", __doc__)
     check = "--check" in args
     # Everything is checked before any file is rewritten: a mistyped flag is not a file to process.
     for arg in args:

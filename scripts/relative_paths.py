@@ -15,7 +15,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plotting import replace_atomically  # noqa: E402
+from plotting import print_help, replace_atomically  # noqa: E402
 
 
 def relative_paths(text, folders):
@@ -29,8 +29,7 @@ def relative_paths(text, folders):
 
 def main(argv):
     if argv in (["-h"], ["--help"]):
-        print(__doc__)
-        return 0
+        return print_help("relative_paths", __doc__)
     if len(argv) < 3:
         print("relative_paths: " + next(line for line in __doc__.splitlines() if line.startswith("usage:")),
               file=sys.stderr)

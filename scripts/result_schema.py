@@ -306,8 +306,8 @@ def read_results(path, single_object):
 def main(argv):
     args = argv[1:]
     if args in (["-h"], ["--help"]):
-        print(__doc__)
-        return 0
+        from plotting import print_help  # run as a script: scripts/ is on the path
+        return print_help("result_schema", __doc__)
     env_only = "--env" in args
     kind = None
     if "--kind" in args:

@@ -4,6 +4,7 @@
 # chart). Flags are passed on (e.g. --problem large). Without a GPU it says so in one line and exits 3,
 # before it builds.
 case "${1:-}" in
-    -h|--help) echo "scripts/run-main.sh: the main job, scripts/compare.sh; it takes compare.sh's flags:"; echo ;;
+    # Where this line cannot be written, compare.sh's --help says so (exit 3).
+    -h|--help) printf '%s\n\n' "scripts/run-main.sh: the main job, scripts/compare.sh; it takes compare.sh's flags:" 2>/dev/null ;;
 esac
 exec "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/compare.sh" "$@"

@@ -111,4 +111,6 @@ if __name__ == "__main__":  # a module of compare.py: run alone, it says what it
         print("scaling_model: a module of scripts/compare.py; it takes no arguments (--help prints what it models)",
               file=sys.stderr)
         sys.exit(2)
-    print(__doc__)
+    from plotting import print_help  # run as a script: scripts/ is on the path
+
+    sys.exit(print_help("scaling_model", __doc__))

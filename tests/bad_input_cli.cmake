@@ -190,6 +190,18 @@ set(scripts ${PROJECT_SOURCE_DIR}/scripts)
 # A help text that cannot be written is exit 3, not a silent success.
 add_exit_test(cli_help_unwritable CODE 3 TEXT "--help: cannot write the help text to standard output"
               COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" --help >/dev/full" $<TARGET_FILE:01_single_gpu>)
+# The same for the scripts, shell and Python (their help is their header comment or docstring).
+foreach(script gpu-check.sh sanitize.sh run-tests.sh record-results.sh compare.sh cluster/hostfile-run.sh)
+  string(REGEX REPLACE "[/.-]" "_" name ${script})
+  add_exit_test(cli_help_unwritable_${name} CODE 3 TEXT "--help: cannot write the help text to standard output"
+                TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" \"$1\" --help >/dev/full" ${BASH_EXECUTABLE}
+                ${scripts}/${script})
+endforeach()
+foreach(script compare.py result_schema.py docs_figures.py scaling_model.py relative_paths.py plotting.py)
+  string(REGEX REPLACE "[/.-]" "_" name ${script})
+  add_exit_test(cli_help_unwritable_${name} CODE 3 TEXT "--help: cannot write the help text to standard output"
+                TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} -c "exec python3 \"$0\" --help >/dev/full" ${scripts}/${script})
+endforeach()
 # So is a run's output that cannot be written (run_program): here visible_gpus's count.
 add_exit_test(cli_output_unwritable CODE 3 TEXT "standard output could not be written"
               COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" >/dev/full" $<TARGET_FILE:visible_gpus>)

@@ -19,6 +19,13 @@ fwi_die() {
     exit "$code"
 }
 
+# fwi_help_exit STATUS: ends --help by the exit status of what wrote it: 0, also for a reader that stopped
+# early (141, SIGPIPE: it took what it wanted); 3 where the text could not be written (closed, a full disk).
+fwi_help_exit() {
+    [ "$1" -eq 0 ] || [ "$1" -eq 141 ] && exit 0
+    fwi_die 3 "--help: cannot write the help text to standard output"
+}
+
 # fwi_dry_run: whether FWI_DRY_RUN (or --dry-run) asks for a dry run: 1 yes, unset, empty or 0 no; any other
 # value is refused (a "true" or "yes" read as "no" would launch the job for real).
 fwi_dry_run() {
@@ -168,9 +175,10 @@ fwi_slurm_run() {
         ranks=""
     elif [ "${FWI_ARGS[0]:-}" = --help ] || [ "${FWI_ARGS[0]:-}" = -h ]; then
         # Outside a job, --help is the recipe's (inside one it goes to the program): its header comment.
+        local written=0
         awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#SBATCH/ { sub(/^# ?/, ""); if (shown || $0 != "") { shown = 1; print } }' \
-            "$script"
-        exit 0
+            "$script" 2>/dev/null || written=$?
+        fwi_help_exit "$written"
     else
         fwi_die 2 "not inside a Slurm job (no SLURM_JOB_ID): submit it, sbatch $script [ARGS...]; print its" \
             "launch line with --dry-run; without Slurm, use scripts/cluster/hostfile-run.sh"

@@ -30,7 +30,11 @@ FWI_RECIPE="hostfile-run.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 
-usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() {
+    local written=0
+    sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" 2>/dev/null || written=$?
+    fwi_help_exit "$written"
+}
 
 hostfile="" gpus_per_node="" ranks="" given=""
 fwi_recipe_options "$@"
@@ -52,7 +56,7 @@ while [ $# -gt 0 ]; do
             shift 2
             ;;
         --dry-run | --bin-dir | --bin-dir=*) fwi_recipe_options "$@"; set -- "${FWI_ARGS[@]}" ;;
-        -h | --help) usage; exit 0 ;;
+        -h | --help) usage ;;
         -*) fwi_die 2 "unknown option '$1' (before PROGRAM: --hostfile, --gpus-per-node, --np, --dry-run, --bin-dir)" ;;
         *) break ;;
     esac
