@@ -7,7 +7,7 @@
 # AddressSanitizer cannot reserve its shadow memory. The GPU kernels are not instrumented here;
 # compute-sanitizer checks them (scripts/gpu-check.sh sanitizers). About 10 minutes on 2 cores.
 #
-# usage: scripts/sanitize.sh [-j N]   N: tests at a time (default: the number of cores)
+# usage: scripts/sanitize.sh [-j N]   N (or -jN): tests at a time (default: the number of cores)
 # Exit 0 when every test passed without a report, 1 otherwise, 2 for a bad argument, 3 where it cannot
 # build here: a tool missing, or a repository path holding a space, comma or colon (clone it elsewhere).
 set -euo pipefail
@@ -17,6 +17,7 @@ bad_flag() { echo "sanitize: $1 (scripts/sanitize.sh --help)" >&2; exit 2; }
 
 jobs="$(nproc)"
 while [ $# -gt 0 ]; do
+    case "$1" in -j?*) set -- -j "${1#-j}" "${@:2}" ;; esac  # -j4 is -j 4, as for make and ctest
     case "$1" in
         -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
         -j)

@@ -228,6 +228,8 @@ add_exit_test(cli_sanitize_unknown_argument CODE 2 TEXT "sanitize: unknown argum
               COMMAND ${BASH_EXECUTABLE} ${scripts}/sanitize.sh thread)
 add_exit_test(cli_sanitize_bad_parallel CODE 2 TEXT "sanitize: -j: '0' is not a number of tests" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/sanitize.sh -j 0)
+add_exit_test(cli_sanitize_bad_parallel_joined CODE 2 TEXT "sanitize: -j: '0' is not a number of tests" TIMEOUT 20
+              COMMAND ${BASH_EXECUTABLE} ${scripts}/sanitize.sh -j0)
 add_exit_test(cli_run_tests_help CODE 0 TEXT "" TIMEOUT 20 OUTPUT "usage: scripts/run-tests.sh [CTEST OPTIONS...]"
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --help)
 # run-tests.sh checks what it passes to ctest before it builds (--bogus once built everything, then ctest

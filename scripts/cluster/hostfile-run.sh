@@ -3,7 +3,7 @@
 # GPU, without a scheduler:
 #
 #   scripts/cluster/hostfile-run.sh [--dry-run] [--bin-dir DIR] --hostfile HOSTS --gpus-per-node G [--np N]
-#                                   PROGRAM [ARGS...]
+#                                   [--] PROGRAM [ARGS...]
 #
 #   PROGRAM   03_host_staged_mpi, 05_nccl_mpi, 06_fwi_shot_parallel or doctor (give doctor --mpi); ARGS go
 #             to it
@@ -57,6 +57,7 @@ while [ $# -gt 0 ]; do
             ;;
         --dry-run | --bin-dir | --bin-dir=*) fwi_recipe_options "$@"; set -- "${FWI_ARGS[@]}" ;;
         -h | --help) usage ;;
+        --) shift; break ;;  # the end of the options: PROGRAM follows
         -*) fwi_die 2 "unknown option '$1' (before PROGRAM: --hostfile, --gpus-per-node, --np, --dry-run, --bin-dir)" ;;
         *) break ;;
     esac
