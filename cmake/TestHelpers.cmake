@@ -35,9 +35,9 @@ function(gpu_mpi_labels variable gpus)
   endif()
 endfunction()
 
-# add_exit_test(<name> CODE <exit code> TEXT <text> [LABELS <labels>] [TIMEOUT <seconds>]
+# add_exit_test(<name> CODE <exit code> TEXT <text> [NOT_TEXT <text>] [LABELS <labels>] [TIMEOUT <seconds>]
 #               [ENVIRONMENT <VAR=value>...] [OUTPUT <text>...] COMMAND <program> <args>...)
-# Passes when the command exits with CODE, its stderr contains TEXT and its stdout each OUTPUT text
+# Passes when the command exits with CODE, its stderr contains TEXT (and not NOT_TEXT) and its stdout each OUTPUT text
 # (tests/expect_exit.cmake): the bad-input and bad-launch tests of every program, and what --help prints.
 # LABELS default to cpu, TIMEOUT to 120 s.
 # An empty TEXT ("" where any message will do) sets WHOLE_TEXT to "" rather than unsetting it: the same to
@@ -47,7 +47,7 @@ if(POLICY CMP0174)
   cmake_policy(SET CMP0174 NEW)
 endif()
 function(add_exit_test name)
-  cmake_parse_arguments(ARG "" "CODE;TEXT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND;OUTPUT" ${ARGN})
+  cmake_parse_arguments(ARG "" "CODE;TEXT;NOT_TEXT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND;OUTPUT" ${ARGN})
   # TEXT once more, whole: ${ARGN} splits a text at its semicolons ("out of range; allowed 1..2"), and
   # the parse above kept only the part before the first.
   cmake_parse_arguments(PARSE_ARGV 1 WHOLE "" "TEXT" "")
@@ -59,7 +59,8 @@ function(add_exit_test name)
   endif()
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${ARG_COMMAND}" -DEXPECTED_CODE=${ARG_CODE}
-                   "-DEXPECTED_TEXT=${WHOLE_TEXT}" "-DEXPECTED_OUTPUT=${ARG_OUTPUT}"
+                   "-DEXPECTED_TEXT=${WHOLE_TEXT}" "-DUNEXPECTED_TEXT=${ARG_NOT_TEXT}"
+                   "-DEXPECTED_OUTPUT=${ARG_OUTPUT}"
                    -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
   if(ARG_ENVIRONMENT)

@@ -28,6 +28,8 @@ std::pair<int, std::string> describe_error(const char* program_name, std::except
     const std::string name = program_name;
     try {
         std::rethrow_exception(error);
+    } catch (const BadSettingError& e) {
+        return {kExitBadInput, name + ": error: " + e.what() + "\n"};
     } catch (const UsageError& e) {
         return {kExitBadInput, name + ": error: " + e.what() + "\n(run with --help for all flags and their ranges)\n"};
     } catch (const EnvironmentError& e) {

@@ -31,6 +31,12 @@ struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Bad input that is not a command-line flag (an environment variable, how the program was launched): exit 2
+// as for a flag, without the hint to --help, which lists no such thing.
+struct BadSettingError : UsageError {
+    using UsageError::UsageError;
+};
+
 // The machine cannot run this: no GPU, not enough memory, a library failure. The message gives a hint.
 struct EnvironmentError : std::runtime_error {
     using std::runtime_error::runtime_error;

@@ -115,10 +115,11 @@ std::string mpi_launcher_ranks(const LaunchEnvironment& environment) {
 
 void refuse_launch_as_several_ranks(const std::string& instead) {
     if (const std::string launched = mpi_launcher_ranks(launch_environment()); !launched.empty())
-        throw UsageError("started as one of several MPI ranks (" + launched +
-                         "): each would run the whole program on the same GPUs; " + instead +
-                         " (to run independent copies on purpose, each with GPUs of its own, unset the variable in "
-                         "each)");
+        throw BadSettingError(
+            "started as one of several MPI ranks (" + launched +
+            "): each would run the whole program on the same GPUs; " + instead +
+            " (to run independent copies on purpose, each with GPUs of its own, unset the variable in "
+            "each)");
 }
 
 namespace {

@@ -47,7 +47,11 @@ Injection parse_injection(const std::string& text) {
 
 Injection injection_from_environment() {
     const char* text = std::getenv("FWI_DOCTOR_INJECT");
-    return parse_injection(text ? text : "");
+    try {
+        return parse_injection(text ? text : "");
+    } catch (const UsageError& error) {  // a variable's value, not a flag's
+        throw BadSettingError(error.what());
+    }
 }
 
 Variables relevant_variables(const std::vector<std::string>& entries) {

@@ -1,5 +1,6 @@
 # Runs COMMAND (a ;-list) and checks its exit code is EXPECTED_CODE, its stderr contains EXPECTED_TEXT and
-# its stdout each text of the ;-list EXPECTED_OUTPUT (none when it is not given).
+# not UNEXPECTED_TEXT (when given), and its stdout each text of the ;-list EXPECTED_OUTPUT (none when it is
+# not given).
 # Usage: cmake -DCOMMAND="prog;--flag;value" -DEXPECTED_CODE=2 -DEXPECTED_TEXT="--flag" -P expect_exit.cmake
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 if(NOT code STREQUAL "${EXPECTED_CODE}")
@@ -8,6 +9,12 @@ endif()
 string(FIND "${err}" "${EXPECTED_TEXT}" position)
 if(position EQUAL -1)
   message(FATAL_ERROR "stderr does not mention '${EXPECTED_TEXT}':\n${err}")
+endif()
+if(NOT "${UNEXPECTED_TEXT}" STREQUAL "")
+  string(FIND "${err}" "${UNEXPECTED_TEXT}" position)
+  if(NOT position EQUAL -1)
+    message(FATAL_ERROR "stderr mentions '${UNEXPECTED_TEXT}', which it should not:\n${err}")
+  endif()
 endif()
 foreach(text IN LISTS EXPECTED_OUTPUT)
   string(FIND "${out}" "${text}" position)
