@@ -30,7 +30,8 @@
 #                  DIR/runs/
 #   (each flag may also be given as --flag=value)
 # Without a GPU (nvidia-smi lists none) it says so in one line and exits 3, before it builds; also exit 3
-# when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime). Exit 1 when
+# when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime, or no GPU
+# where nvidia-smi is not installed to tell before). Exit 1 when
 # any run failed or was not verified.
 # DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2), as is a
 # DIR that cannot be written.
@@ -103,7 +104,13 @@ no_gpu() {
     exit 3
 }
 # Without a GPU there is nothing to compare: said before the build, which would take minutes for nothing.
-quick_query nvidia-smi -L >/dev/null 2>&1 || no_gpu "nvidia-smi -L fails or does not answer"
+# Where nvidia-smi is not installed (a container without NVIDIA's utility capability), CUDA may still see
+# GPUs: CUDA's count after the build decides.
+if command -v nvidia-smi >/dev/null 2>&1; then
+    quick_query nvidia-smi -L >/dev/null 2>&1 || no_gpu "nvidia-smi -L fails or does not answer"
+else
+    echo "compare: nvidia-smi is not installed: whether CUDA sees a GPU is known after the build" >&2
+fi
 
 configure_and_build default || exit $?
 # The table and the scaling model's inputs are read with python3: checked before the runs, not after them.
@@ -143,10 +150,12 @@ echo "scripts/compare.sh has not finished this comparison" >"$runs/unfinished"
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "CUDA_VISIBLE_DEVICES: ${CUDA_VISIBLE_DEVICES-(unset: every GPU)}"
     echo "every GPU of the machine (nvidia-smi, which ignores CUDA_VISIBLE_DEVICES; machine.json has the ones used):"
-    quick_query nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+    have_nvidia_smi=yes
+    command -v nvidia-smi >/dev/null 2>&1 || { have_nvidia_smi=no; echo "(nvidia-smi is not installed)"; }
+    [ "$have_nvidia_smi" = no ] || quick_query nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
     nvcc --version | tail -n 1
     quick_query mpirun --version 2>&1 | head -n 1
-    quick_query nvidia-smi topo -m
+    [ "$have_nvidia_smi" = no ] || quick_query nvidia-smi topo -m
 } >"$out/machine.txt.tmp.$$" 2>&1
 mv -f "$out/machine.txt.tmp.$$" "$out/machine.txt"
 models=""

@@ -93,6 +93,18 @@ run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare/of/tod
 expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
 [ -z "$built" ] || fail "compare_no_gpu: built before saying there is no GPU ($built)"
 [ ! -e "$tmp/compare" ] || fail "compare_no_gpu: left the --out folder (or its parents) it made to check it"
+# No nvidia-smi at all (a container without NVIDIA's utility capability): CUDA may still see GPUs, so the
+# build goes ahead and CUDA's count decides (here none: exit 3 after the build).
+mkdir -p "$tmp/no-smi" && for tool in bash dirname readlink sed grep mkdir rm rmdir cat head tail sort uniq tr \
+    paste date mktemp mv cp ls basename seq timeout id nproc env cut wc awk touch realpath python3 nvcc; do
+    real="$(command -v "$tool")" && ln -sf "$real" "$tmp/no-smi/$tool"
+done
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" FAKE_VISIBLE=0 bash "$scratch/scripts/compare.sh" --out "$tmp/compare-no-smi" 2>&1)"
+code=$?
+built="$(cat "$calls" 2>/dev/null)"; rm -f "$calls"
+expect compare_without_nvidia_smi 3 "nvidia-smi is not installed: whether CUDA sees a GPU is known after the build"
+[[ "$out" == *"no CUDA GPU visible (to CUDA"* ]] && [ -n "$built" ] ||
+    fail "compare_without_nvidia_smi: did not build and then count with CUDA (built: '$built'): $out"
 # A folder of the user's that holds files is refused (exit 2), its files left as they were.
 mkdir "$tmp/user files" && echo "the user's table" >"$tmp/user files/comparison.csv"
 run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --gpus 1 --out "$tmp/user files"
