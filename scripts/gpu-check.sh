@@ -95,12 +95,14 @@ step() {
 }
 
 gpu_listed=yes
+no_listing="nvidia-smi fails or does not answer"
+command -v nvidia-smi >/dev/null 2>&1 || no_listing="nvidia-smi is not installed, so none is listed"
 gpus="$(quick_query nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" || {
     gpu_listed=no
     # build and tests run without a GPU (its tests show as skipped); the other steps measure one.
     for s in "${steps[@]}"; do
         is_one_of "$s" build tests && continue
-        echo "gpu-check: no GPU visible (nvidia-smi fails or does not answer), and step '$s' runs on one; build and tests run without" >&2
+        echo "gpu-check: no GPU visible ($no_listing), and step '$s' runs on one; build and tests run without" >&2
         exit 3
     done
 }
@@ -112,7 +114,7 @@ fi
 if [ "$gpu_listed" = yes ]; then
     gpus="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -)"  # " 4 NVIDIA H100 ..., 570.1, 81559 MiB"
 else
-    gpus="no GPU visible (nvidia-smi fails): every GPU test will show as skipped"
+    gpus="no GPU visible ($no_listing): every GPU test will show as skipped"
 fi
 machine="$gpus, $(nvcc --version 2>/dev/null | tail -n 1)"
 bin="$BUILD_DIR"

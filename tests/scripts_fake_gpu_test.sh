@@ -256,7 +256,10 @@ run FAKE_GPUS=1 OUT="$scratch/docs/results/x" -- bash "$scratch/scripts/gpu-chec
 expect gpu_check_out_in_stored_results 2 "is in the repository but not in out/ or a build folder"
 [ -z "$built" ] || fail "gpu_check_out_in_its_logs: built before refusing OUT ($built)"
 run FAKE_GPUS=0 OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
-expect gpu_check_no_gpu 3 "gpu-check: no GPU visible"
+expect gpu_check_no_gpu 3 "gpu-check: no GPU visible (nvidia-smi fails or does not answer)"
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
+code=$?
+expect gpu_check_without_nvidia_smi 3 "gpu-check: no GPU visible (nvidia-smi is not installed, so none is listed)"
 [ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"
 [ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
 mkdir -p "$scratch/out/gpu-check/compare"
