@@ -64,6 +64,10 @@ if [ -n "$out" ]; then
 fi
 # The GPUs first: without one there is nothing to record, whatever CUDA_VISIBLE_DEVICES says. One line per
 # GPU ("GPU 0: ..."); a GPU in MIG mode adds an indented line per instance, which is no GPU.
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "record-results: nvidia-smi is not installed, and the recording lists the machine's GPUs with it (a container: give it NVIDIA's utility capability, NVIDIA_DRIVER_CAPABILITIES=compute,utility)" >&2
+    exit 3
+fi
 if ! listing="$(quick_query nvidia-smi -L 2>/dev/null)" || ! listing="$(grep '^GPU ' <<<"$listing")"; then
     echo "record-results: no CUDA GPU visible (nvidia-smi -L fails, does not answer or lists none); results are measured on GPUs" >&2
     exit 3

@@ -260,6 +260,9 @@ expect gpu_check_no_gpu 3 "gpu-check: no GPU visible (nvidia-smi fails or does n
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
 code=$?
 expect gpu_check_without_nvidia_smi 3 "gpu-check: no GPU visible (nvidia-smi is not installed, so none is listed)"
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record-no-smi" 2>&1)"
+code=$?
+expect record_results_without_nvidia_smi 3 "record-results: nvidia-smi is not installed"
 [ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"
 [ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
 mkdir -p "$scratch/out/gpu-check/compare"
