@@ -48,9 +48,9 @@ if(POLICY CMP0174)
 endif()
 function(add_exit_test name)
   cmake_parse_arguments(ARG "" "CODE;TEXT;NOT_TEXT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND;OUTPUT" ${ARGN})
-  # TEXT once more, whole: ${ARGN} splits a text at its semicolons ("out of range; allowed 1..2"), and
-  # the parse above kept only the part before the first.
-  cmake_parse_arguments(PARSE_ARGV 1 WHOLE "" "TEXT" "")
+  # TEXT and NOT_TEXT once more, whole: ${ARGN} splits a text at its semicolons ("out of range; allowed
+  # 1..2"), and the parse above kept only the part before the first.
+  cmake_parse_arguments(PARSE_ARGV 1 WHOLE "" "TEXT;NOT_TEXT" "")
   if(NOT ARG_LABELS)
     set(ARG_LABELS cpu)
   endif()
@@ -59,7 +59,7 @@ function(add_exit_test name)
   endif()
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${ARG_COMMAND}" -DEXPECTED_CODE=${ARG_CODE}
-                   "-DEXPECTED_TEXT=${WHOLE_TEXT}" "-DUNEXPECTED_TEXT=${ARG_NOT_TEXT}"
+                   "-DEXPECTED_TEXT=${WHOLE_TEXT}" "-DUNEXPECTED_TEXT=${WHOLE_NOT_TEXT}"
                    "-DEXPECTED_OUTPUT=${ARG_OUTPUT}"
                    -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})

@@ -114,7 +114,7 @@ std::string format_number(double value);
 // The same for a limit a message suggests ("--dt at most X"): the six-digit text nearest below `value`
 // where format_number would round up, so that the value suggested is never refused itself.
 std::string format_at_most(double value);
-// A time limit in seconds, to a tenth ("10", "1.5"): what --timeout was given, not rounded to whole seconds.
+// A computed time limit in seconds, to a tenth ("10", "27.3"), not rounded to whole seconds ("1.5", not "2").
 std::string format_seconds(double seconds);
 double gib(size_t bytes);
 

@@ -65,7 +65,7 @@ void require_same_command_line(const char* name, int argc, char** argv) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, largest, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
     }
     if (largest[0] != ~largest[1])
-        throw UsageError(
+        throw BadSettingError(
             "the ranks were given different command lines; start every rank with the same program and arguments");
 }
 
@@ -303,12 +303,13 @@ int fake_node_of(const std::string& list, int rank, int size) {
         // Digits only, as the flags' lists take them (strtol would also take blanks and a sign).
         const bool digits = entry.size() <= 7 && entry.find_first_not_of("0123456789") == std::string::npos;
         if (!digits || std::stol(entry) > 1000000)
-            throw UsageError("FWI_TEST_NODE_OF_RANK: '" + shown_value(entry) + "' is not a node number (0..1000000)");
+            throw BadSettingError("FWI_TEST_NODE_OF_RANK: '" + shown_value(entry) +
+                                  "' is not a node number (0..1000000)");
         nodes.push_back(std::stoi(entry));
     }
     if (static_cast<int>(nodes.size()) != size)
-        throw UsageError("FWI_TEST_NODE_OF_RANK: " + std::to_string(nodes.size()) + " entries for " +
-                         std::to_string(size) + " ranks; give one node number per rank");
+        throw BadSettingError("FWI_TEST_NODE_OF_RANK: " + std::to_string(nodes.size()) + " entries for " +
+                              std::to_string(size) + " ranks; give one node number per rank");
     return nodes[rank];
 }
 

@@ -152,7 +152,7 @@ private:
         report_.set_fact("fault_injection", injection_.text);
         if (options_.mpi && world_rank() != 0) return;
         std::printf("doctor on %s: %d checks, each limited to %s s (--timeout)\n", host_name().c_str(),
-                    int(all_checks().size()), format_seconds(options_.timeout_s).c_str());
+                    int(all_checks().size()), format_number(options_.timeout_s).c_str());
         if (!injection_.text.empty())
             std::printf("FAULT INJECTION ACTIVE (FWI_DOCTOR_INJECT=%s): failures below are staged for tests\n",
                         injection_.text.c_str());

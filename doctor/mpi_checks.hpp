@@ -59,9 +59,10 @@ void set_connections(RankOutcome& outcome, const NcclLog& log);
 NcclLog merged_connections(const std::vector<RankOutcome>& outcomes);
 
 // Check 7's verdict on how ranks on different hosts connect (records: the ranks' hosts; log:
-// merged_connections): WARN where a pair crosses hosts over TCP sockets (NET/Socket) while one of the two
-// hosts has InfiniBand devices, which NCCL then does not use; else PASS, with a detail line where pairs cross
-// hosts over sockets (NCCL's slowest transport) or over InfiniBand.
+// merged_connections): WARN where a pair crosses hosts over TCP sockets (NET/Socket) while both hosts have
+// InfiniBand devices, which NCCL then does not use; else PASS, with a detail line where pairs cross hosts over
+// sockets (NCCL's slowest transport) or over InfiniBand, and one where only one host of such a pair has
+// InfiniBand devices (sockets are then all NCCL can use).
 Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& log);
 
 // What to try when NCCL over MPI failed: where a rank's error says NCCL found no network interface, the

@@ -224,7 +224,7 @@ expect_line "hostfile: --np, a program from an install's bin, options in any ord
     06_fwi_shot_parallel --iterations=2
 expect_line "hostfile: -- ends the options, the program's flags follow" \
     "mpirun --hostfile $tmp/hosts -np 16 --map-by ppr:8:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH $build/doctor/doctor --mpi" \
-    FWI_BIN_DIR="$build" -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 8 --dry-run -- doctor --mpi
+    FWI_BIN_DIR="$build" FWI_DRY_RUN=1 -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 8 -- doctor --mpi
 expect_line "hostfile: doctor --mpi" \
     "mpirun --hostfile $tmp/hosts -np 16 --map-by ppr:8:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH $build/doctor/doctor --mpi" \
     FWI_BIN_DIR="$build" -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 8 --dry-run doctor --mpi

@@ -99,6 +99,7 @@ mkdir -p "$tmp/no-smi" && for tool in bash dirname readlink sed grep mkdir rm rm
     paste date mktemp mv cp ls basename seq timeout id nproc env cut wc awk touch realpath python3 nvcc; do
     real="$(command -v "$tool")" && ln -sf "$real" "$tmp/no-smi/$tool"
 done
+rm -f "$calls"
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" FAKE_VISIBLE=0 bash "$scratch/scripts/compare.sh" --out "$tmp/compare-no-smi" 2>&1)"
 code=$?
 built="$(cat "$calls" 2>/dev/null)"; rm -f "$calls"
@@ -257,14 +258,15 @@ expect gpu_check_out_in_stored_results 2 "is in the repository but not in out/ o
 [ -z "$built" ] || fail "gpu_check_out_in_its_logs: built before refusing OUT ($built)"
 run FAKE_GPUS=0 OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
 expect gpu_check_no_gpu 3 "gpu-check: no GPU visible (nvidia-smi fails or does not answer)"
+[ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"
+[ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
+# No nvidia-smi at all: gpu-check and record-results say so, not that it failed.
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
 code=$?
 expect gpu_check_without_nvidia_smi 3 "gpu-check: no GPU visible (nvidia-smi is not installed, so none is listed)"
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record-no-smi" 2>&1)"
 code=$?
 expect record_results_without_nvidia_smi 3 "record-results: nvidia-smi is not installed"
-[ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"
-[ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
 mkdir -p "$scratch/out/gpu-check/compare"
 echo "an earlier run's table" >"$scratch/out/gpu-check/compare/comparison.md"
 mkdir "$tmp/gpu-check-out"
