@@ -5,6 +5,7 @@
 
 #include <nccl.h>
 
+#include <mutex>
 #include <string>
 
 #include "errors.hpp"
@@ -14,11 +15,24 @@ namespace fwi {
 // NCCL keeps one last warning for the whole process: ncclGetLastError ignores its communicator and nothing
 // clears the text. So a warning can be old, left by a call that then succeeded. The suite calls
 // nccl_warnings_so_far_succeeded after every NCCL wait that ended well (wait_for_nccl), and a failure's text
-// names NCCL's last warning only when it is a newer one. The baseline is each thread's own: in 04 every GPU
-// has a thread, and one GPU's success must not hide the warning of another's failure.
+// names NCCL's last warning only when it is a newer one. The baseline is each thread's own, so that in 04 one
+// GPU's thread succeeding does not hide the warning of another's failure; a thread starts from the latest
+// success of any thread (04's threads start after the main thread made the communicators).
 namespace detail {
+struct NcclWarningAtSuccess {
+    std::mutex mutex;
+    std::string text;  // the last warning at the latest success of any thread
+};
+inline NcclWarningAtSuccess& nccl_warning_at_any_success() {
+    static NcclWarningAtSuccess latest;
+    return latest;
+}
 inline std::string& nccl_warning_at_last_success() {
-    thread_local std::string text;
+    thread_local std::string text = [] {
+        NcclWarningAtSuccess& latest = nccl_warning_at_any_success();
+        const std::lock_guard<std::mutex> lock(latest.mutex);
+        return latest.text;
+    }();
     return text;
 }
 inline std::string nccl_last_warning() {
@@ -27,7 +41,13 @@ inline std::string nccl_last_warning() {
 }
 }  // namespace detail
 
-inline void nccl_warnings_so_far_succeeded() { detail::nccl_warning_at_last_success() = detail::nccl_last_warning(); }
+inline void nccl_warnings_so_far_succeeded() {
+    const std::string last = detail::nccl_last_warning();
+    detail::nccl_warning_at_last_success() = last;
+    detail::NcclWarningAtSuccess& latest = detail::nccl_warning_at_any_success();
+    const std::lock_guard<std::mutex> lock(latest.mutex);
+    latest.text = last;
+}
 
 // NCCL's error string for `status`, and after it NCCL's last warning where one came since this thread's
 // latest success: the strings are generic ("invalid usage"), the warning says what went wrong ("Bootstrap :

@@ -50,4 +50,8 @@ TEST_CASE("a failure names NCCL's last warning only where it came after the late
     CHECK(nccl_error_text(status).find("no socket interface") != std::string::npos);
     nccl_warnings_so_far_succeeded();  // what a wait that ended well does
     CHECK(nccl_error_text(status) == ncclGetErrorString(status));
+    // A thread started after that success starts from it: the warning is old there too.
+    std::string on_a_new_thread;
+    std::thread([&] { on_a_new_thread = nccl_error_text(status); }).join();
+    CHECK(on_a_new_thread == ncclGetErrorString(status));
 }
