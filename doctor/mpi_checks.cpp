@@ -182,10 +182,10 @@ void set_nccl_settings(RankRecord& record, std::vector<std::string> settings) {
 void set_connections(RankOutcome& outcome, const NcclLog& log) {
     std::vector<std::string> lines;
     for (const auto& [pair, transports] : log.transports) {
-        std::set<std::string> cells;  // what the matrix shows: NET/IB once, not once per NIC
-        for (const std::string& transport : transports) cells.insert(transport_cell(transport));
-        for (const std::string& cell : cells)
-            lines.push_back(std::to_string(pair.first) + " " + std::to_string(pair.second) + " " + cell);
+        std::set<std::string> kinds;  // NET/IB/GDRDMA once, not once per NIC
+        for (const std::string& transport : transports) kinds.insert(transport_without_nic(transport));
+        for (const std::string& kind : kinds)
+            lines.push_back(std::to_string(pair.first) + " " + std::to_string(pair.second) + " " + kind);
     }
     outcome.connections_left_out = pack_whole_lines(outcome.connections, lines);
 }

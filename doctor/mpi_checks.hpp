@@ -47,8 +47,9 @@ struct RankOutcome {
     long long wrong = -1;  // wrong result elements; -1 when the allreduce did not complete
     double seconds = 0.0;  // median time of one allreduce (host clock)
     char error[640] = {};  // why it did not complete (NCCL's error and its last warning)
-    // NCCL's connections from this rank's log, "from to cell" a line ("0 1 NET/IB", transport_cell), whole lines
-    // while they fit (set_connections); log_captured 0 where the user's NCCL_DEBUG kept doctor from reading it.
+    // NCCL's connections from this rank's log, "from to transport" a line ("0 1 NET/IB/GDRDMA", transport_without_nic),
+    // whole lines while they fit (set_connections); log_captured 0 where the user's NCCL_DEBUG kept doctor from reading
+    // it.
     char connections[1536] = {};
     int connections_left_out = 0;
     int log_captured = 0;

@@ -1,5 +1,6 @@
 #include "nccl_log.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -63,6 +64,16 @@ std::string transport_family(const std::string& transport) { return transport.su
 std::string transport_cell(const std::string& transport) {
     if (transport_family(transport) != "NET") return transport_family(transport);
     return transport.substr(0, transport.find('/', 4));  // "NET/IB/0/GDRDMA" -> "NET/IB"
+}
+
+std::string transport_without_nic(const std::string& transport) {
+    if (transport_family(transport) != "NET") return transport;
+    const size_t kind_end = transport.find('/', 4);  // after "NET/IB"
+    if (kind_end == std::string::npos || kind_end + 1 >= transport.size() ||
+        !std::isdigit(static_cast<unsigned char>(transport[kind_end + 1])))
+        return transport;
+    const size_t nic_end = transport.find('/', kind_end + 1);  // "0" or "0(1)"
+    return transport.substr(0, kind_end) + (nic_end == std::string::npos ? "" : transport.substr(nic_end));
 }
 
 std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool captured, const std::string& label) {

@@ -35,6 +35,9 @@ std::string transport_family(const std::string& transport);
 // What a matrix cell shows of a transport: its family, and for the network which one ("NET/IB/0/GDRDMA" ->
 // "NET/IB", "NET/Socket/0" -> "NET/Socket"), as across hosts that is what sets the speed.
 std::string transport_cell(const std::string& transport);
+// A transport without the NIC's number, the same for every NIC of a pair ("NET/IB/0/GDRDMA" -> "NET/IB/GDRDMA",
+// "NET/Socket/1" -> "NET/Socket"); other transports as they are. Check 7 sends these between the ranks.
+std::string transport_without_nic(const std::string& transport);
 
 // NCCL's connections as a matrix (row = sender, column = receiver, cell = the transports' families),
 // or a line saying how to see them when the log was not captured or did not parse.

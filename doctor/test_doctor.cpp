@@ -704,14 +704,14 @@ TEST_CASE("check 7 names how ranks on different hosts connect, and warns where I
     const std::string infiniband = "h:1:1 [3] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [send] via NET/IB/0/GDRDMA\n";
     const NcclLog merged = gathered({same_host, socket, "", infiniband});
     CHECK(merged.transports.size() == 3);
-    CHECK(merged.transports.at({1, 2}).count("NET/Socket") == 1);  // what the matrix shows
+    CHECK(merged.transports.at({1, 2}).count("NET/Socket") == 1);  // without the NIC's number
     // A pair connected through several NICs is one line: as many pairs fit as ranks are likely to have.
     RankOutcome nics;
     std::istringstream two_nics(
         "h:1:1 [3] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [send] via NET/IB/0/GDRDMA\n"
         "h:1:1 [3] NCCL INFO Channel 01/0 : 3[1] -> 0[0] [send] via NET/IB/1/GDRDMA\n");
     set_connections(nics, parse_nccl_log(two_nics));
-    CHECK(std::string(nics.connections) == "3 0 NET/IB\n");
+    CHECK(std::string(nics.connections) == "3 0 NET/IB/GDRDMA\n");  // GPUDirect RDMA or not: still said
     // Sockets across hosts without InfiniBand on them: said, not a problem.
     const Finding plain = network_verdict(records, merged);
     CHECK(plain.status == Status::pass);
@@ -826,6 +826,11 @@ TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     CHECK(transport_cell("P2P/CUMEM/read") == "P2P");
     CHECK(transport_cell("NET/Socket/0") == "NET/Socket");
     CHECK(transport_cell("NET/IB/0/GDRDMA") == "NET/IB");
+    CHECK(transport_without_nic("NET/IB/0/GDRDMA") == "NET/IB/GDRDMA");
+    CHECK(transport_without_nic("NET/IB/1(0)/GDRDMA") == "NET/IB/GDRDMA");
+    CHECK(transport_without_nic("NET/Socket/0") == "NET/Socket");
+    CHECK(transport_without_nic("NET/IB") == "NET/IB");
+    CHECK(transport_without_nic("P2P/CUMEM/read") == "P2P/CUMEM/read");
 
     const auto lines = transport_lines(parsed, 3, true);
     REQUIRE(lines.size() == 5);
