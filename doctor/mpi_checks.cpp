@@ -173,10 +173,15 @@ int pack_whole_lines(char (&target)[N], const std::vector<std::string>& lines) {
 }  // namespace
 
 void set_nccl_settings(RankRecord& record, std::vector<std::string> settings) {
-    for (std::string& setting : settings)  // one per line: a newline in a value would read as another
-        for (size_t at = 0; (at = setting.find('\n', at)) != std::string::npos; at += 2) setting.replace(at, 1, "\\n");
+    std::vector<std::string> names;
+    for (std::string& setting : settings) {
+        setting = shown_path(setting);  // whole, control characters escaped: a newline would read as another line
+        names.push_back(setting.substr(0, setting.find('=')));
+    }
     std::sort(settings.begin(), settings.end());
+    std::sort(names.begin(), names.end());
     record.nccl_settings_left_out = pack_whole_lines(record.nccl_settings, settings);
+    record.nccl_setting_names_left_out = pack_whole_lines(record.nccl_setting_names, names);
 }
 
 void set_connections(RankOutcome& outcome, const NcclLog& log) {
@@ -269,8 +274,10 @@ std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& reco
         difference.line = what + ": " + join(parts, "; ");
         return difference;
     };
-    // Each rank's NCCL_* variables, name -> value, and every name any rank has.
+    // Each rank's NCCL_* variables, name -> value, the names it sets (also those whose value did not fit), and
+    // every name any rank has.
     std::vector<std::map<std::string, std::string>> settings(records.size());
+    std::vector<std::set<std::string>> names_set(records.size());
     std::set<std::string> names;
     for (size_t r = 0; r < records.size(); ++r) {
         std::stringstream list(records[r].nccl_settings);
@@ -279,6 +286,8 @@ std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& reco
             settings[r][setting.substr(0, equals)] = equals == std::string::npos ? "" : setting.substr(equals + 1);
             names.insert(setting.substr(0, equals));
         }
+        std::stringstream name_list(records[r].nccl_setting_names);
+        for (std::string name; std::getline(name_list, name);) names_set[r].insert(name);
     }
     std::vector<RankDifference> differences;
     differences.push_back(
@@ -291,7 +300,8 @@ std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& reco
         differences.push_back(differing(name, [&](size_t r) -> std::optional<std::string> {
             const auto set = settings[r].find(name);
             if (set != settings[r].end()) return set->second;
-            if (records[r].nccl_settings_left_out > 0) return std::nullopt;  // perhaps among those that did not fit
+            // Set, but its value did not fit; or perhaps set, where even the names did not all fit: unknown.
+            if (names_set[r].count(name) || records[r].nccl_setting_names_left_out > 0) return std::nullopt;
             set_everywhere = false;
             return "unset";
         }));

@@ -34,9 +34,12 @@ struct RankRecord {
     char nccl_version[16] = {};  // of the library this rank loaded: "2.28.3"
     int driver_version = 0;      // cudaDriverGetVersion's: 13000
     // Its NCCL_* variables, sorted, one per line ("NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME=ib0\n"): whole ones only,
-    // as many as fit (set_nccl_settings, a newline in a value as \n), and how many did not.
+    // as many as fit (set_nccl_settings; control characters escaped), and how many did not. And the names of
+    // all of them, so that one whose value did not fit is not taken for unset.
     char nccl_settings[2048] = {};
     int nccl_settings_left_out = 0;
+    char nccl_setting_names[1024] = {};
+    int nccl_setting_names_left_out = 0;
     int infiniband_devices = 0;  // 1 where its host has InfiniBand (or RoCE) devices
 };
 

@@ -1047,10 +1047,18 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     set_nccl_settings(two[1], shifted);
     REQUIRE(rank_differences(two).size() == 1);
     CHECK(rank_differences(two)[0].line == "NCCL_X1001: 0123456789 on rank 0; other on rank 1");
+    // A value too long for the record still leaves its name: a variable another rank lacks is "unset" there.
+    std::vector<RankRecord> long_value(2);
+    const std::string huge = "NCCL_HUGE=" + std::string(3000, 'x');
+    set_nccl_settings(long_value[0], {"NCCL_SOCKET_IFNAME=ib0", huge});
+    set_nccl_settings(long_value[1], {huge});
+    REQUIRE(long_value[1].nccl_settings_left_out == 1);
+    REQUIRE(rank_differences(long_value).size() == 1);
+    CHECK(rank_differences(long_value)[0].line == "NCCL_SOCKET_IFNAME: ib0 on rank 0; unset on rank 1");
     // A newline in a value stays within its line.
     RankRecord newline;
     set_nccl_settings(newline, {"NCCL_DEBUG_FILE=a\nNCCL_B=1"});
-    CHECK(std::string(newline.nccl_settings) == "NCCL_DEBUG_FILE=a\\nNCCL_B=1\n");
+    CHECK(std::string(newline.nccl_settings) == "NCCL_DEBUG_FILE=a\\x0aNCCL_B=1\n");
     // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's; where NCCL
     // found no network interface (rank 0 could not make its id), the interface's on either.
     const std::vector<RankOutcome> failed(4);
