@@ -128,6 +128,10 @@ NcclLogCapture::NcclLogCapture() {
     path_ = folder_ + "/nccl.log";
     set_environment_variable("NCCL_DEBUG", "INFO");
     set_environment_variable("NCCL_DEBUG_FILE", path_.c_str());
+    if (const char* subsystems = std::getenv("NCCL_DEBUG_SUBSYS")) {
+        user_subsystems_ = subsystems;
+        unset_environment_variable("NCCL_DEBUG_SUBSYS");  // NCCL's default: INIT, which names the connections
+    }
 }
 
 NcclLogCapture::~NcclLogCapture() {
@@ -136,6 +140,7 @@ NcclLogCapture::~NcclLogCapture() {
     std::filesystem::remove_all(folder_, ignored);
     unset_environment_variable("NCCL_DEBUG");
     unset_environment_variable("NCCL_DEBUG_FILE");
+    if (user_subsystems_) set_environment_variable("NCCL_DEBUG_SUBSYS", user_subsystems_->c_str());
 }
 
 NcclLog NcclLogCapture::read() const {

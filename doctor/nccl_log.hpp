@@ -9,6 +9,7 @@
 
 #include <istream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -50,7 +51,8 @@ std::vector<std::string> warning_lines(const NcclLog& log, size_t most = 5);
 
 // Sets NCCL_DEBUG=INFO and NCCL_DEBUG_FILE to a file in a new private folder under the temporary
 // folder ($TMPDIR, else /tmp), unless the user set either (their setting wins; then nothing is
-// captured). Must run before the first NCCL call of the process.
+// captured). An NCCL_DEBUG_SUBSYS of the user's, which without NCCL_DEBUG does nothing, is set aside while it
+// captures: it could filter out the lines read here. Must run before the first NCCL call of the process.
 class NcclLogCapture {
 public:
     NcclLogCapture();
@@ -63,6 +65,7 @@ public:
 
 private:
     std::string folder_, path_;
+    std::optional<std::string> user_subsystems_;  // NCCL_DEBUG_SUBSYS as it was, where set
 };
 
 }  // namespace fwi::doctor

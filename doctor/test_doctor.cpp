@@ -686,6 +686,22 @@ TEST_CASE(
     CHECK(contains(down.next, "nvidia-smi nvlink -s"));
 }
 
+TEST_CASE("the log capture sets a user's NCCL_DEBUG_SUBSYS aside while it reads NCCL's connections") {
+    unset_environment_variable("NCCL_DEBUG");  // the capture is doctor's only where the user set neither
+    unset_environment_variable("NCCL_DEBUG_FILE");
+    set_environment_variable("NCCL_DEBUG_SUBSYS", "COLL");  // would filter out the INIT lines that name them
+    {
+        const NcclLogCapture capture;
+        REQUIRE(capture.capturing());
+        CHECK(std::getenv("NCCL_DEBUG_SUBSYS") == nullptr);
+        CHECK(std::string(std::getenv("NCCL_DEBUG")) == "INFO");
+    }
+    REQUIRE(std::getenv("NCCL_DEBUG_SUBSYS") != nullptr);
+    CHECK(std::string(std::getenv("NCCL_DEBUG_SUBSYS")) == "COLL");
+    CHECK(std::getenv("NCCL_DEBUG") == nullptr);
+    unset_environment_variable("NCCL_DEBUG_SUBSYS");
+}
+
 TEST_CASE("check 7 names how ranks on different hosts connect, and warns where InfiniBand goes unused") {
     std::vector<RankRecord> records(4);
     for (size_t r = 0; r < records.size(); ++r)
