@@ -167,13 +167,15 @@ apt_candidate_version() {
 # newest NCCL that apt offers built for the installed CUDA's major version (NVIDIA's repository builds each
 # NCCL for several: "2.28.3-1+cuda13.0", "2.28.3-1+cuda12.9"), as its candidate is the build for the newest
 # CUDA, which a driver for an older one may not run. Fails where no version fits (Ubuntu's multiverse: then
-# apt's candidate).
+# apt's candidate); exits 3 where libnccl2 is held at a version apt offers no libnccl-dev of (apt would refuse).
 nccl_packages_for_cuda() {
     local major name version rest installed offered
     # Lines " libnccl-dev | 2.28.3-1+cuda13.0 | https://... Packages", newest first.
     offered="$(apt-cache madison libnccl-dev 2>/dev/null || true)"
-    installed="$(dpkg-query -W -f='${Status}|${Version}' libnccl2 2>/dev/null || true)"
+    # "hold ok installed|2.27.7-1+cuda12.9", a line per architecture installed: the first.
+    installed="$(dpkg-query -W -f='${Status}|${Version}\n' libnccl2 2>/dev/null | head -n 1 || true)"
     if [[ $installed == *" ok installed|"* ]]; then
+        local status="${installed%% *}"
         installed="${installed##*|}"
         while IFS='|' read -r name version rest; do
             version="${version//[[:space:]]/}"
@@ -182,6 +184,10 @@ nccl_packages_for_cuda() {
                 return 0
             fi
         done <<<"$offered"
+        if [ "$status" = hold ]; then
+            echo "error: libnccl2 $installed is installed and held (apt-mark showhold), and apt offers no libnccl-dev of that version for NCCL's header; install the header of NCCL $installed (https://developer.nvidia.com/nccl) and point the build at it with NCCL_ROOT=/path/to/nccl, or release the hold (apt-mark unhold libnccl2) and run again" >&2
+            exit 3
+        fi
     fi
     major="$(nvcc_version)"
     major="${major%%.*}"
@@ -272,10 +278,14 @@ plan_missing_packages() {
         fi
     elif nccl_found="$(apt_candidate_version libnccl-dev)" ||
          { refresh_apt_lists && nccl_found="$(apt_candidate_version libnccl-dev)"; }; then
-        local nccl_packages
-        if nccl_packages="$(nccl_packages_for_cuda)"; then
+        local nccl_packages picked=0
+        nccl_packages="$(nccl_packages_for_cuda)" || picked=$?
+        [ "$picked" -ne 3 ] || exit 3  # it said why
+        if [ "$picked" -eq 0 ]; then
             nccl_found="${nccl_packages#libnccl-dev=}"
             nccl_found="${nccl_found%%-*}"
+        else
+            nccl_packages=""
         fi
         if ! version_at_least "$nccl_found" "$FWI_NCCL_MIN"; then
             echo "error: NCCL (nccl.h) is not installed and the libnccl-dev apt offers here is $nccl_found, older than the NCCL $FWI_NCCL_MIN the suite needs; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2

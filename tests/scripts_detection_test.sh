@@ -65,7 +65,7 @@ exit 0'
 fake apt-cache "$apt_cache"
 # dpkg-query: libnccl2 installed (held, as in NVIDIA's CUDA images) at FAKE_LIBNCCL2 where set, else not.
 fake dpkg-query '[ -n "${FAKE_LIBNCCL2:-}" ] || { echo "dpkg-query: no packages found matching libnccl2" >&2; exit 1; }
-printf "hold ok installed|%s" "$FAKE_LIBNCCL2"'
+printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"; printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"'
 # apt-get logs its calls; its update makes libnccl-dev known when FAKE_APT_UPDATE_ADDS_NCCL=yes (a fresh
 # machine whose lists were never fetched); its install always fails. sudo runs what it is given.
 export FAKE_APT_LISTED="$tmp/nccl-listed"
@@ -120,6 +120,9 @@ check "nccl_package_for_the_cuda_installed" 3 '^would install: libnccl-dev=2\.28
 # ... and where libnccl2 is installed (held) at a version apt offers, the headers of that version alone.
 detect FAKE_APT_NCCL=yes FAKE_APT_MADISON=yes FAKE_LIBNCCL2=2.27.7-1+cuda12.9
 check "nccl_package_for_the_libnccl2_installed" 3 '^would install: libnccl-dev=2\.27\.7-1\+cuda12\.9$'
+# ... held at a version apt offers no headers of: exit 3, naming it, rather than an install apt refuses.
+detect FAKE_APT_NCCL=yes FAKE_APT_MADISON=yes FAKE_LIBNCCL2=2.19.3-1+cuda12.2
+check "nccl_package_for_a_held_libnccl2_not_offered" 3 'libnccl2 2\.19\.3-1\+cuda12\.2 is installed and held'
 
 detect FAKE_APT_NCCL=no
 check "nccl_absent_no_package" 3 'libnccl-dev.*NCCL_ROOT'
