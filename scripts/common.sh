@@ -8,11 +8,12 @@ export NCCL_NVLS_ENABLE=0
 # print_help SCRIPT: the comment block at the top of SCRIPT (after its #! line) without the leading "# ",
 # which is what each script prints for --help: the help and the header cannot drift apart. Where it cannot
 # be written (closed, a full disk) it ends the script with exit 3 and a message; a reader that stopped early
-# (SIGPIPE) took what it wanted.
+# (SIGPIPE, or EPIPE where SIGPIPE is ignored) took what it wanted.
 print_help() {
-    local written=0
-    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1" 2>/dev/null || written=$?
-    [ "$written" -eq 0 ] || [ "$written" -eq 141 ] && return 0
+    local written=0 why
+    # sed's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored.
+    { why="$(sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
+    if [ "$written" -eq 0 ] || [ "$written" -eq 141 ] || [[ $why == *"Broken pipe"* ]]; then return 0; fi
     echo "$(basename "$1" .sh): environment: --help: cannot write the help text to standard output" >&2
     exit 3
 }

@@ -197,6 +197,14 @@ foreach(script gpu-check.sh sanitize.sh run-tests.sh record-results.sh compare.s
                 TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" \"$1\" --help >/dev/full" ${BASH_EXECUTABLE}
                 ${scripts}/${script})
 endforeach()
+# A reader that stopped early is a success also where SIGPIPE is ignored (some CI runners): sed then fails
+# with EPIPE ("Broken pipe") instead of being ended by the signal.
+foreach(script gpu-check.sh cluster/hostfile-run.sh)
+  string(REGEX REPLACE "[/.-]" "_" name ${script})
+  add_exit_test(cli_help_reader_gone_sigpipe_ignored_${name} CODE 0 TEXT "" TIMEOUT 20
+                COMMAND ${BASH_EXECUTABLE} -c "trap '' PIPE && (sleep 0.3 && exec \"$0\" \"$1\" --help) | true && exit \${PIPESTATUS[0]}"
+                        ${BASH_EXECUTABLE} ${scripts}/${script})
+endforeach()
 foreach(script compare.py result_schema.py docs_figures.py scaling_model.py relative_paths.py plotting.py)
   string(REGEX REPLACE "[/.-]" "_" name ${script})
   add_exit_test(cli_help_unwritable_${name} CODE 3 TEXT "--help: cannot write the help text to standard output"

@@ -19,10 +19,14 @@ fwi_die() {
     exit "$code"
 }
 
-# fwi_help_exit STATUS: ends --help by the exit status of what wrote it: 0, also for a reader that stopped
-# early (141, SIGPIPE: it took what it wanted); 3 where the text could not be written (closed, a full disk).
-fwi_help_exit() {
-    [ "$1" -eq 0 ] || [ "$1" -eq 141 ] && exit 0
+# fwi_help COMMAND...: runs COMMAND, which writes --help's text, and ends the script: exit 0, also where the
+# reader stopped early (a closed pipe: it took what it wanted); 3 where the text could not be written (closed,
+# a full disk).
+fwi_help() {
+    local written=0 why
+    # COMMAND's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored.
+    { why="$("$@" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
+    if [ "$written" -eq 0 ] || [ "$written" -eq 141 ] || [[ $why == *"Broken pipe"* ]]; then exit 0; fi
     fwi_die 3 "--help: cannot write the help text to standard output"
 }
 
@@ -175,10 +179,8 @@ fwi_slurm_run() {
         ranks=""
     elif [ "${FWI_ARGS[0]:-}" = --help ] || [ "${FWI_ARGS[0]:-}" = -h ]; then
         # Outside a job, --help is the recipe's (inside one it goes to the program): its header comment.
-        local written=0
-        awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#SBATCH/ { sub(/^# ?/, ""); if (shown || $0 != "") { shown = 1; print } }' \
-            "$script" 2>/dev/null || written=$?
-        fwi_help_exit "$written"
+        fwi_help awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#SBATCH/ { sub(/^# ?/, ""); if (shown || $0 != "") { shown = 1; print } }' \
+            "$script"
     else
         fwi_die 2 "not inside a Slurm job (no SLURM_JOB_ID): submit it, sbatch $script [ARGS...]; print its" \
             "launch line with --dry-run; without Slurm, use scripts/cluster/hostfile-run.sh"

@@ -30,11 +30,7 @@ FWI_RECIPE="hostfile-run.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 
-usage() {
-    local written=0
-    sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" 2>/dev/null || written=$?
-    fwi_help_exit "$written"
-}
+usage() { fwi_help sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 hostfile="" gpus_per_node="" ranks="" given=""
 fwi_recipe_options "$@"
