@@ -399,14 +399,15 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         if (records[r].nccl_settings_left_out > 0)
             finding.details.push_back("rank " + std::to_string(r) + ": " +
                                       std::to_string(records[r].nccl_settings_left_out) +
-                                      " NCCL_* variables not compared (more than fit in 2 KiB)");
+                                      " NCCL_* variables whose values were not compared (more than fit in 2 KiB)");
     Finding network;
     if (run_nccl) {
         const NcclLog connections = merged_connections(outcomes);
         const bool captured = std::any_of(outcomes.begin(), outcomes.end(),
                                           [](const RankOutcome& outcome) { return outcome.log_captured != 0; });
-        for (const std::string& line : transport_lines(connections, ranks, captured, "rank"))
-            finding.details.push_back(line);
+        if (ranks > 1)  // one rank has no connections to show
+            for (const std::string& line : transport_lines(connections, ranks, captured, "rank"))
+                finding.details.push_back(line);
         for (int r = 0; r < ranks; ++r)
             if (outcomes[r].connections_left_out > 0)
                 finding.details.push_back("rank " + std::to_string(r) + ": " +
