@@ -72,8 +72,17 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
 // WARN when a link has fewer lanes than its GPU and slot allow (x8 of x16: a link that trained narrower, through
 // a riser, a poor contact or a BIOS lane setting; NVML's most already counts the slot, so a card in a slot wired
 // for x8 reads x8 of x8), which divides every copy between that GPU and the host, and between GPUs without
-// NVLink, by as much; else PASS. The generation is reported, not judged: an idle GPU lowers it to save power.
-Finding pcie_link_verdict(const std::vector<PcieLink>& links);
+// NVLink, by as much. Also WARN where a link's generation, read while check 1's copies from the host ran
+// (`under_load`, one per link), is below the most its GPU and slot allow (Gen4 of Gen5: a riser, a slot or a
+// BIOS setting). Else PASS. A generation read at rest is not judged: an idle GPU lowers it to save power.
+Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load);
+
+// Check 1's copies from pinned host memory to a GPU: their rate, and the PCIe generation NVML reads while
+// they run. Zero where not measured (no memory for the buffers) or unknown.
+struct HostCopy {
+    double gbps = 0.0;
+    int generation_under_load = 0;
+};
 
 // Check 1's verdict on why the GPUs' clocks are lowered now (Nvml::clock_event_reasons, one mask per visible
 // GPU; a GPU whose mask is unknown is left out): WARN where the hardware slows a GPU down (its slowdown

@@ -6,15 +6,19 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "cuda_check.hpp"
+#include "cuda_timing.hpp"
 #include "device.hpp"
 #include "gpu_checks.hpp"
+#include "gpu_resources.hpp"
 #include "launch_env.hpp"
 #include "other_processes.hpp"
+#include "output.hpp"
 #include "run_env.hpp"
 
 namespace fwi::doctor {
@@ -152,23 +156,56 @@ PcieLink pcie_link_of(const Nvml& nvml, const PciAddress& gpu) {
         return {};
     }
 }
+
+// Copies `host` (pinned) to GPU `device` a few times, reading the link's generation while they run: a GPU at
+// rest lowers its PCIe generation to save power, so only a loaded link says what the slot gives. About
+// 10 ms a GPU; not measured (zeros) where the GPU has no memory for the buffer.
+HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, const PinnedBuffer<char>& host) {
+    constexpr int kCopies = 8;
+    HostCopy copy;
+    try {
+        DeviceBuffer<char> target(device, host.size());
+        const CudaStream stream(device);
+        const auto enqueue = [&] {
+            CUDA_CHECK(cudaMemcpyAsync(target.data(), host.data(), host.bytes(), cudaMemcpyHostToDevice, stream.get()));
+        };
+        enqueue();  // the first copy of a buffer pays for setting it up
+        CudaEventTimer timer;
+        timer.start(stream.get());
+        for (int i = 0; i < kCopies; ++i) enqueue();
+        timer.stop(stream.get());
+        copy.generation_under_load = pcie_link_of(nvml, gpu).generation;  // while the copies run
+        copy.gbps = kCopies * double(host.bytes()) / timer.seconds() / 1e9;
+    } catch (const DeviceMemoryError&) {
+        return {};
+    }
+    return copy;
+}
 }  // namespace
 
-Finding pcie_link_verdict(const std::vector<PcieLink>& links) {
+Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load) {
     Finding verdict;
-    std::string narrow;
+    std::string narrow, slow;
     for (size_t device = 0; device < links.size(); ++device) {
         const PcieLink& link = links[device];
         if (link.width > 0 && link.max_width > link.width)
             narrow += (narrow.empty() ? "GPU " : ", GPU ") + std::to_string(device) + " x" +
                       std::to_string(link.width) + " of x" + std::to_string(link.max_width);
+        if (device < under_load.size() && under_load[device] && link.generation > 0 &&
+            link.max_generation > link.generation)
+            slow += (slow.empty() ? "GPU " : ", GPU ") + std::to_string(device) + " Gen" +
+                    std::to_string(link.generation) + " of Gen" + std::to_string(link.max_generation);
     }
-    if (narrow.empty()) return verdict;
+    if (narrow.empty() && slow.empty()) return verdict;
     verdict.status = Status::warn;
-    verdict.summary = "PCIe links with fewer lanes than they can have (" + narrow +
-                      "): copies to and from the host, and between GPUs without NVLink, are as much slower";
+    std::vector<std::string> problems;
+    if (!narrow.empty()) problems.push_back("PCIe links with fewer lanes than they can have (" + narrow + ")");
+    if (!slow.empty())
+        problems.push_back("PCIe links at a lower generation under load than they can have (" + slow + ")");
+    verdict.summary =
+        join(problems, "; ") + ": copies to and from the host, and between GPUs without NVLink, are as much slower";
     verdict.next =
-        "reseat the card, and check its riser and the BIOS's lane settings; "
+        "reseat the card, and check its riser and the BIOS's lane and PCIe generation settings; "
         "`nvidia-smi -q -d PCIE` shows each link";
     return verdict;
 }
@@ -276,6 +313,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::map<std::string, int> models;
     std::vector<GpuCode> codes;
     std::vector<PcieLink> pcie_links;
+    std::vector<bool> pcie_under_load;
+    std::unique_ptr<PinnedBuffer<char>> host_copy_source;  // made once the first GPU is open (it needs a context)
     std::vector<std::pair<int, unsigned long long>> clock_reasons;
     JsonObject devices;
     for (int device = 0; device < count; ++device) {
@@ -296,6 +335,27 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         finding.details.push_back("GPU " + std::to_string(device) + ": " + describe_device(device) + ", PCI " +
                                   system.pci.back().bus_id + ", " + code_text(gpu.code, build_cuda_architectures()));
         pcie_links.push_back(pcie_link_of(nvml, system.pci.back()));
+        if (!host_copy_source) try {
+                host_copy_source = std::make_unique<PinnedBuffer<char>>(size_t(64) << 20);
+            } catch (const EnvironmentError&) {  // no page-locked memory to be had: not measured
+                cudaGetLastError();
+            }
+        const HostCopy host_copy =
+            host_copy_source ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source) : HostCopy{};
+        pcie_under_load.push_back(host_copy.generation_under_load > 0);
+        if (host_copy.generation_under_load > 0) pcie_links.back().generation = host_copy.generation_under_load;
+        if (host_copy.gbps > 0) {
+            const PcieLink& link = pcie_links.back();
+            char line[160];
+            std::snprintf(line, sizeof line, "GPU %d: copies from pinned host memory %.1f GB/s", device,
+                          host_copy.gbps);
+            std::string text = line;
+            if (link.width > 0 && host_copy.generation_under_load > 0)
+                text += ", PCIe Gen" + std::to_string(link.generation) + " x" + std::to_string(link.width) +
+                        " under load (the most: Gen" + std::to_string(link.max_generation) + " x" +
+                        std::to_string(link.max_width) + ")";
+            finding.details.push_back(text);
+        }
         long long reasons = -1;  // unknown
         if (nvml.available()) {
             try {
@@ -316,7 +376,9 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
                              .add("width", pcie.width)
                              .add("max_width", pcie.max_width)
                              .add("generation", pcie.generation)
-                             .add("max_generation", pcie.max_generation))
+                             .add("generation_under_load", bool(pcie_under_load.back()))
+                             .add("max_generation", pcie.max_generation)
+                             .add("host_to_gpu_GBps", host_copy.gbps))
             .add("clock_event_reasons", reasons);
         devices.add(std::to_string(device), json);
     }
@@ -373,7 +435,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also : {pcie_link_verdict(pcie_links), clock_slowdown_verdict(clock_reasons), shared}) {
+    for (const Finding& also :
+         {pcie_link_verdict(pcie_links, pcie_under_load), clock_slowdown_verdict(clock_reasons), shared}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;
         finding.summary += "; " + also.summary;

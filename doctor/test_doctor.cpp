@@ -810,16 +810,24 @@ TEST_CASE("other processes on the GPUs warn, counted once each, with a line each
     CHECK(unsure.details == std::vector<std::string>{"other processes: GPU 0: not listed (NVML not available)"});
 }
 
-TEST_CASE("a PCIe link with fewer lanes than it can have warns; a lower generation, or an unknown link, does not") {
-    CHECK(pcie_link_verdict({}).status == Status::pass);
+TEST_CASE(
+    "a PCIe link with fewer lanes than it can have warns, or a lower generation under load; at rest or unknown not") {
+    CHECK(pcie_link_verdict({}, {}).status == Status::pass);
     const PcieLink full{16, 16, 5, 5}, idle{16, 16, 1, 5}, unknown{};
-    CHECK(pcie_link_verdict({full, idle, unknown}).status == Status::pass);
-    const Finding verdict = pcie_link_verdict({full, {8, 16, 4, 5}, unknown, {4, 16, 5, 5}});
+    CHECK(pcie_link_verdict({full, idle, unknown}, {true, false, false}).status == Status::pass);
+    const Finding verdict = pcie_link_verdict({full, {8, 16, 4, 5}, unknown, {4, 16, 5, 5}}, {});
     CHECK(verdict.status == Status::warn);
     CHECK(verdict.summary ==
           "PCIe links with fewer lanes than they can have (GPU 1 x8 of x16, GPU 3 x4 of x16): copies to and from the "
           "host, and between GPUs without NVLink, are as much slower");
     CHECK(contains(verdict.next, "nvidia-smi -q -d PCIE"));
+    // Gen4 of Gen5 while check 1's copies ran: the link trained down.
+    const Finding slow = pcie_link_verdict({full, {16, 16, 4, 5}}, {true, true});
+    CHECK(slow.status == Status::warn);
+    CHECK(
+        contains(slow.summary, "PCIe links at a lower generation under load than they can have (GPU 1 Gen4 of Gen5)"));
+    // The same reading at rest says nothing.
+    CHECK(pcie_link_verdict({full, {16, 16, 4, 5}}, {true, false}).status == Status::pass);
 }
 
 TEST_CASE("NCCL's log: connections with their transports, and warnings") {
