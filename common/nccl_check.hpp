@@ -16,8 +16,9 @@ namespace fwi {
 // clears the text. So a warning can be old, left by a call that then succeeded. The suite calls
 // nccl_warnings_so_far_succeeded after every NCCL wait that ended well (wait_for_nccl), and a failure's text
 // names NCCL's last warning only when it is a newer one. The baseline is each thread's own, so that in 04 one
-// GPU's thread succeeding does not hide the warning of another's failure; a thread starts from the latest
-// success of any thread (04's threads start after the main thread made the communicators).
+// GPU's thread succeeding does not hide the warning of another's failure; a thread's baseline starts, at its
+// first NCCL success or failure, from the latest success of any thread (04's threads start after the main
+// thread made the communicators, whose warnings are old by then).
 namespace detail {
 struct NcclWarningAtSuccess {
     std::mutex mutex;

@@ -287,7 +287,10 @@ std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& reco
             names.insert(setting.substr(0, equals));
         }
         std::stringstream name_list(records[r].nccl_setting_names);
-        for (std::string name; std::getline(name_list, name);) names_set[r].insert(name);
+        for (std::string name; std::getline(name_list, name);) {
+            names_set[r].insert(name);
+            names.insert(name);
+        }
     }
     std::vector<RankDifference> differences;
     differences.push_back(
@@ -296,16 +299,22 @@ std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& reco
         return std::optional<std::string>(cuda_version_text(records[r].driver_version));
     }));
     for (const std::string& name : names) {
-        bool set_everywhere = true;
+        // Unset on a rank: in neither of its lists, where all its names fit.
+        const auto unset_on = [&](size_t r) {
+            return !settings[r].count(name) && !names_set[r].count(name) && records[r].nccl_setting_names_left_out == 0;
+        };
+        bool unset_somewhere = false;
+        for (size_t r = 0; r < records.size(); ++r) unset_somewhere = unset_somewhere || unset_on(r);
         differences.push_back(differing(name, [&](size_t r) -> std::optional<std::string> {
             const auto set = settings[r].find(name);
             if (set != settings[r].end()) return set->second;
-            // Set, but its value did not fit; or perhaps set, where even the names did not all fit: unknown.
-            if (names_set[r].count(name) || records[r].nccl_setting_names_left_out > 0) return std::nullopt;
-            set_everywhere = false;
-            return "unset";
+            if (unset_on(r)) return "unset";
+            // Set, but its value did not fit (or perhaps set, where even the names did not all fit): its value
+            // cannot be compared, but set against unset is a difference all the same.
+            if (names_set[r].count(name) && unset_somewhere) return "set (value not compared)";
+            return std::nullopt;
         }));
-        differences.back().may_be_intended = set_everywhere;
+        differences.back().may_be_intended = !unset_somewhere;
     }
     differences.erase(std::remove_if(differences.begin(), differences.end(),
                                      [](const RankDifference& difference) { return difference.line.empty(); }),

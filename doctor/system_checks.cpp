@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -157,9 +158,10 @@ PcieLink pcie_link_of(const Nvml& nvml, const PciAddress& gpu) {
     }
 }
 
-// Copies `host` (pinned) to GPU `device` a few times, reading the link's generation while they run: a GPU at
-// rest lowers its PCIe generation to save power, so only a loaded link says what the slot gives. About
-// 10 ms a GPU; not measured (zeros) where the GPU has no memory for the buffer.
+// Copies `host` (pinned) to GPU `device` a few times, reading the link's generation until they are done and
+// keeping the highest: a GPU at rest lowers its PCIe generation to save power and trains it up once copies
+// run, so only a loaded link says what the slot gives. About 10 ms a GPU; not measured (zeros) where the GPU
+// has no memory for the buffer. A copy that hangs is left to check 1's watchdog.
 HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, const PinnedBuffer<char>& host) {
     constexpr int kCopies = 8;
     HostCopy copy;
@@ -174,7 +176,13 @@ HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, 
         timer.start(stream.get());
         for (int i = 0; i < kCopies; ++i) enqueue();
         timer.stop(stream.get());
-        copy.generation_under_load = pcie_link_of(nvml, gpu).generation;  // while the copies run
+        const CudaEvent done(device);
+        CUDA_CHECK(cudaEventRecord(done.get(), stream.get()));
+        cudaError_t state = cudaErrorNotReady;
+        do {  // read at least once while the copies run
+            copy.generation_under_load = std::max(copy.generation_under_load, pcie_link_of(nvml, gpu).generation);
+        } while ((state = cudaEventQuery(done.get())) == cudaErrorNotReady);
+        CUDA_CHECK(state);
         copy.gbps = kCopies * double(host.bytes()) / timer.seconds() / 1e9;
     } catch (const DeviceMemoryError&) {
         return {};
@@ -315,6 +323,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::vector<PcieLink> pcie_links;
     std::vector<bool> pcie_under_load;
     std::unique_ptr<PinnedBuffer<char>> host_copy_source;  // made once the first GPU is open (it needs a context)
+    bool host_copy_source_tried = false;
     std::vector<std::pair<int, unsigned long long>> clock_reasons;
     JsonObject devices;
     for (int device = 0; device < count; ++device) {
@@ -335,9 +344,10 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         finding.details.push_back("GPU " + std::to_string(device) + ": " + describe_device(device) + ", PCI " +
                                   system.pci.back().bus_id + ", " + code_text(gpu.code, build_cuda_architectures()));
         pcie_links.push_back(pcie_link_of(nvml, system.pci.back()));
-        if (!host_copy_source) try {
+        if (!host_copy_source_tried) try {
+                host_copy_source_tried = true;
                 host_copy_source = std::make_unique<PinnedBuffer<char>>(size_t(64) << 20);
-            } catch (const EnvironmentError&) {  // no page-locked memory to be had: not measured
+            } catch (const EnvironmentError&) {  // no page-locked memory to be had: not measured on any GPU
                 cudaGetLastError();
             }
         const HostCopy host_copy =
@@ -378,7 +388,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
                              .add("generation", pcie.generation)
                              .add("generation_under_load", bool(pcie_under_load.back()))
                              .add("max_generation", pcie.max_generation)
-                             .add("host_to_gpu_GBps", host_copy.gbps))
+                             .add("host_to_gpu_GBps",
+                                  host_copy.gbps > 0 ? std::optional<double>(host_copy.gbps) : std::nullopt))
             .add("clock_event_reasons", reasons);
         devices.add(std::to_string(device), json);
     }

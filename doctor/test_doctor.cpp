@@ -1079,6 +1079,14 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     REQUIRE(long_value[1].nccl_settings_left_out == 1);
     REQUIRE(rank_differences(long_value).size() == 1);
     CHECK(rank_differences(long_value)[0].line == "NCCL_SOCKET_IFNAME: ib0 on rank 0; unset on rank 1");
+    // ... and a variable whose long value did not fit, set on one rank only, is a difference too.
+    std::vector<RankRecord> long_one_sided(2);
+    set_nccl_settings(long_one_sided[0], {"NCCL_SOCKET_IFNAME=" + std::string(3000, 'e')});
+    set_nccl_settings(long_one_sided[1], {});
+    REQUIRE(rank_differences(long_one_sided).size() == 1);
+    CHECK(rank_differences(long_one_sided)[0].line ==
+          "NCCL_SOCKET_IFNAME: set (value not compared) on rank 0; unset on rank 1");
+    CHECK_FALSE(rank_differences(long_one_sided)[0].may_be_intended);
     // A newline in a value stays within its line.
     RankRecord newline;
     set_nccl_settings(newline, {"NCCL_DEBUG_FILE=a\nNCCL_B=1"});

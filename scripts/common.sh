@@ -11,8 +11,9 @@ export NCCL_NVLS_ENABLE=0
 # (SIGPIPE, or EPIPE where SIGPIPE is ignored) took what it wanted.
 print_help() {
     local written=0 why
-    # sed's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored.
-    { why="$(sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
+    # sed's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored (LC_ALL=C:
+    # in English).
+    { why="$(LC_ALL=C sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
     if [ "$written" -eq 0 ] || [ "$written" -eq 141 ] || [[ $why == *"Broken pipe"* ]]; then return 0; fi
     echo "$(basename "$1" .sh): environment: --help: cannot write the help text to standard output" >&2
     exit 3

@@ -24,8 +24,9 @@ fwi_die() {
 # a full disk).
 fwi_help() {
     local written=0 why
-    # COMMAND's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored.
-    { why="$("$@" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
+    # COMMAND's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored (in
+    # English: LC_ALL=C).
+    { why="$(LC_ALL=C "$@" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
     if [ "$written" -eq 0 ] || [ "$written" -eq 141 ] || [[ $why == *"Broken pipe"* ]]; then exit 0; fi
     fwi_die 3 "--help: cannot write the help text to standard output"
 }
