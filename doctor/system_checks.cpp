@@ -160,8 +160,8 @@ PcieLink pcie_link_of(const Nvml& nvml, const PciAddress& gpu) {
 
 // Copies `host` (pinned) to GPU `device` a few times, reading the link's generation until they are done and
 // keeping the highest: a GPU at rest lowers its PCIe generation to save power and trains it up once copies
-// run, so only a loaded link says what the slot gives. About 10 ms a GPU; not measured (zeros) where the GPU
-// has no memory for the buffer. A copy that hangs is left to check 1's watchdog.
+// run, so only a loaded link says what the slot gives. About 10 ms a GPU; not measured (HostCopy's zeros)
+// where the GPU has no memory for the buffer. A copy that hangs is left to check 1's watchdog.
 HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, const PinnedBuffer<char>& host) {
     constexpr int kCopies = 8;
     HostCopy copy;
@@ -188,6 +188,18 @@ HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, 
         return {};
     }
     return copy;
+}
+
+// "GPU 0: copies from pinned host memory 55.3 GB/s, PCIe Gen5 x16 under load (the most: Gen5 x16)".
+std::string host_copy_line(int device, const HostCopy& copy, const PcieLink& link) {
+    char line[160];
+    std::snprintf(line, sizeof line, "GPU %d: copies from pinned host memory %.1f GB/s", device, copy.gbps);
+    std::string text = line;
+    if (link.width > 0 && copy.generation_under_load > 0)
+        text += ", PCIe Gen" + std::to_string(copy.generation_under_load) + " x" + std::to_string(link.width) +
+                " under load (the most: Gen" + std::to_string(link.max_generation) + " x" +
+                std::to_string(link.max_width) + ")";
+    return text;
 }
 }  // namespace
 
@@ -354,18 +366,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
             host_copy_source ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source) : HostCopy{};
         pcie_under_load.push_back(host_copy.generation_under_load > 0);
         if (host_copy.generation_under_load > 0) pcie_links.back().generation = host_copy.generation_under_load;
-        if (host_copy.gbps > 0) {
-            const PcieLink& link = pcie_links.back();
-            char line[160];
-            std::snprintf(line, sizeof line, "GPU %d: copies from pinned host memory %.1f GB/s", device,
-                          host_copy.gbps);
-            std::string text = line;
-            if (link.width > 0 && host_copy.generation_under_load > 0)
-                text += ", PCIe Gen" + std::to_string(link.generation) + " x" + std::to_string(link.width) +
-                        " under load (the most: Gen" + std::to_string(link.max_generation) + " x" +
-                        std::to_string(link.max_width) + ")";
-            finding.details.push_back(text);
-        }
+        if (host_copy.gbps > 0) finding.details.push_back(host_copy_line(device, host_copy, pcie_links.back()));
         long long reasons = -1;  // unknown
         if (nvml.available()) {
             try {
