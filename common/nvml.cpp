@@ -91,6 +91,12 @@ struct Nvml::Api {
         return true;
     }
 
+    // Whether NVLink `link` of the GPU ends at an NVSwitch (false where NVML cannot say).
+    bool link_to_switch(NvmlDevice handle, unsigned link) const {
+        int type = kNvlinkRemoteGpu;
+        return remote_type && remote_type(handle, link, &type) == kNvmlSuccess && type == kNvlinkRemoteSwitch;
+    }
+
     std::string describe(NvmlReturn status) const {
         return error_string ? error_string(status) : "NVML error " + std::to_string(status);
     }
@@ -196,9 +202,7 @@ std::vector<Link> Nvml::links(const std::vector<PciAddress>& gpus) const {
         std::vector<unsigned> up;
         api_->links_up(handles[gpu], up);  // none where NVML cannot say: the PCIe path still shows
         for (const unsigned link : up) {
-            int remote_type = kNvlinkRemoteGpu;
-            if (api_->remote_type) api_->remote_type(handles[gpu], link, &remote_type);
-            if (remote_type == kNvlinkRemoteSwitch) {
+            if (api_->link_to_switch(handles[gpu], link)) {
                 ++switch_links[gpu];
                 continue;
             }
@@ -243,11 +247,8 @@ bool Nvml::nvlinks_reach_switch(const PciAddress& gpu) const {
     if (!available_) throw std::runtime_error(error_);
     const NvmlDevice handle = api_->device(gpu);
     std::vector<unsigned> up;
-    if (!api_->remote_type || !api_->links_up(handle, up)) return false;
-    return std::any_of(up.begin(), up.end(), [&](unsigned link) {
-        int remote_type = kNvlinkRemoteGpu;
-        return api_->remote_type(handle, link, &remote_type) == kNvmlSuccess && remote_type == kNvlinkRemoteSwitch;
-    });
+    api_->links_up(handle, up);  // none where NVML cannot say
+    return std::any_of(up.begin(), up.end(), [&](unsigned link) { return api_->link_to_switch(handle, link); });
 }
 
 unsigned long long Nvml::clock_event_reasons(const PciAddress& gpu) const {

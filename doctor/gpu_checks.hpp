@@ -108,9 +108,10 @@ JsonObject other_processes_json(const OtherProcesses& others);
 
 // Check 1. Fills `system` (count 0 when no GPU is visible; the finding then says what the driver
 // traces tell, and the run ends with exit code 3). `own_processes`: doctor's processes on this host (this
-// one, and under --mpi the job's other ranks here), which are not counted as other processes.
+// one, and under --mpi the job's other ranks here), which are not counted as other processes. `deadline`:
+// the check's, for its copies from the host.
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
-                      GpuSystem& system);
+                      GpuSystem& system, const Deadline& deadline);
 
 // Check 2: peer access and P2P attributes of every pair, NVML's links, as a matrix.
 Finding check_topology(const Nvml& nvml, GpuSystem& system);

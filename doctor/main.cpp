@@ -226,9 +226,9 @@ private:
     }
 
     void run_local_checks() {
-        run_check("devices", [&](const Deadline&) {
+        run_check("devices", [&](const Deadline& deadline) {
             nvml_ = std::make_unique<Nvml>();
-            Finding finding = check_devices(variables_, *nvml_, own_processes_, system_);
+            Finding finding = check_devices(variables_, *nvml_, own_processes_, system_, deadline);
             // The RESULT's env asks the driver about every GPU: ask now, under this check's time limit and
             // while they answer, rather than after a later check has left one hung and the run is abandoned.
             run_env_json();

@@ -13,10 +13,10 @@
 #include <stdexcept>
 
 #include "cuda_check.hpp"
-#include "cuda_timing.hpp"
 #include "device.hpp"
 #include "gpu_checks.hpp"
 #include "gpu_resources.hpp"
+#include "gpu_waits.hpp"
 #include "launch_env.hpp"
 #include "other_processes.hpp"
 #include "output.hpp"
@@ -161,29 +161,29 @@ PcieLink pcie_link_of(const Nvml& nvml, const PciAddress& gpu) {
 // Copies `host` (pinned) to GPU `device` a few times, reading the link's generation until they are done and
 // keeping the highest: a GPU at rest lowers its PCIe generation to save power and trains it up once copies
 // run, so only a loaded link says what the slot gives. About 10 ms a GPU; not measured (HostCopy's zeros)
-// where the GPU has no memory for the buffer. A copy that hangs is left to check 1's watchdog.
-HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, const PinnedBuffer<char>& host) {
+// where the GPU has no memory for the buffer.
+HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, const PinnedBuffer<char>& host,
+                           const Deadline& deadline) {
     constexpr int kCopies = 8;
     HostCopy copy;
     try {
         DeviceBuffer<char> target(device, host.size());
         const CudaStream stream(device);
+        const CudaEvent start(device, CudaEvent::Timing::on), stop(device, CudaEvent::Timing::on);
         const auto enqueue = [&] {
             CUDA_CHECK(cudaMemcpyAsync(target.data(), host.data(), host.bytes(), cudaMemcpyHostToDevice, stream.get()));
         };
         enqueue();  // the first copy of a buffer pays for setting it up
-        CudaEventTimer timer;
-        timer.start(stream.get());
+        CUDA_CHECK(cudaEventRecord(start.get(), stream.get()));
         for (int i = 0; i < kCopies; ++i) enqueue();
-        timer.stop(stream.get());
-        const CudaEvent done(device);
-        CUDA_CHECK(cudaEventRecord(done.get(), stream.get()));
-        cudaError_t state = cudaErrorNotReady;
-        do {  // read at least once while the copies run
+        CUDA_CHECK(cudaEventRecord(stop.get(), stream.get()));
+        do {  // read at least once while the copies run; wait_for_event then has the deadline and the errors
             copy.generation_under_load = std::max(copy.generation_under_load, pcie_link_of(nvml, gpu).generation);
-        } while ((state = cudaEventQuery(done.get())) == cudaErrorNotReady);
-        CUDA_CHECK(state);
-        copy.gbps = kCopies * double(host.bytes()) / timer.seconds() / 1e9;
+        } while (cudaEventQuery(stop.get()) == cudaErrorNotReady && !deadline.passed());
+        wait_for_event(stop.get(), deadline, "copies from the host to GPU " + std::to_string(device));
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        copy.gbps = kCopies * double(host.bytes()) / (1e-3 * ms) / 1e9;
     } catch (const DeviceMemoryError&) {
         return {};
     }
@@ -312,7 +312,7 @@ JsonObject other_processes_json(const OtherProcesses& others) {
 }
 
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
-                      GpuSystem& system) {
+                      GpuSystem& system, const Deadline& deadline) {
     int driver = 0, runtime = 0, count = 0;
     cudaDriverGetVersion(&driver);  // 0 (and success) when libcuda.so.1 is missing
     cudaRuntimeGetVersion(&runtime);
@@ -362,8 +362,9 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
             } catch (const EnvironmentError&) {  // no page-locked memory to be had: not measured on any GPU
                 cudaGetLastError();
             }
-        const HostCopy host_copy =
-            host_copy_source ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source) : HostCopy{};
+        const HostCopy host_copy = host_copy_source
+                                       ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source, deadline)
+                                       : HostCopy{};
         pcie_under_load.push_back(host_copy.generation_under_load > 0);
         if (host_copy.generation_under_load > 0) pcie_links.back().generation = host_copy.generation_under_load;
         if (host_copy.gbps > 0) finding.details.push_back(host_copy_line(device, host_copy, pcie_links.back()));

@@ -106,7 +106,9 @@ no_gpu() {
 # Without a GPU there is nothing to compare: said before the build, which would take minutes for nothing.
 # Where nvidia-smi is not installed (a container without NVIDIA's utility capability), CUDA may still see
 # GPUs: CUDA's count after the build decides.
-if command -v nvidia-smi >/dev/null 2>&1; then
+have_nvidia_smi=yes
+command -v nvidia-smi >/dev/null 2>&1 || have_nvidia_smi=no
+if [ "$have_nvidia_smi" = yes ]; then
     quick_query nvidia-smi -L >/dev/null 2>&1 || no_gpu "nvidia-smi -L fails or does not answer"
 else
     echo "compare: nvidia-smi is not installed: whether CUDA sees a GPU is known after the build" >&2
@@ -150,8 +152,7 @@ echo "scripts/compare.sh has not finished this comparison" >"$runs/unfinished"
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "CUDA_VISIBLE_DEVICES: ${CUDA_VISIBLE_DEVICES-(unset: every GPU)}"
     echo "every GPU of the machine (nvidia-smi, which ignores CUDA_VISIBLE_DEVICES; machine.json has the ones used):"
-    have_nvidia_smi=yes
-    command -v nvidia-smi >/dev/null 2>&1 || { have_nvidia_smi=no; echo "(nvidia-smi is not installed)"; }
+    [ "$have_nvidia_smi" = yes ] || echo "(nvidia-smi is not installed)"
     [ "$have_nvidia_smi" = no ] || quick_query nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
     nvcc --version | tail -n 1
     quick_query mpirun --version 2>&1 | head -n 1
