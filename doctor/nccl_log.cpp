@@ -128,10 +128,12 @@ NcclLogCapture::NcclLogCapture() {
     path_ = folder_ + "/nccl.log";
     set_environment_variable("NCCL_DEBUG", "INFO");
     set_environment_variable("NCCL_DEBUG_FILE", path_.c_str());
-    if (const char* subsystems = std::getenv("NCCL_DEBUG_SUBSYS")) {
-        user_subsystems_ = subsystems;
-        unset_environment_variable("NCCL_DEBUG_SUBSYS");  // NCCL's default: INIT, which names the connections
-    }
+    if (const char* subsystems = std::getenv("NCCL_DEBUG_SUBSYS")) user_subsystems_ = subsystems;
+    // Set even where the user has none: NCCL reads an NCCL_DEBUG_SUBSYS from its files (NCCL_CONF_FILE,
+    // ~/.nccl.conf, /etc/nccl.conf) where the environment has none, and one there could filter out what is
+    // read here. INIT names the connections, ENV the settings NCCL took from the environment; warnings
+    // are written whatever the subsystems.
+    set_environment_variable("NCCL_DEBUG_SUBSYS", captured_subsystems);
 }
 
 NcclLogCapture::~NcclLogCapture() {
@@ -140,7 +142,10 @@ NcclLogCapture::~NcclLogCapture() {
     std::filesystem::remove_all(folder_, ignored);
     unset_environment_variable("NCCL_DEBUG");
     unset_environment_variable("NCCL_DEBUG_FILE");
-    if (user_subsystems_) set_environment_variable("NCCL_DEBUG_SUBSYS", user_subsystems_->c_str());
+    if (user_subsystems_)
+        set_environment_variable("NCCL_DEBUG_SUBSYS", user_subsystems_->c_str());
+    else
+        unset_environment_variable("NCCL_DEBUG_SUBSYS");
 }
 
 NcclLog NcclLogCapture::read() const {

@@ -51,10 +51,13 @@ std::vector<std::string> warning_lines(const NcclLog& log, size_t most = 5);
 
 // Sets NCCL_DEBUG=INFO and NCCL_DEBUG_FILE to a file in a new private folder under the temporary
 // folder ($TMPDIR, else /tmp), unless the user set either (their setting wins; then nothing is
-// captured). An NCCL_DEBUG_SUBSYS of the user's, which without NCCL_DEBUG does nothing, is set aside while it
-// captures: it could filter out the lines read here. Must run before the first NCCL call of the process.
+// captured). While it captures, NCCL_DEBUG_SUBSYS is set to the subsystems whose lines are read here
+// (an NCCL_DEBUG_SUBSYS of the user's, which without NCCL_DEBUG does nothing, is set aside and put back).
+// Must run before the first NCCL call of the process.
 class NcclLogCapture {
 public:
+    static constexpr const char* captured_subsystems = "INIT,ENV";
+
     NcclLogCapture();
     ~NcclLogCapture();  // removes the file and its folder
     NcclLogCapture(const NcclLogCapture&) = delete;

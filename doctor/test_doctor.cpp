@@ -686,18 +686,32 @@ TEST_CASE(
     CHECK(contains(down.next, "nvidia-smi nvlink -s"));
 }
 
-TEST_CASE("the log capture sets a user's NCCL_DEBUG_SUBSYS aside while it reads NCCL's connections") {
+TEST_CASE("the log capture sets the subsystems it reads, over a user's NCCL_DEBUG_SUBSYS or NCCL's files") {
     unset_environment_variable("NCCL_DEBUG");  // the capture is doctor's only where the user set neither
     unset_environment_variable("NCCL_DEBUG_FILE");
-    set_environment_variable("NCCL_DEBUG_SUBSYS", "COLL");  // would filter out the INIT lines that name them
-    {
-        const NcclLogCapture capture;
-        REQUIRE(capture.capturing());
-        CHECK(std::getenv("NCCL_DEBUG_SUBSYS") == nullptr);
-        CHECK(std::string(std::getenv("NCCL_DEBUG")) == "INFO");
+    const auto subsystems = [] {
+        const char* value = std::getenv("NCCL_DEBUG_SUBSYS");
+        return std::string(value ? value : "(unset)");
+    };
+    SUBCASE("a user's setting, which would filter out the INIT lines that name the connections") {
+        set_environment_variable("NCCL_DEBUG_SUBSYS", "COLL");
+        {
+            const NcclLogCapture capture;
+            REQUIRE(capture.capturing());
+            CHECK(subsystems() == "INIT,ENV");
+            CHECK(std::string(std::getenv("NCCL_DEBUG")) == "INFO");
+        }
+        CHECK(subsystems() == "COLL");
     }
-    REQUIRE(std::getenv("NCCL_DEBUG_SUBSYS") != nullptr);
-    CHECK(std::string(std::getenv("NCCL_DEBUG_SUBSYS")) == "COLL");
+    SUBCASE("none in the environment: set all the same, since NCCL's files (/etc/nccl.conf) could hold one") {
+        unset_environment_variable("NCCL_DEBUG_SUBSYS");
+        {
+            const NcclLogCapture capture;
+            REQUIRE(capture.capturing());
+            CHECK(subsystems() == "INIT,ENV");
+        }
+        CHECK(subsystems() == "(unset)");
+    }
     CHECK(std::getenv("NCCL_DEBUG") == nullptr);
     unset_environment_variable("NCCL_DEBUG_SUBSYS");
 }
