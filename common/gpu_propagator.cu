@@ -222,10 +222,7 @@ void GpuPropagator::set_batch_sizes(int gradient_batch, int adjoint_group) {
     adjoint_group_ = std::min(adjoint_group, gradient_batch_);
 }
 
-GpuPropagator::~GpuPropagator() {
-    for (auto& entry : graphs_) cudaGraphExecDestroy(entry.second);
-    workspace_.reset();
-}
+GpuPropagator::~GpuPropagator() = default;  // here, where Workspace is complete
 
 size_t GpuPropagator::fixed_bytes() const {
     return velocity_.bytes() + gradient_.bytes() + courant_.bytes() + forward_courant_.bytes() + rows_.bytes() +
@@ -332,7 +329,6 @@ void GpuPropagator::count_workspace() {
 }
 
 void GpuPropagator::release_workspace() {
-    for (auto& entry : graphs_) CUDA_CHECK(cudaGraphExecDestroy(entry.second));
     graphs_.clear();
     workspace_.reset();
     allocated_bytes_ = fixed_bytes();
@@ -552,21 +548,23 @@ void GpuPropagator::end_chains(int chains) {
 // shots [adjoint_first, adjoint_first + adjoint_count) of that batch; captured once and kept.
 cudaGraphExec_t GpuPropagator::time_loop_graph(Mode mode, int batch, int adjoint_first, int adjoint_count) {
     const auto key = std::make_tuple(mode, batch, adjoint_first, adjoint_count);
-    if (auto found = graphs_.find(key); found != graphs_.end()) return found->second;
-    cudaGraph_t graph = nullptr;
+    if (auto found = graphs_.find(key); found != graphs_.end()) return found->second.get();
     CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
-    if (adjoint_count > 0)
-        capture_adjoint(batch, adjoint_first, adjoint_count);
-    else
-        capture_forward(mode, batch);
-    CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+    try {
+        if (adjoint_count > 0)
+            capture_adjoint(batch, adjoint_first, adjoint_count);
+        else
+            capture_forward(mode, batch);
+    } catch (...) {
+        // Left capturing, the stream would fail every later call with an error of its own.
+        cudaGraph_t partial = nullptr;
+        if (cudaStreamEndCapture(stream(), &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
+        throw;
+    }
+    const CudaGraph graph = CudaGraph::end_capture(stream());
     CUDA_CHECK_LAUNCH();
-    if (programmatic_steps_) make_kernel_edges_programmatic(graph);  // see wait_for_previous_step
-    cudaGraphExec_t exec = nullptr;
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    CUDA_CHECK(cudaGraphDestroy(graph));
-    graphs_[key] = exec;
-    return exec;
+    if (programmatic_steps_) make_kernel_edges_programmatic(graph.get());  // see wait_for_previous_step
+    return (graphs_[key] = CudaGraphExec(graph)).get();
 }
 
 // Uploads the batch's shot indices and source cells and zeroes the fields the time loops start from.
@@ -601,20 +599,22 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
     const int batch_size = std::min<int>(int(shots.size()), std::max(fits, 1));
     std::vector<float> traces(shots.size() * trace_samples);
     ensure_workspace(Mode::forward_only, batch_size, 0);
-    CudaEventTimer timer;
-    last_forward_loop_seconds_ = 0.0;
+    // Queued as gradient() queues its batches; the timers are read at the end.
+    std::vector<CudaEventTimer> timers;
     for (size_t first = 0; first < shots.size(); first += batch_size) {
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
         start_batch(shots, first, batch);
         const cudaGraphExec_t loop = time_loop_graph(Mode::forward_only, batch);
+        CudaEventTimer& timer = timers.emplace_back();
         timer.start(stream());
         CUDA_CHECK(cudaGraphLaunch(loop, stream()));
         timer.stop(stream());
-        last_forward_loop_seconds_ += timer.seconds();
         CUDA_CHECK(cudaMemcpyAsync(traces.data() + first * trace_samples, workspace_->traces.data(),
                                    batch * trace_samples * sizeof(float), cudaMemcpyDeviceToHost, stream()));
     }
     CUDA_CHECK(cudaStreamSynchronize(stream()));
+    last_forward_loop_seconds_ = 0.0;
+    for (const CudaEventTimer& timer : timers) last_forward_loop_seconds_ += timer.seconds();
     return traces;
 }
 

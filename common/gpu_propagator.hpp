@@ -160,7 +160,7 @@ private:
     DeviceBuffer<int2> forward_border_, adjoint_border_;  // the border cells of each kind of step
     std::unique_ptr<Workspace> workspace_;
     // (mode, batch, adjoint_first, adjoint_count) -> graph
-    std::map<std::tuple<Mode, int, int, int>, cudaGraphExec_t> graphs_;
+    std::map<std::tuple<Mode, int, int, int>, CudaGraphExec> graphs_;
 };
 
 }  // namespace fwi

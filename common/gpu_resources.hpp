@@ -1,6 +1,7 @@
 // Owners of what a program asks CUDA for: device memory (DeviceBuffer), page-locked host memory
-// (PinnedBuffer), streams (CudaStream) and events (CudaEvent). They are the suite's one way to hold these:
-// each is given back when its owner goes, on an error path too, and moves but never copies.
+// (PinnedBuffer), streams (CudaStream), events (CudaEvent) and graphs (CudaGraph, CudaGraphExec). They
+// are the suite's one way to hold these: each is given back when its owner goes, on an error path too, and
+// moves but never copies.
 //
 // A DeviceBuffer, CudaStream or CudaEvent is made on the device its constructor names (a DeviceBuffer given
 // only a count: on the current one, as cudaMalloc does) and makes that device current, as cudaSetDevice
@@ -128,8 +129,9 @@ public:
 
     using detail::OwnedArray<T, cudaFree>::data;
     // Enqueues copying `host` (at most size() elements) into the first elements on `stream` (nullptr: the
-    // legacy default stream, which a non-blocking stream does not wait for); the caller keeps `host` until
-    // the stream has done it.
+    // legacy default stream, which a non-blocking stream does not wait for). A vector's memory is pageable,
+    // which CUDA copies into a staging buffer of its own before the call returns: `host` may go at once.
+    // (Pinned memory, which the copy engines read directly, must be kept until the stream has done it.)
     void upload(const std::vector<T>& host, cudaStream_t stream) {
         CUDA_CHECK(cudaMemcpyAsync(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
     }
@@ -212,6 +214,39 @@ public:
 private:
     using Owned = detail::OwnedHandle<cudaEvent_t, cudaEventDestroy>;
     Owned event_;
+};
+
+// A graph that stream capture recorded: end_capture(stream) ends the capture that
+// cudaStreamBeginCapture(stream, ...) began and takes the graph.
+class CudaGraph {
+public:
+    static CudaGraph end_capture(cudaStream_t stream) {
+        cudaGraph_t graph = nullptr;
+        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        return CudaGraph(graph);
+    }
+    cudaGraph_t get() const { return graph_.get(); }
+
+private:
+    explicit CudaGraph(cudaGraph_t graph) : graph_(graph, current_device()) {}
+    detail::OwnedHandle<cudaGraph_t, cudaGraphDestroy> graph_;
+};
+
+// A graph made ready to launch (cudaGraphInstantiate) on the current device; it no longer needs the
+// CudaGraph it was made from.
+class CudaGraphExec {
+public:
+    CudaGraphExec() = default;  // none yet
+    explicit CudaGraphExec(const CudaGraph& graph) {
+        cudaGraphExec_t exec = nullptr;
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph.get(), 0));
+        exec_ = Owned(exec, current_device());
+    }
+    cudaGraphExec_t get() const { return exec_.get(); }
+
+private:
+    using Owned = detail::OwnedHandle<cudaGraphExec_t, cudaGraphExecDestroy>;
+    Owned exec_;
 };
 
 }  // namespace fwi
