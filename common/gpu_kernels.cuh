@@ -182,9 +182,10 @@ struct Window {
     float4 column[kRows + 2 * kStencilRadius];
 
     __device__ void load(const float* field, size_t base, size_t stride) {
+        // base is at least kStencilRadius rows in (the rows above the grid are stored), so no offset is negative.
+        const float* top = field + (base - kStencilRadius * stride);
 #pragma unroll
-        for (int j = 0; j < kRows + 2 * kStencilRadius; ++j)
-            column[j] = load4(field + base + (j - kStencilRadius) * stride);
+        for (int j = 0; j < kRows + 2 * kStencilRadius; ++j) column[j] = load4(top + j * stride);
     }
     // Row r of the cells with kStencilRadius values on each side: the side vectors come from `field`.
     __device__ void row_values(const float* field, size_t row_base, int r,
