@@ -1,16 +1,11 @@
 #include "cuda_check.hpp"
+#include "cuda_timing.hpp"
 #include "device_combine.hpp"
 #include "errors.hpp"
 
 namespace fwi {
 
 namespace {
-
-double elapsed_seconds(cudaEvent_t start, cudaEvent_t stop) {
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    return 1e-3 * ms;
-}
 
 void create_events(std::vector<CudaEvent>& events, size_t count) {
     while (events.size() < count) events.emplace_back(current_device(), CudaEvent::Timing::on);
@@ -64,14 +59,13 @@ void CudaStagingCopies::wait_on_device() { CUDA_CHECK(cudaStreamSynchronize(to_d
 // copy's own time.
 double CudaStagingCopies::to_host_busy_seconds() {
     double seconds = 0.0;
-    for (size_t k = 0; k < chunks_; ++k) seconds += elapsed_seconds(to_host_started_[k].get(), arrived_[k].get());
+    for (size_t k = 0; k < chunks_; ++k) seconds += elapsed_seconds(to_host_started_[k], arrived_[k]);
     return seconds;
 }
 
 double CudaStagingCopies::to_device_busy_seconds() {
     double seconds = 0.0;
-    for (size_t k = 0; k < chunks_; ++k)
-        seconds += elapsed_seconds(to_device_started_[k].get(), to_device_done_[k].get());
+    for (size_t k = 0; k < chunks_; ++k) seconds += elapsed_seconds(to_device_started_[k], to_device_done_[k]);
     return seconds;
 }
 

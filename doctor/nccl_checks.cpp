@@ -9,6 +9,7 @@
 #include "allreduce_sweep.hpp"
 #include "bandwidth.hpp"
 #include "cuda_check.hpp"
+#include "cuda_timing.hpp"
 #include "errors.hpp"
 #include "gpu_checks.hpp"
 #include "gpu_waits.hpp"
@@ -142,11 +143,8 @@ public:
         record(stops_);
         wait();  // with the deadline; the events are complete after it
         double slowest = 0.0;
-        for (size_t rank = 0; rank < buffers_.size(); ++rank) {
-            float ms = 0.0f;
-            CUDA_CHECK(cudaEventElapsedTime(&ms, starts_[rank].get(), stops_[rank].get()));
-            slowest = std::max(slowest, 1e-3 * ms);
-        }
+        for (size_t rank = 0; rank < buffers_.size(); ++rank)
+            slowest = std::max(slowest, elapsed_seconds(starts_[rank], stops_[rank]));
         return slowest;
     }
 

@@ -13,6 +13,7 @@
 
 #include "bandwidth_verdict.hpp"
 #include "cuda_check.hpp"
+#include "cuda_timing.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_checks.hpp"
@@ -243,9 +244,7 @@ public:
             CUDA_CHECK(cudaMemcpyAsync(destination.data(), source.data(), kCrossCheckBytes, cudaMemcpyDefault, stream));
         CUDA_CHECK(cudaEventRecord(stop.get(), stream));
         wait_for_event(stop.get(), deadline_, "cross-check copies " + gpu(from) + " -> " + gpu(to));
-        float ms = 0.0f;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-        return double(kCrossCheckCopies) * kCrossCheckBytes / (1e-3 * ms);
+        return double(kCrossCheckCopies) * kCrossCheckBytes / elapsed_seconds(start, stop);
     }
 
 private:
@@ -265,11 +264,7 @@ private:
         }
         wait_for_event(stops.back().get(), deadline_, what);
         std::vector<double> seconds;
-        for (int r = 0; r < repeats; ++r) {
-            float ms = 0.0f;
-            CUDA_CHECK(cudaEventElapsedTime(&ms, starts[r].get(), stops[r].get()));
-            seconds.push_back(1e-3 * ms);
-        }
+        for (int r = 0; r < repeats; ++r) seconds.push_back(elapsed_seconds(starts[r], stops[r]));
         return median(seconds);
     }
 

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "cuda_check.hpp"
+#include "cuda_timing.hpp"
 #include "device.hpp"
 #include "gpu_checks.hpp"
 #include "gpu_resources.hpp"
@@ -181,9 +182,7 @@ HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, 
             copy.generation_under_load = std::max(copy.generation_under_load, pcie_link_of(nvml, gpu).generation);
         } while (cudaEventQuery(stop.get()) == cudaErrorNotReady && !deadline.passed());
         wait_for_event(stop.get(), deadline, "copies from the host to GPU " + std::to_string(device));
-        float ms = 0.0f;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-        copy.gbps = kCopies * double(host.bytes()) / (1e-3 * ms) / 1e9;
+        copy.gbps = kCopies * double(host.bytes()) / elapsed_seconds(start, stop) / 1e9;
     } catch (const DeviceMemoryError&) {
         return {};
     }
