@@ -15,6 +15,9 @@
 
 namespace fwi {
 
+// In this lesson a *rank* is a GPU's place in the allreduce (0 .. size()-1, GPU r of the group), as NCCL
+// names the members of a communicator; from 03 on, each GPU has a process of its own and the rank is the
+// MPI rank's.
 constexpr int kMaxRanks = 8;  // kernel arguments hold one pointer per GPU
 
 // Waits for `event` (wait_for_event_within) until `timeout_s` after `start` (steady_seconds: several waits

@@ -40,7 +40,7 @@ struct Options {
     AllreduceSweepOptions sweep;
     std::string variants = "via_gpu0,ring,p2p_kernel,nccl";
     VariantOptions variant;
-    long long one_shot_max_bytes = 512 << 10;
+    long long one_shot_max_bytes = static_cast<long long>(VariantOptions().one_shot_max_bytes);
     double timeout_s = 30.0;
     bool no_peer_access = false;
     std::string json_path;

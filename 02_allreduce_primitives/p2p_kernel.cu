@@ -9,8 +9,11 @@
 // The barrier: block b of GPU r writes the call's epoch into flag [b][r] of every peer and waits until
 // its own flags [b][p] reach the epoch. Epochs only grow (2e-1 before the sums, 2e after), so
 // flags are never reset between calls. Block b covers the same elements on every GPU, so pairing
-// block b with the peers' block b is enough; the blocks all stay resident (at most one per SM), so a
-// waiting block never blocks the block it waits for. A wait gives up after half of --timeout.
+// block b with the peers' block b is enough. The grid has at most one block per SM, so on a GPU that runs
+// nothing else all its blocks are resident at once, and a waiting block never holds the SM that a block it
+// waits for needs. (Where other work holds SMs, a block may first wait for that work to end; nothing
+// guarantees residency here, as a cooperative launch would within one GPU.) A wait gives up after half of
+// --timeout, so a barrier that cannot complete ends in an error, not a hang.
 #include <cuda/atomic>
 
 #include "allreduce_variant.hpp"

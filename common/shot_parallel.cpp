@@ -166,7 +166,9 @@ ReferenceRun run_reference(GpuShare& share, const std::vector<float>& model, int
     std::fflush(stdout);
     share.set_shots(every_shot);
     share.set_model(model);
-    ThreadTeam alone(1, 60.0);  // one member: its barriers return at once
+    // One member: its barriers return at once, so the timeout (any will do) is never reached.
+    constexpr double kUnreachedTimeoutSeconds = 60.0;
+    ThreadTeam alone(1, kUnreachedTimeoutSeconds);
     const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, iterations);
     share.set_shots(own_shots);
     ReferenceRun reference;
