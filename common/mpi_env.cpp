@@ -220,11 +220,15 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
             throw;
         }
     });
-    if (failed) {
+    int ranks = 2;  // where MPI cannot say, as if others waited
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (failed && ranks > 1) {
         std::fflush(stdout);
         std::fflush(stderr);
         abort_job(code);  // ends every rank, so none waits forever on this one
     }
+    // One rank (run without mpirun, or -np 1): no other waits for it, so it ends as after success, without
+    // the banner MPI_Abort prints after the error.
     {
         // The ranks have met at the end of their work (the lessons' and doctor's last barrier), so this is
         // quick; it would wait without a limit where a rank has gone since (killed, or its node lost) and
