@@ -251,7 +251,14 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         }
         if (is_help(arg)) throw UsageError(arg + ": takes no value");  // "--help=1"
         const Option* option = find(arg);
-        if (!option) throw UsageError("unknown flag '" + shown_value(arg) + "'");
+        if (!option) {
+            // "-b=1M": a short alias written as a long flag is written (only --flag=value splits).
+            const size_t eq = arg.find('=');
+            if (arg.rfind("--", 0) != 0 && eq != std::string::npos && find(arg.substr(0, eq)))
+                throw UsageError("'" + shown_value(arg) + "': a short flag takes its value after a space: " +
+                                 arg.substr(0, eq) + " " + shown_value(arg.substr(eq + 1)));
+            throw UsageError("unknown flag '" + shown_value(arg) + "'");
+        }
         // Two values for one flag: which one was meant is a guess, so neither is taken. A flag and its
         // alias are one flag.
         if (const auto [earlier, first] = given_.emplace(option->flag, arg); !first)

@@ -272,6 +272,10 @@ TEST_CASE("a flag the run does not use is refused, by the name it was given") {
     CHECK_THROWS_WITH_AS(parse({"--mode", "plain", "--level", "3"}), "--level: used only with --mode fancy",
                          UsageError);
     CHECK_THROWS_WITH_AS(parse({"--mode", "plain", "-s", "4"}), "-s (--size): used only with --mode fancy", UsageError);
+    // A short alias takes its value after a space: "-s=4" is named as that mistake, not as an unknown flag.
+    CHECK_THROWS_WITH_AS(parse({"--mode", "fancy", "-s=4"}), "'-s=4': a short flag takes its value after a space: -s 4",
+                         UsageError);
+    CHECK_THROWS_WITH_AS(parse({"-x=4"}), "unknown flag '-x=4'", UsageError);
     CHECK_THROWS_AS(parser.add_used_only(
                         {"--bogus"}, [] { return true; }, ""),
                     std::logic_error);
