@@ -38,6 +38,8 @@ def load_model(np, path):
     if array.ndim != 2 or array.size == 0 or array.dtype.kind not in "iuf":  # real numbers, not complex or times
         raise BadRunFile("%s holds a %s array of shape %s, not a model of nz x nx numbers"
                          % (path, array.dtype, array.shape))
+    if not np.isfinite(array).all():  # the run refuses such a model, so this file is not what it wrote
+        raise BadRunFile("%s holds values that are not finite numbers (NaN or infinity)" % path)
     return array
 
 

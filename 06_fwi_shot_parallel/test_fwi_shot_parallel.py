@@ -163,6 +163,7 @@ def test_plot_script(args):
                ("final_model.npy", lambda path: open(path, "wb").write(b"\x93NUMPY garbage")),
                ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx + 1), [1500.0] * (nz * (nx + 1)))),
                ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx // 2), initial, "<c8")),
+               ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx), [float("nan")] * (nz * nx))),
                ("loss_history.json",
                 lambda path: open(path, "w").write('{"iteration": [1, 2], "relative_misfit": [1, 1%s]}' % ("0" * 400)))]
     for name, damage in damaged:
