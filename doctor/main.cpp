@@ -69,10 +69,12 @@ bool runs_in_mode(const std::string& id, bool mpi) {
 }
 
 bool parse_options(int argc, char** argv, Options& options) {
-    ArgParser parser("doctor",
-                     "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, latency), "
-                     "NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a time limit; "
-                     "exit 0 nothing failed, 1 something failed, 2 bad command line, 3 no GPU visible.");
+    ArgParser parser(
+        "doctor",
+        "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, latency), "
+        "NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a time limit; "
+        "exit 0 nothing failed, 1 something failed, 2 bad command line, 3 no GPU visible or the --json file could "
+        "not be written.");
     parser.add_double("--timeout", &options.timeout_s, 1, 3600,
                       "seconds each check may take before it is reported as FAIL (hung)");
     parser.add_int("--bandwidth-mib", &options.bandwidth_mib, 1, 4096, "MiB per copy in the bandwidth matrices");
