@@ -513,6 +513,9 @@ def main(argv):
     if "-h" in args or "--help" in args:
         return print_help("docs_figures", __doc__)
     check = "--check" in args
+    if args.count("--check") > 1:
+        print("docs_figures: --check given twice", file=sys.stderr)
+        return 2
     # Everything is checked before any file is rewritten: a mistyped flag is not a file to process.
     for arg in args:
         if arg.startswith("-") and arg != "--check":

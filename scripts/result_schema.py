@@ -308,6 +308,7 @@ def main(argv):
     if args in (["-h"], ["--help"]):
         from plotting import print_help  # run as a script: scripts/ is on the path
         return print_help("result_schema", __doc__)
+    twice = next((f for f in ("--env", "--kind") if args.count(f) > 1), None)
     env_only = "--env" in args
     kind = None
     if "--kind" in args:
@@ -320,8 +321,10 @@ def main(argv):
     files = [a for a in args if a != "--env"]
     flag = next((f for f in files if f.startswith("-")), None)
     why = ""
-    if flag:
-        why = "unknown flag '%s' (or a flag given twice)" % flag
+    if twice:
+        why = "%s given twice" % twice
+    elif flag:
+        why = "unknown flag '%s'" % flag
     elif env_only and kind:
         why = "--env and --kind do not go together"
     elif not files:

@@ -157,6 +157,11 @@ def main():
     if code != 0:
         fail("a regenerated CRLF page fails --check:\n" + output)
 
+    # A flag given twice is refused, as by the suite's other programs.
+    code, output = run(script, "--check", "--check", page)
+    if code != 2 or "--check given twice" not in output:
+        fail("--check given twice: exit %d, expected 2 saying so:\n%s" % (code, output))
+
     check_bad_results(script, work, page)
 
     code, output = run(script, "--check")

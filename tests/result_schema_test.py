@@ -187,7 +187,8 @@ class CommandLine(unittest.TestCase):
             self.assertEqual((code, "--kind needs one of" in output), (2, True), output)
             # Bad usage says what is wrong, then the usage lines (not the whole help).
             for args, why in ((["--kind=fwi", good_json], "unknown flag '--kind=fwi'"),
-                              (["--kind", "fwi", "--kind", "doctor", good_json], "unknown flag '--kind'"),
+                              (["--kind", "fwi", "--kind", "doctor", good_json], "--kind given twice"),
+                              (["--env", "--env", env_file], "--env given twice"),
                               (["--env", "--kind", "fwi", env_file], "--env and --kind do not go together"),
                               ([], "no FILE given")):
                 code, output = self.run_script(*args)
