@@ -114,6 +114,11 @@ def read_manifest(runs_dir):
         if not re.fullmatch(r"[0-9]{1,3}|timeout|not-built", entry["status"]):
             raise BadManifest("%s line %d: status %s is not an exit code, timeout or not-built"
                               % (path, line, ascii(entry["status"])))
+        for key, suffix in (("json", ".json"), ("log", ".log")):  # a file of runs/, as compare.sh names it
+            name = entry[key]
+            if name and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*" + re.escape(suffix), name):
+                raise BadManifest("%s line %d: %s %s is not a %s file's name in %s"
+                                  % (path, line, key, ascii(name), suffix, runs_dir))
     first_line_of_run = {}
     for line, e in enumerate(entries, start=2):
         run = (e["role"], e["pattern"], e["variant"], e["gpus"])

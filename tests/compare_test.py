@@ -211,6 +211,9 @@ class Compare(unittest.TestCase):
         self.assertIn("line 3: role 'xxx' is none of fwi, batch, sweep", self.run_compare(2))
         self.write_manifest(rows[:2] + [rows[2][:4] + ["\x1b[31m"] + rows[2][5:]] + rows[3:])
         self.assertIn("line 3: status '\\x1b[31m' is not an exit code", self.run_compare(2))
+        for name in ("/dev/zero", "..", "../machine.json", "x.log"):  # not a RESULT file of runs/
+            self.write_manifest(rows[:2] + [rows[2][:5] + [name] + rows[2][6:]] + rows[3:])
+            self.assertIn("line 3: json %s is not a .json file's name" % ascii(name), self.run_compare(2))
         self.write_manifest(rows + [rows[3]])
         self.assertIn("line %d: the same run as line 4" % (len(rows) + 1), self.run_compare(2))
 
