@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 namespace fwi {
@@ -21,6 +22,7 @@ constexpr int kNvmlFeatureEnabled = 1;  // nvmlEnableState_t
 constexpr int kNvlinkRemoteGpu = 0;     // nvmlIntNvLinkDeviceType_t
 constexpr int kNvlinkRemoteSwitch = 2;
 constexpr unsigned kMaxLinksProbed = 32;  // above NVML_NVLINK_MAX_LINKS (18 today)
+constexpr unsigned kNvmlMigEnabled = 1;   // NVML_DEVICE_MIG_ENABLE
 
 // nvmlPciInfo_t as the _v2 calls fill it; only domain, bus and device are read, and those sit at the
 // same offsets in the older layout too. The spare bytes guard against a longer future layout.
@@ -65,6 +67,9 @@ struct Nvml::Api {
     NvmlReturn (*pcie_generation)(NvmlDevice, unsigned*) = nullptr;
     NvmlReturn (*max_pcie_generation)(NvmlDevice, unsigned*) = nullptr;
     NvmlReturn (*clock_event_reasons)(NvmlDevice, unsigned long long*) = nullptr;
+    NvmlReturn (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
+    NvmlReturn (*pci_info)(NvmlDevice, PciInfo*) = nullptr;
+    NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;  // current, pending
 
     // The handle of the GPU at `gpu`; throws std::runtime_error naming it when NVML cannot find it.
     NvmlDevice device(const PciAddress& gpu) const {
@@ -155,6 +160,10 @@ Nvml::Nvml() : api_(new Api) {
     // Renamed from "throttle reasons" in later drivers; the older name is still exported.
     api_->clock_event_reasons = load<decltype(api_->clock_event_reasons)>(
         library, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
+    api_->handle_by_index =
+        load<decltype(api_->handle_by_index)>(library, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
+    api_->pci_info = load<decltype(api_->pci_info)>(library, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2");
+    api_->mig_mode = load<decltype(api_->mig_mode)>(library, "nvmlDeviceGetMigMode");  // drivers since 450
     if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
         error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
         return;
@@ -258,6 +267,28 @@ unsigned long long Nvml::clock_event_reasons(const PciAddress& gpu) const {
     const NvmlReturn status = api_->clock_event_reasons(api_->device(gpu), &reasons);
     if (status != kNvmlSuccess) throw std::runtime_error("NVML: " + api_->describe(status));
     return reasons;
+}
+
+std::vector<std::string> Nvml::gpus_in_mig_mode() const {
+    std::vector<std::string> found;
+    unsigned count = 0;
+    if (!available_ || !api_->count || !api_->handle_by_index || !api_->pci_info || !api_->mig_mode ||
+        api_->count(&count) != kNvmlSuccess)
+        return found;
+    for (unsigned index = 0; index < count; ++index) {
+        NvmlDevice handle = nullptr;
+        unsigned current = 0, pending = 0;
+        PciInfo pci{};
+        // A GPU without MIG answers "not supported"; one NVML cannot reach is left out too.
+        if (api_->handle_by_index(index, &handle) != kNvmlSuccess ||
+            api_->mig_mode(handle, &current, &pending) != kNvmlSuccess || current != kNvmlMigEnabled ||
+            api_->pci_info(handle, &pci) != kNvmlSuccess)
+            continue;
+        char bus_id[32];
+        std::snprintf(bus_id, sizeof bus_id, "%04x:%02x:%02x.0", pci.domain, pci.bus, pci.device);
+        found.push_back(bus_id);
+    }
+    return found;
 }
 
 std::vector<GpuProcess> Nvml::compute_processes(const PciAddress& gpu) const {

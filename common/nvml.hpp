@@ -75,6 +75,10 @@ public:
     // find).
     unsigned long long clock_event_reasons(const PciAddress& gpu) const;
 
+    // The PCI addresses ("0000:41:00.0") of the GPUs the driver sees that are in MIG mode now, each split into
+    // instances that CUDA sees as devices of their own; empty where none is, or NVML cannot say.
+    std::vector<std::string> gpus_in_mig_mode() const;
+
     // The processes with a compute context on the GPU at `gpu`, this one's included; throws
     // std::runtime_error when NVML cannot say (a driver without the call, a GPU it cannot find).
     std::vector<GpuProcess> compute_processes(const PciAddress& gpu) const;

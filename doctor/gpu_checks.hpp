@@ -90,6 +90,11 @@ struct HostCopy {
 // collective; else PASS. Idleness and the power cap under load are not faults, so not judged.
 Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long long>>& reasons);
 
+// Check 1's verdict on the GPUs in MIG mode (Nvml::gpus_in_mig_mode, their PCI addresses): WARN where any is,
+// as CUDA then sees a GPU's instances, not the GPU, and neither peer access nor NCCL works between instances
+// (NCCL takes them for one GPU: they share its PCI address); else PASS.
+Finding mig_mode_verdict(const std::vector<std::string>& gpus_in_mig_mode);
+
 // Check 2's verdict on the NVLinks that are up (Nvml::active_nvlinks; -1 unknown), with each GPU's model
 // name and whether its links reach an NVSwitch: WARN where a GPU has fewer up than another of its model (a
 // link down: its pairs lose bandwidth, and NCCL's rings through them slow down), else PASS. A GPU with none

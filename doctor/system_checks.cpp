@@ -249,6 +249,19 @@ Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long lo
     return verdict;
 }
 
+Finding mig_mode_verdict(const std::vector<std::string>& gpus_in_mig_mode) {
+    Finding verdict;
+    if (gpus_in_mig_mode.empty()) return verdict;
+    verdict.status = Status::warn;
+    verdict.summary = std::string(gpus_in_mig_mode.size() == 1 ? "the GPU at " : "the GPUs at ") +
+                      join(gpus_in_mig_mode, ", ") + (gpus_in_mig_mode.size() == 1 ? " is" : " are") +
+                      " in MIG mode: CUDA sees instances, with neither peer access nor NCCL between them";
+    verdict.next =
+        "the multi-GPU programs need whole GPUs: pick GPUs without MIG (CUDA_VISIBLE_DEVICES, the job's "
+        "GPU request), or have an administrator turn MIG off (`nvidia-smi -i <GPU> -mig 0`)";
+    return verdict;
+}
+
 Finding nvlink_count_verdict(const std::vector<std::string>& names, const std::vector<int>& active,
                              const std::vector<bool>& reaches_switch) {
     const size_t n = std::min({names.size(), active.size(), reaches_switch.size()});
@@ -397,6 +410,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     system.count = count;  // only now: the later checks index names and pci by it
     finding.details.push_back(versions_line(driver, runtime, nvml));
     const int nvml_gpus = nvml.gpu_count();
+    const std::vector<std::string> gpus_in_mig_mode = nvml.gpus_in_mig_mode();
     if (nvml_gpus > count)
         finding.details.push_back(
             "the driver sees " + std::to_string(nvml_gpus) + " GPUs, CUDA " + std::to_string(count) +
@@ -414,6 +428,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         .add("runtime_version", runtime)
         .add("driver", nvml.driver_version())
         .add("nvml_gpus", nvml_gpus)
+        .add("gpus_in_mig_mode", gpus_in_mig_mode)
         .add("devices", devices);
 
     std::string model_list;
@@ -447,8 +462,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also :
-         {pcie_link_verdict(pcie_links, pcie_under_load), clock_slowdown_verdict(clock_reasons), shared}) {
+    for (const Finding& also : {pcie_link_verdict(pcie_links, pcie_under_load), clock_slowdown_verdict(clock_reasons),
+                                shared, mig_mode_verdict(gpus_in_mig_mode)}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;
         finding.summary += "; " + also.summary;

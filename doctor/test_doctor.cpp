@@ -666,6 +666,16 @@ TEST_CASE("clocks lowered by the hardware or for heat warn, naming the GPU; idle
     CHECK(contains(clock_slowdown_verdict({{1, 0x80}}).summary, "GPU 1: power brake"));
 }
 
+TEST_CASE("GPUs in MIG mode warn, naming them: neither peer access nor NCCL works between instances") {
+    CHECK(mig_mode_verdict({}).status == Status::pass);
+    const Finding one = mig_mode_verdict({"0000:41:00.0"});
+    CHECK(one.status == Status::warn);
+    CHECK(contains(one.summary, "the GPU at 0000:41:00.0 is in MIG mode"));
+    CHECK(contains(one.next, "nvidia-smi -i <GPU> -mig 0"));
+    CHECK(contains(mig_mode_verdict({"0000:41:00.0", "0000:c1:00.0"}).summary,
+                   "the GPUs at 0000:41:00.0, 0000:c1:00.0 are in MIG mode"));
+}
+
 TEST_CASE(
     "a GPU with fewer NVLinks up than another of its model warns; none up only where its model reaches a switch") {
     const std::string h200 = "NVIDIA H200", l40 = "NVIDIA L40S";
