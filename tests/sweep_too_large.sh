@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Usage: sweep_too_large.sh PERCENT TEXT COMMAND [ARG...]
-# Runs COMMAND -b S -e S, an allreduce sweep of one size S: PERCENT% of GPU 0's memory, which a few of the
-# sweep's buffers cannot fit. Passes when COMMAND refuses it with exit 2 and TEXT in its output. Skipped
-# (77) where S would be past the sweeps' 64 GiB limit (a GPU larger than the test was written for).
+# Usage: sweep_too_large.sh BUFFERS TEXT COMMAND [ARG...]
+# Runs COMMAND -b S -e S, an allreduce sweep of one size S: GPU 0's memory / BUFFERS + 1 GiB, so that BUFFERS
+# buffers of S cannot fit on it (and one fewer can). Passes when COMMAND refuses it with exit 2 and TEXT in
+# its output. Skipped (77) where S would be past the sweeps' 64 GiB limit: on such a GPU every sweep the
+# programs allow fits, so there is nothing to refuse.
 set -u
-if [ $# -lt 3 ] || ! [[ "$1" =~ ^[1-9][0-9]?$ ]]; then
-    echo "sweep_too_large: usage: sweep_too_large.sh PERCENT TEXT COMMAND [ARG...] (PERCENT in 1..99)" >&2
+if [ $# -lt 3 ] || ! [[ "$1" =~ ^[1-9]$ ]]; then
+    echo "sweep_too_large: usage: sweep_too_large.sh BUFFERS TEXT COMMAND [ARG...] (BUFFERS in 1..9)" >&2
     exit 2
 fi
-percent=$1 text=$2
+buffers=$1 text=$2
 shift 2
 mib=$(timeout 60 nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0) || exit 3
-size=$((mib * percent / 100))
+size=$((mib / buffers + 1024))
 if [ "$size" -gt 65536 ]; then
-    echo "GPU 0 has $mib MiB: $percent% of it is past the sweeps' 64 GiB limit; skipped"
+    echo "GPU 0 has $mib MiB: $buffers buffers of the sweeps' largest size, 64 GiB, fit on it; nothing to refuse: skipped"
     exit 77
 fi
 out=$("$@" -b "${size}M" -e "${size}M" 2>&1)
