@@ -25,8 +25,8 @@ add_physics_test(06_fwi_shot_parallel negative_anomaly "--anomaly-dv -5000)" --p
 # Odd nz and nx put the anomaly's peak on a cell: exactly 0 m/s there.
 add_physics_test(01_single_gpu zero_velocity "velocity 0 m/s at row 32, column 48 is not positive"
                  --problem small --nz 65 --nx 97 --model anomaly --v-top 1500 --anomaly-dv -1500)
-add_physics_test(01_single_gpu nan_velocity "--v-top" --problem small --v-top nan)
-add_physics_test(04_nccl_threads nan_anomaly "--anomaly-dv" --problem small --model anomaly --anomaly-dv nan)
+add_physics_test(01_single_gpu nan_velocity "--v-top: 'nan' is not a finite number" --problem small --v-top nan)
+add_physics_test(04_nccl_threads nan_anomaly "--anomaly-dv: 'nan' is not a finite number" --problem small --model anomaly --anomaly-dv nan)
 add_physics_test(01_single_gpu above_v_max "--v-bottom 3500" --problem small --v-bottom 3500)
 add_physics_test(05_nccl_mpi above_v_max "--v-top 3200" --problem small --v-top 3200 --v-bottom 3200)
 add_physics_test(01_single_gpu initial_below_v_min "--v-initial 800" --problem small --v-initial 800)
@@ -55,7 +55,7 @@ add_exit_test(physics_recording_long_enough_for_shallow_interface CODE 3 TEXT "C
 
 # Fewer than 2 cells per shortest wavelength.
 add_physics_test(01_single_gpu high_freq "cells per shortest wavelength" --problem small --freq 60)
-add_physics_test(06_fwi_shot_parallel coarse_grid "--dh" --problem small --dh 30)
+add_physics_test(06_fwi_shot_parallel coarse_grid "--dh: 1.42 cells per shortest wavelength" --problem small --dh 30)
 # Between 2 and 5 cells: a warning in the program's name, then the run goes on (here to "no GPU").
 add_exit_test(physics_01_single_gpu_few_cells_warns CODE 3
               TEXT "01_single_gpu: warning: only 3.3 cells per shortest wavelength" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
@@ -67,10 +67,10 @@ add_physics_test(01_single_gpu duplicate_shots "--nshots: 80 shots do not fit on
 add_physics_test(04_nccl_threads shots_on_one_cell "--nshots: 2 shots do not fit on distinct cells; allowed 1..1"
                  --problem small --nshots 2 --src-x-first 40 --src-x-last 40)
 add_physics_test(01_single_gpu duplicate_receivers "--nrec: 97 receivers do not fit" --problem small --nrec 97)
-add_physics_test(06_fwi_shot_parallel duplicate_receivers "--nrec" --problem small --nrec 20 --rec-x-first 50 --rec-x-last 60)
+add_physics_test(06_fwi_shot_parallel duplicate_receivers "--nrec: 20 receivers do not fit on distinct cells" --problem small --nrec 20 --rec-x-first 50 --rec-x-last 60)
 add_physics_test(01_single_gpu mask_whole_grid "--mask-rows: 64 is outside the grid; allowed 0..63"
                  --problem small --mask-rows 64)
-add_physics_test(04_nccl_threads mask_beyond_grid "--mask-rows" --problem small --mask-rows 1000)
+add_physics_test(04_nccl_threads mask_beyond_grid "--mask-rows: 1000 is outside the grid" --problem small --mask-rows 1000)
 
 # Checkpoints with a valid checksum and an impossible model: 06 --resume refuses them on rank 0's read,
 # before any GPU. make_bad_checkpoint writes each as a fixture.
@@ -92,5 +92,5 @@ add_bad_checkpoint_test(above-v-max "checkpoint.fwi': velocity 3100 m/s")
 
 # An absorbing layer thinner than 3 cells is unstable: refused by the parser, and by validate() for
 # problems built in code.
-add_physics_test(01_single_gpu absorb_width_2 "--absorb-width" --absorb-width 2)
-add_physics_test(06_fwi_shot_parallel absorb_width_0 "--absorb-width" --absorb-width 0)
+add_physics_test(01_single_gpu absorb_width_2 "--absorb-width: 2 is out of range; allowed 3..200" --absorb-width 2)
+add_physics_test(06_fwi_shot_parallel absorb_width_0 "--absorb-width: 0 is out of range; allowed 3..200" --absorb-width 0)
