@@ -1,6 +1,7 @@
 // Writes the RESULT objects of the fwi skeleton's report (common/shot_parallel.cpp) for made-up runs,
 // one JSON file each, into the folder given as the first argument: a verified run against a
-// reference, a run without a reference, and failed ones (a wrong gradient, a zero or NaN misfit). The test that runs it
+// reference, a run without a reference, and failed ones (a wrong gradient, first misfit or final model; a zero or NaN
+// misfit), each for its own reason. The test that runs it
 // then checks every file against scripts/result_schema.py, so the schema is checked on what the real writer writes, no
 // GPU needed. Exit 1 when a case does not verify or fail as it should.
 #include <cmath>
@@ -49,29 +50,41 @@ int main(int argc, char** argv) {
         reference.final_model.assign(p.model_cells(), 2000.0f);
 
         int failures = 0;
+        // A run that must fail verification, with `cause` in the message.
+        const auto expect_failure = [&](const std::string& what, const RunSummary& run, const ReferenceRun* against,
+                                        const std::string& cause) {
+            try {
+                report(p, run, against, dir + "/failed.json");
+                std::fprintf(stderr, "%s was reported as verified\n", what.c_str());
+                ++failures;
+            } catch (const VerificationError& error) {
+                if (std::string(error.what()).find(cause) == std::string::npos) {
+                    std::fprintf(stderr, "%s failed for another reason than '%s': %s\n", what.c_str(), cause.c_str(),
+                                 error.what());
+                    ++failures;
+                } else {
+                    std::printf("failed as it should: %s\n", error.what());
+                }
+            }
+        };
         report(p, made_up_run(p, 2), &reference, dir + "/with_reference.json");
         report(p, made_up_run(p, 1), nullptr, dir + "/without_reference.json");
         RunSummary wrong = made_up_run(p, 2);
         wrong.first_gradient.assign(p.model_cells(), 0.5f);  // as if one GPU's shots were lost
-        try {
-            report(p, wrong, &reference, dir + "/failed.json");
-            std::fprintf(stderr, "a gradient half the reference's was reported as verified\n");
-            ++failures;
-        } catch (const VerificationError& error) {
-            std::printf("failed as it should: %s\n", error.what());
-        }
+        expect_failure("a gradient half the reference's", wrong, &reference, "the combine is wrong");
+        RunSummary other_misfit = made_up_run(p, 2);
+        other_misfit.misfits.front() *= 1.01;  // the gradient matches, the first misfit does not
+        expect_failure("a first misfit 1% off the reference's", other_misfit, &reference, "the combine is wrong");
+        RunSummary drifted = made_up_run(p, 2);
+        drifted.final_model.assign(p.model_cells(), 2020.0f);  // the first gradient matches, the end does not
+        expect_failure("a final model 1% off the reference's", drifted, &reference,
+                       "the first gradient matches the single-GPU run, but the final model differs");
         // Nothing to verify is not a pass: a misfit of zero (the starting model already fits the data) and a
         // misfit that is not a number both fail.
         for (const double misfit : {0.0, std::nan("")}) {
             RunSummary degenerate = made_up_run(p, 1);
             degenerate.misfits = {misfit, misfit};
-            try {
-                report(p, degenerate, nullptr, dir + "/degenerate.json");
-                std::fprintf(stderr, "a run whose misfit is %g was reported as verified\n", misfit);
-                ++failures;
-            } catch (const VerificationError& error) {
-                std::printf("failed as it should: %s\n", error.what());
-            }
+            expect_failure("a run whose misfit is " + std::to_string(misfit), degenerate, nullptr, "misfit");
         }
         return failures ? kExitVerificationFailed : kExitOk;
     });
