@@ -50,11 +50,11 @@ int main(int argc, char** argv) {
         reference.final_model.assign(p.model_cells(), 2000.0f);
 
         int failures = 0;
-        // A run that must fail verification, with `cause` in the message.
+        // A run that must fail verification, with `cause` in the message; its RESULT goes to `file`.
         const auto expect_failure = [&](const std::string& what, const RunSummary& run, const ReferenceRun* against,
-                                        const std::string& cause) {
+                                        const std::string& cause, const std::string& file) {
             try {
-                report(p, run, against, dir + "/failed.json");
+                report(p, run, against, dir + "/" + file);
                 std::fprintf(stderr, "%s was reported as verified\n", what.c_str());
                 ++failures;
             } catch (const VerificationError& error) {
@@ -71,20 +71,23 @@ int main(int argc, char** argv) {
         report(p, made_up_run(p, 1), nullptr, dir + "/without_reference.json");
         RunSummary wrong = made_up_run(p, 2);
         wrong.first_gradient.assign(p.model_cells(), 0.5f);  // as if one GPU's shots were lost
-        expect_failure("a gradient half the reference's", wrong, &reference, "the combine is wrong");
+        expect_failure("a gradient half the reference's", wrong, &reference, "the combine is wrong", "failed.json");
         RunSummary other_misfit = made_up_run(p, 2);
         other_misfit.misfits.front() *= 1.01;  // the gradient matches, the first misfit does not
-        expect_failure("a first misfit 1% off the reference's", other_misfit, &reference, "the combine is wrong");
+        expect_failure("a first misfit 1% off the reference's", other_misfit, &reference, "the combine is wrong",
+                       "failed_misfit.json");
         RunSummary drifted = made_up_run(p, 2);
         drifted.final_model.assign(p.model_cells(), 2020.0f);  // the first gradient matches, the end does not
         expect_failure("a final model 1% off the reference's", drifted, &reference,
-                       "the first gradient matches the single-GPU run, but the final model differs");
+                       "the first gradient matches the single-GPU run, but the final model differs",
+                       "failed_model.json");
         // Nothing to verify is not a pass: a misfit of zero (the starting model already fits the data) and a
         // misfit that is not a number both fail.
         for (const double misfit : {0.0, std::nan("")}) {
             RunSummary degenerate = made_up_run(p, 1);
             degenerate.misfits = {misfit, misfit};
-            expect_failure("a run whose misfit is " + std::to_string(misfit), degenerate, nullptr, "misfit");
+            expect_failure("a run whose misfit is " + std::to_string(misfit), degenerate, nullptr, "misfit",
+                           "degenerate.json");
         }
         return failures ? kExitVerificationFailed : kExitOk;
     });
