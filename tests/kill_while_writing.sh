@@ -50,8 +50,14 @@ for trial in $(seq 1 "$trials"); do
     fi
     delay_ms=$((20 + RANDOM % 281))
     sleep "$(printf '0.%03d' "$delay_ms")"
-    kill -9 "$writer"
+    kill -9 "$writer" 2>/dev/null
     wait "$writer" 2>/dev/null
+    status=$?
+    # The writer rewrites its files until killed: one that had ended would have left nothing to interrupt.
+    if [ "$status" -ne $((128 + 9)) ]; then
+        echo "trial $trial: the writer ended (exit $status) before it was killed: nothing was interrupted" >&2
+        exit 1
+    fi
     temporaries=$(find "$dir" -name '*.tmp.*' | wc -l)
     if "$program" check "$dir" && check_json "$dir/result.json"; then
         echo "trial $trial: killed after $delay_ms ms: every file whole ($temporaries stray temporary file(s))"

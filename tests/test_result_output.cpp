@@ -237,13 +237,18 @@ TEST_CASE("link labels read like nvidia-smi topo -m") {
 
 TEST_CASE("NVML is optional: without libnvidia-ml the object says why and answers 'unknown'") {
     const Nvml nvml;
-    if (nvml.available()) {
+    if (nvml.available()) {  // a machine with the driver: NVML answers
         MESSAGE("NVML is available on this machine: only the available path is exercised");
+        CHECK(nvml.error().empty());
+        CHECK(nvml.gpu_count() >= 0);
+        CHECK_FALSE(nvml.driver_version().empty());
+        CHECK(nvml.links({}).empty());
         return;
     }
     CHECK(nvml.error().find("NVML not available") != std::string::npos);
     CHECK(nvml.gpu_count() == -1);
     CHECK(nvml.driver_version().empty());
+    CHECK(nvml.gpus_in_mig_mode().empty());
     CHECK_THROWS(nvml.links({}));
 }
 
