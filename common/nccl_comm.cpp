@@ -336,11 +336,16 @@ void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
     // One thread finalizing several ranks must issue them together, like their creation. On a non-blocking
     // communicator (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the environment, which overrides the
     // configuration) the finalize goes on in the background, and the wait below polls it.
-    end_process_if_late(limit_s, too_late("NCCL communicator finalize"), [&] {
-        NCCL_CHECK(ncclGroupStart());
-        for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
-        NCCL_CHECK(ncclGroupEnd());
-    });
+    try {
+        end_process_if_late(limit_s, too_late("NCCL communicator finalize"), [&] {
+            NCCL_CHECK(ncclGroupStart());
+            for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
+            NCCL_CHECK(ncclGroupEnd());
+        });
+    } catch (const EnvironmentError&) {
+        for (ncclComm_t comm : comms) nccl_abort(comm);  // a failed finalize ends them as a failed wait does
+        throw;
+    }
     wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
     end_process_if_late(limit_s, too_late("NCCL communicator destroy"), [&] {
         for (ncclComm_t comm : comms) {

@@ -306,10 +306,13 @@ private:
     // rank 0 lets them go first. (Errors are ignored: check 7 reports a GPU that does not open.) Only those
     // check 1 opened (system_.opened): it may have stopped at one that failed, and cudaSetDevice on a GPU not
     // yet opened would create its context here, outside any check's watchdog.
-    void release_gpus() const {
+    // A driver call that hangs here would leave the other ranks waiting: the watchdog bounds it, as check 7's.
+    void release_gpus() {
+        watchdog_.arm("mpi", options_.timeout_s + kWatchdogGrace);
         for (int device = 0; device < system_.opened; ++device)
             if (cudaSetDevice(device) == cudaSuccess) cudaDeviceReset();
         cudaGetLastError();
+        watchdog_.disarm();
     }
 
     // Without --mpi, check 7 only says how to run it (parse_options refused a launch by mpirun).

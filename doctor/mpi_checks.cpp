@@ -336,7 +336,7 @@ std::string rank_differences_advice(const std::vector<RankDifference>& differenc
 std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
                                        const std::vector<RankOutcome>& outcomes) {
     std::vector<std::string> lines;
-    char line[1024];
+    char line[2048];  // room for every field of a RankRecord and its outcome, whole
     std::snprintf(line, sizeof line, "%4s  %-20s %5s  %-20s %4s %4s  %-13s  %s", "rank", "host", "local",
                   "CUDA_VISIBLE_DEVICES", "sees", "GPU", "PCI bus id", "NCCL allreduce");
     lines.push_back(line);

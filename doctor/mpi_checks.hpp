@@ -25,9 +25,9 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline);
 // One rank's line in the mapping table, and the finding rank 0 builds from all of them. Plain data so
 // that it travels through MPI_Allgather / MPI_Gather as bytes (and can be tested without MPI).
 struct RankRecord {
-    char host[64] = {};
+    char host[256] = {};             // whole: host names differing only past byte 63 (long FQDNs) are other hosts
     char bus_id[32] = {};            // "" when the rank has no GPU
-    char visible_devices[384] = {};  // CUDA_VISIBLE_DEVICES, "(unset)" when unset: room for 8 GPU UUIDs
+    char visible_devices[512] = {};  // CUDA_VISIBLE_DEVICES, "(unset)" when unset: 8 GPU or MIG UUIDs fit
     int local_rank = 0;
     int visible_gpus = 0;
     int device = -1;

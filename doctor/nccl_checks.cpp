@@ -234,8 +234,12 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
     } catch (const EnvironmentError& error) {  // wait_for_nccl or nccl_check_or_abort aborted the communicators
         return nccl_failure(version, error, capture);
     }
+    try {
+        nccl_destroy_all(comms, deadline.remaining());
+    } catch (const EnvironmentError& error) {  // nccl_destroy_all aborted them
+        return nccl_failure(version, error, capture);
+    }
     const NcclLog log = capture.read();
-    nccl_destroy_all(comms, deadline.remaining());
 
     Finding finding;
     finding.id = "nccl";

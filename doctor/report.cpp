@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "errors.hpp"
@@ -239,11 +240,14 @@ void Report::abandon(Finding finding) {
     // it in check 1), and if the driver is what is stuck, that hangs too. So the process ends this long
     // after the check was abandoned, with or without the finding and the RESULT line.
     const auto code = std::make_shared<std::atomic<int>>(kExitVerificationFailed);
-    std::thread([code] {
-        std::this_thread::sleep_for(std::chrono::duration<double>(kFinishingLimit));
-        end_process_now(*code, "doctor: the RESULT line did not come within " + format_number(kFinishingLimit) +
-                                   " s: ending without it\n");
-    }).detach();
+    try {
+        std::thread([code] {
+            std::this_thread::sleep_for(std::chrono::duration<double>(kFinishingLimit));
+            end_process_now(*code, "doctor: the RESULT line did not come within " + format_number(kFinishingLimit) +
+                                       " s: ending without it\n");
+        }).detach();
+    } catch (const std::system_error&) {  // no thread to be had (a sick machine): report without the fallback
+    }
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!finished_) {
@@ -255,7 +259,14 @@ void Report::abandon(Finding finding) {
             if (quiet_)
                 std::fprintf(stderr, "doctor: %s: %s (ending the process)\n", finding.id.c_str(),
                              finding.summary.c_str());
-            findings_.push_back(std::move(finding));
+            // In place of a finding of the same id already reported (check 7's SKIP on rank 0, before the
+            // wait for the other ranks that ended up here): one verdict per check in the summary and JSON.
+            const auto same_id = std::find_if(findings_.begin(), findings_.end(),
+                                              [&](const Finding& earlier) { return earlier.id == finding.id; });
+            if (same_id != findings_.end())
+                *same_id = std::move(finding);
+            else
+                findings_.push_back(std::move(finding));
             for (Finding& held : held_) {
                 print(heading(held.id) + format_finding(held));
                 findings_.push_back(std::move(held));

@@ -1048,6 +1048,11 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     const auto shared = shared_gpus(records);
     REQUIRE(shared.size() == 1);
     CHECK(shared[0] == "ranks 0 and 2 on a share GPU 0000:18:00.0");
+    // Host names as long as Linux allows (64 bytes), differing only in the last: a host each, no GPU shared.
+    std::vector<RankRecord> long_names = records;
+    const std::string stem(62, 'n');
+    for (int r = 0; r < 4; ++r) std::snprintf(long_names[r].host, sizeof long_names[r].host, "%s-%d", stem.c_str(), r);
+    CHECK(shared_gpus(long_names).empty());
     // What must not differ between the ranks: here nothing (the records above leave it empty alike).
     CHECK(rank_differences(records).empty());
     // An NCCL_* variable exported on one host and not handed to the other's ranks, and another NCCL there.
