@@ -252,7 +252,7 @@ bool ArgParser::parse(int argc, const char* const* argv) {
         if (is_help(arg)) throw UsageError(arg + ": takes no value");  // "--help=1"
         const Option* option = find(arg);
         if (!option) {
-            // "-b=1M": a short alias written as a long flag is written (only --flag=value splits).
+            // "-b=1M": a short alias written the way a long flag may be (only --flag=value is split at the =).
             const size_t eq = arg.find('=');
             if (arg.rfind("--", 0) != 0 && eq != std::string::npos && find(arg.substr(0, eq)))
                 throw UsageError("'" + shown_value(arg) + "': a short flag takes its value after a space: " +

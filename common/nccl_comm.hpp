@@ -106,8 +106,9 @@ ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double t
 // The clean end: ncclCommFinalize (flushes outstanding work), then ncclCommDestroy. Call it only after every
 // collective was waited on with its stream (wait_for_nccl). On a non-blocking communicator the finalize is
 // waited on with the timeout; on timeout, or a finalize that fails, the comms are aborted and an
-// EnvironmentError is thrown. A blocking one's finalize, and any destroy, cannot be polled: past timeout_s and
-// kNcclAbortLimitSeconds more, the process ends with exit 3 and a message (end_process_if_late).
+// EnvironmentError is thrown. A blocking one's finalize, and any destroy, cannot be polled: past
+// timeout_s and kNcclAbortLimitSeconds more, the process ends with exit 3 and a message
+// (end_process_if_late).
 // For the success path: a lesson that throws before it never destroys its communicators, as the process
 // then exits and the driver frees them.
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s);

@@ -24,7 +24,7 @@ constexpr int kNvlinkRemoteSwitch = 2;
 constexpr unsigned kMaxLinksProbed = 32;  // above NVML_NVLINK_MAX_LINKS (18 today)
 constexpr unsigned kNvmlMigEnabled = 1;   // NVML_DEVICE_MIG_ENABLE
 
-// nvmlPciInfo_t as the _v2 calls fill it; only domain, bus and device are read, and those sit at the
+// nvmlPciInfo_t as the _v2 and _v3 calls fill it; only domain, bus and device are read, and those sit at the
 // same offsets in the older layout too. The spare bytes guard against a longer future layout.
 struct PciInfo {
     char bus_id_legacy[16];
