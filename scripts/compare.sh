@@ -98,8 +98,10 @@ fi
 made_from="$(first_missing_folder "$out")"
 why="$(unwritable_folder_reason "$out")"
 [ -z "$why" ] || bad_flag "--out: $why"
+# The folders that check made, while still empty, go again however the script ends before the runs write
+# there (no GPU, no python3, a failed build, Ctrl-C or SIGTERM during it).
+trap 'remove_made_folders "$out" "$made_from"' EXIT
 no_gpu() {
-    remove_made_folders "$out" "$made_from"  # ours, just made by the check above and still empty
     echo "compare: no CUDA GPU visible ($1); the comparison needs at least one (the tests run without: scripts/run-tests.sh)" >&2
     exit 3
 }
