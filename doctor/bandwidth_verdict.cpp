@@ -59,4 +59,9 @@ std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matri
     return problems;
 }
 
+bool cross_check_fits(double bytes, double one_way_gbps, double seconds_left) {
+    if (!(one_way_gbps > 0.0)) return false;  // NaN (not measured) or zero
+    return 2.0 * bytes / (one_way_gbps * 1e9) <= seconds_left;
+}
+
 }  // namespace fwi::doctor

@@ -32,6 +32,11 @@ std::string number(double value, const char* format);
 // (through a switch, a host bridge or across CPU sockets copies differ by design), "" when NVML did not say.
 std::string link_kind(const GpuSystem& system, int i, int j);
 
+// Whether --cross-check-bandwidth starts a pair: its `bytes` of copies, at the pair's one-way rate from the
+// matrix (GB/s), would take at most half the `seconds_left` of the check. Past the deadline a wait is taken
+// for a hung GPU, and slow links are what doctor diagnoses; an unmeasured rate is never started.
+bool cross_check_fits(double bytes, double one_way_gbps, double seconds_left);
+
 // One line per pair whose one-way P2P copy is under half the median of the pairs linked alike, or more
 // than a tenth slower with P2P than staged through the host (on PCIe the two can be equal within the
 // timing's noise): a degraded link or a wrong path.

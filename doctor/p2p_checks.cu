@@ -338,12 +338,8 @@ void add_cross_check(Finding& finding, const GpuSystem& system, const BandwidthM
     for (int i = 0; i < system.count && complete; ++i)
         for (int j = 0; j < system.count && complete; ++j) {
             if (i == j || std::isnan(m.one_way_on.at(i, j))) continue;
-            // A pair whose copies (the warm-up too), at the matrix's rate, would not end well within the time
-            // left is not started: slow links are what doctor diagnoses, and a wait past the deadline would
-            // be taken for a hung GPU.
-            const double expected_s =
-                (kCrossCheckCopies + 1) * double(kCrossCheckBytes) / (m.one_way_on.at(i, j) * 1e9);
-            if (2 * expected_s > deadline.remaining()) {
+            if (!cross_check_fits((kCrossCheckCopies + 1) * double(kCrossCheckBytes), m.one_way_on.at(i, j),
+                                  deadline.remaining())) {  // the copies and their warm-up
                 complete = false;
                 break;
             }

@@ -666,6 +666,15 @@ TEST_CASE("clocks lowered by the hardware or for heat warn, naming the GPU; idle
     CHECK(contains(clock_slowdown_verdict({{1, 0x80}}).summary, "GPU 1: power brake"));
 }
 
+TEST_CASE("the bandwidth cross-check starts a pair only where its copies take at most half the time left") {
+    const double copies = 11 * 256.0 * (1 << 20);                 // 2.95 GB
+    CHECK(cross_check_fits(copies, 300.0, 30.0));                 // NVLink: 0.01 s
+    CHECK_FALSE(cross_check_fits(copies, 3.0, 1.5));              // ACS-slowed P2P: 1 s of the 1.5 s left
+    CHECK(cross_check_fits(copies, 3.0, 2.0));                    // ... and of 2 s
+    CHECK_FALSE(cross_check_fits(copies, kNotMeasured, 1000.0));  // no rate: not started
+    CHECK_FALSE(cross_check_fits(copies, 0.0, 1000.0));
+}
+
 TEST_CASE("GPUs in MIG mode warn, naming them: neither peer access nor NCCL works between instances") {
     CHECK(mig_mode_verdict({}).status == Status::pass);
     const Finding one = mig_mode_verdict({"0000:41:00.0"});
