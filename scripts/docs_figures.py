@@ -281,7 +281,8 @@ def figure_example(directory, pattern, variant, gpus):
         "%.2f ms a shot." % (m, c[m], m, c[m] / m, shots, shots, c[shots], c[shots] / shots),
         "- combine of %d B from the %s %s sweep on %d GPUs: %.3f ms." % (row["gradient_bytes"], sweep[0], sweep[1], n,
                                                                         1e3 * model["combine"]),
-        "- predicted gradient = %.2f + %.3f = %.2f ms; speedup %.2f / %.2f = %.2fx. Measured: %.2f ms, %.2fx (%s)."
+        "- predicted gradient = %.2f + %.3f = %.2f ms; speedup %.2f (01's time per gradient) / %.2f = %.2fx. "
+        "Measured: %.2f ms, %.2fx (%s)."
         % (c[m], 1e3 * model["combine"], 1e3 * model["gradient"], 1e3 * inputs.baseline_s, 1e3 * model["gradient"],
            row["predicted_speedup"], row["time_per_gradient_ms"], row["speedup"], compare.signed_percent(row["prediction_error"])),
         "- against the ideal %.2f / %d = %.2f ms: batch efficiency %.2f x (%.2f - %.2f) = %.2f ms, imbalance "
