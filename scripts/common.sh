@@ -5,6 +5,21 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # NVLink multicast (NVLS) stays off in everything this suite starts.
 export NCCL_NVLS_ENABLE=0
 
+# The first clang-format of major version 14 on PATH (clang-format-14, or a clang-format of that version),
+# printed; nothing and status 1 where there is none. The style was laid out by 14: other versions lay some
+# constructs out differently.
+clang_format_14() {
+    local candidate
+    for candidate in clang-format-14 clang-format; do
+        command -v "$candidate" >/dev/null || continue
+        if [[ "$("$candidate" --version)" =~ version\ 14\. ]]; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
 # print_help SCRIPT: the comment block at the top of SCRIPT (after its #! line) without the leading "# ",
 # which is what each script prints for --help: the help and the header cannot drift apart. Where it cannot
 # be written (closed, a full disk) it ends the script with exit 3 and a message; a reader that stopped early

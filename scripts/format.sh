@@ -24,13 +24,7 @@ for arg in "$@"; do
     esac
 done
 
-# The first clang-format of major version 14 on PATH.
-clang_format=""
-for candidate in clang-format-14 clang-format; do
-    command -v "$candidate" >/dev/null || continue
-    if [[ "$("$candidate" --version)" =~ version\ 14\. ]]; then clang_format="$candidate"; break; fi
-done
-if [ -z "$clang_format" ]; then
+if ! clang_format="$(clang_format_14)"; then
     echo "format: no clang-format 14 on PATH (found: $(clang-format --version 2>/dev/null || echo none));" \
          "install clang-format-14" >&2
     exit 3
