@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -348,7 +349,18 @@ int ranks_on_this_node(double timeout_s) {
     return node_local_rank(MPI_COMM_WORLD).size;
 }
 
-int gpu_for_local_rank(int local_rank, int visible_gpus) { return local_rank % visible_gpus; }
+std::vector<int> choose_gpus_on_node(const std::vector<std::vector<std::string>>& visible) {
+    std::map<std::string, int> ranks_on;  // bus id -> ranks that took it so far
+    std::vector<int> chosen;
+    for (const std::vector<std::string>& gpus : visible) {
+        int best = -1;
+        for (int g = 0; g < int(gpus.size()); ++g)
+            if (best < 0 || ranks_on[gpus[size_t(g)]] < ranks_on[gpus[size_t(best)]]) best = g;
+        if (best >= 0) ++ranks_on[gpus[size_t(best)]];
+        chosen.push_back(best);
+    }
+    return chosen;
+}
 
 GpusOnNode gpus_on_node(const std::vector<std::string>& bus_ids, int local_rank) {
     GpusOnNode gpus;

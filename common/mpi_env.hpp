@@ -96,9 +96,15 @@ NodeLocalRank node_local_rank(MPI_Comm comm);
 // WaitTimeout: what require_host_memory needs to know, as each rank holds the observed traces.
 int ranks_on_this_node(double timeout_s);
 
-// The GPU a rank drives: its node-local rank modulo the GPUs it sees, so that the ranks of a node take its
-// GPUs 0, 1, ... in order, however the launcher spread the ranks over the nodes.
-int gpu_for_local_rank(int local_rank, int visible_gpus);
+// The GPU each rank of a node drives, as an index into the GPUs that rank sees (visible[r]: node-local rank
+// r's GPUs, as PCI bus ids in CUDA's order). In node-local rank order, each rank takes the GPU it sees
+// that the fewest ranks before it took, the first such in its own order. So ranks that all see all the
+// node's GPUs take GPUs 0, 1, ... in turn (a fifth rank on 4 GPUs shares GPU 0), however the launcher
+// spread the ranks over the nodes; a rank that sees one GPU (a launcher's CUDA_VISIBLE_DEVICES per task)
+// takes it; and ranks that see overlapping sets (Slurm's --gpu-bind=closest gives local tasks 0 and 2 one
+// socket's GPUs, 1 and 3 the other's) each take a GPU of their own while one is free. A rank that sees no
+// GPU gets -1.
+std::vector<int> choose_gpus_on_node(const std::vector<std::vector<std::string>>& visible);
 
 enum class GpuSharing { warn, refuse };
 
@@ -115,8 +121,8 @@ std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct)
 // rank: how many ranks to start instead.
 std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct);
 
-// cudaSetDevice(local rank % visible GPUs) and returns the device. No visible GPU: EnvironmentError naming
-// the rank and host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
+// cudaSetDevice(the GPU choose_gpus_on_node gives this rank) and returns the device. No visible GPU: EnvironmentError
+// naming the rank and host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
 // Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own
 // CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`,
 // under a WaitTimeout of `timeout_s`: a rank that never gets there (a GPU that hangs in CUDA's start, a

@@ -19,6 +19,7 @@ namespace fwi {
 namespace {
 
 using BusId = std::array<char, 32>;  // "0000:1B:00.0", NUL-terminated
+constexpr int kMostGpusSeen = 64;    // the GPUs of one rank that select_gpu_for_rank chooses from
 
 std::string ranks_text(const std::vector<int>& ranks) {  // "0,1"
     std::vector<std::string> parts;
@@ -30,7 +31,6 @@ std::string ranks_text(const std::vector<int>& ranks) {  // "0,1"
 
 int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     const WaitTimeout guard("the other ranks' GPU selection", timeout_s);
-    const NodeLocalRank local = node_local_rank(comm);
     int rank = 0;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     const int gpus = visible_gpu_count();
@@ -38,21 +38,31 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
         throw EnvironmentError(
             "rank " + std::to_string(rank) + " on host " + mpi_processor_name() +
             " sees no CUDA GPU (check nvidia-smi, CUDA_VISIBLE_DEVICES and the launcher's GPU binding)");
-    const int device = gpu_for_local_rank(local.rank, gpus);
-    CUDA_CHECK(cudaSetDevice(device));
-
-    BusId mine{};
-    CUDA_CHECK(cudaDeviceGetPCIBusId(mine.data(), int(mine.size()), device));
+    // Every rank of the node says which GPUs it sees, by bus id: a launcher may show each rank another set.
+    // (Up to kMostGpusSeen of them, the rest of the array left empty: no node has more.)
+    std::vector<BusId> mine(kMostGpusSeen, BusId{});
+    for (int d = 0; d < std::min(gpus, kMostGpusSeen); ++d)
+        CUDA_CHECK(cudaDeviceGetPCIBusId(mine[size_t(d)].data(), int(BusId().size()), d));
     MPI_Comm node_comm = node_local_communicator(comm);
-    std::vector<BusId> all(local.size);
-    const int gathered =
-        MPI_Allgather(mine.data(), int(mine.size()), MPI_CHAR, all.data(), int(mine.size()), MPI_CHAR, node_comm);
+    NodeLocalRank local;
+    MPI_CHECK(MPI_Comm_rank(node_comm, &local.rank));
+    MPI_CHECK(MPI_Comm_size(node_comm, &local.size));
+    std::vector<BusId> all(mine.size() * size_t(local.size));
+    const int bytes = int(mine.size() * sizeof(BusId));
+    const int gathered = MPI_Allgather(mine.data(), bytes, MPI_CHAR, all.data(), bytes, MPI_CHAR, node_comm);
     const int freed = MPI_Comm_free(&node_comm);
     MPI_CHECK(gathered);
     MPI_CHECK(freed);
 
+    std::vector<std::vector<std::string>> visible(size_t(local.size));
+    for (size_t i = 0; i < all.size(); ++i)
+        if (all[i][0] != '\0') visible[i / mine.size()].emplace_back(all[i].data());
+    const std::vector<int> chosen = choose_gpus_on_node(visible);
+    const int device = chosen[size_t(local.rank)];
+    CUDA_CHECK(cudaSetDevice(device));
+
     std::vector<std::string> bus_ids;
-    for (const BusId& id : all) bus_ids.emplace_back(id.data());
+    for (int r = 0; r < local.size; ++r) bus_ids.push_back(visible[size_t(r)][size_t(chosen[size_t(r)])]);
     const GpusOnNode on_node = gpus_on_node(bus_ids, local.rank);
     if (on_node.distinct == local.size) return device;
     if (sharing == GpuSharing::refuse)
@@ -60,8 +70,8 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     // The first of the ranks on a GPU says so for all of them.
     if (on_node.sharing_mine.front() == local.rank && on_node.sharing_mine.size() > 1)
         print_warning(ranks_sharing_gpus(local.size, mpi_processor_name(), on_node.distinct) + "; node-local ranks " +
-                      ranks_text(on_node.sharing_mine) + " share GPU " + std::to_string(device) + " (" + mine.data() +
-                      "), so timings are not those of one rank per GPU");
+                      ranks_text(on_node.sharing_mine) + " share GPU " + std::to_string(device) + " (" +
+                      bus_ids[size_t(local.rank)] + "), so timings are not those of one rank per GPU");
     return device;
 }
 

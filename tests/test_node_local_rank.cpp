@@ -61,7 +61,11 @@ void check_placement(const Placement& placement) {
     CHECK(local.rank == want.rank);
     CHECK(local.size == want.size);
 
-    const int mine[2] = {placement(rank), gpu_for_local_rank(local.rank, local.size)};
+    // Every rank of the node sees all of its GPUs, one per rank.
+    std::vector<std::string> node_gpus;
+    for (int g = 0; g < local.size; ++g) node_gpus.push_back("gpu" + std::to_string(g));
+    const std::vector<std::vector<std::string>> visible(size_t(local.size), node_gpus);
+    const int mine[2] = {placement(rank), choose_gpus_on_node(visible)[size_t(local.rank)]};
     std::vector<int> all(2 * size_t(world_size()));
     REQUIRE(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
     std::set<std::pair<int, int>> taken;
@@ -101,11 +105,26 @@ TEST_CASE("nodes of different sizes, named by any numbers") {
     check_placement([&nodes](int rank) { return nodes[size_t(rank) % nodes.size()] + 10 * (rank / 6); });
 }
 
-TEST_CASE("fewer GPUs than ranks on a node: the GPUs are taken in turn, which select_gpu_for_rank refuses") {
-    CHECK(gpu_for_local_rank(0, 4) == 0);
-    CHECK(gpu_for_local_rank(3, 4) == 3);
-    CHECK(gpu_for_local_rank(4, 4) == 0);  // a fifth rank on a 4-GPU node would share GPU 0
-    CHECK(gpu_for_local_rank(5, 1) == 0);  // a launcher that gives each rank one GPU: every rank sees device 0
+TEST_CASE("the GPU each rank of a node takes, from the GPUs each one sees") {
+    using Visible = std::vector<std::vector<std::string>>;
+    const std::vector<std::string> four{"0000:18:00.0", "0000:2A:00.0", "0000:3A:00.0", "0000:5D:00.0"};
+    // Every rank sees every GPU: they are taken in turn, and a fifth rank shares GPU 0 (which
+    // select_gpu_for_rank then refuses or warns about).
+    CHECK(choose_gpus_on_node(Visible(4, four)) == std::vector<int>{0, 1, 2, 3});
+    CHECK(choose_gpus_on_node(Visible(5, four)) == std::vector<int>{0, 1, 2, 3, 0});
+    CHECK(choose_gpus_on_node(Visible(8, four)) == std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3});
+    // A launcher that gives each rank one GPU of its own: every rank takes its device 0.
+    CHECK(choose_gpus_on_node(Visible{{four[2]}, {four[0]}, {four[3]}}) == std::vector<int>{0, 0, 0});
+    // Slurm's --gpu-bind=closest with tasks dealt over two sockets: local tasks 0 and 2 see the first
+    // socket's GPUs, 1 and 3 the second's. Node-local rank modulo the GPUs seen would put ranks 0 and 2 on
+    // one GPU and 1 and 3 on another, leaving two idle; each takes a GPU of its own.
+    const std::vector<std::string> first{four[0], four[1]}, second{four[2], four[3]};
+    CHECK(choose_gpus_on_node(Visible{first, second, first, second}) == std::vector<int>{0, 0, 1, 1});
+    // Sets that overlap in part: the GPU fewest ranks took, the first such in the rank's own order.
+    CHECK(choose_gpus_on_node(Visible{{four[0], four[1]}, {four[1], four[0]}, {four[0], four[2]}}) ==
+          std::vector<int>{0, 0, 1});
+    // A rank that sees no GPU takes none.
+    CHECK(choose_gpus_on_node(Visible{{}, {four[0]}}) == std::vector<int>{-1, 0});
 }
 
 TEST_CASE("sharing is judged by the GPUs' bus ids, not by device numbers") {
