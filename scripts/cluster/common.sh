@@ -106,17 +106,21 @@ fwi_program_path() {
         "or FWI_BIN_DIR"
 }
 
-# fwi_mpirun_exports: the -x flags of mpirun into FWI_EXPORTS: the multicast setting, PATH and
-# LD_LIBRARY_PATH (where the remote ranks find the same CUDA, NCCL and MPI), and every NCCL_* variable set
-# here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, ...). mpirun hands its own environment only to the
-# ranks on its own node; srun hands it to all.
+# fwi_mpirun_exports [hostfile]: the -x flags of mpirun into FWI_EXPORTS: the multicast setting, PATH and
+# LD_LIBRARY_PATH (where the remote ranks find the same CUDA, NCCL and MPI), and every NCCL_*, UCX_* and
+# FI_* variable set here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, ...; UCX_NET_DEVICES, UCX_TLS and
+# libfabric's FI_PROVIDER steer MPI's own traffic, which both ends must agree on). With "hostfile" also
+# CUDA_VISIBLE_DEVICES when it is set: without a scheduler to set it on each node, the GPUs it names here
+# are the ones every node uses. mpirun hands its own environment only to the ranks on its own node; srun
+# hands it to all.
 fwi_mpirun_exports() {
     local name
     FWI_EXPORTS=(-x NCCL_NVLS_ENABLE=0 -x PATH)
     [ -n "${LD_LIBRARY_PATH:-}" ] && FWI_EXPORTS+=(-x LD_LIBRARY_PATH)
+    [ "${1:-}" = hostfile ] && [ -n "${CUDA_VISIBLE_DEVICES+set}" ] && FWI_EXPORTS+=(-x CUDA_VISIBLE_DEVICES)
     while read -r name; do
         [ "$name" = NCCL_NVLS_ENABLE ] || FWI_EXPORTS+=(-x "$name")
-    done < <(compgen -e | grep '^NCCL_' | LC_ALL=C sort)
+    done < <(compgen -e | grep -E '^(NCCL|UCX|FI)_' | LC_ALL=C sort)
 }
 
 # fwi_mpirun_line RANKS GPUS_PER_NODE [HOSTFILE]: into FWI_LINE, the mpirun line that starts RANKS ranks,
@@ -125,7 +129,7 @@ fwi_mpirun_exports() {
 # white space without shell quoting, so none of them can hold a space.
 fwi_mpirun_line() {
     local ranks=$1 gpus=$2 hostfile=${3:-} extra=()
-    fwi_mpirun_exports
+    fwi_mpirun_exports ${hostfile:+hostfile}
     read -r -a extra <<<"${FWI_MPIRUN_FLAGS:-}"
     FWI_LINE=("${FWI_MPIRUN:-mpirun}")
     [ -n "$hostfile" ] && FWI_LINE+=(--hostfile "$hostfile")
@@ -164,7 +168,7 @@ fwi_sbatch_option() {
 # MPI's mpirun, which reads the nodes from Slurm. Outside an allocation only a dry run works; it takes the
 # counts from SCRIPT's #SBATCH lines.
 fwi_slurm_run() {
-    local script=$1 program=$2 nodes tasks_per_node gpus_per_node ranks path
+    local script=$1 program=$2 nodes tasks_per_node gpus_per_node cpus_per_task ranks path
     shift 2
     FWI_RECIPE="${FWI_RECIPE:-$(basename "$script")}"
     fwi_recipe_options "$@"
@@ -173,10 +177,12 @@ fwi_slurm_run() {
         tasks_per_node="${SLURM_NTASKS_PER_NODE:-}"
         gpus_per_node="${SLURM_GPUS_PER_NODE:-}"
         ranks="${SLURM_NTASKS:-}"
+        cpus_per_task="${SLURM_CPUS_PER_TASK:-}"
     elif fwi_dry_run; then
         nodes="$(fwi_sbatch_option "$script" nodes)"
         tasks_per_node="$(fwi_sbatch_option "$script" ntasks-per-node)"
         gpus_per_node="$(fwi_sbatch_option "$script" gpus-per-node)"
+        cpus_per_task="$(fwi_sbatch_option "$script" cpus-per-task)"
         ranks=""
     elif [ "${FWI_ARGS[0]:-}" = --help ] || [ "${FWI_ARGS[0]:-}" = -h ]; then
         # Outside a job, --help is the recipe's (inside one it goes to the program): its header comment.
@@ -186,6 +192,9 @@ fwi_slurm_run() {
         fwi_die 2 "not inside a Slurm job (no SLURM_JOB_ID): submit it, sbatch $script [ARGS...]; print its" \
             "launch line with --dry-run; without Slurm, use scripts/cluster/hostfile-run.sh"
     fi
+    [[ "$gpus_per_node" != *,* ]] ||
+        fwi_die 2 "--gpus-per-node: '$gpus_per_node' names several kinds of GPU; these recipes run one task per" \
+            "GPU of one kind: give one count (--gpus-per-node=4 or =h100:4), equal to --ntasks-per-node"
     gpus_per_node="${gpus_per_node##*:}" # "h100:4" -> 4
     fwi_positive_integer "$nodes" || fwi_die 2 "--nodes: '$nodes' is not a node count (1..999999)"
     fwi_positive_integer "$tasks_per_node" ||
@@ -198,6 +207,8 @@ fwi_slurm_run() {
     ranks="${ranks:-$((nodes * tasks_per_node))}"
     # SLURM_NTASKS: what mpirun's -np gets (FWI_LAUNCHER=mpirun), so checked as the counts above are.
     fwi_positive_integer "$ranks" || fwi_die 2 "--ntasks (SLURM_NTASKS): '$ranks' is not a count (1..999999)"
+    [ -z "$cpus_per_task" ] || fwi_positive_integer "$cpus_per_task" ||
+        fwi_die 2 "--cpus-per-task: '$cpus_per_task' is not a count (1..999999)"
     [ "$ranks" -le $((nodes * tasks_per_node)) ] ||
         fwi_die 2 "--ntasks (SLURM_NTASKS): $ranks ranks do not fit $nodes node(s) x $tasks_per_node tasks (one rank" \
             "per GPU); at most $((nodes * tasks_per_node))"
@@ -207,7 +218,10 @@ fwi_slurm_run() {
             [[ "${FWI_SRUN_MPI:-pmix}" =~ ^[A-Za-z0-9_]{1,32}$ ]] ||
                 fwi_die 2 "FWI_SRUN_MPI: '$FWI_SRUN_MPI' is not the name of a Slurm MPI plugin like pmix or pmi2" \
                     "(srun --mpi=list shows those of this cluster)"
-            FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1) ;;
+            # Each task's CPUs float over those the job has, as mpirun's --bind-to none lets them; srun takes
+            # the job's --cpus-per-task only when told (Slurm 22.05 on).
+            FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1 --cpu-bind=none)
+            [ -n "$cpus_per_task" ] && FWI_LINE+=("--cpus-per-task=$cpus_per_task") ;;
         mpirun) fwi_mpirun_line "$ranks" "$gpus_per_node" ;;
         *) fwi_die 2 "FWI_LAUNCHER: '$FWI_LAUNCHER' is not one of srun|mpirun" ;;
     esac

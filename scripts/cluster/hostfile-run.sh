@@ -20,9 +20,9 @@
 #   mpirun --hostfile hosts -np 8 --map-by ppr:4:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH \
 #          -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME <repo>/build/05_nccl_mpi/05_nccl_mpi --bench-allreduce
 #
-# -x hands the ranks on the other nodes PATH, LD_LIBRARY_PATH (set only when it is) and every NCCL_*
-# variable set here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, ...); mpirun gives its environment only
-# to the ranks on its own node. FWI_MPIRUN names another mpirun, FWI_MPIRUN_FLAGS adds flags (--prefix
+# -x hands the ranks on the other nodes PATH, LD_LIBRARY_PATH and CUDA_VISIBLE_DEVICES (each only when
+# set) and every NCCL_*, UCX_* and FI_* variable set here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG,
+# UCX_NET_DEVICES, ...); mpirun gives its environment only to the ranks on its own node. FWI_MPIRUN names another mpirun, FWI_MPIRUN_FLAGS adds flags (--prefix
 # /opt/openmpi where Open MPI is not on the remote nodes' default PATH). README.md, "Across nodes", says
 # more.
 set -uo pipefail
