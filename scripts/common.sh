@@ -231,12 +231,19 @@ install_dry_run() {
 }
 
 # A fresh machine may never have run apt-get update (or has just been given NVIDIA's repository): refresh
-# the package lists once before concluding that no package provides something. Not in a dry run.
+# the package lists once before concluding that no package provides WHAT. Not in a dry run. Says on stderr
+# what it does (sudo may ask for a password) and, when it fails, apt-get's last words: without them a later
+# "no package provides" would hide the cause (no network, no sudo).
 refresh_apt_lists() {
+    local what="$1" sudo="" why
     ! install_dry_run && command -v apt-get >/dev/null 2>&1 || return 1
-    local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    $sudo apt-get update -qq >/dev/null 2>&1
+    echo "refreshing apt's package lists to look for $what${sudo:+ (with sudo)}" >&2
+    if ! why="$($sudo apt-get update -qq 2>&1 >/dev/null)"; then
+        why="${why%$'\n'}"
+        echo "warning: could not refresh apt's package lists (apt-get update failed): ${why##*$'\n'}" >&2
+        return 1
+    fi
 }
 
 # Version floors of what is installed (a missing tool is left to the install, but for CUDA, which the
@@ -252,9 +259,24 @@ check_cmake_version() {
     local found
     found="$(cmake_version)"
     if ! version_at_least "$found" "$FWI_CMAKE_MIN"; then
-        echo "error: CMake ${found:-(unknown version)} is installed ($(command -v cmake)) but the suite needs CMake $FWI_CMAKE_MIN or newer; get a newer one with 'pip install cmake' (then put ~/.local/bin first on PATH), from Kitware's apt repository (https://apt.kitware.com) or the release tarball (https://cmake.org/download), and run again" >&2
+        echo "error: CMake ${found:-(unknown version)} is installed ($(command -v cmake)) but the suite needs CMake $FWI_CMAKE_MIN or newer; $NEWER_CMAKE" >&2
         exit 3
     fi
+}
+
+# Where a newer CMake comes from, when the distribution's is too old (Ubuntu 22.04 has 3.22). A bare pip
+# install is refused on Debian 12 and Ubuntu 23.04 on (PEP 668), and a fresh Ubuntu has no pip.
+NEWER_CMAKE="get a newer one from Kitware's apt repository (https://apt.kitware.com), the release tarball (https://cmake.org/download) or 'pipx install cmake' (then put ~/.local/bin first on PATH), and run again"
+
+# Refuses (exit 3) before anything is installed when CMake is missing and apt would install one older than
+# the floor: the install would end in check_cmake_version's refusal anyway.
+check_cmake_candidate() {
+    command -v cmake >/dev/null 2>&1 && return 0
+    local offered
+    offered="$(apt_candidate_version cmake)" || return 0
+    version_at_least "$offered" "$FWI_CMAKE_MIN" && return 0
+    echo "error: CMake is not installed, and the one apt offers here is $offered, older than the CMake $FWI_CMAKE_MIN the suite needs; $NEWER_CMAKE" >&2
+    exit 3
 }
 
 # Exits 3 when no nvcc is found (apt cannot install CUDA for us) or it is older than the floor.
@@ -278,6 +300,7 @@ check_nvcc_version() {
 plan_missing_packages() {
     local missing=()
     check_cmake_version
+    check_cmake_candidate
     check_nvcc_version
     command -v cmake >/dev/null 2>&1 || missing+=(cmake)
     command -v g++ >/dev/null 2>&1 || missing+=(g++)
@@ -294,7 +317,7 @@ plan_missing_packages() {
             exit 3
         fi
     elif nccl_found="$(apt_candidate_version libnccl-dev)" ||
-         { refresh_apt_lists && nccl_found="$(apt_candidate_version libnccl-dev)"; }; then
+         { refresh_apt_lists libnccl-dev && nccl_found="$(apt_candidate_version libnccl-dev)"; }; then
         local nccl_packages picked=0
         nccl_packages="$(nccl_packages_for_cuda)" || picked=$?
         [ "$picked" -ne 3 ] || exit 3  # it said why
@@ -311,7 +334,9 @@ plan_missing_packages() {
         read -r -a nccl_packages <<<"${nccl_packages:-libnccl-dev}"
         missing+=("${nccl_packages[@]}")
     else
-        echo "error: NCCL (nccl.h) is not installed and no package here provides libnccl-dev; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads, or Ubuntu's multiverse) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
+        local lists=""
+        install_dry_run && lists=" (a dry run does not refresh apt's package lists: a real run runs apt-get update first)"
+        echo "error: NCCL (nccl.h) is not installed and no package here provides libnccl-dev$lists; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads, or Ubuntu's multiverse) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
         exit 3
     fi
     # The comparison's chart and 06's pictures (either python3 may have matplotlib).
@@ -323,12 +348,14 @@ plan_missing_packages() {
 # Installs the Debian/Ubuntu packages that are missing, and only those, so it also runs where nothing
 # can be installed as long as everything is already there. FWI_INSTALL_DRY_RUN=1 prints the plan
 # without running apt: "nothing to install" (and returns), or "would install: ..." and exit 3, since the
-# build would only fail later without them (cmake: command not found).
+# build would only fail later without them (cmake: command not found). matplotlib is optional (the charts
+# and pictures are skipped without it): it is installed only where that needs no password (root, or sudo
+# that asks none, as after the other packages' install), and a failed install of it is a warning.
 install_missing_packages() {
     local plan dry_run=0
     install_dry_run && dry_run=1
     plan="$(plan_missing_packages)" || exit $?
-    local missing=()
+    local missing=() needed=() optional=() package
     read -r -a missing <<<"$plan"
     if [ "$dry_run" = 1 ]; then
         if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; return 0; fi
@@ -336,13 +363,28 @@ install_missing_packages() {
         echo "error: a dry run (FWI_INSTALL_DRY_RUN=1) installs nothing, and the suite needs these; stopping" >&2
         exit 3
     fi
-    if [ ${#missing[@]} -eq 0 ]; then return 0; fi
-    echo "installing missing packages: ${missing[*]}"
+    for package in "${missing[@]}"; do
+        if [ "$package" = python3-matplotlib ]; then optional+=("$package"); else needed+=("$package"); fi
+    done
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"; }; then
-        echo "error: could not install ${missing[*]}; install them and run again" >&2
-        exit 3
+    if [ ${#needed[@]} -gt 0 ]; then
+        echo "installing missing packages: ${needed[*]}"
+        # env: sudo's env_reset would drop a DEBIAN_FRONTEND set before it, and a debconf or needrestart
+        # dialog would then wait for an answer.
+        if ! { $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${needed[@]}"; }; then
+            echo "error: could not install ${needed[*]}; install them and run again" >&2
+            exit 3
+        fi
+    fi
+    if [ ${#optional[@]} -gt 0 ]; then
+        if [ -n "$sudo" ] && ! sudo -n true >/dev/null 2>&1; then
+            echo "warning: ${optional[*]} is not installed, and sudo would ask for a password: the charts and pictures will be skipped; install it for them (sudo apt-get install ${optional[*]})" >&2
+        else
+            echo "installing missing packages: ${optional[*]}"
+            $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" ||
+                echo "warning: could not install ${optional[*]}: the charts and pictures will be skipped; install it for them" >&2
+        fi
     fi
     # The distribution's CMake may be older than the floor (Ubuntu 22.04 has 3.22).
     hash -r
@@ -508,6 +550,27 @@ check_cuda_environment() {
     fi
 }
 
+# lock_build_folder FOLDER: holds a lock on FOLDER until this script ends (scripts it starts inherit it), so
+# that two of the suite's scripts never build or run in one build folder at once: two builds in one tree
+# write the same files, two test runs delete each other's scratch folders, and two comparisons time each
+# other. A second script exits 3 at once, naming the first. The lock is a file beside the folder
+# (build/ -> .build.lock), which survives the folder's removal for a fresh build. Without flock
+# (util-linux), or where that file cannot be written, there is no lock.
+lock_build_folder() {
+    local folder="$1" lock fd holder
+    [ "${FWI_BUILD_LOCK:-}" = "$folder" ] && return 0  # a script that started this one holds it
+    command -v flock >/dev/null 2>&1 || return 0
+    lock="$(dirname -- "$folder")/.$(basename -- "$folder").lock"
+    { exec {fd}>>"$lock"; } 2>/dev/null || return 0
+    if ! flock -n "$fd"; then
+        holder="$(head -c 300 -- "$lock" 2>/dev/null)"
+        echo "error: another of the suite's scripts is using $folder (${holder:-its process did not say which}); wait for it to end and run again" >&2
+        exit 3
+    fi
+    printf 'process %s, %s, started %s' "$$" "$(basename -- "$0")" "$(date '+%Y-%m-%d %H:%M:%S')" >"$lock"
+    export FWI_BUILD_LOCK="$folder"
+}
+
 # configure_and_build PRESET: installs what is missing, then configures and builds PRESET (CMakePresets.json).
 # The scripts build the default preset on every machine, into build/: for the GPUs present at its first
 # configure (kept until `cmake --preset default --fresh`), or without one
@@ -518,6 +581,7 @@ configure_and_build() {
     [ "$preset" = default ] || folder="$ROOT/build-$preset"
     check_cuda_environment
     install_missing_packages
+    lock_build_folder "$folder"
     [ -e "$folder/CMakeCache.txt" ] || first=yes
     if ! (cd "$ROOT" && cmake --preset "$preset" >/dev/null); then
         # A folder's first configure that failed leaves no cache: CMake would keep what it was given there

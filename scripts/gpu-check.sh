@@ -9,10 +9,10 @@
 # CUDA sees none (an empty CUDA_VISIBLE_DEVICES, say), and would pass the step unseen.
 # Each step is stopped at a generous limit (10 min for the sanitizers' plain verify run, 30 for a
 # benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
-# Logs go to out/gpu-check/ (emptied first: they are the last run's); when the environment variable OUT
+# Logs go to out/gpu-check/ (emptied first: they are the last run's); when the environment variable GPU_CHECK_OUT
 # names a folder (made if missing), the summary, one archive of all logs and, after the main step, the
 # comparison table and chart are copied there. Exit 0 only when every step passed, 2 for an unknown or
-# repeated step, an OUT that cannot be written, holds the repository's files, lies in the repository
+# repeated step, a GPU_CHECK_OUT that cannot be written, holds the repository's files, lies in the repository
 # outside out/ and the build folders, or in out/gpu-check itself, or a CUDAARCHS the build cannot use,
 # 3 for a step that needs a GPU (all but build and tests)
 # where none is visible, compute-sanitizer where it is missing, a CUDACXX that names no program, or an
@@ -38,22 +38,22 @@ if [ -n "$repeated" ]; then
     exit 2
 fi
 logs="$ROOT/out/gpu-check"
-# Until the steps start, a refusal removes the folders the checks below made (for OUT and the logs).
+# Until the steps start, a refusal removes the folders the checks below made (for GPU_CHECK_OUT and the logs).
 logs_made_from="$(first_missing_folder "$logs")"
 out_made_from=""
-trap 'remove_made_folders "$logs" "$logs_made_from"; [ -z "${OUT:-}" ] || remove_made_folders "$OUT" "$out_made_from"' EXIT
-# OUT is written at the end, so it is checked now rather than after hours of steps (and made absolute: the
+trap 'remove_made_folders "$logs" "$logs_made_from"; [ -z "${GPU_CHECK_OUT:-}" ] || remove_made_folders "$GPU_CHECK_OUT" "$out_made_from"' EXIT
+# GPU_CHECK_OUT is written at the end, so it is checked now rather than after hours of steps (and made absolute: the
 # steps run from the repository's root).
-if [ -n "${OUT:-}" ]; then
-    OUT="$(realpath -m -- "$OUT")"
-    out_made_from="$(first_missing_folder "$OUT")"
-    why="$(repository_folder_reason "$OUT")"
-    # The logs' folder is archived into OUT at the end: not into a folder inside itself.
-    [[ -n "$why" || "$OUT/" != "$(realpath -m -- "$logs")/"* ]] ||
-        why="'$OUT' is the check's logs folder (out/gpu-check) or inside it"
-    [ -n "$why" ] || why="$(unwritable_folder_reason "$OUT")"
+if [ -n "${GPU_CHECK_OUT:-}" ]; then
+    GPU_CHECK_OUT="$(realpath -m -- "$GPU_CHECK_OUT")"
+    out_made_from="$(first_missing_folder "$GPU_CHECK_OUT")"
+    why="$(repository_folder_reason "$GPU_CHECK_OUT")"
+    # The logs' folder is archived into GPU_CHECK_OUT at the end: not into a folder inside itself.
+    [[ -n "$why" || "$GPU_CHECK_OUT/" != "$(realpath -m -- "$logs")/"* ]] ||
+        why="'$GPU_CHECK_OUT' is the check's logs folder (out/gpu-check) or inside it"
+    [ -n "$why" ] || why="$(unwritable_folder_reason "$GPU_CHECK_OUT")"
     if [ -n "$why" ]; then
-        echo "gpu-check: OUT: $why (the summary and logs are copied there at the end); name a folder of the check's own that can be written, or unset OUT" >&2
+        echo "gpu-check: GPU_CHECK_OUT: $why (the summary and logs are copied there at the end); name a folder of the check's own that can be written, or unset GPU_CHECK_OUT" >&2
         exit 2
     fi
 fi
@@ -141,6 +141,7 @@ cuda_sees_the_gpus() {
 # The logs are this run's alone: an earlier run's, appended to or left beside them, would read as this one's
 # (an interrupted run would leave the last one's summary, all PASS). Emptied only now, when the steps are
 # about to run: a refused run leaves the last run's logs as they were.
+lock_build_folder "$BUILD_DIR"  # another check, test run or comparison in build/ would clash with this one
 rm -f -- "$logs"/*.log "$logs/summary.txt"
 trap - EXIT
 
@@ -179,11 +180,11 @@ done
     echo "gpu-check summary, $(date -u +%Y-%m-%dT%H:%MZ), machine:$machine"
     printf '%s\n' "${summary[@]}"
 } | tee "$logs/summary.txt"
-if [ -n "${OUT:-}" ]; then
+if [ -n "${GPU_CHECK_OUT:-}" ]; then
     # This run's comparison only: an earlier run's main step left its own in out/gpu-check/compare.
-    is_one_of main "${steps[@]}" && cp "$logs"/compare/comparison.md "$logs"/compare/comparison.png "$OUT/" 2>/dev/null
-    if ! { cp "$logs/summary.txt" "$OUT/" && tar czf "$OUT/gpu-check-logs.tar.gz" -C "$logs/.." gpu-check; }; then
-        echo "gpu-check: could not copy the summary and logs to \$OUT ($OUT)" >&2
+    is_one_of main "${steps[@]}" && cp "$logs"/compare/comparison.md "$logs"/compare/comparison.png "$GPU_CHECK_OUT/" 2>/dev/null
+    if ! { cp "$logs/summary.txt" "$GPU_CHECK_OUT/" && tar czf "$GPU_CHECK_OUT/gpu-check-logs.tar.gz" -C "$logs/.." gpu-check; }; then
+        echo "gpu-check: could not copy the summary and logs to \$GPU_CHECK_OUT ($GPU_CHECK_OUT)" >&2
         failed=1
     fi
 fi

@@ -156,6 +156,7 @@ observe() { record "$@" || true; }
 run() { record "$@" || failed=1; }
 
 bin="$BUILD_DIR"
+lock_build_folder "$bin"  # its build step deletes the folder another script may be using
 mapfile -t mpi < <(mpi_launcher)
 
 for step in ${steps//,/ }; do

@@ -37,6 +37,7 @@ build="$ROOT/build-asan"
     { echo "sanitize: the repository's path '$ROOT' holds a space, comma or colon, which the sanitizers' log path cannot; clone it elsewhere" >&2; exit 3; }
 check_cuda_environment
 install_missing_packages
+lock_build_folder "$build"
 flags=(-fsanitize=address -fsanitize=undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 host_flags="${flags[*]}"
 nvcc_flags="-Xcompiler=${host_flags// /,}"  # nvcc passes on a comma list; no flag above holds a comma

@@ -19,7 +19,7 @@ sys="$tmp/sys/include" # stands for /usr/include and the other system folders
 mkdir -p "$bin" "$sys/doctest" "$sys/benchmark" "$tmp/tools"
 # PATH is the fake tools and links to the few real utilities common.sh and they use, nothing else: a real
 # cmake or mpirun of this machine must not be seen.
-for tool in dirname sed head sort tr readlink grep id cat touch nproc timeout; do
+for tool in dirname sed head sort tr readlink grep id cat touch nproc timeout env; do
     real="$(command -v "$tool")" || { echo "this test needs $tool" >&2; exit 1; }
     ln -s "$real" "$tmp/tools/$tool"
 done
@@ -43,11 +43,16 @@ fake mpirun 'echo "mpirun (Open MPI) 4.1.6"'
 fake g++ 'echo "g++ (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"'
 fake python3 'exit 0' # "import matplotlib" succeeds
 fake make 'exit 0'
-# apt-cache policy: nothing for a name apt does not know (what the real one prints), a candidate when
+# apt-cache policy: for cmake, FAKE_APT_CMAKE as its candidate where set. For libnccl-dev (or any other
+# name): nothing for a name apt does not know (what the real one prints), a candidate when
 # FAKE_APT_NCCL=yes or after the fake apt-get update listed it, "Candidate: (none)" when
 # FAKE_APT_NCCL=none (known but not installable), an old one (old), one with an epoch (epoch).
 # apt-cache madison: the builds of NVIDIA's repository when FAKE_APT_MADISON=yes, else nothing.
 apt_cache='[ -e "$FAKE_APT_LISTED" ] && FAKE_APT_NCCL=listed
+if [ "$1 $2" = "policy cmake" ]; then
+  [ -z "${FAKE_APT_CMAKE:-}" ] || printf "cmake:\n  Installed: (none)\n  Candidate: %s\n" "$FAKE_APT_CMAKE"
+  exit 0
+fi
 if [ "$1" = madison ]; then
   [ "${FAKE_APT_MADISON:-no}" = yes ] || exit 0
   for build in 2.28.3-1+cuda13.0 2.28.3-1+cuda12.9 2.27.7-1+cuda12.9 2.27.7-1+cuda13.0; do
@@ -67,9 +72,12 @@ fake apt-cache "$apt_cache"
 fake dpkg-query '[ -n "${FAKE_LIBNCCL2:-}" ] || { echo "dpkg-query: no packages found matching libnccl2" >&2; exit 1; }
 printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"; printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"'
 # apt-get logs its calls; its update makes libnccl-dev known when FAKE_APT_UPDATE_ADDS_NCCL=yes (a fresh
-# machine whose lists were never fetched); its install always fails. sudo runs what it is given.
+# machine whose lists were never fetched) and fails as without a network when FAKE_APT_UPDATE_FAILS=yes;
+# its install always fails. sudo runs what it is given.
 export FAKE_APT_LISTED="$tmp/nccl-listed"
 fake apt-get "echo \"\$*\" >>'$tmp/apt-get.log'
+[ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_FAILS:-no}\" = yes ] &&
+  { echo 'E: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/noble/InRelease  Temporary failure resolving' >&2; exit 100; }
 [ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_ADDS_NCCL:-no}\" = yes ] && touch \"\$FAKE_APT_LISTED\"
 [ \"\$1\" = update ]"
 # sudo logs that it was used (in FAKE_SUDO_LOG), then runs what it is given.
@@ -142,9 +150,17 @@ fake apt-cache "$apt_cache"
 # (c) CMake older than cmake_minimum_required: exit 3 naming both versions and where to get one.
 nccl_header "$sys" 2.28.3
 detect FAKE_CMAKE_VERSION=3.22.1
-check "cmake_too_old" 3 '3\.22\.1.*3\.24.*pip install cmake'
+check "cmake_too_old" 3 '3\.22\.1.*3\.24.*pipx install cmake'
 detect FAKE_CMAKE_VERSION=3.24.0
 check "cmake_at_floor" 0 '^nothing to install$'
+# No CMake, and the one apt offers is older than the floor (Ubuntu 22.04's 3.22): refused before anything
+# is installed, instead of installing it and then refusing it.
+mv "$bin/cmake" "$tmp/cmake.hidden"
+detect FAKE_APT_CMAKE=3.22.1-1ubuntu1.22.04.2
+check "cmake_candidate_too_old" 3 'apt offers here is 3\.22\.1, older than the CMake 3\.24.*pipx install cmake' 'would install'
+detect FAKE_APT_CMAKE=3.28.3-1build7
+check "cmake_candidate_new_enough" 3 '^would install: cmake$'
+mv "$tmp/cmake.hidden" "$bin/cmake"
 # A CMake from pip or snap brings no make, which the presets' generator needs: installed like the rest.
 mv "$bin/make" "$tmp/make.hidden"
 detect
@@ -156,7 +172,7 @@ out="$(cd "$tmp/gone" && rmdir "$tmp/gone" && env -u NCCL_ROOT -u NCCL_HOME -u C
            FWI_INSTALL_DRY_RUN=1 FWI_NCCL_SEARCH_DIRS="$sys" FWI_INCLUDE_DIRS="$sys" \
            "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages' bash "$common" 2>&1)"
 code=$?
-check "cwd_deleted" 3 'current folder no longer exists' 'pip install cmake'
+check "cwd_deleted" 3 'current folder no longer exists' 'pipx install cmake'
 
 # (d) everything present: nothing to install, and without the dry run nothing said and apt never run.
 detect
@@ -299,6 +315,18 @@ real_run
 check "no_package_after_update_real_run" 3 'no package here provides libnccl-dev.*NCCL_ROOT' 'installing'
 [ "$(cat "$tmp/apt-get.log" 2>/dev/null)" = "update -qq" ] ||
     { echo "FAIL no_package_after_update_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+# apt-get update fails (no network): its own words are shown, not only the missing package they led to.
+rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
+real_run FAKE_APT_UPDATE_FAILS=yes
+check "lists_refresh_fails_real_run" 3 "could not refresh apt's package lists \(apt-get update failed\): E: Failed to fetch.*Temporary failure resolving"
+check "lists_refresh_fails_real_run_names_nccl" 3 'no package here provides libnccl-dev'
+# matplotlib is optional: where it cannot be installed (sudo asks a password: the fake sudo cannot run
+# "-n true"; as root, the fake apt-get's install fails) the script says so and goes on.
+out="$(env PATH="$fake_path" "$BASH" -c 'set -euo pipefail; source "$1"; plan_missing_packages() { echo python3-matplotlib; }
+    install_missing_packages; echo "the build would follow"' bash "$common" 2>&1)"
+code=$?
+check "matplotlib_optional" 0 'warning: .*python3-matplotlib.*the charts and pictures will be skipped'
+check "matplotlib_optional_goes_on" 0 '^the build would follow$'
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
     exit 1

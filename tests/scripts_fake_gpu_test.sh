@@ -12,10 +12,10 @@
 # processes on the runs' GPUs (visible_gpus --other-processes), with a note under the table;
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
-# gpu-check.sh refuses an OUT it cannot write or among the repository's files before any step (exit 2),
+# gpu-check.sh refuses a GPU_CHECK_OUT it cannot write or among the repository's files before any step (exit 2),
 # and a GPU step without a GPU and the sanitizers step without compute-sanitizer (exit 3), leaving the
-# last run's logs and removing the folders it made to check OUT and its logs' folder; it fails a step
-# that fails and a tests step where CUDA sees no GPU (exit 1), copies into OUT no comparison of an earlier
+# last run's logs and removing the folders it made to check GPU_CHECK_OUT and its logs' folder; it fails a step
+# that fails and a tests step where CUDA sees no GPU (exit 1), copies into GPU_CHECK_OUT no comparison of an earlier
 # run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path its
 # sanitizers' logs cannot hold (exit 3). Then every script through a symbolic link. No GPU, nothing built
 # or installed. record-results.sh records each command as a line that can be pasted.
@@ -245,20 +245,20 @@ run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/record-results.sh" --st
     fail "record_results_source_dirty: $(cat "$scratch/docs/results/after-a-change/source.txt" 2>&1)"
 rm "$scratch/scripts/not-committed.sh"
 
-# ---- gpu-check.sh: OUT is checked before the first step; only this run's comparison is copied there ----
-run FAKE_GPUS=1 OUT=/proc/x -- bash "$scratch/scripts/gpu-check.sh" build
-expect gpu_check_unwritable_out 2 "gpu-check: OUT: cannot create the folder '/proc/x'"
-[ -z "$built" ] || fail "gpu_check_unwritable_out: built before refusing OUT ($built)"
-run FAKE_GPUS=1 OUT="$scratch/scripts" -- bash "$scratch/scripts/gpu-check.sh" build
+# ---- gpu-check.sh: GPU_CHECK_OUT is checked before the first step; only this run's comparison is copied there ----
+run FAKE_GPUS=1 GPU_CHECK_OUT=/proc/x -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_unwritable_out 2 "gpu-check: GPU_CHECK_OUT: cannot create the folder '/proc/x'"
+[ -z "$built" ] || fail "gpu_check_unwritable_out: built before refusing GPU_CHECK_OUT ($built)"
+run FAKE_GPUS=1 GPU_CHECK_OUT="$scratch/scripts" -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_out_among_repository_files 2 "holds the repository's own files"
-run FAKE_GPUS=1 OUT="$scratch/out/gpu-check/copy" -- bash "$scratch/scripts/gpu-check.sh" build
+run FAKE_GPUS=1 GPU_CHECK_OUT="$scratch/out/gpu-check/copy" -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_out_in_its_logs 2 "is the check's logs folder (out/gpu-check) or inside it"
-run FAKE_GPUS=1 OUT="$scratch/docs/results/x" -- bash "$scratch/scripts/gpu-check.sh" build
+run FAKE_GPUS=1 GPU_CHECK_OUT="$scratch/docs/results/x" -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_out_in_stored_results 2 "is in the repository but not in out/ or a build folder"
-[ -z "$built" ] || fail "gpu_check_out_in_its_logs: built before refusing OUT ($built)"
-run FAKE_GPUS=0 OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
+[ -z "$built" ] || fail "gpu_check_out_in_its_logs: built before refusing GPU_CHECK_OUT ($built)"
+run FAKE_GPUS=0 GPU_CHECK_OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gpu-check.sh" faults
 expect gpu_check_no_gpu 3 "gpu-check: no GPU visible (nvidia-smi fails or does not answer)"
-[ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the OUT folder (or its parents) it made to check it"
+[ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the GPU_CHECK_OUT folder (or its parents) it made to check it"
 [ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
 # No nvidia-smi at all: gpu-check and record-results say so, not that it failed.
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
@@ -270,12 +270,25 @@ expect record_results_without_nvidia_smi 3 "record-results: nvidia-smi is not in
 mkdir -p "$scratch/out/gpu-check/compare"
 echo "an earlier run's table" >"$scratch/out/gpu-check/compare/comparison.md"
 mkdir "$tmp/gpu-check-out"
-run FAKE_GPUS=1 OUT="$tmp/gpu-check-out" -- bash "$scratch/scripts/gpu-check.sh" build
+run FAKE_GPUS=1 GPU_CHECK_OUT="$tmp/gpu-check-out" OUT="$tmp/someone-elses" -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_build_only 0 "PASS"
+# Two of the suite's scripts in one build folder: the second stops at once (exit 3), naming the first, and
+# touches nothing (the logs of the check that holds the folder stay). The first's lock goes with it.
+bash -c 'source "$1/scripts/common.sh" && lock_build_folder "$1/build" && exec sleep 60' bash "$scratch" &
+holder=$!
+for _ in $(seq 100); do [ -s "$scratch/.build.lock" ] && break; sleep 0.1; done
+run FAKE_GPUS=1 -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_build_folder_in_use 3 "error: another of the suite's scripts is using $scratch/build (process $holder, bash, started"
+[ -f "$scratch/out/gpu-check/summary.txt" ] || fail "gpu_check_build_folder_in_use: removed the other check's logs"
+kill "$holder" && wait "$holder" 2>/dev/null
+run FAKE_GPUS=1 -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_build_folder_free_again 0 "PASS"
+# OUT, a name other tools set (Android's build, CI systems), is not gpu-check's: nothing is written there.
+[ ! -e "$tmp/someone-elses" ] || fail "gpu_check_leaves_OUT_alone: wrote into OUT ($(ls "$tmp/someone-elses"))"
 if [ -f "$tmp/gpu-check-out/summary.txt" ] && [ ! -e "$tmp/gpu-check-out/comparison.md" ]; then
     echo "ok:   gpu_check_no_earlier_comparison"
 else
-    fail "gpu_check_no_earlier_comparison: in OUT: $(ls "$tmp/gpu-check-out" 2>&1)"
+    fail "gpu_check_no_earlier_comparison: in GPU_CHECK_OUT: $(ls "$tmp/gpu-check-out" 2>&1)"
 fi
 
 # ---- gpu-check.sh: without a GPU only build and tests run; a step that fails fails the check ----
