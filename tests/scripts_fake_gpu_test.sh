@@ -227,7 +227,7 @@ expect record_results_unknown_step 2 "--steps: 'bogus' is not one of"
 
 # ---- a recording's source.txt names the commit, "-dirty" when the code differs from it, but not for
 #      results folders not yet committed (a recording made in parts leaves the earlier parts' folders) ----
-printf '/build/\n' >"$scratch/.gitignore"
+printf '/build/\n/.build*.lock\n' >"$scratch/.gitignore"  # as the repository's
 git -C "$scratch" init -q && git -C "$scratch" add .gitignore scripts &&
     git -C "$scratch" -c user.name=test -c user.email=test@invalid commit -qm scratch ||
     fail "record_results_source: could not make the scratch repository a git repository"
