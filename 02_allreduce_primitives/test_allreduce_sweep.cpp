@@ -376,6 +376,24 @@ TEST_CASE("input data: small integers, sums exact in float in any order") {
     CHECK(allreduce_input(0, 0) != allreduce_input(1, 0));  // ranks hold different data
 }
 
+TEST_CASE("input data: a chunk read at the wrong offset is wrong at most of its elements, whatever the offset") {
+    // A pattern that repeats every k elements would let a chunk land k (or any multiple) elements off
+    // unseen; every offset up to 4096 elements, and some larger ones, must show.
+    const int ranks = 4;
+    const size_t chunk = 1024, start = 100000;
+    std::vector<size_t> offsets;
+    for (size_t offset = 1; offset <= 4096; ++offset) offsets.push_back(offset);
+    for (const size_t offset : {size_t(1) << 16, size_t(1) << 20, size_t(3) << 24, size_t(1) << 30})
+        offsets.push_back(offset);
+    for (const size_t offset : offsets) {
+        size_t same = 0;
+        for (size_t i = start; i < start + chunk; ++i)
+            same += allreduce_expected_sum(ranks, i + offset) == allreduce_expected_sum(ranks, i);
+        CAPTURE(offset);
+        CHECK(same < chunk / 4);  // sums of 4 values in -8..8 agree by chance about 1 time in 10
+    }
+}
+
 TEST_CASE("the table: nccl-tests' columns, a note, the average bus bandwidth") {
     CHECK(sweep_table_header("ring: a ring") ==
           "\n# ring: a ring\n"

@@ -79,9 +79,14 @@ int batch_iterations(size_t bytes, int iters);
 // ---- the data every variant reduces ------------------------------------------------------------------
 
 // Rank r's element i: an integer in -8..8, so every partial sum is exact in float whatever the order of
-// the additions, and a right result equals the expected sum bit for bit.
+// the additions, and a right result equals the expected sum bit for bit. The integer is a hash of the whole
+// index (a multiply, and the high bits folded down), not a pattern that repeats: a chunk summed into or
+// copied to the wrong offset then reads wrong at almost every element, whatever the offset.
 FWI_HD float allreduce_input(int rank, size_t index) {
-    return static_cast<float>(static_cast<int>((index * 7 + static_cast<size_t>(rank) * 3) % 17) - 8);
+    const unsigned long long key = (static_cast<unsigned long long>(index) << 8) + static_cast<unsigned>(rank);
+    unsigned long long mixed = key * 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio, odd
+    mixed ^= mixed >> 29;
+    return static_cast<float>(static_cast<int>(mixed % 17) - 8);
 }
 
 FWI_HD float allreduce_expected_sum(int ranks, size_t index) {

@@ -25,7 +25,7 @@ constexpr double kModel = 1e-3;     // relative L2, the final model
 // (verify_against_cpu.cpp says why). Measured on 1 x H100: the small problem traces 3.4e-6, misfit
 // 4.2e-6, gradient 1.3e-5; the default problem traces 5.8e-6, misfit 1.0e-6, gradient 1.2e-4 (the
 // gradient accumulates the rounding of the forward and adjoint passes over 2000 steps).
-constexpr double kCpuTraces = 1e-4;    // relative L2 of every trace, and the misfit's relative difference
+constexpr double kCpuTraces = 1e-4;    // relative L2 of all traces together, and the misfit's relative difference
 constexpr double kCpuGradient = 1e-3;  // relative L2 of the gradient
 
 }  // namespace fwi::tolerance

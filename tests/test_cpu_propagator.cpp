@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cpu_propagator.hpp"
+#include "near_the_bottom.hpp"
 #include "problem.hpp"
 #include "update.hpp"
 #include "verify.hpp"
@@ -221,25 +222,34 @@ TEST_CASE("the verification helpers fail on NaN and on nothing compared") {
 }
 
 TEST_CASE("dot-product test: the adjoint is the transpose of the forward operator, PML included") {
-    const Problem p = adjoint_test_problem();
-    const DotProductTest in_double = run_dot_product_test<double>(p);
-    const DotProductTest in_float = run_dot_product_test<float>(p);
-    MESSAGE("<F x, y> = " << in_double.forward_side << ", <x, F^T y> = " << in_double.adjoint_side
-                          << ": relative mismatch " << in_double.relative_mismatch << " in float64, "
-                          << in_float.relative_mismatch << " in float32");
-    CHECK(in_double.relative_mismatch < 1e-12);  // exact transpose: float64 rounding only
-    CHECK(in_float.relative_mismatch < 1e-4);    // float32 rounding accumulated over 300 steps
+    // With the sources and receivers at the top, then at the bottom: each side's layer on its own.
+    const std::pair<std::string, Problem> geometries[] = {{"at the top", adjoint_test_problem()},
+                                                          {"at the bottom", near_the_bottom(adjoint_test_problem())}};
+    for (const auto& [where, p] : geometries) {
+        CAPTURE(where);
+        const DotProductTest in_double = run_dot_product_test<double>(p);
+        const DotProductTest in_float = run_dot_product_test<float>(p);
+        MESSAGE("sources and receivers " << where << ": <F x, y> = " << in_double.forward_side
+                                         << ", <x, F^T y> = " << in_double.adjoint_side << ": relative mismatch "
+                                         << in_double.relative_mismatch << " in float64, " << in_float.relative_mismatch
+                                         << " in float32");
+        CHECK(in_double.relative_mismatch < 1e-12);  // exact transpose: float64 rounding only
+        CHECK(in_float.relative_mismatch < 1e-4);    // float32 rounding accumulated over 300 steps
+    }
 }
 
 namespace {
 // The misfit of the adjoint test problem's two shots (nt 250, in float64) around the initial model v0,
 // and its gradient there: what the Taylor test and the centred difference check.
 struct MisfitAroundInitialModel {
-    Problem p = [] {
+    // near_the_bottom: the sources and receivers there instead of at the top.
+    explicit MisfitAroundInitialModel(bool at_bottom = false) : p(misfit_problem(at_bottom)) {}
+    static Problem misfit_problem(bool at_bottom) {
         Problem q = adjoint_test_problem();
         q.nt = 250;
-        return q;
-    }();
+        return at_bottom ? near_the_bottom(q) : q;
+    }
+    Problem p;
     std::vector<double> observed = CpuPropagator<double>(p, true_model(p)).model_all_shots();
     std::vector<float> v0 = initial_model(p);
     std::vector<int> shots = {0, 1};
@@ -305,6 +315,23 @@ TEST_CASE("the gradient matches a centred difference of the misfit, on the edge 
         CHECK(centred != 0.0);
         CHECK(mismatch < 1e-2);
     }
+}
+
+TEST_CASE("the problem mirrored top to bottom gives the mirrored gradient: the bottom layer is the top one's image") {
+    // The model (an anomaly in the middle) is its own mirror image, so with the sources and receivers
+    // mirrored too every wave is the mirror of the other problem's. The bottom of the absorbing layer, which
+    // the waves of the problem as it stands barely reach, then does what the top does in that problem.
+    const MisfitAroundInitialModel top, bottom(true);
+    const Problem& p = top.p;
+    std::vector<float> mirrored(top.gradient.size());
+    for (int z = 0; z < p.nz; ++z)
+        for (int x = 0; x < p.nx; ++x) mirrored[size_t(p.nz - 1 - z) * p.nx + x] = top.gradient[size_t(z) * p.nx + x];
+    const Difference d = compare(bottom.gradient, mirrored);
+    MESSAGE("misfit " << top.misfit0 << " (sources and receivers at the top), " << bottom.misfit0
+                      << " (at the bottom); gradient against the top's mirrored: " << describe(d));
+    REQUIRE(d.ref_max_abs > 0.0);
+    CHECK(bottom.misfit0 == doctest::Approx(top.misfit0).epsilon(1e-12));
+    CHECK(d.relative_l2 < 1e-6);  // float64 waves; the gradient is stored in float32
 }
 
 TEST_CASE("a few CPU FWI iterations reduce the misfit") {

@@ -10,6 +10,7 @@
 #include "errors.hpp"
 #include "gpu_propagator.hpp"
 #include "gpu_resources.hpp"
+#include "near_the_bottom.hpp"
 #include "problem.hpp"
 #include "update.hpp"
 #include "verify.hpp"
@@ -87,6 +88,14 @@ TEST_CASE("the GPU matches the CPU on grids with ragged edges and thin layers") 
         gpu.gradient(shots);
         CHECK(compare(gpu.download_gradient(), first).max_abs == 0.0);  // the same bits every time
     }
+}
+
+// The bottom of the absorbing layer (its rows, its band of memory variables, the far side of each index)
+// does its share only where the waves reach it: with the sources and receivers near the bottom.
+TEST_CASE("the GPU matches the CPU with the sources and receivers near the bottom") {
+    const Problem p = near_the_bottom(small_problem());
+    GpuPropagator gpu(p, true_model(p));
+    check_against_cpu(p, kAllShots, gpu);
 }
 
 TEST_CASE("batched shots give the same result as one shot at a time") {
