@@ -377,9 +377,10 @@ def where_the_time_went(row):
     if not gaps:
         return "the RESULT has no phases"
     name, measured, predicted, source = max(gaps, key=lambda g: abs(g[1] - g[2]))
+    # Not the wait phase: that is a median over the GPUs, and those with fewer shots wait for the slowest.
     rest = row["time_per_gradient_ms"] - sum(g[1] for g in gaps)
-    return "its %s took %.2f ms in the run against %.2f ms from %s (wait and the rest: %.2f ms)" % (
-        name, measured, predicted, source, rest)
+    return ("its %s took %.2f ms in the run against %.2f ms from %s (the rest of a gradient, beyond the slowest "
+            "GPU's compute and the combine: %.2f ms)" % (name, measured, predicted, source, rest))
 
 
 def describe_inputs(inputs, rows):

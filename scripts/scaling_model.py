@@ -7,7 +7,10 @@ need the N-GPU run.
         compute(m)   01_single_gpu's compute phase with m shots on one GPU (01 --nshots m). Not S/N times
                      compute(S): fewer shots per launch keep the GPU less busy (the batch efficiency)
         combine(G,N) alpha + G / beta, from the pattern's own allreduce sweep on N GPUs (02, 03 or 05,
-                     whichever runs the same combine: COMBINE_SWEEP): the line through the sweep's two sizes
+                     whichever runs the same combine of the gradient: COMBINE_SWEEP; 03's combine also sums
+                     the 8-byte misfit with an MPI_Allreduce of its own and copies it to and from the GPU,
+                     0.02-0.08 ms that its sweep leaves out, where NCCL's combine sums the misfit in the
+                     gradient's group): the line through the sweep's two sizes
                      that bracket G, the gradient's bytes (G itself and 2G: compare.sh's sweeps include G, so
                      the model takes the sweep's time at G; alpha and beta say how it splits into a start-up
                      time and a bandwidth there). Not one line fitted to all sizes: MPI libraries switch
