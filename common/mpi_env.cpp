@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -349,15 +350,62 @@ int ranks_on_this_node(double timeout_s) {
     return node_local_rank(MPI_COMM_WORLD).size;
 }
 
-std::vector<int> choose_gpus_on_node(const std::vector<std::vector<std::string>>& visible) {
-    std::map<std::string, int> ranks_on;  // bus id -> ranks that took it so far
-    std::vector<int> chosen;
-    for (const std::vector<std::string>& gpus : visible) {
-        int best = -1;
+namespace {
+
+// One GPU each for as many ranks as can have one (a matching of ranks to the GPUs they see, by augmenting
+// paths): rank `rank` takes a free GPU it sees, the first in its own order, or else one that a rank before
+// it holds and can give up for another it sees.
+class GpuMatching {
+public:
+    explicit GpuMatching(const std::vector<std::vector<std::string>>& visible)
+        : visible_(visible), chosen_(visible.size(), -1) {}
+
+    bool place(int rank) {
+        const std::vector<std::string>& gpus = visible_[size_t(rank)];
         for (int g = 0; g < int(gpus.size()); ++g)
-            if (best < 0 || ranks_on[gpus[size_t(g)]] < ranks_on[gpus[size_t(best)]]) best = g;
-        if (best >= 0) ++ranks_on[gpus[size_t(best)]];
-        chosen.push_back(best);
+            if (!holder_.count(gpus[size_t(g)])) return take(rank, g);
+        for (int g = 0; g < int(gpus.size()); ++g) {
+            const std::string& gpu = gpus[size_t(g)];
+            if (!tried_.insert(gpu).second) continue;
+            if (place(holder_.at(gpu))) return take(rank, g);
+        }
+        return false;
+    }
+    void start_search() { tried_.clear(); }
+    const std::vector<int>& chosen() const { return chosen_; }
+
+private:
+    bool take(int rank, int g) {
+        holder_[visible_[size_t(rank)][size_t(g)]] = rank;
+        chosen_[size_t(rank)] = g;
+        return true;
+    }
+    const std::vector<std::vector<std::string>>& visible_;
+    std::vector<int> chosen_;            // rank -> index into its visible GPUs, -1: none yet
+    std::map<std::string, int> holder_;  // bus id -> the rank that holds it
+    std::set<std::string> tried_;        // GPUs this search already tried to free
+};
+
+}  // namespace
+
+std::vector<int> choose_gpus_on_node(const std::vector<std::vector<std::string>>& visible) {
+    GpuMatching matching(visible);
+    for (int rank = 0; rank < int(visible.size()); ++rank) {
+        matching.start_search();
+        matching.place(rank);
+    }
+    // More ranks than GPUs: those left over share, each taking the GPU it sees that the fewest ranks use.
+    std::vector<int> chosen = matching.chosen();
+    std::map<std::string, int> ranks_on;
+    for (size_t rank = 0; rank < visible.size(); ++rank)
+        if (chosen[rank] >= 0) ++ranks_on[visible[rank][size_t(chosen[rank])]];
+    for (size_t rank = 0; rank < visible.size(); ++rank) {
+        if (chosen[rank] >= 0 || visible[rank].empty()) continue;
+        int best = 0;
+        for (int g = 1; g < int(visible[rank].size()); ++g)
+            if (ranks_on[visible[rank][size_t(g)]] < ranks_on[visible[rank][size_t(best)]]) best = g;
+        ++ranks_on[visible[rank][size_t(best)]];
+        chosen[rank] = best;
     }
     return chosen;
 }

@@ -97,13 +97,14 @@ NodeLocalRank node_local_rank(MPI_Comm comm);
 int ranks_on_this_node(double timeout_s);
 
 // The GPU each rank of a node drives, as an index into the GPUs that rank sees (visible[r]: node-local rank
-// r's GPUs, as PCI bus ids in CUDA's order). In node-local rank order, each rank takes the GPU it sees
-// that the fewest ranks before it took, the first such in its own order. So ranks that all see all the
-// node's GPUs take GPUs 0, 1, ... in turn (a fifth rank on 4 GPUs shares GPU 0), however the launcher
-// spread the ranks over the nodes; a rank that sees one GPU (a launcher's CUDA_VISIBLE_DEVICES per task)
-// takes it; and ranks that see overlapping sets (Slurm's --gpu-bind=closest gives local tasks 0 and 2 one
-// socket's GPUs, 1 and 3 the other's) each take a GPU of their own while one is free. A rank that sees no
-// GPU gets -1.
+// r's GPUs, as PCI bus ids in CUDA's order). As many ranks as possible get a GPU of their own: in
+// node-local rank order, each takes the first free GPU it sees, or else one a rank before it can give up
+// for another free one it sees. Ranks left over (more ranks than GPUs) share, each taking the GPU it sees
+// that the fewest ranks use. So ranks that all see all the node's GPUs take GPUs 0, 1, ... in turn (a
+// fifth rank on 4 GPUs shares GPU 0), however the launcher spread the ranks over the nodes; a rank that
+// sees one GPU (a launcher's CUDA_VISIBLE_DEVICES per task) takes it; and ranks that see overlapping sets
+// (Slurm's --gpu-bind=closest shows local tasks 0 and 2 one socket's GPUs, 1 and 3 the other's) each get
+// a GPU of their own whenever the sets allow it. A rank that sees no GPU gets -1.
 std::vector<int> choose_gpus_on_node(const std::vector<std::vector<std::string>>& visible);
 
 enum class GpuSharing { warn, refuse };

@@ -120,9 +120,14 @@ TEST_CASE("the GPU each rank of a node takes, from the GPUs each one sees") {
     // one GPU and 1 and 3 on another, leaving two idle; each takes a GPU of its own.
     const std::vector<std::string> first{four[0], four[1]}, second{four[2], four[3]};
     CHECK(choose_gpus_on_node(Visible{first, second, first, second}) == std::vector<int>{0, 0, 1, 1});
-    // Sets that overlap in part: the GPU fewest ranks took, the first such in the rank's own order.
+    // Sets that overlap in part: a free GPU, the first in the rank's own order.
     CHECK(choose_gpus_on_node(Visible{{four[0], four[1]}, {four[1], four[0]}, {four[0], four[2]}}) ==
           std::vector<int>{0, 0, 1});
+    // A rank that sees only a GPU an earlier rank took: the earlier one moves to another it sees, so that no
+    // two share while a GPU is free (taking the first free GPU in turn would give both GPU 0).
+    CHECK(choose_gpus_on_node(Visible{{four[0], four[1]}, {four[0]}}) == std::vector<int>{1, 0});
+    const std::vector<std::string> ab{four[0], four[1]}, cd{four[2], four[3]};
+    CHECK(choose_gpus_on_node(Visible{four, ab, ab, cd}) == std::vector<int>{2, 1, 0, 1});
     // A rank that sees no GPU takes none.
     CHECK(choose_gpus_on_node(Visible{{}, {four[0]}}) == std::vector<int>{-1, 0});
 }
