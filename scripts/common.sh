@@ -239,11 +239,17 @@ refresh_apt_lists() {
     ! install_dry_run && command -v apt-get >/dev/null 2>&1 || return 1
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     echo "refreshing apt's package lists to look for $what${sudo:+ (with sudo)}" >&2
-    if ! why="$($sudo apt-get update -qq 2>&1 >/dev/null)"; then
-        why="${why%$'\n'}"
-        echo "warning: could not refresh apt's package lists (apt-get update failed): ${why##*$'\n'}" >&2
+    local status=0 first
+    why="$($sudo apt-get update -qq 2>&1 >/dev/null)" || status=$?
+    # The first error or warning says why (a failed fetch), not apt's closing summary; apt-get may report a
+    # failed fetch as a warning and exit 0.
+    first="$(grep -m 1 -E '^(E|W|Err):|Failed to fetch' <<<"$why")"
+    why="${why%$'\n'}"
+    if [ "$status" -ne 0 ]; then
+        echo "warning: could not refresh apt's package lists (apt-get update failed): ${first:-${why##*$'\n'}}" >&2
         return 1
     fi
+    [ -z "$first" ] || echo "warning: apt-get update: $first" >&2
 }
 
 # Version floors of what is installed (a missing tool is left to the install, but for CUDA, which the
@@ -259,14 +265,14 @@ check_cmake_version() {
     local found
     found="$(cmake_version)"
     if ! version_at_least "$found" "$FWI_CMAKE_MIN"; then
-        echo "error: CMake ${found:-(unknown version)} is installed ($(command -v cmake)) but the suite needs CMake $FWI_CMAKE_MIN or newer; $NEWER_CMAKE" >&2
+        echo "error: CMake ${found:-(unknown version)} is installed ($(command -v cmake)) but the suite needs CMake $FWI_CMAKE_MIN or newer; $FWI_NEWER_CMAKE" >&2
         exit 3
     fi
 }
 
 # Where a newer CMake comes from, when the distribution's is too old (Ubuntu 22.04 has 3.22). A bare pip
 # install is refused on Debian 12 and Ubuntu 23.04 on (PEP 668), and a fresh Ubuntu has no pip.
-NEWER_CMAKE="get a newer one from Kitware's apt repository (https://apt.kitware.com), the release tarball (https://cmake.org/download) or 'pipx install cmake' (then put ~/.local/bin first on PATH), and run again"
+FWI_NEWER_CMAKE="get a newer one from Kitware's apt repository (https://apt.kitware.com), the release tarball (https://cmake.org/download) or 'pipx install cmake' (then put ~/.local/bin first on PATH), and run again"
 
 # Refuses (exit 3) before anything is installed when CMake is missing and apt would install one older than
 # the floor: the install would end in check_cmake_version's refusal anyway.
@@ -275,7 +281,7 @@ check_cmake_candidate() {
     local offered
     offered="$(apt_candidate_version cmake)" || return 0
     version_at_least "$offered" "$FWI_CMAKE_MIN" && return 0
-    echo "error: CMake is not installed, and the one apt offers here is $offered, older than the CMake $FWI_CMAKE_MIN the suite needs; $NEWER_CMAKE" >&2
+    echo "error: CMake is not installed, and the one apt offers here is $offered, older than the CMake $FWI_CMAKE_MIN the suite needs; $FWI_NEWER_CMAKE" >&2
     exit 3
 }
 
@@ -339,9 +345,13 @@ plan_missing_packages() {
         echo "error: NCCL (nccl.h) is not installed and no package here provides libnccl-dev$lists; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads, or Ubuntu's multiverse) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
         exit 3
     fi
-    # The comparison's chart and 06's pictures (either python3 may have matplotlib).
-    python3 -c 'import matplotlib' >/dev/null 2>&1 || /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 ||
+    # The scripts' Python helpers need a python3; the comparison's chart and 06's pictures need matplotlib
+    # too (either python3 may have it), which install_missing_packages treats as optional.
+    if ! command -v python3 >/dev/null 2>&1 && [ ! -x /usr/bin/python3 ]; then
+        missing+=(python3 python3-matplotlib)
+    elif ! python3 -c 'import matplotlib' >/dev/null 2>&1 && ! /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1; then
         missing+=(python3-matplotlib)
+    fi
     echo "${missing[*]}"
 }
 
@@ -382,7 +392,9 @@ install_missing_packages() {
             echo "warning: ${optional[*]} is not installed, and sudo would ask for a password: the charts and pictures will be skipped; install it for them (sudo apt-get install ${optional[*]})" >&2
         else
             echo "installing missing packages: ${optional[*]}"
-            $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" ||
+            # The lists were refreshed above where something else was installed.
+            { [ ${#needed[@]} -gt 0 ] || $sudo apt-get update -qq; } &&
+                $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" ||
                 echo "warning: could not install ${optional[*]}: the charts and pictures will be skipped; install it for them" >&2
         fi
     fi
@@ -561,13 +573,19 @@ lock_build_folder() {
     [ "${FWI_BUILD_LOCK:-}" = "$folder" ] && return 0  # a script that started this one holds it
     command -v flock >/dev/null 2>&1 || return 0
     lock="$(dirname -- "$folder")/.$(basename -- "$folder").lock"
-    { exec {fd}>>"$lock"; } 2>/dev/null || return 0
+    # Read-only where another user made the file (flock takes either); no lock where neither opens.
+    { exec {fd}>>"$lock" || exec {fd}<"$lock"; } 2>/dev/null || return 0
     if ! flock -n "$fd"; then
         holder="$(head -c 300 -- "$lock" 2>/dev/null)"
+        local pid="${holder#process }"
+        pid="${pid%%,*}"
+        if [[ "$pid" =~ ^[0-9]+$ ]] && [ ! -d "/proc/$pid" ]; then
+            holder+="; that script has ended, but a program it started still holds the lock ('fuser -v $lock' names it): end that program"
+        fi
         echo "error: another of the suite's scripts is using $folder (${holder:-its process did not say which}); wait for it to end and run again" >&2
         exit 3
     fi
-    printf 'process %s, %s, started %s' "$$" "$(basename -- "$0")" "$(date '+%Y-%m-%d %H:%M:%S')" >"$lock"
+    printf 'process %s, %s, started %s' "$$" "$(basename -- "$0")" "$(date '+%Y-%m-%d %H:%M:%S')" 2>/dev/null >"$lock"
     export FWI_BUILD_LOCK="$folder"
 }
 

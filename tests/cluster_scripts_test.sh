@@ -234,6 +234,9 @@ expect_line "hostfile: CUDA_VISIBLE_DEVICES, UCX_* and FI_* handed to every rank
     "mpirun --hostfile $tmp/hosts -np 4 --map-by ppr:2:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH -x CUDA_VISIBLE_DEVICES -x FI_PROVIDER -x UCX_NET_DEVICES -x UCX_TLS $build/05_nccl_mpi/05_nccl_mpi" \
     CUDA_VISIBLE_DEVICES=2,3 UCX_NET_DEVICES=mlx5_0:1 UCX_TLS=rc,sm FI_PROVIDER=efa \
     -- bash "$hostfile_run" --dry-run --bin-dir "$build" --hostfile "$tmp/hosts" --gpus-per-node 2 05_nccl_mpi
+expect_refusal "hostfile: a CUDA_VISIBLE_DEVICES of fewer GPUs than --gpus-per-node" 2 \
+    "CUDA_VISIBLE_DEVICES='0' names 1 GPU(s), fewer than --gpus-per-node 4, and it is handed to every node" \
+    CUDA_VISIBLE_DEVICES=0 -- bash "$hostfile_run" --dry-run --bin-dir "$build" --hostfile "$tmp/hosts" --gpus-per-node 4 05_nccl_mpi
 expect_line "hostfile: --np, a program from an install's bin, options in any order, --option=value" \
     "mpirun --hostfile $tmp/hosts -np 3 --map-by ppr:2:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH $prefix/06_fwi_shot_parallel --iterations=2" \
     FWI_DRY_RUN=1 -- bash "$hostfile_run" --gpus-per-node=2 --np 3 --hostfile="$tmp/hosts" --bin-dir "$prefix" \

@@ -77,7 +77,11 @@ printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"; printf "hold ok installed|%s\
 export FAKE_APT_LISTED="$tmp/nccl-listed"
 fake apt-get "echo \"\$*\" >>'$tmp/apt-get.log'
 [ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_FAILS:-no}\" = yes ] &&
-  { echo 'E: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/noble/InRelease  Temporary failure resolving' >&2; exit 100; }
+  { echo 'Err:1 http://archive.ubuntu.com/ubuntu noble InRelease' >&2
+    echo 'E: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/noble/InRelease  Temporary failure resolving' >&2
+    echo 'E: Some index files failed to download. They have been ignored, or old ones used instead.' >&2; exit 100; }
+[ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_WARNS:-no}\" = yes ] &&
+  { echo 'W: Failed to fetch https://developer.download.nvidia.com/compute/cuda/repos/InRelease  Could not resolve host' >&2; exit 0; }
 [ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_ADDS_NCCL:-no}\" = yes ] && touch \"\$FAKE_APT_LISTED\"
 [ \"\$1\" = update ]"
 # sudo logs that it was used (in FAKE_SUDO_LOG), then runs what it is given.
@@ -318,8 +322,11 @@ check "no_package_after_update_real_run" 3 'no package here provides libnccl-dev
 # apt-get update fails (no network): its own words are shown, not only the missing package they led to.
 rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
 real_run FAKE_APT_UPDATE_FAILS=yes
-check "lists_refresh_fails_real_run" 3 "could not refresh apt's package lists \(apt-get update failed\): E: Failed to fetch.*Temporary failure resolving"
+check "lists_refresh_fails_real_run" 3 "could not refresh apt's package lists \(apt-get update failed\): Err:1 http://archive"
 check "lists_refresh_fails_real_run_names_nccl" 3 'no package here provides libnccl-dev'
+rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
+real_run FAKE_APT_UPDATE_WARNS=yes
+check "lists_refresh_warns_real_run" 3 "warning: apt-get update: W: Failed to fetch https://developer.download.nvidia.com"
 # matplotlib is optional: where it cannot be installed (sudo asks a password: the fake sudo cannot run
 # "-n true"; as root, the fake apt-get's install fails) the script says so and goes on.
 out="$(env PATH="$fake_path" "$BASH" -c 'set -euo pipefail; source "$1"; plan_missing_packages() { echo python3-matplotlib; }

@@ -283,6 +283,12 @@ expect gpu_check_build_folder_in_use 3 "error: another of the suite's scripts is
 kill "$holder" && wait "$holder" 2>/dev/null
 run FAKE_GPUS=1 -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_build_folder_free_again 0 "PASS"
+# A script that ended while a program it started still runs (and holds the lock it inherited): said so.
+bash -c 'source "$1/scripts/common.sh" && lock_build_folder "$1/build" && { sleep 60 & echo $! >"$2"; }' bash "$scratch" \
+    "$tmp/orphan.pid"
+run FAKE_GPUS=1 -- bash "$scratch/scripts/gpu-check.sh" build
+expect gpu_check_lock_held_by_a_leftover_program 3 "that script has ended, but a program it started still holds the lock"
+kill "$(cat "$tmp/orphan.pid")"
 # OUT, a name other tools set (Android's build, CI systems), is not gpu-check's: nothing is written there.
 [ ! -e "$tmp/someone-elses" ] || fail "gpu_check_leaves_OUT_alone: wrote into OUT ($(ls "$tmp/someone-elses"))"
 if [ -f "$tmp/gpu-check-out/summary.txt" ] && [ ! -e "$tmp/gpu-check-out/comparison.md" ]; then

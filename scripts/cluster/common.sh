@@ -218,8 +218,8 @@ fwi_slurm_run() {
             [[ "${FWI_SRUN_MPI:-pmix}" =~ ^[A-Za-z0-9_]{1,32}$ ]] ||
                 fwi_die 2 "FWI_SRUN_MPI: '$FWI_SRUN_MPI' is not the name of a Slurm MPI plugin like pmix or pmi2" \
                     "(srun --mpi=list shows those of this cluster)"
-            # Each task's CPUs float over those the job has, as mpirun's --bind-to none lets them; srun takes
-            # the job's --cpus-per-task only when told (Slurm 22.05 on).
+            # Each task's CPUs float over those the job has, as mpirun's --bind-to none lets them; the job's
+            # --cpus-per-task is handed on explicitly, as some Slurm versions do not pass it to srun.
             FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1 --cpu-bind=none)
             [ -n "$cpus_per_task" ] && FWI_LINE+=("--cpus-per-task=$cpus_per_task") ;;
         mpirun) fwi_mpirun_line "$ranks" "$gpus_per_node" ;;

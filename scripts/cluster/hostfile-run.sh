@@ -21,10 +21,11 @@
 #          -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME <repo>/build/05_nccl_mpi/05_nccl_mpi --bench-allreduce
 #
 # -x hands the ranks on the other nodes PATH, LD_LIBRARY_PATH and CUDA_VISIBLE_DEVICES (each only when
-# set) and every NCCL_*, UCX_* and FI_* variable set here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG,
-# UCX_NET_DEVICES, ...); mpirun gives its environment only to the ranks on its own node. FWI_MPIRUN names another mpirun, FWI_MPIRUN_FLAGS adds flags (--prefix
-# /opt/openmpi where Open MPI is not on the remote nodes' default PATH). README.md, "Across nodes", says
-# more.
+# set; CUDA_VISIBLE_DEVICES must then name at least G GPUs) and every NCCL_*, UCX_* and FI_* variable set
+# here (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, UCX_NET_DEVICES, ...); mpirun gives its environment
+# only to the ranks on its own node. FWI_MPIRUN names another mpirun, FWI_MPIRUN_FLAGS adds flags
+# (--prefix /opt/openmpi where Open MPI is not on the remote nodes' default PATH). README.md, "Across
+# nodes", says more.
 set -uo pipefail
 FWI_RECIPE="hostfile-run.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -67,6 +68,13 @@ fwi_is_one_of "$program" "${FWI_CLUSTER_PROGRAMS[@]}" ||
 [ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
 [ -r "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' cannot be read"
 fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999)"
+# CUDA_VISIBLE_DEVICES goes to every node (fwi_mpirun_exports): it must name a GPU for each rank of a node.
+if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    IFS=, read -r -a listed <<<"$CUDA_VISIBLE_DEVICES"
+    [ "${#listed[@]}" -ge "$gpus_per_node" ] ||
+        fwi_die 2 "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' names ${#listed[@]} GPU(s), fewer than --gpus-per-node" \
+            "$gpus_per_node, and it is handed to every node; name $gpus_per_node GPUs, or unset it"
+fi
 # Nodes, not lines: mpirun reads a node named twice as one, with the slots of both lines.
 nodes=$(grep -vE '^[[:space:]]*(#|$)' "$hostfile" | awk '{print $1}' | sort -u | wc -l)
 [ "$nodes" -gt 0 ] || fwi_die 2 "--hostfile: '$hostfile' names no node"
