@@ -83,8 +83,9 @@ int batch_iterations(size_t bytes, int iters);
 // index (a multiply, and the high bits folded down), not a pattern that repeats: a chunk summed into or
 // copied to the wrong offset then reads wrong at almost every element, whatever the offset.
 FWI_HD float allreduce_input(int rank, size_t index) {
-    const unsigned long long key = (static_cast<unsigned long long>(index) << 8) + static_cast<unsigned>(rank);
-    unsigned long long mixed = key * 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio, odd
+    // Odd multipliers (2^64 / golden ratio, and another), so that neither the index nor the rank repeats.
+    unsigned long long mixed = static_cast<unsigned long long>(index) * 0x9E3779B97F4A7C15ull +
+                               static_cast<unsigned long long>(rank + 1) * 0xC2B2AE3D27D4EB4Full;
     mixed ^= mixed >> 29;
     return static_cast<float>(static_cast<int>(mixed % 17) - 8);
 }
