@@ -42,6 +42,7 @@ int run_fwi(const Problem& p, const Options& options) {
     check_writable(options.json, "--json");
     check_not_a_run_file(options.json, "--json", options.out, "--out");
     require_gpus(1);
+    warn_of_other_processes(0, 1);
     out_folder.keep();
     std::printf("01_single_gpu: %s on %s\n", p.summary().c_str(), describe_device(0).c_str());
 
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
         if (options.verify) {
             check_writable(options.json, "--json");  // written at the end: refused now, not after the run
             require_gpus(1);
+            warn_of_other_processes(0, 1);
             return verify_against_cpu(problem, options.json);
         }
         return run_fwi(problem, options);

@@ -47,6 +47,7 @@ GpuGroup::GpuGroup(int gpus, double timeout_s, PeerAccess peer_access)
     if (size_ > visible)
         throw EnvironmentError("--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
                                std::to_string(visible) + " visible (check CUDA_VISIBLE_DEVICES)");
+    warn_of_other_processes(0, size_);
     peer_access_.assign(size_ * size_, 0);
     for (int rank = 0; rank < size_; ++rank) {
         CUDA_CHECK(cudaSetDevice(rank));

@@ -91,6 +91,7 @@ int run(const Problem& p, const Options& o) {
     check_writable(o.json, "--json");  // written at the end: refused now, not after the run
     require_host_memory(p, gpus);
     require_gpus(gpus);
+    warn_of_other_processes(0, gpus);
     print_setup(p, o, split);
 
     // 2. One communicator per GPU, all created by this process.

@@ -1,5 +1,7 @@
 #include "device.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include "errors.hpp"
 #include "gpu_resources.hpp"
 #include "launch_env.hpp"
+#include "other_processes.hpp"
+#include "output.hpp"
 #include "polling.hpp"
 #include "run_env.hpp"
 #include "timing.hpp"
@@ -131,6 +135,16 @@ void require_gpus(int needed) {
         count >= 1 ? too_few_gpus_hint(count, std::getenv("CUDA_VISIBLE_DEVICES")) : gpu_count_hint(status);
     throw EnvironmentError("this program needs " + std::to_string(needed) + " CUDA GPU" + (needed > 1 ? "s" : "") +
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
+}
+
+void warn_of_other_processes(int first, int count, const std::string& who) {
+    std::vector<PciAddress> gpus;
+    for (int device = first; device < first + count; ++device) gpus.push_back(gpu_pci_address(device));
+    OtherProcesses others = find_other_processes(Nvml(), gpus, {static_cast<unsigned>(getpid())}, false);
+    if (others.named.empty()) return;  // none, or none that can be listed: nothing to say
+    for (OtherProcess& other : others.named) other.gpu += first;
+    print_warning(who + "other processes hold a GPU this run uses, so the times it measures are slower and vary: " +
+                  join(other_process_lines(others), "; "));
 }
 
 PciAddress gpu_pci_address(int device) {

@@ -1,6 +1,8 @@
-// select_gpu_for_rank (declared in mpi_env.hpp): one GPU per MPI rank from the node-local rank.
+// select_gpu_for_rank (declared in mpi_env.hpp): one GPU per MPI rank, chosen among the GPUs each rank of
+// the node sees.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <set>
@@ -59,8 +61,10 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
         if (all[i][0] != '\0') visible[i / mine.size()].emplace_back(all[i].data());
     const std::vector<int> chosen = choose_gpus_on_node(visible);
     const int device = chosen[size_t(local.rank)];
+    warn_of_other_processes(device, 1, "rank " + std::to_string(rank) + " on host " + mpi_processor_name() + ": ");
     CUDA_CHECK(cudaSetDevice(device));
 
+    // Every rank has one (a rank that sees no GPU stops above, before the collective).
     std::vector<std::string> bus_ids;
     for (int r = 0; r < local.size; ++r) bus_ids.push_back(visible[size_t(r)][size_t(chosen[size_t(r)])]);
     const GpusOnNode on_node = gpus_on_node(bus_ids, local.rank);

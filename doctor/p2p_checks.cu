@@ -119,7 +119,8 @@ const char* const kStagedDataAdvice =
 const char* const kPeerHangAdvice =
     "a peer transfer that never ends: the P2P path is broken (IOMMU/ACS on PCIe, an NVLink down: `nvidia-smi nvlink "
     "-s`, `dmesg | grep -i xid`); GPU work cannot be cancelled, so doctor stops here; if the GPU stays busy "
-    "afterwards, reset it (`nvidia-smi -r`); meanwhile NCCL_P2P_DISABLE=1 avoids P2P";
+    "afterwards, reset it (`nvidia-smi -r`, as root: it ends every job on that GPU); meanwhile NCCL_P2P_DISABLE=1 "
+    "avoids P2P";
 
 // Runs a check body; a transfer that hangs gets the P2P advice attached on its way to the runner.
 template <typename Body>

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The lessons warn when another process holds a GPU they use (warn_of_other_processes, common/device.hpp):
+# with hold_gpu holding a context on GPU 0, 01 and 05 (one rank) must say so, naming the holder's pid.
+# (That a run on idle GPUs says nothing is not tested: under ctest -j other tests share the GPU.) Skips
+# (77) where NVML cannot list the GPU's processes (a container that hides them): visible_gpus says so.
+#
+# usage: other_processes_warning.sh BIN_DIR MPIRUN...
+set -uo pipefail
+bin=$1
+shift
+mpirun=("$@")
+work=$(mktemp -d)
+holder=""
+trap '[ -z "$holder" ] || kill "$holder" 2>/dev/null; rm -rf "$work"' EXIT
+
+"$bin/tests/hold_gpu" 120 >"$work/holder.txt" 2>&1 &
+holder=$!
+for _ in $(seq 300); do grep -q holding "$work/holder.txt" && break; sleep 0.1; done
+grep -q holding "$work/holder.txt" || { echo "FAILED: hold_gpu did not start: $(cat "$work/holder.txt")"; exit 1; }
+if ! listed=$("$bin/common/visible_gpus" --other-processes 2>&1) || [[ "$listed" != *"pid $holder "* ]]; then
+    echo "SKIPPED: the GPU's processes cannot be listed here, or hold_gpu is not among them: $listed"
+    exit 77
+fi
+
+failed=0
+# expect NAME TEXT COMMAND...: COMMAND ends with exit 0 and its output holds TEXT.
+expect() {
+    local name=$1 text=$2
+    shift 2
+    if ! "$@" >"$work/$name.txt" 2>&1; then
+        echo "FAILED: $name: exit $?: $(tail -n 5 "$work/$name.txt")"
+        failed=1
+    elif ! grep -qF -- "$text" "$work/$name.txt"; then
+        echo "FAILED: $name: no line with '$text' in: $(head -n 8 "$work/$name.txt")"
+        failed=1
+    else
+        echo "ok: $name: $(grep -F -- "$text" "$work/$name.txt" | head -n 1)"
+    fi
+}
+small=(--problem small --iterations 1)
+expect 01_single_gpu "01_single_gpu: warning: other processes hold a GPU this run uses, so the times it measures are slower and vary: GPU 0: pid $holder (hold_gpu" \
+    "$bin/01_single_gpu/01_single_gpu" "${small[@]}" --out "$work/01"
+expect 05_nccl_mpi "05_nccl_mpi: warning: rank 0 on host " \
+    "${mpirun[@]}" -np 1 "$bin/05_nccl_mpi/05_nccl_mpi" "${small[@]}" --no-reference
+grep -qF "GPU 0: pid $holder (hold_gpu" "$work/05_nccl_mpi.txt" ||
+    { echo "FAILED: 05_nccl_mpi: the warning does not name hold_gpu (pid $holder)"; failed=1; }
+exit $failed
