@@ -137,13 +137,13 @@ void require_gpus(int needed) {
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
 }
 
-void warn_of_other_processes(int first, int count, const std::string& who) {
+void warn_of_other_processes(int first, int count, const std::string& where) {
     std::vector<PciAddress> gpus;
     for (int device = first; device < first + count; ++device) gpus.push_back(gpu_pci_address(device));
     OtherProcesses others = find_other_processes(Nvml(), gpus, {static_cast<unsigned>(getpid())}, false);
     if (others.named.empty()) return;  // none, or none that can be listed: nothing to say
     for (OtherProcess& other : others.named) other.gpu += first;
-    print_warning(who + "other processes hold a GPU this run uses, so the times it measures are slower and vary: " +
+    print_warning(where + "other processes hold a GPU this run uses, so the times it measures are slower and vary: " +
                   join(other_process_lines(others), "; "));
 }
 

@@ -39,9 +39,9 @@ void require_gpus(int needed);
 // Warns on stderr, in one line, of the processes other than this one that hold a context on GPUs `first`
 // to `first + count - 1` (CUDA's numbers, as CUDA_VISIBLE_DEVICES counts), where NVML can list them:
 // everything this run times beside them is slower and varies (a shared node, a class, a job left
-// running). `who` begins the line ("rank 2 on node-a: "). Call it before this process touches those GPUs:
+// running). `where` begins the line ("on host node-a, "). Call it before this process touches those GPUs:
 // in a container the driver lists this process under a pid of its own namespace, which reads as another.
-void warn_of_other_processes(int first, int count, const std::string& who = "");
+void warn_of_other_processes(int first, int count, const std::string& where = "");
 
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 std::string describe_device(int device);

@@ -61,7 +61,7 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
         if (all[i][0] != '\0') visible[i / mine.size()].emplace_back(all[i].data());
     const std::vector<int> chosen = choose_gpus_on_node(visible);
     const int device = chosen[size_t(local.rank)];
-    warn_of_other_processes(device, 1, "rank " + std::to_string(rank) + " on host " + mpi_processor_name() + ": ");
+    warn_of_other_processes(device, 1, "on host " + mpi_processor_name() + ", ");  // the warning names the rank
     CUDA_CHECK(cudaSetDevice(device));
 
     // Every rank has one (a rank that sees no GPU stops above, before the collective).

@@ -40,7 +40,7 @@ expect() {
 small=(--problem small --iterations 1)
 expect 01_single_gpu "01_single_gpu: warning: other processes hold a GPU this run uses, so the times it measures are slower and vary: GPU 0: pid $holder (hold_gpu" \
     "$bin/01_single_gpu/01_single_gpu" "${small[@]}" --out "$work/01"
-expect 05_nccl_mpi "05_nccl_mpi: warning: rank 0 on host " \
+expect 05_nccl_mpi "05_nccl_mpi (rank 0): warning: on host " \
     "${mpirun[@]}" -np 1 "$bin/05_nccl_mpi/05_nccl_mpi" "${small[@]}" --no-reference
 grep -qF "GPU 0: pid $holder (hold_gpu" "$work/05_nccl_mpi.txt" ||
     { echo "FAILED: 05_nccl_mpi: the warning does not name hold_gpu (pid $holder)"; failed=1; }
