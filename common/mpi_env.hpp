@@ -122,8 +122,9 @@ std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct)
 // rank: how many ranks to start instead.
 std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct);
 
-// cudaSetDevice(the GPU choose_gpus_on_node gives this rank) and returns the device. No visible GPU: EnvironmentError
-// naming the rank and host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
+// cudaSetDevice(the GPU choose_gpus_on_node gives this rank) and returns the device; warns first of other
+// processes on that GPU (warn_of_other_processes). No visible GPU: EnvironmentError naming the rank and
+// host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
 // Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own
 // CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`,
 // under a WaitTimeout of `timeout_s`: a rank that never gets there (a GPU that hangs in CUDA's start, a

@@ -232,7 +232,7 @@ install_dry_run() {
 
 # A fresh machine may never have run apt-get update (or has just been given NVIDIA's repository): refresh
 # the package lists once before concluding that no package provides WHAT. Not in a dry run. Says on stderr
-# what it does (sudo may ask for a password) and, when it fails, apt-get's last words: without them a later
+# what it does (sudo may ask for a password) and apt-get's first error or warning: without it a later
 # "no package provides" would hide the cause (no network, no sudo).
 refresh_apt_lists() {
     local what="$1" sudo="" why
@@ -360,22 +360,24 @@ plan_missing_packages() {
 # without running apt: "nothing to install" (and returns), or "would install: ..." and exit 3, since the
 # build would only fail later without them (cmake: command not found). matplotlib is optional (the charts
 # and pictures are skipped without it): it is installed only where that needs no password (root, or sudo
-# that asks none, as after the other packages' install), and a failed install of it is a warning.
+# that asks none, as after the other packages' install), a failed install of it is a warning, and a dry
+# run that would install only it goes on.
 install_missing_packages() {
     local plan dry_run=0
     install_dry_run && dry_run=1
     plan="$(plan_missing_packages)" || exit $?
     local missing=() needed=() optional=() package
     read -r -a missing <<<"$plan"
-    if [ "$dry_run" = 1 ]; then
-        if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; return 0; fi
-        echo "would install: ${missing[*]}"
-        echo "error: a dry run (FWI_INSTALL_DRY_RUN=1) installs nothing, and the suite needs these; stopping" >&2
-        exit 3
-    fi
     for package in "${missing[@]}"; do
         if [ "$package" = python3-matplotlib ]; then optional+=("$package"); else needed+=("$package"); fi
     done
+    if [ "$dry_run" = 1 ]; then
+        if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; return 0; fi
+        echo "would install: ${missing[*]}"
+        [ ${#needed[@]} -gt 0 ] || { echo "(optional: the charts and pictures are skipped without it)"; return 0; }
+        echo "error: a dry run (FWI_INSTALL_DRY_RUN=1) installs nothing, and the suite needs these; stopping" >&2
+        exit 3
+    fi
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     if [ ${#needed[@]} -gt 0 ]; then

@@ -334,6 +334,15 @@ out="$(env PATH="$fake_path" "$BASH" -c 'set -euo pipefail; source "$1"; plan_mi
 code=$?
 check "matplotlib_optional" 0 'warning: .*python3-matplotlib.*the charts and pictures will be skipped'
 check "matplotlib_optional_goes_on" 0 '^the build would follow$'
+out="$(env PATH="$fake_path" FWI_INSTALL_DRY_RUN=1 "$BASH" -c 'set -euo pipefail; source "$1"
+    plan_missing_packages() { echo python3-matplotlib; }; install_missing_packages; echo "the build would follow"' \
+    bash "$common" 2>&1)"
+code=$?
+check "matplotlib_optional_dry_run" 0 '^the build would follow$'
+out="$(env PATH="$fake_path" FWI_INSTALL_DRY_RUN=1 "$BASH" -c 'set -euo pipefail; source "$1"
+    plan_missing_packages() { echo python3 python3-matplotlib; }; install_missing_packages' bash "$common" 2>&1)"
+code=$?
+check "python3_needed_dry_run" 3 'installs nothing, and the suite needs these'
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
     exit 1
