@@ -115,6 +115,8 @@ if [ "$have_nvidia_smi" = yes ]; then
 else
     echo "compare: nvidia-smi is not installed: whether CUDA sees a GPU is known after the build" >&2
 fi
+# Set but empty, CUDA_VISIBLE_DEVICES hides every GPU from CUDA, whatever nvidia-smi lists.
+[ "${CUDA_VISIBLE_DEVICES-unset}" != "" ] || no_gpu "CUDA_VISIBLE_DEVICES is set and empty, which hides every GPU"
 
 configure_and_build default || exit $?
 # The table and the scaling model's inputs are read with python3: checked before the runs, not after them.

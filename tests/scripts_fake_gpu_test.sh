@@ -106,6 +106,10 @@ built="$(cat "$calls" 2>/dev/null)"; rm -f "$calls"
 expect compare_without_nvidia_smi 3 "nvidia-smi is not installed: whether CUDA sees a GPU is known after the build"
 [[ "$out" == *"no CUDA GPU visible (to CUDA"* ]] && [ -n "$built" ] ||
     fail "compare_without_nvidia_smi: did not build and then count with CUDA (built: '$built'): $out"
+# An empty CUDA_VISIBLE_DEVICES hides every GPU: said before the build, as no GPU is.
+run FAKE_GPUS=1 CUDA_VISIBLE_DEVICES= -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare-hidden"
+expect compare_empty_visible_devices 3 "compare: no CUDA GPU visible (CUDA_VISIBLE_DEVICES is set and empty"
+[ -z "$built" ] || fail "compare_empty_visible_devices: built before saying there is no GPU ($built)"
 # A folder of the user's that holds files is refused (exit 2), its files left as they were.
 mkdir "$tmp/user files" && echo "the user's table" >"$tmp/user files/comparison.csv"
 run FAKE_GPUS=1 FAKE_VISIBLE=1 -- bash "$scratch/scripts/compare.sh" --gpus 1 --out "$tmp/user files"
