@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "cuda_timing.hpp"
@@ -137,14 +140,36 @@ void require_gpus(int needed) {
                            " and " + std::to_string(count) + " are visible (" + hint + ")");
 }
 
-void warn_of_other_processes(int first, int count, const std::string& where) {
+void warn_of_other_processes(int first, int count, const std::vector<unsigned>& job_processes,
+                             const std::string& where) {
+    // Each GPU once per process: later this process holds a context there itself, which where the driver
+    // lists another namespace's pids (a container) would read as another process.
+    static std::mutex checked_mutex;
+    static std::set<int> checked;
+    {
+        const std::lock_guard<std::mutex> lock(checked_mutex);
+        bool all_checked = true;
+        for (int device = first; device < first + count; ++device) all_checked &= !checked.insert(device).second;
+        if (all_checked) return;
+    }
+    const Nvml nvml;
+    // NVML lists a MIG-mode GPU's processes of every instance, most of which share none of this one's SMs.
+    const std::vector<std::string> in_mig_mode = nvml.gpus_in_mig_mode();
     std::vector<PciAddress> gpus;
-    for (int device = first; device < first + count; ++device) gpus.push_back(gpu_pci_address(device));
-    OtherProcesses others = find_other_processes(Nvml(), gpus, {static_cast<unsigned>(getpid())}, false);
+    for (int device = first; device < first + count; ++device) {
+        const PciAddress gpu = gpu_pci_address(device);
+        char bus_id[32];
+        std::snprintf(bus_id, sizeof bus_id, "%04x:%02x:%02x.0", gpu.domain, gpu.bus, gpu.device);
+        if (std::find(in_mig_mode.begin(), in_mig_mode.end(), bus_id) != in_mig_mode.end()) return;
+        gpus.push_back(gpu);
+    }
+    std::vector<unsigned> own = job_processes;
+    own.push_back(static_cast<unsigned>(getpid()));
+    OtherProcesses others = find_other_processes(nvml, gpus, own, false);
     if (others.named.empty()) return;  // none, or none that can be listed: nothing to say
     for (OtherProcess& other : others.named) other.gpu += first;
-    print_warning(where + "other processes hold a GPU this run uses, so the times it measures are slower and vary: " +
-                  join(other_process_lines(others), "; "));
+    print_warning(where + "other processes hold a GPU this run uses; where they compute, the times it measures " +
+                  "are slower and vary: " + join(other_process_lines(others), "; "));
 }
 
 PciAddress gpu_pci_address(int device) {

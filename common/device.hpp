@@ -36,12 +36,15 @@ int visible_gpu_count_checked();
 // Throws EnvironmentError (exit 3) with one clear line when fewer than `needed` GPUs are visible.
 void require_gpus(int needed);
 
-// Warns on stderr, in one line, of the processes other than this one that hold a context on GPUs `first`
-// to `first + count - 1` (CUDA's numbers, as CUDA_VISIBLE_DEVICES counts), where NVML can list them:
-// everything this run times beside them is slower and varies (a shared node, a class, a job left
-// running). `where` begins the line ("on host node-a, "). Call it before this process touches those GPUs:
-// in a container the driver lists this process under a pid of its own namespace, which reads as another.
-void warn_of_other_processes(int first, int count, const std::string& where = "");
+// Warns on stderr, in one line, of the processes other than this one and `job_processes` (the other ranks
+// of its job on this node) that hold a context on GPUs `first` to `first + count - 1` (CUDA's numbers, as
+// CUDA_VISIBLE_DEVICES counts), where NVML can list them (not in most containers, nor for MIG instances):
+// what this run times beside a process that computes is slower and varies (a shared node, a class, a job
+// left running). `where` begins the line ("on host node-a, "). Call it before this process touches those
+// GPUs: where the driver lists processes under pids of another namespace, this one would read as another
+// (so a GPU already checked in this process is not checked again).
+void warn_of_other_processes(int first, int count, const std::vector<unsigned>& job_processes = {},
+                             const std::string& where = "");
 
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 std::string describe_device(int device);

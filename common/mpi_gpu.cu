@@ -1,6 +1,7 @@
 // select_gpu_for_rank (declared in mpi_env.hpp): one GPU per MPI rank, chosen among the GPUs each rank of
 // the node sees.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -51,7 +52,12 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     MPI_CHECK(MPI_Comm_size(node_comm, &local.size));
     std::vector<BusId> all(mine.size() * size_t(local.size));
     const int bytes = int(mine.size() * sizeof(BusId));
-    const int gathered = MPI_Allgather(mine.data(), bytes, MPI_CHAR, all.data(), bytes, MPI_CHAR, node_comm);
+    int gathered = MPI_Allgather(mine.data(), bytes, MPI_CHAR, all.data(), bytes, MPI_CHAR, node_comm);
+    // The node's ranks' process ids too: a rank of this job on the same GPU is not "another process".
+    const unsigned my_pid = static_cast<unsigned>(getpid());
+    std::vector<unsigned> job_processes(size_t(local.size));
+    if (gathered == MPI_SUCCESS)
+        gathered = MPI_Allgather(&my_pid, 1, MPI_UNSIGNED, job_processes.data(), 1, MPI_UNSIGNED, node_comm);
     const int freed = MPI_Comm_free(&node_comm);
     MPI_CHECK(gathered);
     MPI_CHECK(freed);
@@ -61,16 +67,17 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
         if (all[i][0] != '\0') visible[i / mine.size()].emplace_back(all[i].data());
     const std::vector<int> chosen = choose_gpus_on_node(visible);
     const int device = chosen[size_t(local.rank)];
-    warn_of_other_processes(device, 1, "on host " + mpi_processor_name() + ", ");  // the warning names the rank
-    CUDA_CHECK(cudaSetDevice(device));
 
     // Every rank has one (a rank that sees no GPU stops above, before the collective).
     std::vector<std::string> bus_ids;
     for (int r = 0; r < local.size; ++r) bus_ids.push_back(visible[size_t(r)][size_t(chosen[size_t(r)])]);
     const GpusOnNode on_node = gpus_on_node(bus_ids, local.rank);
-    if (on_node.distinct == local.size) return device;
-    if (sharing == GpuSharing::refuse)
+    if (on_node.distinct < local.size && sharing == GpuSharing::refuse)
         throw EnvironmentError(one_gpu_per_rank_refusal(local.size, mpi_processor_name(), on_node.distinct));
+    // The warning's program name says which rank this is.
+    warn_of_other_processes(device, 1, job_processes, "on host " + mpi_processor_name() + ", ");
+    CUDA_CHECK(cudaSetDevice(device));
+    if (on_node.distinct == local.size) return device;
     // The first of the ranks on a GPU says so for all of them.
     if (on_node.sharing_mine.front() == local.rank && on_node.sharing_mine.size() > 1)
         print_warning(ranks_sharing_gpus(local.size, mpi_processor_name(), on_node.distinct) + "; node-local ranks " +

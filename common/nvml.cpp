@@ -33,7 +33,8 @@ struct PciInfo {
     unsigned char spare[64];
 };
 
-// nvmlProcessInfo_t as the _v2 and _v3 process lists fill it (the _v1 call's layout lacks the last two).
+// nvmlProcessInfo_t as the _v2 process list fills it, and the _v3 one of every driver but 535.43-535.86
+// (the _v1 call's layout lacks the last two).
 struct ProcessInfo {
     unsigned pid;
     unsigned long long used_gpu_memory;
@@ -150,8 +151,10 @@ Nvml::Nvml() : api_(new Api) {
     api_->remote_pci = load<decltype(api_->remote_pci)>(library, "nvmlDeviceGetNvLinkRemotePciInfo_v2",
                                                         "nvmlDeviceGetNvLinkRemotePciInfo");
     api_->remote_type = load<decltype(api_->remote_type)>(library, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    // _v2 first: its layout (ProcessInfo) never changed, where drivers 535.43-535.86 filled _v3's list with a
+    // longer one, which would be misread and overrun the array.
     api_->compute_processes = load<decltype(api_->compute_processes)>(
-        library, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2");
+        library, "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetComputeRunningProcesses_v3");
     api_->pcie_width = load<decltype(api_->pcie_width)>(library, "nvmlDeviceGetCurrPcieLinkWidth");
     api_->max_pcie_width = load<decltype(api_->max_pcie_width)>(library, "nvmlDeviceGetMaxPcieLinkWidth");
     api_->pcie_generation = load<decltype(api_->pcie_generation)>(library, "nvmlDeviceGetCurrPcieLinkGeneration");

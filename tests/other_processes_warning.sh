@@ -13,7 +13,7 @@ work=$(mktemp -d)
 holder=""
 trap '[ -z "$holder" ] || kill "$holder" 2>/dev/null; rm -rf "$work"' EXIT
 
-"$bin/tests/hold_gpu" 120 >"$work/holder.txt" 2>&1 &
+"$bin/tests/hold_gpu" 280 >"$work/holder.txt" 2>&1 &
 holder=$!
 for _ in $(seq 300); do grep -q holding "$work/holder.txt" && break; sleep 0.1; done
 grep -q holding "$work/holder.txt" || { echo "FAILED: hold_gpu did not start: $(cat "$work/holder.txt")"; exit 1; }
@@ -42,7 +42,7 @@ expect() {
     fi
 }
 small=(--problem small --iterations 1)
-expect 01_single_gpu "01_single_gpu: warning: other processes hold a GPU this run uses, so the times it measures are slower and vary: " \
+expect 01_single_gpu "01_single_gpu: warning: other processes hold a GPU this run uses; where they compute, the times it measures are slower and vary: " \
     "$bin/01_single_gpu/01_single_gpu" "${small[@]}" --out "$work/01"
 expect 05_nccl_mpi "05_nccl_mpi (rank 0): warning: on host " \
     "${mpirun[@]}" -np 1 "$bin/05_nccl_mpi/05_nccl_mpi" "${small[@]}" --no-reference
