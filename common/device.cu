@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -153,15 +152,11 @@ void warn_of_other_processes(int first, int count, const std::vector<unsigned>& 
         if (all_checked) return;
     }
     const Nvml nvml;
-    // NVML lists a MIG-mode GPU's processes of every instance, most of which share none of this one's SMs.
-    const std::vector<std::string> in_mig_mode = nvml.gpus_in_mig_mode();
     std::vector<PciAddress> gpus;
     for (int device = first; device < first + count; ++device) {
-        const PciAddress gpu = gpu_pci_address(device);
-        char bus_id[32];
-        std::snprintf(bus_id, sizeof bus_id, "%04x:%02x:%02x.0", gpu.domain, gpu.bus, gpu.device);
-        if (std::find(in_mig_mode.begin(), in_mig_mode.end(), bus_id) != in_mig_mode.end()) return;
-        gpus.push_back(gpu);
+        gpus.push_back(gpu_pci_address(device));
+        // NVML lists a MIG-mode GPU's processes of every instance, most of which share none of this one's SMs.
+        if (nvml.in_mig_mode(gpus.back())) return;
     }
     std::vector<unsigned> own = job_processes;
     own.push_back(static_cast<unsigned>(getpid()));

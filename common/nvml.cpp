@@ -72,6 +72,12 @@ struct Nvml::Api {
     NvmlReturn (*pci_info)(NvmlDevice, PciInfo*) = nullptr;
     NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;  // current, pending
 
+    // Whether the GPU is in MIG mode now (a GPU without MIG answers "not supported": not).
+    bool mig_enabled(NvmlDevice handle) const {
+        unsigned current = 0, pending = 0;
+        return mig_mode && mig_mode(handle, &current, &pending) == kNvmlSuccess && current == kNvmlMigEnabled;
+    }
+
     // The handle of the GPU at `gpu`; throws std::runtime_error naming it when NVML cannot find it.
     NvmlDevice device(const PciAddress& gpu) const {
         NvmlDevice handle = nullptr;
@@ -280,11 +286,9 @@ std::vector<std::string> Nvml::gpus_in_mig_mode() const {
         return found;
     for (unsigned index = 0; index < count; ++index) {
         NvmlDevice handle = nullptr;
-        unsigned current = 0, pending = 0;
         PciInfo pci{};
-        // A GPU without MIG answers "not supported"; one NVML cannot reach is left out too.
-        if (api_->handle_by_index(index, &handle) != kNvmlSuccess ||
-            api_->mig_mode(handle, &current, &pending) != kNvmlSuccess || current != kNvmlMigEnabled ||
+        // One NVML cannot reach is left out.
+        if (api_->handle_by_index(index, &handle) != kNvmlSuccess || !api_->mig_enabled(handle) ||
             api_->pci_info(handle, &pci) != kNvmlSuccess)
             continue;
         char bus_id[32];
@@ -292,6 +296,15 @@ std::vector<std::string> Nvml::gpus_in_mig_mode() const {
         found.push_back(bus_id);
     }
     return found;
+}
+
+bool Nvml::in_mig_mode(const PciAddress& gpu) const {
+    if (!available_) return false;
+    try {
+        return api_->mig_enabled(api_->device(gpu));
+    } catch (const std::runtime_error&) {  // a GPU NVML cannot find
+        return false;
+    }
 }
 
 std::vector<GpuProcess> Nvml::compute_processes(const PciAddress& gpu) const {

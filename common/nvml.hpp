@@ -78,6 +78,8 @@ public:
     // The PCI addresses ("0000:41:00.0") of the GPUs the driver sees that are in MIG mode now, each split into
     // instances that CUDA sees as devices of their own; empty where none is, or NVML cannot say.
     std::vector<std::string> gpus_in_mig_mode() const;
+    // Whether the GPU at `gpu` is in MIG mode now; false where it is not, or NVML cannot say.
+    bool in_mig_mode(const PciAddress& gpu) const;
 
     // The processes with a compute context on the GPU at `gpu`, this one's included; throws
     // std::runtime_error when NVML cannot say (a driver without the call, a GPU it cannot find).
