@@ -43,9 +43,26 @@ bool wait_for_event_within(cudaEvent_t event, double timeout_s) {
             if (error == cudaSuccess) return PollStatus::done;
             return error == cudaErrorNotReady ? PollStatus::pending : PollStatus::failed;
         },
-        timeout_s, steady_seconds, [] { std::this_thread::sleep_for(std::chrono::microseconds(20)); });
+        timeout_s, steady_seconds, [] { std::this_thread::yield(); });
     if (outcome == WaitOutcome::failed) throw_cuda_error(error, "cudaEventQuery(event)", __FILE__, __LINE__);
     return outcome == WaitOutcome::done;
+}
+
+void finish_within(const CudaStream& stream, double timeout_s, const std::string& what) {
+    const CudaEvent done(stream.device());
+    CUDA_CHECK(cudaEventRecord(done.get(), stream.get()));
+    if (wait_for_event_within(done.get(), timeout_s)) return;
+    abandon_gpu_work();
+    throw EnvironmentError("GPU " + std::to_string(stream.device()) + " has not finished " + what + " within " +
+                           format_seconds(timeout_s) +
+                           " s, a limit far above what it takes on any GPU: the GPU may hang (nvidia-smi shows it "
+                           "busy with no end; dmesg may show an Xid error), or be shared with far heavier work "
+                           "(nvidia-smi lists the processes on it)");
+}
+
+double gpu_work_limit_seconds(double cell_updates) {
+    constexpr double kBaseSeconds = 60.0, kSlowestUpdatesPerSecond = 1e8;
+    return kBaseSeconds + cell_updates / kSlowestUpdatesPerSecond;
 }
 
 int visible_gpu_count() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "gpu_resources.hpp"
 #include "nvml.hpp"
 
 namespace fwi {
@@ -22,8 +23,21 @@ inline unsigned grid_stride_blocks(size_t count, int per_block, unsigned max_blo
 }
 
 // Polls `event` (the suite's one way to wait with a deadline, poll_until_done) until it has completed:
-// true, or false once `timeout_s` has passed first. A CUDA error throws, as CUDA_CHECK does.
+// true, or false once `timeout_s` has passed first. It yields the core between polls, as CUDA's own waits
+// do by default (they spin), so that a short wait ends as soon as theirs would. A CUDA error throws, as
+// CUDA_CHECK does.
 bool wait_for_event_within(cudaEvent_t event, double timeout_s);
+
+// Waits until the GPU has done all the work queued on `stream` so far, for at most `timeout_s`: how the
+// suite waits on its own kernels (an event recorded on the stream, wait_for_event_within). Past the limit
+// the work may never end (a GPU that hangs), and freeing memory would wait on it: abandons it
+// (abandon_gpu_work, errors.hpp) and throws EnvironmentError naming `what`, the GPU and the limit.
+void finish_within(const CudaStream& stream, double timeout_s, const std::string& what);
+
+// The limit finish_within gets for work of `cell_updates` updates of a cell by a time step (cells x steps x
+// shots, each pass counted): a minute plus the work at 1e8 updates a second, a rate far below any GPU the
+// suite runs on (an H200 makes about 2e11 in the gradient), so that only a GPU that hangs reaches it.
+double gpu_work_limit_seconds(double cell_updates);
 
 // Number of visible CUDA GPUs; 0 when there are none or the driver cannot be reached.
 int visible_gpu_count();

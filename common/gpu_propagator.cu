@@ -288,7 +288,7 @@ void GpuPropagator::velocity_changed() {
                                                                             float(problem_.dt / problem_.dh));
         CUDA_CHECK_LAUNCH();
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    finish_within(stream_, gpu_work_limit_seconds(0.0), "the Courant numbers of a new velocity model");
 }
 
 void GpuPropagator::set_observed(const std::vector<float>& traces) {
@@ -303,7 +303,7 @@ void GpuPropagator::set_observed(const std::vector<float>& traces) {
         peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
     }
     observed_.upload(traces, stream());
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    finish_within(stream_, gpu_work_limit_seconds(0.0), "the copy of the observed traces");
 }
 
 // Before allocating the observed traces: make room by freeing the workspace of forward() (the gradient
@@ -612,7 +612,8 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
         CUDA_CHECK(cudaMemcpyAsync(traces.data() + first * trace_samples, workspace_->traces.data(),
                                    batch * trace_samples * sizeof(float), cudaMemcpyDeviceToHost, stream()));
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    finish_within(stream_, gpu_work_limit_seconds(cell_updates(shots.size(), 1)),
+                  "the forward modelling of " + std::to_string(shots.size()) + " shots");
     last_forward_loop_seconds_ = 0.0;
     for (const CudaEventTimer& timer : timers) last_forward_loop_seconds_ += timer.seconds();
     return traces;
@@ -700,7 +701,8 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
         adjoint_timers[b].stop(stream());
     }
     timer.stop(stream());
-    CUDA_CHECK(cudaStreamSynchronize(stream()));  // the gradient is complete on the device
+    finish_within(stream_, gpu_work_limit_seconds(cell_updates(shots.size(), 2)),
+                  "the gradient of " + std::to_string(shots.size()) + " shots");  // complete on the device
     const std::vector<double> misfits = batches ? w.misfits.download(batches, stream()) : std::vector<double>();
     GradientResult result;
     for (size_t b = 0; b < batches; ++b) {

@@ -138,6 +138,10 @@ private:
     void count_workspace();             // allocated_bytes_ (and its peak) after the workspace changed
     int shots_that_fit_memory() const;  // gradient shots the free device memory holds at once
     void choose_batches();
+    // The cell updates of `passes` time loops over `shots` shots, for the limit of a wait on them.
+    double cell_updates(size_t shots, int passes) const {
+        return double(layout_.padded_cells()) * problem_.nt * double(shots) * passes;
+    }
 
     Problem problem_;
     FieldLayout layout_;
