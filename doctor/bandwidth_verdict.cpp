@@ -54,9 +54,20 @@ std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matri
             else if (bandwidth < 0.9 * one_way_off.at(i, j))
                 problems.push_back(pair + "is slower with P2P (" + number(bandwidth, "%.1f") +
                                    " GB/s) than staged through the host (" + number(one_way_off.at(i, j), "%.1f") +
-                                   " GB/s)");
+                                   " GB/s)" + why_p2p_is_slower(kind));
         }
     return problems;
+}
+
+std::string why_p2p_is_slower(const std::string& kind) {
+    if (kind == "NVLink") return ": an NVLink pair should be far faster; a link may be down (`nvidia-smi nvlink -s`)";
+    if (kind == "PCIe PIX" || kind == "PCIe PXB")
+        return ": through a PCIe switch, P2P is usually faster; ACS on the switch may send it up to the CPU (check 6 "
+               "names the ports)";
+    if (kind == "PCIe PHB" || kind == "PCIe NODE" || kind == "PCIe SYS")
+        return ": expected where the path goes through the CPU (" + kind.substr(5) +
+               "), as here; NCCL does not use P2P over such a path by default, and nothing needs fixing";
+    return "";  // the link is unknown: no reason to name
 }
 
 bool cross_check_fits(double bytes, double one_way_gbps, double seconds_left) {

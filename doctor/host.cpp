@@ -393,8 +393,8 @@ void add_limits(Finding& finding, std::vector<HostProblem>& problems) {
 }
 
 // Adds a problem when the IOMMU translates device addresses (active, not in passthrough mode) while
-// some GPU pairs talk over PCIe.
-void add_iommu(Finding& finding, std::vector<HostProblem>& problems, bool pcie_peer_pairs) {
+// some GPU pairs talk over PCIe. Returns whether it translates.
+bool add_iommu(Finding& finding, std::vector<HostProblem>& problems, bool pcie_peer_pairs) {
     const IommuHints hints = parse_iommu_hints(first_line_of("/proc/cmdline"));
     std::error_code error;
     int groups = 0;
@@ -428,17 +428,21 @@ void add_iommu(Finding& finding, std::vector<HostProblem>& problems, bool pcie_p
             {"the IOMMU translates PCIe peer traffic",
              "PCIe P2P through a translating IOMMU is slow or returns wrong data: boot with iommu=pt (intel_iommu=on "
              "iommu=pt) or turn the IOMMU off, and check ACS with `lspci -vvv | grep -i acsctl`"});
+    return translating;
 }
 
 // Adds what ACS says on the PCIe switch ports between the pairs (pcie_acs.hpp), and a problem for each port
-// that turns peer traffic away.
-void add_acs(Finding& finding, std::vector<HostProblem>& problems, const PeerPairs& peer_pairs) {
+// that turns peer traffic away; what it could not judge goes to `unjudged`.
+void add_acs(Finding& finding, std::vector<HostProblem>& problems, std::vector<std::string>& unjudged,
+             const PeerPairs& peer_pairs) {
     if (!peer_pairs.checked) {
         finding.details.push_back("ACS: not read (the GPU pairs are known only when check 2 runs)");
+        unjudged.push_back("ACS (the GPU pairs are known only when check 2 runs)");
         return;
     }
     if (!peer_pairs.links_known) {
         finding.details.push_back("ACS: not read (without NVML, NVLink cannot be told from PCIe)");
+        unjudged.push_back("ACS (without NVML, NVLink cannot be told from PCIe)");
         return;
     }
     const std::vector<PciePair>& pairs = peer_pairs.pcie;
@@ -453,6 +457,7 @@ void add_acs(Finding& finding, std::vector<HostProblem>& problems, const PeerPai
         .add("acs_redirecting_ports", acs.redirecting)
         .add("acs_unreadable_ports", acs.unreadable);
     if (!verdict.problem.empty()) problems.push_back({verdict.problem, verdict.fix});
+    if (!verdict.unread.empty()) unjudged.push_back(verdict.unread);
 }
 
 }  // namespace
@@ -463,10 +468,16 @@ Finding check_host(const PeerPairs& pairs) {
     std::vector<HostProblem> problems;
     add_shared_memory(finding, problems);
     add_limits(finding, problems);
-    add_iommu(finding, problems, pairs.checked && !pairs.pcie.empty());
-    add_acs(finding, problems, pairs);
+    std::vector<std::string> unjudged;  // what could not be read or related to the GPU pairs
+    if (add_iommu(finding, problems, pairs.checked && !pairs.pcie.empty()) && !pairs.checked)
+        unjudged.push_back(
+            "whether the translating IOMMU is on a GPU pair's path (the pairs are known only when check "
+            "2 runs)");
+    add_acs(finding, problems, unjudged, pairs);
+    const std::string not_judged = unjudged.empty() ? "" : "; not judged: " + join(unjudged, "; ");
     if (problems.empty()) {
-        finding.summary = "shared memory, limits, IOMMU and ACS settings look fine";
+        finding.summary = unjudged.empty() ? "shared memory, limits, IOMMU and ACS settings look fine"
+                                           : "shared memory and limits look fine" + not_judged;
         return finding;
     }
     finding.status = Status::warn;
@@ -474,6 +485,7 @@ Finding check_host(const PeerPairs& pairs) {
         finding.summary += (finding.summary.empty() ? "" : "; ") + problem.what;
         finding.next += (finding.next.empty() ? "" : "; ") + problem.fix;
     }
+    finding.summary += not_judged;
     return finding;
 }
 

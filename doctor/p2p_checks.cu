@@ -111,14 +111,17 @@ const char* const kTransferTexts[kTransfers] = {"copy without peer access (stage
 const char* const kPeerDataAdvice =
     "wrong data over P2P: on PCIe, disable ACS on the switches between the GPUs (BIOS or setpci) and boot with "
     "iommu=pt (or the IOMMU off); in a VM the hypervisor must support P2P; look at `nvidia-smi topo -p2p r`, `lspci "
-    "-vvv | grep -i acsctl`, `dmesg | grep -i -e iommu -e xid`; until fixed, NCCL_P2P_DISABLE=1 keeps NCCL correct "
+    "-vvv | grep -i acsctl`, `dmesg | grep -i -e iommu -e dmar -e amd-vi -e io_page_fault -e xid` (the IOMMU's faults, "
+    "as Intel's and AMD's "
+    "drivers word them); until fixed, NCCL_P2P_DISABLE=1 keeps NCCL correct "
     "(slower)";
 const char* const kStagedDataAdvice =
     "even copies staged through the host are wrong: suspect the GPU or its memory, not P2P: `nvidia-smi -q -d ECC`, "
     "`dmesg | grep -i xid`, and NVIDIA's DCGM diagnostics (dcgmi diag -r 2)";
 const char* const kPeerHangAdvice =
     "a peer transfer that never ends: the P2P path is broken (IOMMU/ACS on PCIe, an NVLink down: `nvidia-smi nvlink "
-    "-s`, `dmesg | grep -i xid`); GPU work cannot be cancelled, so doctor stops here; if the GPU stays busy "
+    "-s`, `dmesg | grep -i -e xid -e dmar -e amd-vi -e io_page_fault`); GPU work cannot be cancelled, so doctor stops "
+    "here; if the GPU stays busy "
     "afterwards, reset it (`nvidia-smi -r`, as root: it ends every job on that GPU); meanwhile NCCL_P2P_DISABLE=1 "
     "avoids P2P";
 
@@ -494,8 +497,8 @@ Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, co
             problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
         finding.next =
             "a degraded NVLink (`nvidia-smi nvlink -s`, `nvidia-smi nvlink -e`) or a PCIe link trained at a lower "
-            "width or generation (`nvidia-smi -q | grep -i -A3 'link width'`); P2P slower than staging usually means "
-            "ACS routes it through the CPU";
+            "width or generation (`nvidia-smi -q | grep -i -A3 'link width'`); for P2P slower than staging, what each "
+            "pair's line says of its path";
     }
     if (!complete) {
         finding.status = Status::warn;

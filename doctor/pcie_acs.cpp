@@ -121,6 +121,7 @@ AcsVerdict acs_verdict(const AcsReading& acs, size_t pairs) {
     AcsVerdict verdict;
     if (pairs > 0 && size_t(acs.pairs_without_path) == pairs) {
         verdict.line = "ACS: not read (the GPUs are not in /sys/bus/pci/devices; a container may hide them)";
+        verdict.unread = "ACS (the GPUs are not in /sys/bus/pci/devices)";
         return verdict;
     }
     verdict.line = "ACS: " + std::to_string(pairs) + " GPU pair(s) over PCIe; ";
@@ -130,7 +131,11 @@ AcsVerdict acs_verdict(const AcsReading& acs, size_t pairs) {
         verdict.line +=
             std::to_string(acs.ports.size()) + " switch port(s) between them (" + join(acs.ports, ", ") + "): " +
             (acs.redirecting.empty() ? "none turns peer traffic away" : "redirecting: " + join(acs.redirecting, ", "));
-    if (!acs.unreadable.empty()) verdict.line += "; not readable: " + join(acs.unreadable, ", ");
+    if (!acs.unreadable.empty()) {
+        verdict.line += "; not readable: " + join(acs.unreadable, ", ");
+        verdict.unread = "ACS on " + std::to_string(acs.unreadable.size()) +
+                         " PCIe switch port(s) between GPUs (reading them needs root: run doctor as root)";
+    }
     if (acs.pairs_without_path > 0)
         verdict.line += "; " + std::to_string(acs.pairs_without_path) + " pair(s) not found in /sys/bus/pci";
     if (!acs.redirecting.empty()) {

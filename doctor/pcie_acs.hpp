@@ -51,9 +51,10 @@ struct AcsReading {
 };
 AcsReading read_acs(const std::string& sysfs_root, const std::vector<PciePair>& pairs);
 
-// Check 6's line about a reading of `pairs` GPU pairs, and its problem and fix ("" when none turns traffic away).
+// Check 6's line about a reading of `pairs` GPU pairs, and its problem and fix ("" when none turns traffic away);
+// `unread`: what of ACS it could not judge ("" when every port between the pairs was read), for the summary.
 struct AcsVerdict {
-    std::string line, problem, fix;
+    std::string line, problem, fix, unread;
 };
 AcsVerdict acs_verdict(const AcsReading& acs, size_t pairs);
 

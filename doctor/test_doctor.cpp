@@ -419,7 +419,17 @@ TEST_CASE("check 4 compares a pair's copies with the pairs linked alike, not wit
     off.at(0, 2) = 30.0;
     const auto slower = bandwidth_problems(system, on, off);
     REQUIRE(slower.size() == 2);
-    CHECK(slower[0] == "GPU 0 -> GPU 2 is slower with P2P (20.0 GB/s) than staged through the host (30.0 GB/s)");
+    CHECK(slower[0] ==
+          "GPU 0 -> GPU 2 is slower with P2P (20.0 GB/s) than staged through the host (30.0 GB/s): expected where the "
+          "path goes through the CPU (SYS), as here; NCCL does not use P2P over such a path by default, and nothing "
+          "needs fixing");
+    // Through a PCIe switch the likely cause is ACS; over NVLink, a link down; unknown, none is named.
+    system.links[0 * 4 + 2].pcie = "PXB";
+    CHECK(bandwidth_problems(system, on, off)[0].find("ACS on the switch may send it up to the CPU") !=
+          std::string::npos);
+    system.links[0 * 4 + 2].pcie = "SYS";
+    CHECK(why_p2p_is_slower("NVLink").find("a link may be down") != std::string::npos);
+    CHECK(why_p2p_is_slower("").empty());
     // Without NVML's links every pair is compared with every other: with 8 PCIe pairs of 12 the median is
     // theirs, 20 GB/s, and the degraded NVLink pair would pass unseen.
     system.links.clear();
@@ -573,9 +583,11 @@ TEST_CASE("ACS read from a sysfs tree: redirecting ports named once, unreadable 
     CHECK(contains(verdict.line, "1 pair(s) not found"));
     CHECK(contains(verdict.problem, "through the CPU (0000:02:08.0 (RR CR))"));
     CHECK(contains(verdict.fix, "ECAP_ACS+0x6.w=0000"));
+    CHECK(contains(verdict.unread, "ACS on 1 PCIe switch port(s) between GPUs (reading them needs root"));
     const AcsVerdict clean = acs_verdict(AcsReading{{"0000:02:08.0", "0000:02:10.0"}, {}, {}, 0}, 1);
     CHECK(contains(clean.line, "none turns peer traffic away"));
     CHECK(clean.problem.empty());
+    CHECK(clean.unread.empty());
     CHECK(contains(acs_verdict(AcsReading{}, 1).line, "no PCIe switch port between them"));
     CHECK(contains(acs_verdict(AcsReading{{}, {}, {}, 2}, 2).line, "not read (the GPUs are not in /sys/bus/pci"));
 }
