@@ -141,11 +141,7 @@ FwiState starting_state(const Problem& p, const Options& o, int ranks) {
     }
     const Checkpoint checkpoint = decode_checkpoint(bytes, checkpoint_path(o.resume));
     const std::string warning = check_resume(checkpoint, checkpoint_path(o.resume), p, o.iterations, ranks);
-    if (world_rank() == 0) {
-        if (!warning.empty()) print_warning(warning);
-        std::printf("resuming from %s after iteration %d of %d\n", checkpoint_path(o.resume).c_str(),
-                    checkpoint.state.iterations_done, o.iterations);
-    }
+    if (world_rank() == 0 && !warning.empty()) print_warning(warning);
     return checkpoint.state;
 }
 
@@ -226,6 +222,9 @@ int run_fwi(const Problem& p, const Options& o) {
         check_writable(o.json, "--json");  // written at the end: refused now, not after the run
         check_not_a_run_file(o.json, "--json", o.out, "--out");
         check_not_a_run_file(o.json, "--json", o.resume, "--resume");
+        if (!o.resume.empty())  // said once the flags can no longer be refused
+            std::printf("resuming from %s after iteration %d of %d\n", checkpoint_path(o.resume).c_str(),
+                        start.iterations_done, o.iterations);
     }
 
     // 2. One GPU per rank, from the node-local rank.

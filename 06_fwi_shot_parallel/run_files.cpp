@@ -83,7 +83,9 @@ std::string plot_script_path() {
     return FWI_PLOT_SCRIPT;
 }
 
-bool draw_pictures(const std::string& script, const std::string& dir, double timeout_s) {
+bool draw_pictures(const std::string& script, const std::string& out_dir, double timeout_s) {
+    // A folder named like a flag ("--help") would be read as one by the script.
+    const std::string dir = out_dir.rfind('-', 0) == 0 ? "./" + out_dir : out_dir;
     const std::string by_hand = "python3 " + script + " " + dir;
     std::error_code unreadable;  // a folder this user cannot search reads as missing, not as an exception
     if (!std::filesystem::exists(script, unreadable)) {

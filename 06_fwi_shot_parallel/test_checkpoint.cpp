@@ -373,6 +373,16 @@ TEST_CASE("pictures: the plotting script runs on a run folder; a missing script 
     CHECK_FALSE(draw_pictures(folder.str() + "/no_such_script.py", folder.str(), kPicturesTimeoutSeconds));
 }
 
+TEST_CASE("pictures: a run folder named like a flag reaches the script as a folder, not as the flag") {
+    const TemporaryFolder folder;
+    const std::string script = folder.str() + "/records.py", record = folder.str() + "/argument";
+    std::ofstream(script) << "import sys\nopen('" + record + "', 'w').write(sys.argv[1])\n";
+    CHECK(draw_pictures(script, "--help", kPicturesTimeoutSeconds));
+    CHECK(read_file(record) == "./--help");
+    CHECK(draw_pictures(script, "run-1", kPicturesTimeoutSeconds));
+    CHECK(read_file(record) == "run-1");
+}
+
 TEST_CASE("pictures: a plotting script that never ends is stopped at the time limit") {
     const TemporaryFolder folder;
     const std::string script = folder.str() + "/sleeps.py";

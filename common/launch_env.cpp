@@ -41,7 +41,7 @@ constexpr LaunchVariable kOtherLauncherVariables[] = {
      "Start it with `mpirun -np N` (or `srun --mpi=pmix -n N` under Slurm)"},
 };
 
-// The variable's value in `environment` as a rank count; 0 when unset or empty. Throws EnvironmentError when
+// The variable's value in `environment` as a rank count; 0 when unset or empty. Throws BadSettingError when
 // it is set to anything but a positive number of ranks MPI can count (an int): no launcher sets that, and a
 // junk value read as "unset" would let a mistaken launch through unseen.
 int ranks_named_by(const LaunchEnvironment& environment, const LaunchVariable& variable) {
@@ -49,8 +49,8 @@ int ranks_named_by(const LaunchEnvironment& environment, const LaunchVariable& v
     if (found == environment.end() || found->second.empty()) return 0;
     const std::string& text = found->second;
     const auto refuse = [&](const std::string& setting, const std::string& what) {
-        return EnvironmentError(setting + " (set by " + variable.set_by + ") is " + what +
-                                ", which no launcher sets: unset it, or start the program again with its launcher");
+        return BadSettingError(setting + " (set by " + variable.set_by + ") is " + what +
+                               ", which no launcher sets: unset it, or start the program again with its launcher");
     };
     const std::string setting = std::string(variable.name) + "=" + shown_value(text);
     if (!std::all_of(text.begin(), text.end(), [](unsigned char c) { return c >= '0' && c <= '9'; }))

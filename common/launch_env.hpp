@@ -13,7 +13,7 @@ namespace fwi {
 // start the ranks instead), or "" when the launch is consistent. The variables: those of MPI launchers
 // (OMPI_COMM_WORLD_SIZE: Open MPI; PMI_SIZE: MPICH/Intel MPI Hydra, srun --mpi=pmi2; MV2_COMM_WORLD_SIZE:
 // MVAPICH), which are authoritative (one set to 1 means one rank on purpose, whatever the rest say), then
-// SLURM_NTASKS and SLURM_NPROCS (Slurm) and WORLD_SIZE (torchrun). Throws EnvironmentError when one it
+// SLURM_NTASKS and SLURM_NPROCS (Slurm) and WORLD_SIZE (torchrun). Throws BadSettingError when one it
 // reads is set to anything but a rank count of 1 or more that MPI can count (an int: "abc", "-1", " 2",
 // "0", 99999999999): a broken environment, refused as a flag's bad value is, not read as unset.
 using LaunchEnvironment = std::map<std::string, std::string>;  // variable -> value, for those set

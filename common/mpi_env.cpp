@@ -212,7 +212,7 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
             require_same_command_line(name, argc, argv);
             if (check_launch)
                 if (const std::string mismatch = launch_mismatch(world_size(), launch); !mismatch.empty())
-                    throw EnvironmentError(mismatch);
+                    throw BadSettingError(mismatch);
             const int status = body();
             failed = false;
             return status;
@@ -304,8 +304,14 @@ namespace {
 
 // FWI_TEST_NODE_OF_RANK's entry for `rank` of `size` ranks (see node_local_communicator).
 int fake_node_of(const std::string& list, int rank, int size) {
+    std::vector<std::string> entries;
+    try {
+        entries = split_comma_list("FWI_TEST_NODE_OF_RANK", list, "one node number per rank");
+    } catch (const UsageError& error) {  // a variable's value, not a flag's: no hint to --help
+        throw BadSettingError(error.what());
+    }
     std::vector<int> nodes;
-    for (const std::string& entry : split_comma_list("FWI_TEST_NODE_OF_RANK", list, "one node number per rank")) {
+    for (const std::string& entry : entries) {
         // Digits only, as the flags' lists take them (strtol would also take blanks and a sign).
         const bool digits = entry.size() <= 7 && entry.find_first_not_of("0123456789") == std::string::npos;
         if (!digits || std::stol(entry) > 1000000)

@@ -29,7 +29,11 @@ while [ $# -gt 0 ]; do
         -L|-LE|-R|-E|-j|--parallel|--timeout|--repeat)
             [ $# -ge 2 ] || bad_flag "$1: missing value"
             [ -n "$2" ] || bad_flag "$1: needs a non-empty value"
-            [[ "$2" != -* ]] || bad_flag "$1: '$2' is a flag, not a value (a regex that starts with - can be given as [-]...)"
+            if [[ "$2" == -* ]]; then
+                is_one_of "$1" -L -LE -R -E &&
+                    bad_flag "$1: '$2' is a flag, not a value (a regex that starts with - can be given as [-]...)"
+                bad_flag "$1: '$2' is a flag, not a value"
+            fi
             # ctest takes the tests matching every -L (or -LE) given; of the others it would keep one (-j and
             # --parallel are one option).
             if ! is_one_of "$1" -L -LE && ! first_time "${1/--parallel/-j}"; then

@@ -118,23 +118,24 @@ add_exit_test(ecosystem_nccl_tests_no_gpus_flag_05 CODE 2 TEXT "unknown flag '-g
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce -g 2)
 
-# A launch that went wrong is refused (exit 3, naming the variable): the environment names several ranks
+# A launch that went wrong is refused (exit 2, naming the variable, as a program of one process started as
+# several ranks is): the environment names several ranks
 # but MPI sees one (the program started without mpirun, or by a launcher its MPI does not join). Run
 # directly, without mpirun: Open MPI then starts a singleton of one rank.
-add_exit_test(ecosystem_launch_mismatch_world_size_05 CODE 3 TEXT "WORLD_SIZE=4" LABELS cpu mpi
+add_exit_test(ecosystem_launch_mismatch_world_size_05 CODE 2 TEXT "WORLD_SIZE=4" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=4
               COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
-add_exit_test(ecosystem_launch_mismatch_slurm_ntasks_05 CODE 3 TEXT "SLURM_NTASKS=2" LABELS cpu mpi
+add_exit_test(ecosystem_launch_mismatch_slurm_ntasks_05 CODE 2 TEXT "SLURM_NTASKS=2" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} SLURM_NTASKS=2
               COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
-add_exit_test(ecosystem_launch_mismatch_pmi_size_03 CODE 3 TEXT "PMI_SIZE=2" LABELS cpu mpi
+add_exit_test(ecosystem_launch_mismatch_pmi_size_03 CODE 2 TEXT "PMI_SIZE=2" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} PMI_SIZE=2
               COMMAND $<TARGET_FILE:03_host_staged_mpi>)
-add_exit_test(ecosystem_launch_mismatch_ompi_size_06 CODE 3 TEXT "OMPI_COMM_WORLD_SIZE=2" LABELS cpu mpi
+add_exit_test(ecosystem_launch_mismatch_ompi_size_06 CODE 2 TEXT "OMPI_COMM_WORLD_SIZE=2" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=2
               COMMAND $<TARGET_FILE:06_fwi_shot_parallel> --problem small --no-plots
                       --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06_mismatch)
-add_exit_test(ecosystem_launch_mismatch_doctor_mpi CODE 3 TEXT "WORLD_SIZE=2" LABELS cpu mpi
+add_exit_test(ecosystem_launch_mismatch_doctor_mpi CODE 2 TEXT "WORLD_SIZE=2" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=2
               COMMAND $<TARGET_FILE:doctor> --mpi)
 # doctor without --mpi is no MPI program: started by mpirun as several ranks, it is refused before any check
@@ -154,7 +155,7 @@ add_exit_test(ecosystem_doctor_mpirun_one_without_mpi CODE 3 TEXT "" OUTPUT "no 
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:doctor>)
 # A rank count past MPI's int is named as it is set, not as the largest number it was read as.
-add_exit_test(ecosystem_launch_ompi_size_overflow_06 CODE 3
+add_exit_test(ecosystem_launch_ompi_size_overflow_06 CODE 2
               TEXT "OMPI_COMM_WORLD_SIZE=99999999999999999999 (set by Open MPI's mpirun) is more ranks than MPI"
               LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=99999999999999999999
@@ -162,11 +163,11 @@ add_exit_test(ecosystem_launch_ompi_size_overflow_06 CODE 3
                       --out ${CMAKE_CURRENT_BINARY_DIR}/ecosystem_launch_06_overflow)
 # A value that is no rank count is refused too, naming it as it is set, not read as unset (which would let a
 # mistaken launch through unseen).
-add_exit_test(ecosystem_launch_ompi_size_junk_05 CODE 3
+add_exit_test(ecosystem_launch_ompi_size_junk_05 CODE 2
               TEXT "OMPI_COMM_WORLD_SIZE='2abc' (set by Open MPI's mpirun) is not a number of ranks" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} OMPI_COMM_WORLD_SIZE=2abc
               COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
-add_exit_test(ecosystem_launch_world_size_zero_05 CODE 3 TEXT "WORLD_SIZE=0 (set by torchrun" LABELS cpu mpi
+add_exit_test(ecosystem_launch_world_size_zero_05 CODE 2 TEXT "WORLD_SIZE=0 (set by torchrun" LABELS cpu mpi
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} WORLD_SIZE=0
               COMMAND $<TARGET_FILE:05_nccl_mpi> --bench-allreduce)
 # Consistent launches pass the check and go on to the GPU check: WORLD_SIZE=1; and `mpirun -np 1` inside a

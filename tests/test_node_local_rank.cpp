@@ -166,6 +166,11 @@ TEST_CASE("a fake-node list that does not fit is refused on every rank, naming t
         const std::string expected = "FWI_TEST_NODE_OF_RANK: '" + shown + "' is not a node number";
         CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD), doctest::Contains(expected.c_str()), UsageError);
     }
+    // An empty entry too, as a variable's bad value (BadSettingError: no hint to --help, which lists no variable).
+    std::string list = "0,";
+    for (int rank = 1; rank < world_size(); ++rank) list += ",0";
+    const FakeNodes nodes(list);
+    CHECK_THROWS_WITH_AS(node_local_rank(MPI_COMM_WORLD), doctest::Contains("FWI_TEST_NODE_OF_RANK"), BadSettingError);
 }
 
 TEST_CASE("rank 0 gathers every rank's line in rank order, whatever their lengths") {
@@ -192,6 +197,6 @@ TEST_CASE("launch_mismatch: the advice names the rank count; a count no int can 
     CHECK_THROWS_WITH_AS(launch_mismatch(1, {{"OMPI_COMM_WORLD_SIZE", "2147483648"}}),
                          doctest::Contains("OMPI_COMM_WORLD_SIZE=2147483648 (set by Open MPI's mpirun) is more ranks "
                                            "than MPI can start"),
-                         EnvironmentError);
+                         BadSettingError);
     CHECK(launch_mismatch(4, {{"WORLD_SIZE", "4"}}).empty());  // MPI started the ranks: nothing to check
 }
