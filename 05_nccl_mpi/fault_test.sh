@@ -9,7 +9,8 @@
 #           survivors  mpirun is told not to (orte_abort_on_non_zero_status 0), so rank 0's own
 #                      timeout (wait_for_nccl, --timeout 5) must end it
 #   PROGRAM_ARGS  what the program runs (default: the small FWI, one iteration, no reference)
-# Exits 77 (skipped) with fewer than 2 GPUs, 3 when the GPUs cannot be counted.
+# Exits 77 (skipped) with fewer than 2 GPUs or another launcher than Open MPI's (survivors: Open MPI 4's),
+# 3 when the GPUs cannot be counted.
 set -u
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
 visible_gpus=$1
@@ -29,8 +30,16 @@ if [ "$have" -lt 2 ]; then
     echo "needs 2 GPUs, $have visible: skipped"
     exit 77
 fi
+skip_unless_open_mpi "$mpiexec"
 launch_flags=()
-if [ "$launch" = survivors ]; then launch_flags=(--mca orte_abort_on_non_zero_status 0); fi
+if [ "$launch" = survivors ]; then
+    major=$(open_mpi_major "$mpiexec")
+    if [ "$major" -ge 5 ]; then
+        echo "needs Open MPI 4's orte_abort_on_non_zero_status, which Open MPI $major (PRRTE) no longer has: skipped"
+        exit 77
+    fi
+    launch_flags=(--mca orte_abort_on_non_zero_status 0)
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

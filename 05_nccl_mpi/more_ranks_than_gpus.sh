@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad launch: one rank more than there are GPUs. 05_nccl_mpi must refuse (two ranks would share a GPU)
-# with exit 3 and a message that says so, before NCCL is started. Exits 77 (skipped) without a GPU,
-# 3 when the GPUs cannot be counted.
+# with exit 3 and a message that says so, before NCCL is started. Exits 77 (skipped) without a GPU or
+# Open MPI's mpirun, 3 when the GPUs cannot be counted.
 # Usage: more_ranks_than_gpus.sh VISIBLE_GPUS PROGRAM MPIEXEC
 set -u
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
@@ -13,6 +13,7 @@ if [ "$have" -lt 1 ]; then
     echo "needs a GPU, none visible: skipped"
     exit 77
 fi
+skip_unless_open_mpi "$mpiexec"
 ranks=$((have + 1))
 output=$(timeout -k 5 120 "$mpiexec" --oversubscribe -np "$ranks" -x NCCL_NVLS_ENABLE=0 "$program" \
     --problem small --nshots "$ranks" --iterations 1 --no-reference --timeout 10 2>&1)

@@ -67,7 +67,21 @@ def run(command, timeout_s=RUN_TIMEOUT_S, environment=None):
     return process.returncode, output
 
 
+def skip_unless_open_mpi(mpiexec):
+    """Exits 77 (skipped), saying why, where mpiexec is not Open MPI's mpirun, whose flags the runs pass."""
+    try:
+        version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=60)
+        answer = version.stdout + version.stderr
+    except (OSError, subprocess.TimeoutExpired) as error:
+        answer = str(error)
+    if "Open MPI" not in answer and "OpenRTE" not in answer:
+        print("needs Open MPI's mpirun (the runs pass it --oversubscribe and -x); %s is another launcher: skipped"
+              % mpiexec)
+        sys.exit(SKIP)
+
+
 def mpirun(args, ranks, program_args):
+    skip_unless_open_mpi(args.mpiexec)
     environment_flags = ["-x", "NCCL_NVLS_ENABLE=0"]
     root_flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     return [args.mpiexec] + root_flags + ["--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + \

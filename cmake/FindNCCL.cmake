@@ -15,18 +15,35 @@ if(NOT "${nccl_roots}" STREQUAL "${NCCL_ROOTS_SEARCHED}")
 endif()
 set(NCCL_ROOTS_SEARCHED "${nccl_roots}" CACHE INTERNAL "the NCCL_ROOT / NCCL_HOME that NCCL was looked for in")
 
+# The library as a development package installs it (libnccl.so), or only as the versioned file that
+# pip's nvidia-nccl-cu12/cu13 wheels ship (libnccl.so.2); in a multiarch folder on Debian and Ubuntu
+# (x86_64-linux-gnu, aarch64-linux-gnu on a Grace host).
+set(nccl_library_names nccl libnccl.so.2)
+set(nccl_library_suffixes lib lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu)
+if(CMAKE_LIBRARY_ARCHITECTURE)
+  list(PREPEND nccl_library_suffixes lib/${CMAKE_LIBRARY_ARCHITECTURE})
+endif()
 if(nccl_roots)
   find_path(NCCL_INCLUDE_DIR nccl.h PATHS ${nccl_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
-  find_library(NCCL_LIBRARY nccl PATHS ${nccl_roots} PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu NO_DEFAULT_PATH)
+  find_library(NCCL_LIBRARY NAMES ${nccl_library_names} PATHS ${nccl_roots} PATH_SUFFIXES ${nccl_library_suffixes}
+               NO_DEFAULT_PATH)
   string(REPLACE ";" ", " nccl_roots_text "${nccl_roots}")
-  set(nccl_not_found_reason "NCCL_ROOT / NCCL_HOME (${nccl_roots_text}) has no include/nccl.h and lib/libnccl.so: point it at an NCCL installation, or unset it to use the system's")
+  set(nccl_missing "")
+  if(NOT NCCL_INCLUDE_DIR)
+    list(APPEND nccl_missing "include/nccl.h")
+  endif()
+  if(NOT NCCL_LIBRARY)
+    list(APPEND nccl_missing "lib/libnccl.so (or libnccl.so.2)")
+  endif()
+  string(REPLACE ";" " nor " nccl_missing "${nccl_missing}")
+  set(nccl_not_found_reason "NCCL_ROOT / NCCL_HOME (${nccl_roots_text}) has no ${nccl_missing}: point it at an NCCL installation (for pip's wheel, the site-packages/nvidia/nccl folder), or unset it to use the system's")
 else()
   find_path(NCCL_INCLUDE_DIR nccl.h
     HINTS ${CUDAToolkit_INCLUDE_DIRS}
     PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY nccl
+  find_library(NCCL_LIBRARY NAMES ${nccl_library_names}
     HINTS ${CUDAToolkit_LIBRARY_DIR}
-    PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+    PATH_SUFFIXES ${nccl_library_suffixes})
   set(nccl_not_found_reason "install libnccl-dev (scripts/run-tests.sh does), or set NCCL_ROOT to an NCCL installation")
 endif()
 

@@ -84,10 +84,16 @@ std::string gpu_count_hint(cudaError_t status) {
     const int driver = installed_driver_version();
     int runtime = 0;
     cudaRuntimeGetVersion(&runtime);
-    if (status == cudaErrorInsufficientDriver && driver > 0 && driver < runtime)
+    if (status == cudaErrorInsufficientDriver && driver > 0 && driver < runtime) {
+        // A CUDA 12 driver runs any CUDA 12 runtime (minor-version compatibility), and 12.4 is the suite's floor.
+        const std::string instead =
+            driver / 1000 == 12 && runtime / 1000 > 12
+                ? ", or build with a CUDA 12 toolkit (12.4 or newer), which any CUDA 12 driver runs"
+                : "";
         return "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
                ", older than the CUDA runtime this program was built with (" + cuda_version_text(runtime) +
-               "): update the driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver);
+               "): update the driver (CUDA 13 needs driver 580 or newer, CUDA 12 525 or newer)" + instead;
+    }
     if (driver > 0)  // a driver new enough that cannot reach the GPUs: a container without them, say
         return "the NVIDIA driver is installed, but CUDA cannot reach the GPUs: check nvidia-smi, the /dev/nvidia* "
                "devices (a container needs the GPUs passed in) and CUDA_VISIBLE_DEVICES; build/doctor/doctor says "

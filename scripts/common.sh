@@ -371,6 +371,10 @@ install_missing_packages() {
     for package in "${missing[@]}"; do
         if [ "$package" = python3-matplotlib ]; then optional+=("$package"); else needed+=("$package"); fi
     done
+    if [ ${#needed[@]} -gt 0 ] && ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: missing (by Debian's package names): ${needed[*]}; there is no apt-get here to install them: install them with this system's package manager and run again (Rocky, RHEL, Fedora: dnf install cmake gcc-c++ make openmpi-devel python3-matplotlib, doctest-devel and google-benchmark-devel from EPEL, then \`module load mpi/openmpi-x86_64\` to put mpicxx and mpirun on PATH)" >&2
+        exit 3
+    fi
     if [ "$dry_run" = 1 ]; then
         if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; return 0; fi
         echo "would install: ${missing[*]}"
@@ -390,7 +394,9 @@ install_missing_packages() {
         fi
     fi
     if [ ${#optional[@]} -gt 0 ]; then
-        if [ -n "$sudo" ] && ! sudo -n true >/dev/null 2>&1; then
+        if ! command -v apt-get >/dev/null 2>&1; then
+            echo "warning: ${optional[*]} is not installed (no apt-get here to install it): the charts and pictures will be skipped; install matplotlib for them" >&2
+        elif [ -n "$sudo" ] && ! sudo -n true >/dev/null 2>&1; then
             echo "warning: ${optional[*]} is not installed, and sudo would ask for a password: the charts and pictures will be skipped; install it for them (sudo apt-get install ${optional[*]})" >&2
         else
             echo "installing missing packages: ${optional[*]}"
@@ -513,6 +519,20 @@ quick_query() {
     return $status
 }
 
+# open_mpi_major LAUNCHER: Open MPI's major version ("4" of "mpirun (Open MPI) 4.1.6") where LAUNCHER is Open
+# MPI's mpirun, else nothing (MPICH's, srun, none at all).
+open_mpi_major() {
+    quick_query "$1" --version 2>&1 | sed -n 's/.*(\(Open MPI\|OpenRTE\)) \([0-9][0-9]*\)\..*/\2/p' | head -n 1
+}
+
+# skip_unless_open_mpi LAUNCHER: for a test that passes Open MPI's own flags (--oversubscribe, -x) to
+# LAUNCHER: exits 77 (CTest: skipped), saying why, where LAUNCHER is another MPI's.
+skip_unless_open_mpi() {
+    [ -n "$(open_mpi_major "$1")" ] && return 0
+    echo "needs Open MPI's mpirun (this test passes it --oversubscribe and -x); $1 is another launcher: skipped"
+    exit 77
+}
+
 # mpi_launcher: the words that start the suite's MPI runs, one per line (read them with mapfile). With
 # Open MPI's mpirun, --bind-to none: a rank's CUDA and NCCL helper threads must not share one core with it;
 # --oversubscribe: containers often show fewer "slots" than GPUs need; -x hands the ranks the multicast
@@ -520,7 +540,7 @@ quick_query() {
 # none of them.
 mpi_launcher() {
     echo mpirun
-    quick_query mpirun --version 2>&1 | grep -q -e "Open MPI" -e OpenRTE || return 0
+    [ -n "$(open_mpi_major mpirun)" ] || return 0
     printf '%s\n' --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0
     [ "$(id -u)" -ne 0 ] || echo --allow-run-as-root
 }

@@ -8,9 +8,11 @@
 #
 # usage: no_host_copies.sh SHIM BIN_DIR GPUS MPIRUN...
 set -uo pipefail
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
 shim=$1 bin=$2 gpus=$3
 shift 3
 mpirun=("$@")
+skip_unless_open_mpi "${mpirun[0]}"  # it passes LD_PRELOAD on with -x
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(--problem small --no-reference)

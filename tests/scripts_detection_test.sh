@@ -343,6 +343,36 @@ out="$(env PATH="$fake_path" FWI_INSTALL_DRY_RUN=1 "$BASH" -c 'set -euo pipefail
     plan_missing_packages() { echo python3 python3-matplotlib; }; install_missing_packages' bash "$common" 2>&1)"
 code=$?
 check "python3_needed_dry_run" 3 'installs nothing, and the suite needs these'
+# Which launcher is Open MPI's, and of which major version: the tests that pass Open MPI's own flags skip
+# (77) under another MPI's, as the survivors fault tests do under Open MPI 5, which lacks the setting.
+fake mpich-mpiexec 'echo "HYDRA build details:"; echo "    Version:                                 4.1.2"'
+fake ompi4-mpirun 'echo "mpirun (Open MPI) 4.1.6"'
+fake ompi5-mpirun 'echo "mpirun (Open MPI) 5.0.3"'
+majors="$(env PATH="$fake_path" "$BASH" -c 'source "$1"; for l in ompi4-mpirun ompi5-mpirun mpich-mpiexec no-such-launcher; do
+    printf "%s=%s " "$l" "$(open_mpi_major "$l")"; done' bash "$common" 2>/dev/null)"
+[ "$majors" = "ompi4-mpirun=4 ompi5-mpirun=5 mpich-mpiexec= no-such-launcher= " ] ||
+    { echo "FAIL open_mpi_major: $majors"; failures=$((failures + 1)); }
+out="$(env PATH="$fake_path" "$BASH" -c 'source "$1"; skip_unless_open_mpi mpich-mpiexec; echo "ran"' bash "$common" 2>&1)"
+code=$?
+check "skip_unless_open_mpi" 77 "needs Open MPI's mpirun.*mpich-mpiexec is another launcher: skipped" '^ran$'
+
+# Where there is no apt-get (Rocky, RHEL, Fedora), what is missing is named with the other package manager's
+# way, before any apt command; matplotlib alone is still only a warning.
+no_apt_path="$tmp/no-apt:$tmp/tools"
+mkdir -p "$tmp/no-apt"
+for tool in "$bin"/*; do
+    case "$(basename "$tool")" in apt-get | apt-cache | mpicxx | mpirun) ;; *) ln -s "$tool" "$tmp/no-apt/" ;; esac
+done
+out="$(env PATH="$no_apt_path" "$BASH" -c 'set -euo pipefail; source "$1"
+    plan_missing_packages() { echo libopenmpi-dev openmpi-bin; }; install_missing_packages' bash "$common" 2>&1)"
+code=$?
+check "no_apt_get" 3 'missing \(by Debian.s package names\): libopenmpi-dev openmpi-bin; there is no apt-get here.*dnf install.*module load' 'command not found'
+out="$(env PATH="$no_apt_path" "$BASH" -c 'set -euo pipefail; source "$1"
+    plan_missing_packages() { echo python3-matplotlib; }; install_missing_packages; echo "the build would follow"' \
+    bash "$common" 2>&1)"
+code=$?
+check "no_apt_get_matplotlib_optional" 0 'no apt-get here to install it' 'command not found'
+check "no_apt_get_matplotlib_goes_on" 0 '^the build would follow$'
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
     exit 1
