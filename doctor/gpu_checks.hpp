@@ -118,6 +118,10 @@ JsonObject other_processes_json(const OtherProcesses& others);
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
                       GpuSystem& system, const Deadline& deadline);
 
+// Why this process sees no GPU, as check 1 diagnoses it (the CUDA error, the driver's traces, NVML,
+// CUDA_VISIBLE_DEVICES): check 7 asks it of every rank that sees none.
+Finding diagnose_no_gpu_here(const Variables& variables, const Nvml& nvml);
+
 // Check 2: peer access and P2P attributes of every pair, NVML's links, as a matrix.
 Finding check_topology(const Nvml& nvml, GpuSystem& system);
 

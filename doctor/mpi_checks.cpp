@@ -21,6 +21,7 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "errors.hpp"
+#include "gpu_checks.hpp"
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
 #include "nccl_allreduce.hpp"
@@ -53,6 +54,10 @@ RankRecord this_rank(int visible_gpus) {
         if (std::strncmp(*entry, "NCCL_", 5) == 0) settings.push_back(*entry);
     set_nccl_settings(record, settings);
     record.infiniband_devices = has_infiniband_devices();
+    if (visible_gpus == 0) {  // check 1's diagnosis: no driver, one older than the runtime, no device nodes, ...
+        const Finding why = diagnose_no_gpu_here(relevant_variables_in_effect(), Nvml());
+        copy_text(record.no_gpu_cause, why.summary + "; try: " + why.next);
+    }
     return record;
 }
 
@@ -448,15 +453,22 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         for (int r : without_gpu) list += (list.empty() ? "" : ", ") + std::to_string(r);
         finding.status = Status::fail;
         finding.summary = "rank(s) " + list + " see no GPU; NCCL over MPI not run";
-        finding.next = "check the launcher's GPU binding and CUDA_VISIBLE_DEVICES on those ranks (table above)";
+        for (int r : without_gpu)
+            if (before[r].no_gpu_cause[0] != '\0')
+                finding.details.push_back("rank " + std::to_string(r) + " on host " + before[r].host + ": " +
+                                          before[r].no_gpu_cause);
+        finding.next =
+            "on those ranks' hosts, what each line above says; else check the launcher's GPU binding and "
+            "CUDA_VISIBLE_DEVICES there (table above)";
         return finding;
     }
     if (!shared.empty()) {
         finding.status = Status::fail;
         finding.summary = shared.front() + (shared.size() > 1 ? " (and more)" : "") + "; NCCL over MPI not run";
         finding.next =
-            "start at most one rank per GPU on each host (mpirun -np <GPUs per node> --map-by ppr:<GPUs>:node), or "
-            "give each rank its own CUDA_VISIBLE_DEVICES";
+            "start at most one rank per GPU on each host: mpirun -np <the hosts' GPUs together> --map-by "
+            "ppr:<GPUs per host>:node where every host has as many, else a hostfile whose line for each host says "
+            "slots=<its GPUs>; or give each rank its own CUDA_VISIBLE_DEVICES";
         return finding;
     }
     int failed = 0;

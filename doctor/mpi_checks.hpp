@@ -40,7 +40,8 @@ struct RankRecord {
     int nccl_settings_left_out = 0;
     char nccl_setting_names[1024] = {};
     int nccl_setting_names_left_out = 0;
-    int infiniband_devices = 0;  // 1 where its host has InfiniBand (or RoCE) devices
+    int infiniband_devices = 0;   // 1 where its host has InfiniBand (or RoCE) devices
+    char no_gpu_cause[512] = {};  // where it sees no GPU: why, as check 1 diagnoses it ("" otherwise)
 };
 
 // Puts `settings` ("NAME=value", any order) into the record: sorted, whole entries while they fit.

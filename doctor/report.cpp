@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "errors.hpp"
+#include "run_env.hpp"
 
 namespace fwi::doctor {
 
@@ -256,9 +257,9 @@ void Report::abandon(Finding finding) {
             // A check run ahead of its turn (check 6) has not printed its heading: the last one printed is
             // another check's.
             print((finding.id == begun_ ? "" : heading(finding.id)) + format_finding(finding));
-            if (quiet_)
-                std::fprintf(stderr, "doctor: %s: %s (ending the process)\n", finding.id.c_str(),
-                             finding.summary.c_str());
+            if (quiet_)  // a rank other than 0 under --mpi: which one, and where, tells the stuck rank from the rest
+                std::fprintf(stderr, "%s on host %s: %s: %s (ending the process)\n", running_program_name(),
+                             host_name().c_str(), finding.id.c_str(), finding.summary.c_str());
             // In place of a finding of the same id already reported (check 7's SKIP on rank 0, before the
             // wait for the other ranks that ended up here): one verdict per check in the summary and JSON.
             const auto same_id = std::find_if(findings_.begin(), findings_.end(),

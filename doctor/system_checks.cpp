@@ -323,6 +323,16 @@ JsonObject other_processes_json(const OtherProcesses& others) {
         .add("unknown", others.unknown.empty() ? JsonValue(nullptr) : JsonValue(others.unknown));
 }
 
+Finding diagnose_no_gpu_here(const Variables& variables, const Nvml& nvml) {
+    int driver = 0, runtime = 0, count = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    cudaGetLastError();
+    return no_gpu_finding(cudaGetErrorName(status == cudaSuccess ? cudaErrorNoDevice : status), driver, runtime,
+                          variables, nvml);
+}
+
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
                       GpuSystem& system, const Deadline& deadline) {
     int driver = 0, runtime = 0, count = 0;
@@ -458,7 +468,10 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     } else if (models.size() > 1) {
         finding.status = Status::warn;
         finding.summary += "; the GPUs differ, so the slowest sets the pace of every collective";
-        finding.next = "pick identical GPUs with CUDA_VISIBLE_DEVICES";
+        finding.next =
+            "pick identical GPUs with CUDA_VISIBLE_DEVICES (CUDA numbers the fastest first unless "
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID, which numbers them as nvidia-smi does; their UUIDs, from nvidia-smi -L, "
+            "name them either way)";
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.

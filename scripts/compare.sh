@@ -178,7 +178,10 @@ echo "compare: problem $problem, GPU counts $gpu_counts, $iterations iterations 
 echo "compare: ${models:-$visible GPUs}; logs and RESULT files in $runs/"
 if [[ $models == *,* ]]; then
     echo "compare: warning: the GPUs are not all one model; the single-GPU runs (01 and the scaling model's" \
-         "figures) use the first, and every multi-GPU run goes at the pace of its slowest GPU" >&2
+         "figures) use the first, and every multi-GPU run goes at the pace of its slowest GPU; to compare on" \
+         "identical GPUs, name them in CUDA_VISIBLE_DEVICES (by UUID from nvidia-smi -L, or by number with" \
+         "CUDA_DEVICE_ORDER=PCI_BUS_ID, which numbers them as nvidia-smi does; CUDA's own order puts the" \
+         "fastest first)" >&2
 fi
 
 # Another process on the runs' GPUs shares them with every run: its times are slower and vary, and the
