@@ -91,7 +91,7 @@ Finding nccl_failure(const std::string& version, const std::exception& error, co
     finding.status = Status::fail;
     finding.summary = version + ": " + message.substr(0, message.find(" Hint: "));
     finding.next = nccl_failure_advice(message);
-    finding.details = warning_lines(capture.read());
+    finding.details = failure_lines(capture.read());
     return finding;
 }
 

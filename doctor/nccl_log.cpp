@@ -27,6 +27,10 @@ int rank_of(const std::string& text) {
 NcclLog parse_nccl_log(std::istream& log) {
     NcclLog result;
     for (std::string line; std::getline(log, line);) {
+        if (const size_t info = line.find("NCCL INFO "); info != std::string::npos) {
+            if (result.last_info.size() == NcclLog::kLastInfoLines) result.last_info.erase(result.last_info.begin());
+            result.last_info.push_back(line.substr(info + 10));
+        }
         if (const size_t warn = line.find("NCCL WARN "); warn != std::string::npos) {
             result.warnings.push_back(line.substr(warn + 10));
             continue;
@@ -114,6 +118,14 @@ JsonObject transport_json(const NcclLog& log, int ranks) {
 std::vector<std::string> warning_lines(const NcclLog& log, size_t most) {
     std::vector<std::string> lines;
     for (size_t i = 0; i < log.warnings.size() && i < most; ++i) lines.push_back("NCCL WARN " + log.warnings[i]);
+    return lines;
+}
+
+std::vector<std::string> failure_lines(const NcclLog& log) {
+    std::vector<std::string> lines = warning_lines(log);
+    if (log.last_info.empty()) return lines;
+    lines.push_back("NCCL's last log lines (where it got to):");
+    for (const std::string& info : log.last_info) lines.push_back("  NCCL INFO " + info);
     return lines;
 }
 

@@ -27,6 +27,9 @@ struct NcclLog {
     // from the environment or from a config file (NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf), which
     // NCCL loads into its environment first.
     std::map<std::string, std::string> settings;
+    // The text after "NCCL INFO" of its last kLastInfoLines info lines: where NCCL got to, for a failure.
+    static constexpr size_t kLastInfoLines = 8;
+    std::vector<std::string> last_info;
 };
 
 NcclLog parse_nccl_log(std::istream& log);
@@ -48,6 +51,9 @@ std::vector<std::string> transport_lines(const NcclLog& log, int ranks, bool cap
 JsonObject transport_json(const NcclLog& log, int ranks);
 // Up to `most` of NCCL's warnings, for a failure's details.
 std::vector<std::string> warning_lines(const NcclLog& log, size_t most = 5);
+// A failure's details from the log: its warnings, then its last info lines (where NCCL stopped: an init that
+// timed out shows the step it waited in).
+std::vector<std::string> failure_lines(const NcclLog& log);
 
 // Sets NCCL_DEBUG=INFO and NCCL_DEBUG_FILE to a file in a new private folder under the temporary
 // folder ($TMPDIR, else /tmp), unless the user set either (their setting wins; then nothing is

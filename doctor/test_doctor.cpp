@@ -907,6 +907,23 @@ TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     CHECK(lines[3] == "     GPU1      SHM        X   NET/IB");
     CHECK(contains(transport_lines(NcclLog{}, 2, false).front(), "NCCL_DEBUG=INFO"));
     CHECK(warning_lines(parsed) == std::vector<std::string>{"NCCL WARN Cuda failure 'out of memory'"});
+    // A failure shows the warnings, then the last info lines: where NCCL got to.
+    const std::vector<std::string> failure = failure_lines(parsed);
+    REQUIRE(failure.size() == 8);
+    CHECK(failure[0] == "NCCL WARN Cuda failure 'out of memory'");
+    CHECK(failure[1] == "NCCL's last log lines (where it got to):");
+    CHECK(failure[2] == "  NCCL INFO Bootstrap : Using eth0");
+    CHECK(failure[7] == "  NCCL INFO Channel garbage line -> via");
+    // Only the last few: a long log keeps its end.
+    std::istringstream long_log([] {
+        std::string text;
+        for (int i = 0; i < 20; ++i) text += "host:1:2 [0] NCCL INFO step " + std::to_string(i) + "\n";
+        return text;
+    }());
+    const NcclLog long_parsed = parse_nccl_log(long_log);
+    REQUIRE(long_parsed.last_info.size() == NcclLog::kLastInfoLines);
+    CHECK(long_parsed.last_info.front() == "step 12");
+    CHECK(long_parsed.last_info.back() == "step 19");
 }
 
 TEST_CASE("NCCL's log: the settings NCCL says it read, from the environment or a config file") {
