@@ -64,20 +64,21 @@ std::string versions_line(int driver, int runtime, const Nvml& nvml) {
 
 }  // namespace
 
-EnvironmentError gpu_not_opened(int device, cudaError_t status) {
+EnvironmentError gpu_not_opened(int device, cudaError_t status, const std::string& holders) {
     cudaGetLastError();
     char bus_id[32] = "?";
     cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device);
     int mode = cudaComputeModeDefault;
     cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
     const std::string why = mode == cudaComputeModeExclusiveProcess
-                                ? "its compute mode is exclusive-process, and another process holds it (nvidia-smi "
-                                  "lists it)"
+                                ? "its compute mode is exclusive-process, and another process holds it (" +
+                                      (holders.empty() ? std::string("nvidia-smi lists it") : holders) + ")"
                             : mode == cudaComputeModeProhibited
                                 ? "its compute mode is prohibited: no process may use it"
                                 : "see `nvidia-smi` and `dmesg | grep -i xid`";
     return EnvironmentError("GPU " + std::to_string(device) + " (PCI " + bus_id +
-                            ") is visible but cannot be opened (" + cudaGetErrorName(status) + "): " + why);
+                            ") is visible but cannot be opened (" + cudaGetErrorName(status) + "): " + why +
+                            "; to check the other GPUs meanwhile, leave it out of CUDA_VISIBLE_DEVICES");
 }
 
 bool builds_machine_code_for(const std::string& architectures, int architecture) {
@@ -367,7 +368,15 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         cudaError_t opened = cudaSetDevice(device);
         if (opened == cudaSuccess) system.opened = device + 1;  // a context, even where cudaFree then fails
         if (opened == cudaSuccess) opened = cudaFree(nullptr);
-        if (opened != cudaSuccess) throw gpu_not_opened(device, opened);
+        if (opened != cudaSuccess) {
+            // Who holds it, where NVML says (an exclusive-process GPU admits one process).
+            std::string holders;
+            for (const OtherProcess& other :
+                 find_other_processes(nvml, {gpu_pci_address(device)}, own_processes, false).named)
+                holders += (holders.empty() ? "" : ", ") + std::string("pid ") + std::to_string(other.pid) +
+                           (other.name.empty() ? "" : " (" + other.name + ")");
+            throw gpu_not_opened(device, opened, holders);
+        }
         cudaDeviceProp properties{};
         CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
         system.names.push_back(properties.name);

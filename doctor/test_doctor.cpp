@@ -812,6 +812,7 @@ TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's erro
     const std::string message = gpu_not_opened(0, cudaErrorDevicesUnavailable).what();
     CHECK(message.rfind("GPU 0 (PCI ", 0) == 0);
     CHECK(contains(message, ") is visible but cannot be opened (cudaErrorDevicesUnavailable): "));
+    CHECK(contains(message, "; to check the other GPUs meanwhile, leave it out of CUDA_VISIBLE_DEVICES"));
 }
 
 TEST_CASE("a driver older than the build's runtime warns, and says when programmatic launch is lost") {
