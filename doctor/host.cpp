@@ -440,14 +440,14 @@ void add_acs(Finding& finding, std::vector<HostProblem>& problems, std::vector<s
         unjudged.push_back("ACS (the GPU pairs are known only when check 2 runs)");
         return;
     }
+    const std::vector<PciePair>& pairs = peer_pairs.pcie;
+    if (pairs.empty()) {  // where the links are unknown, no pair has peer access at all (one GPU, say)
+        finding.details.push_back("ACS: not read (no GPU pair with peer access talks over PCIe only)");
+        return;
+    }
     if (!peer_pairs.links_known) {
         finding.details.push_back("ACS: not read (without NVML, NVLink cannot be told from PCIe)");
         unjudged.push_back("ACS (without NVML, NVLink cannot be told from PCIe)");
-        return;
-    }
-    const std::vector<PciePair>& pairs = peer_pairs.pcie;
-    if (pairs.empty()) {
-        finding.details.push_back("ACS: not read (no GPU pair with peer access talks over PCIe only)");
         return;
     }
     const AcsReading acs = read_acs("/sys", pairs);

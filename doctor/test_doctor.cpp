@@ -592,6 +592,17 @@ TEST_CASE("ACS read from a sysfs tree: redirecting ports named once, unreadable 
     CHECK(contains(acs_verdict(AcsReading{{}, {}, {}, 2}, 2).line, "not read (the GPUs are not in /sys/bus/pci"));
 }
 
+TEST_CASE("check 6 names ACS as not judged where it could not relate it to the pairs, not where there is none") {
+    // One GPU (check 2 ran, no pair, no links known): no pair, so ACS cannot matter.
+    CHECK_FALSE(contains(check_host(PeerPairs{true, false, {}}).summary, "ACS ("));
+    // Check 2 did not run (under --mpi): the pairs are unknown.
+    CHECK(contains(check_host(PeerPairs{false, false, {}}).summary,
+                   "not judged: ACS (the GPU pairs are known only when check 2 runs)"));
+    // A pair with peer access, but no NVML to tell NVLink from PCIe.
+    CHECK(contains(check_host(PeerPairs{true, false, {{"0000:01:00.0", "0000:02:00.0"}}}).summary,
+                   "ACS (without NVML, NVLink cannot be told from PCIe)"));
+}
+
 TEST_CASE("no GPU: the most likely cause comes first, and the facts are all listed") {
     NoGpuFacts facts;
     facts.cuda_error = "cudaErrorInsufficientDriver";
