@@ -9,7 +9,8 @@
   kill-and-resume   (gpu/multigpu, mpi) a run SIGKILLed right after a checkpoint and resumed ends with the
                     final model of an uninterrupted run, byte for byte, on the same rank count
 
-GPU tests exit 77 (CTest: skipped) when fewer than --ranks GPUs are visible. Every program runs under a
+GPU tests exit 77 (CTest: skipped) when fewer than --ranks GPUs are visible, or where --mpiexec is not Open
+MPI's mpirun, whose flags they pass. Every program runs under a
 timeout, and a run that overstays it is terminated with its whole process group.
 """
 import argparse
@@ -81,7 +82,6 @@ def skip_unless_open_mpi(mpiexec):
 
 
 def mpirun(args, ranks, program_args):
-    skip_unless_open_mpi(args.mpiexec)
     environment_flags = ["-x", "NCCL_NVLS_ENABLE=0"]
     root_flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     return [args.mpiexec] + root_flags + ["--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + \
@@ -221,6 +221,7 @@ def require_gpus(args, count):
 
 def test_matches_01(args):
     require_gpus(args, args.ranks)
+    skip_unless_open_mpi(args.mpiexec)
     iterations = ["--iterations", "10"]
     out01 = fresh_folder(os.path.join(args.work_dir, "01"))
     out06 = fresh_folder(os.path.join(args.work_dir, "06"))
@@ -258,6 +259,7 @@ def misfit_column(folder):
 
 def test_kill_and_resume(args):
     require_gpus(args, args.ranks)
+    skip_unless_open_mpi(args.mpiexec)
     common = PROBLEM + ["--iterations", "6", "--checkpoint-every", "2", "--no-plots"]
     whole = fresh_folder(os.path.join(args.work_dir, "uninterrupted"))
     killed = fresh_folder(os.path.join(args.work_dir, "killed"))

@@ -20,6 +20,20 @@ constexpr const char* kRebuildForTheseGpus =
     "default`; where nodes with other GPUs share the build folder, name every kind instead, e.g. "
     "`CUDAARCHS=\"80;90\" cmake --preset default --fresh` (nvidia-smi --query-gpu=compute_cap shows a node's)";
 
+// What to do where the NVIDIA driver supports an older CUDA than the runtime this program was built with
+// (`driver` and `runtime` as cudaDriverGetVersion and cudaRuntimeGetVersion give them: 12020). Building with
+// an older toolkit is advised only down to the suite's floor, CUDA 12.4 (CMakeLists.txt): a CUDA 12 driver
+// older than that still runs a 12.4 build (CUDA's minor-version compatibility).
+inline std::string older_driver_advice(int driver, int runtime) {
+    constexpr int kOldestToolkit = 12040;
+    std::string advice = "update the NVIDIA driver (CUDA 13 needs driver 580 or newer, CUDA 12 525 or newer)";
+    if (driver >= kOldestToolkit)
+        advice += ", or build with a CUDA toolkit no newer than " + cuda_version_text(driver);
+    else if (driver / 1000 == 12 && runtime / 1000 > 12)
+        advice += ", or build with a CUDA 12 toolkit (12.4 or newer), which any CUDA 12 driver runs";
+    return advice;
+}
+
 // " (compute capability 9.0)" for the current GPU; "" where CUDA cannot say.
 inline std::string current_gpu_compute_capability() {
     int device = 0, major = 0, minor = 0;
@@ -50,10 +64,10 @@ inline std::string cuda_error_hint(cudaError_t status, const std::string& gpu = 
                    "this build has only PTX for this GPU, from a CUDA toolkit newer than the driver, which cannot "
                    "compile it; update the driver, or ") +
                kRebuildForTheseGpus;
-    if (status == cudaErrorCallRequiresNewerDriver)
+    if (status == cudaErrorCallRequiresNewerDriver)  // (no CUDA call here: CPU-only tests link this without cudart)
         return "the NVIDIA driver is older than the CUDA toolkit this program was built with, and lacks this call; "
                "update the driver, or build with a toolkit no newer than the driver (nvidia-smi shows the CUDA "
-               "version it supports)";
+               "version it supports; 12.4 at the oldest, which any CUDA 12 driver runs)";
     return "";
 }
 

@@ -43,7 +43,17 @@ bool wait_for_event_within(cudaEvent_t event, double timeout_s) {
             if (error == cudaSuccess) return PollStatus::done;
             return error == cudaErrorNotReady ? PollStatus::pending : PollStatus::failed;
         },
-        timeout_s, steady_seconds, [] { std::this_thread::yield(); });
+        timeout_s, steady_seconds,
+        [start = steady_seconds()] {
+            // A short wait (a gradient of the default or comm problem) ends within a poll of the work, as
+            // CUDA's own spinning waits do; a longer one sleeps between polls, so that it ends at most about
+            // 0.1 ms late after 0.2 s or more, instead of keeping a core busy all the time.
+            constexpr double kSpinSeconds = 0.2;
+            if (steady_seconds() - start < kSpinSeconds)
+                std::this_thread::yield();
+            else
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
+        });
     if (outcome == WaitOutcome::failed) throw_cuda_error(error, "cudaEventQuery(event)", __FILE__, __LINE__);
     return outcome == WaitOutcome::done;
 }
@@ -84,16 +94,10 @@ std::string gpu_count_hint(cudaError_t status) {
     const int driver = installed_driver_version();
     int runtime = 0;
     cudaRuntimeGetVersion(&runtime);
-    if (status == cudaErrorInsufficientDriver && driver > 0 && driver < runtime) {
-        // A CUDA 12 driver runs any CUDA 12 runtime (minor-version compatibility), and 12.4 is the suite's floor.
-        const std::string instead =
-            driver / 1000 == 12 && runtime / 1000 > 12
-                ? ", or build with a CUDA 12 toolkit (12.4 or newer), which any CUDA 12 driver runs"
-                : "";
+    if (status == cudaErrorInsufficientDriver && driver > 0 && driver < runtime)
         return "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
                ", older than the CUDA runtime this program was built with (" + cuda_version_text(runtime) +
-               "): update the driver (CUDA 13 needs driver 580 or newer, CUDA 12 525 or newer)" + instead;
-    }
+               "): " + older_driver_advice(driver, runtime);
     if (driver > 0)  // a driver new enough that cannot reach the GPUs: a container without them, say
         return "the NVIDIA driver is installed, but CUDA cannot reach the GPUs: check nvidia-smi, the /dev/nvidia* "
                "devices (a container needs the GPUs passed in) and CUDA_VISIBLE_DEVICES; build/doctor/doctor says "

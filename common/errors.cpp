@@ -145,7 +145,7 @@ void exit_at_once(std::exception_ptr error, const std::string& note) {
     end_process_now(code, message + program_name + ": " + note + "\n");
 }
 
-int run_program(const char* program_name, const std::function<int()>& body) {
+int run_and_report(const char* program_name, const std::function<int()>& body) {
     ignore_broken_pipes();
     set_running_program_name(program_name);
     int code = kExitOk;
@@ -154,7 +154,11 @@ int run_program(const char* program_name, const std::function<int()>& body) {
     } catch (...) {
         code = report_error(program_name, std::current_exception());
     }
-    return finish_program(check_output_written(program_name, code));
+    return check_output_written(program_name, code);
+}
+
+int run_program(const char* program_name, const std::function<int()>& body) {
+    return finish_program(run_and_report(program_name, body));
 }
 
 bool standard_output_lost() {

@@ -59,6 +59,9 @@ struct VerificationError : std::runtime_error {
 // has gone: see ignore_broken_pipes) exits 3. After abandon_gpu_work, the process ends with that code at
 // once (std::_Exit) instead of returning it.
 int run_program(const char* program_name, const std::function<int()>& body);
+// run_program without its last step (finish_program): the exit code, returned even after abandon_gpu_work.
+// For run_mpi_program, which must first end the other ranks (MPI_Abort) where this one failed.
+int run_and_report(const char* program_name, const std::function<int()>& body);
 // `code`, or 3 with a message on stderr when `code` is 0 but standard output could not all be written
 // (closed, a full disk, a pipe whose reader has gone). run_program ends with it; so do mains that do not
 // use run_program.

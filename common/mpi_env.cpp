@@ -207,7 +207,7 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
     // still answers).
     const bool check_launch = !asks_for_help(argc, argv);
     bool failed = true;
-    const int code = run_program(process_name.c_str(), [&]() -> int {
+    const int code = run_and_report(process_name.c_str(), [&]() -> int {
         try {
             require_same_command_line(name, argc, argv);
             if (check_launch)
@@ -229,6 +229,9 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
         std::fflush(stderr);
         abort_job(code);  // ends every rank, so none waits forever on this one
     }
+    // Past a wait on the GPU that gave up (abandon_gpu_work), MPI_Finalize and CUDA's teardown could wait on
+    // that work: the process ends at once instead.
+    if (gpu_work_abandoned()) return finish_program(code);
     // One rank (run without mpirun, or -np 1): no other waits for it, so it ends as after success, without
     // the banner MPI_Abort prints after the error.
     {

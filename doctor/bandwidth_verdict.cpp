@@ -65,8 +65,9 @@ std::string why_p2p_is_slower(const std::string& kind) {
         return ": through a PCIe switch, P2P is usually faster; ACS on the switch may send it up to the CPU (check 6 "
                "names the ports)";
     if (kind == "PCIe PHB" || kind == "PCIe NODE" || kind == "PCIe SYS")
-        return ": expected where the path goes through the CPU (" + kind.substr(5) +
-               "), as here; NCCL does not use P2P over such a path by default, and nothing needs fixing";
+        return ": usual where the path goes through the CPU (" + kind.substr(5) +
+               "), which staging through host memory can beat; NCCL leaves P2P over such paths out on Intel and "
+               "ARM hosts but uses it on others (AMD), where NCCL_P2P_LEVEL=PXB keeps it to paths without the CPU";
     return "";  // the link is unknown: no reason to name
 }
 

@@ -43,8 +43,8 @@ bool cross_check_fits(double bytes, double one_way_gbps, double seconds_left);
 std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on,
                                             const Matrix& one_way_off);
 // What P2P slower than staging means on a pair linked as `kind` says (link_kind): ": ...", "" when unknown.
-// Through the CPU (PHB, NODE, SYS) it is how such paths are; through a PCIe switch, ACS redirecting it is
-// the likely cause; over NVLink, a link down.
+// Through the CPU (PHB, NODE, SYS) it is how such paths often are, and what NCCL does there depends on the
+// CPU; through a PCIe switch, ACS redirecting it is the likely cause; over NVLink, a link down.
 std::string why_p2p_is_slower(const std::string& kind);
 
 }  // namespace fwi::doctor

@@ -45,8 +45,9 @@ struct GpuCode {
 
 // The error for GPU `device`, visible but failing to open (`status` from creating its context), naming it, its
 // PCI bus id and, where that is the cause, its compute mode (exclusive-process and held by another process,
-// `holders` naming those NVML lists there, or prohibited), and how to check the other GPUs meanwhile.
-EnvironmentError gpu_not_opened(int device, cudaError_t status, const std::string& holders = "");
+// `holders` naming those NVML lists there, or prohibited); where `visible` GPUs are more than one, how to
+// check the others meanwhile.
+EnvironmentError gpu_not_opened(int device, cudaError_t status, const std::string& holders = "", int visible = 1);
 
 // Whether a build for `architectures` (the build's list, comma-separated: "80-real,90-real,90-virtual") holds
 // machine code for `architecture` (90): an entry of it that is not "-virtual" ("90", "90-real", "90a-real"),

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "cuda_check.hpp"
 #include "errors.hpp"
 #include "nccl_comm.hpp"
 #include "output.hpp"
@@ -228,7 +229,7 @@ Cause most_likely_cause(const NoGpuFacts& facts) {
     if (facts.cuda_error == "cudaErrorInsufficientDriver")
         return {"the driver supports CUDA " + cuda_version_text(facts.driver_version) +
                     ", older than this build's runtime (CUDA " + cuda_version_text(facts.runtime_version) + ")",
-                "update the NVIDIA driver, or build with a CUDA toolkit no newer than the driver"};
+                older_driver_advice(facts.driver_version, facts.runtime_version)};
     if (facts.cuda_error == "cudaErrorSystemNotReady")
         return {"the system is not ready: on NVSwitch machines (HGX, DGX) the fabric manager must be running",
                 "sudo systemctl start nvidia-fabricmanager, then check `nvidia-smi -q | grep -i -A2 fabric`"};

@@ -35,9 +35,12 @@ namespace fwi::doctor {
 
 namespace {
 
+// `text` into `target`, cut short with "..." where it does not fit.
 template <size_t N>
 void copy_text(char (&target)[N], const std::string& text) {
-    std::snprintf(target, N, "%s", text.c_str());
+    static_assert(N > 3, "room for the ... at least");
+    const std::string kept = text.size() < N ? text : text.substr(0, N - 4) + "...";
+    std::memcpy(target, kept.c_str(), kept.size() + 1);
 }
 
 RankRecord this_rank(int visible_gpus) {

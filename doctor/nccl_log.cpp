@@ -27,9 +27,11 @@ int rank_of(const std::string& text) {
 NcclLog parse_nccl_log(std::istream& log) {
     NcclLog result;
     for (std::string line; std::getline(log, line);) {
-        if (const size_t info = line.find("NCCL INFO "); info != std::string::npos) {
+        if (const size_t info = line.find(" NCCL INFO "); info != std::string::npos) {
+            // From the GPU's bracket on ("[1] NCCL INFO ..."): one process's communicators share the log.
+            const size_t bracket = line.rfind(" [", info);
             if (result.last_info.size() == NcclLog::kLastInfoLines) result.last_info.erase(result.last_info.begin());
-            result.last_info.push_back(line.substr(info + 10));
+            result.last_info.push_back(line.substr(bracket == std::string::npos ? info + 1 : bracket + 1));
         }
         if (const size_t warn = line.find("NCCL WARN "); warn != std::string::npos) {
             result.warnings.push_back(line.substr(warn + 10));
@@ -124,8 +126,8 @@ std::vector<std::string> warning_lines(const NcclLog& log, size_t most) {
 std::vector<std::string> failure_lines(const NcclLog& log) {
     std::vector<std::string> lines = warning_lines(log);
     if (log.last_info.empty()) return lines;
-    lines.push_back("NCCL's last log lines (where it got to):");
-    for (const std::string& info : log.last_info) lines.push_back("  NCCL INFO " + info);
+    lines.push_back("NCCL's last log lines (where it got to; [n] is the GPU):");
+    for (const std::string& info : log.last_info) lines.push_back("  " + info);
     return lines;
 }
 

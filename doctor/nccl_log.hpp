@@ -27,7 +27,8 @@ struct NcclLog {
     // from the environment or from a config file (NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf), which
     // NCCL loads into its environment first.
     std::map<std::string, std::string> settings;
-    // The text after "NCCL INFO" of its last kLastInfoLines info lines: where NCCL got to, for a failure.
+    // Its last kLastInfoLines info lines from the GPU's bracket on ("[1] NCCL INFO Bootstrap ..."): where NCCL
+    // got to, for a failure.
     static constexpr size_t kLastInfoLines = 8;
     std::vector<std::string> last_info;
 };

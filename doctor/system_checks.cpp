@@ -64,7 +64,7 @@ std::string versions_line(int driver, int runtime, const Nvml& nvml) {
 
 }  // namespace
 
-EnvironmentError gpu_not_opened(int device, cudaError_t status, const std::string& holders) {
+EnvironmentError gpu_not_opened(int device, cudaError_t status, const std::string& holders, int visible) {
     cudaGetLastError();
     char bus_id[32] = "?";
     cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device);
@@ -76,9 +76,12 @@ EnvironmentError gpu_not_opened(int device, cudaError_t status, const std::strin
                             : mode == cudaComputeModeProhibited
                                 ? "its compute mode is prohibited: no process may use it"
                                 : "see `nvidia-smi` and `dmesg | grep -i xid`";
+    const std::string others = visible > 1 ? "; to check the other GPUs meanwhile, name only them in "
+                                             "CUDA_VISIBLE_DEVICES (by UUID: nvidia-smi -L shows each GPU's with its "
+                                             "PCI bus id)"
+                                           : "";
     return EnvironmentError("GPU " + std::to_string(device) + " (PCI " + bus_id +
-                            ") is visible but cannot be opened (" + cudaGetErrorName(status) + "): " + why +
-                            "; to check the other GPUs meanwhile, leave it out of CUDA_VISIBLE_DEVICES");
+                            ") is visible but cannot be opened (" + cudaGetErrorName(status) + "): " + why + others);
 }
 
 bool builds_machine_code_for(const std::string& architectures, int architecture) {
@@ -145,7 +148,7 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
         cuda_version_text(runtime) + "): programs run, but a CUDA call newer than the driver fails" +
         (loses_programmatic_launch ? ", and the propagator steps without programmatic launch (slower; it needs 12.3)"
                                    : "");
-    verdict.next = "update the NVIDIA driver, or build with a CUDA toolkit no newer than " + cuda_version_text(driver);
+    verdict.next = older_driver_advice(driver, runtime);
     return verdict;
 }
 
@@ -324,27 +327,44 @@ JsonObject other_processes_json(const OtherProcesses& others) {
         .add("unknown", others.unknown.empty() ? JsonValue(nullptr) : JsonValue(others.unknown));
 }
 
+namespace {
+// "pid 123 (python3), pid 456" for a GPU in exclusive-process mode that cannot be opened: the process that
+// holds it, as NVML lists it; "" in another mode, or where NVML cannot say.
+std::string holders_of(int device, const Nvml& nvml, const std::vector<unsigned>& own_processes) {
+    int mode = cudaComputeModeDefault;
+    cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
+    cudaGetLastError();
+    if (mode != cudaComputeModeExclusiveProcess) return "";
+    std::string holders;
+    try {
+        for (const OtherProcess& other :
+             find_other_processes(nvml, {gpu_pci_address(device)}, own_processes, false).named)
+            holders += (holders.empty() ? "" : ", ") + std::string("pid ") + std::to_string(other.pid) +
+                       (other.name.empty() ? "" : " (" + other.name + ")");
+    } catch (const std::exception&) {  // the GPU's address or its list could not be read: not named, then
+    }
+    return holders;
+}
+}  // namespace
+
 Finding diagnose_no_gpu_here(const Variables& variables, const Nvml& nvml) {
     int driver = 0, runtime = 0, count = 0;
-    cudaDriverGetVersion(&driver);
+    cudaDriverGetVersion(&driver);  // 0 (and success) when libcuda.so.1 is missing
     cudaRuntimeGetVersion(&runtime);
     const cudaError_t status = cudaGetDeviceCount(&count);
-    cudaGetLastError();
+    cudaGetLastError();  // a failed count leaves a sticky-looking error behind; clear it
+    if (status == cudaSuccess && count > 0) return Finding{};
     return no_gpu_finding(cudaGetErrorName(status == cudaSuccess ? cudaErrorNoDevice : status), driver, runtime,
                           variables, nvml);
 }
 
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
                       GpuSystem& system, const Deadline& deadline) {
-    int driver = 0, runtime = 0, count = 0;
-    cudaDriverGetVersion(&driver);  // 0 (and success) when libcuda.so.1 is missing
+    Finding finding = diagnose_no_gpu_here(variables, nvml);
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    cudaGetLastError();  // a failed count leaves a sticky-looking error behind; clear it
-    Finding finding = status == cudaSuccess && count > 0
-                          ? Finding{}
-                          : no_gpu_finding(cudaGetErrorName(status == cudaSuccess ? cudaErrorNoDevice : status), driver,
-                                           runtime, variables, nvml);
+    const int count = visible_gpu_count();
     finding.id = "devices";
     finding.facts.add("environment", environment_json(variables));
     if (finding.status == Status::fail) {
@@ -368,15 +388,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         cudaError_t opened = cudaSetDevice(device);
         if (opened == cudaSuccess) system.opened = device + 1;  // a context, even where cudaFree then fails
         if (opened == cudaSuccess) opened = cudaFree(nullptr);
-        if (opened != cudaSuccess) {
-            // Who holds it, where NVML says (an exclusive-process GPU admits one process).
-            std::string holders;
-            for (const OtherProcess& other :
-                 find_other_processes(nvml, {gpu_pci_address(device)}, own_processes, false).named)
-                holders += (holders.empty() ? "" : ", ") + std::string("pid ") + std::to_string(other.pid) +
-                           (other.name.empty() ? "" : " (" + other.name + ")");
-            throw gpu_not_opened(device, opened, holders);
-        }
+        if (opened != cudaSuccess) throw gpu_not_opened(device, opened, holders_of(device, nvml, own_processes), count);
         cudaDeviceProp properties{};
         CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
         system.names.push_back(properties.name);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "bandwidth_verdict.hpp"
+#include "cuda_check.hpp"
 #include "errors.hpp"
 #include "gpu_checks.hpp"
 #include "host.hpp"
@@ -420,9 +421,10 @@ TEST_CASE("check 4 compares a pair's copies with the pairs linked alike, not wit
     const auto slower = bandwidth_problems(system, on, off);
     REQUIRE(slower.size() == 2);
     CHECK(slower[0] ==
-          "GPU 0 -> GPU 2 is slower with P2P (20.0 GB/s) than staged through the host (30.0 GB/s): expected where the "
-          "path goes through the CPU (SYS), as here; NCCL does not use P2P over such a path by default, and nothing "
-          "needs fixing");
+          "GPU 0 -> GPU 2 is slower with P2P (20.0 GB/s) than staged through the host (30.0 GB/s): usual where the "
+          "path goes through the CPU (SYS), which staging through host memory can beat; NCCL leaves P2P over such "
+          "paths out on Intel and ARM hosts but uses it on others (AMD), where NCCL_P2P_LEVEL=PXB keeps it to paths "
+          "without the CPU");
     // Through a PCIe switch the likely cause is ACS; over NVLink, a link down; unknown, none is named.
     system.links[0 * 4 + 2].pcie = "PXB";
     CHECK(bandwidth_problems(system, on, off)[0].find("ACS on the switch may send it up to the CPU") !=
@@ -597,7 +599,7 @@ TEST_CASE("check 6 names ACS as not judged where it could not relate it to the p
     CHECK_FALSE(contains(check_host(PeerPairs{true, false, {}}).summary, "ACS ("));
     // Check 2 did not run (under --mpi): the pairs are unknown.
     CHECK(contains(check_host(PeerPairs{false, false, {}}).summary,
-                   "not judged: ACS (the GPU pairs are known only when check 2 runs)"));
+                   "ACS (the GPU pairs are known only when check 2 runs)"));
     // A pair with peer access, but no NVML to tell NVLink from PCIe.
     CHECK(contains(check_host(PeerPairs{true, false, {{"0000:01:00.0", "0000:02:00.0"}}}).summary,
                    "ACS (without NVML, NVLink cannot be told from PCIe)"));
@@ -823,7 +825,9 @@ TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's erro
     const std::string message = gpu_not_opened(0, cudaErrorDevicesUnavailable).what();
     CHECK(message.rfind("GPU 0 (PCI ", 0) == 0);
     CHECK(contains(message, ") is visible but cannot be opened (cudaErrorDevicesUnavailable): "));
-    CHECK(contains(message, "; to check the other GPUs meanwhile, leave it out of CUDA_VISIBLE_DEVICES"));
+    CHECK_FALSE(contains(message, "to check the other GPUs"));  // the only GPU
+    CHECK(contains(gpu_not_opened(0, cudaErrorDevicesUnavailable, "", 2).what(),
+                   "; to check the other GPUs meanwhile, name only them in CUDA_VISIBLE_DEVICES"));
 }
 
 TEST_CASE("a driver older than the build's runtime warns, and says when programmatic launch is lost") {
@@ -831,6 +835,11 @@ TEST_CASE("a driver older than the build's runtime warns, and says when programm
     CHECK(driver_verdict(13000, 13000, {{0, 90, sm90}}).status == Status::pass);
     CHECK(driver_verdict(13010, 12040, {{0, 90, sm90}}).status == Status::pass);
     CHECK(driver_verdict(0, 12040, {}).status == Status::pass);  // no driver: check 1 says so on its own
+    // An older toolkit is advised only down to the suite's floor (12.4), which any CUDA 12 driver runs.
+    CHECK(contains(older_driver_advice(12060, 13000), "or build with a CUDA toolkit no newer than 12.6"));
+    CHECK(contains(older_driver_advice(12020, 13000), "or build with a CUDA 12 toolkit (12.4 or newer)"));
+    CHECK_FALSE(contains(older_driver_advice(12020, 13000), "no newer than 12.2"));
+    CHECK_FALSE(contains(older_driver_advice(11080, 12040), "or build"));
     const Finding newer_calls = driver_verdict(12040, 12080, {{0, 90, sm90}});
     CHECK(newer_calls.status == Status::warn);
     CHECK(contains(newer_calls.summary, "the driver supports CUDA 12.4, older than the runtime of this build (12.8)"));
@@ -923,9 +932,9 @@ TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     const std::vector<std::string> failure = failure_lines(parsed);
     REQUIRE(failure.size() == 8);
     CHECK(failure[0] == "NCCL WARN Cuda failure 'out of memory'");
-    CHECK(failure[1] == "NCCL's last log lines (where it got to):");
-    CHECK(failure[2] == "  NCCL INFO Bootstrap : Using eth0");
-    CHECK(failure[7] == "  NCCL INFO Channel garbage line -> via");
+    CHECK(failure[1] == "NCCL's last log lines (where it got to; [n] is the GPU):");
+    CHECK(failure[2] == "  [0] NCCL INFO Bootstrap : Using eth0");
+    CHECK(failure[7] == "  [1] NCCL INFO Channel garbage line -> via");
     // Only the last few: a long log keeps its end.
     std::istringstream long_log([] {
         std::string text;
@@ -934,8 +943,8 @@ TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     }());
     const NcclLog long_parsed = parse_nccl_log(long_log);
     REQUIRE(long_parsed.last_info.size() == NcclLog::kLastInfoLines);
-    CHECK(long_parsed.last_info.front() == "step 12");
-    CHECK(long_parsed.last_info.back() == "step 19");
+    CHECK(long_parsed.last_info.front() == "[0] NCCL INFO step 12");
+    CHECK(long_parsed.last_info.back() == "[0] NCCL INFO step 19");
 }
 
 TEST_CASE("NCCL's log: the settings NCCL says it read, from the environment or a config file") {

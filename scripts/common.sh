@@ -342,6 +342,7 @@ plan_missing_packages() {
     else
         local lists=""
         install_dry_run && lists=" (a dry run does not refresh apt's package lists: a real run runs apt-get update first)"
+        command -v apt-get >/dev/null 2>&1 || lists=" (there is no apt-get here: on Rocky, RHEL or Fedora, NVIDIA's CUDA repository for dnf has libnccl-devel)"
         echo "error: NCCL (nccl.h) is not installed and no package here provides libnccl-dev$lists; install libnccl-dev from NVIDIA's CUDA apt repository (https://developer.nvidia.com/cuda-downloads, or Ubuntu's multiverse) or NCCL from https://developer.nvidia.com/nccl, and for NCCL in another folder point the build at it: NCCL_ROOT=/path/to/nccl scripts/run-tests.sh (or NCCL_HOME=...)" >&2
         exit 3
     fi
@@ -372,7 +373,7 @@ install_missing_packages() {
         if [ "$package" = python3-matplotlib ]; then optional+=("$package"); else needed+=("$package"); fi
     done
     if [ ${#needed[@]} -gt 0 ] && ! command -v apt-get >/dev/null 2>&1; then
-        echo "error: missing (by Debian's package names): ${needed[*]}; there is no apt-get here to install them: install them with this system's package manager and run again (Rocky, RHEL, Fedora: dnf install cmake gcc-c++ make openmpi-devel python3-matplotlib, doctest-devel and google-benchmark-devel from EPEL, then \`module load mpi/openmpi-x86_64\` to put mpicxx and mpirun on PATH)" >&2
+        echo "error: missing (by Debian's package names): ${needed[*]}; there is no apt-get here to install them: install them with this system's package manager and run again (Rocky, RHEL, Fedora: dnf install cmake gcc-c++ make openmpi-devel python3-matplotlib, doctest-devel and google-benchmark-devel from EPEL, then \`module load mpi/openmpi-$(uname -m)\` to put mpicxx and mpirun on PATH)" >&2
         exit 3
     fi
     if [ "$dry_run" = 1 ]; then

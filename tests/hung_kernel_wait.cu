@@ -2,12 +2,20 @@
 // with exit 3 and a message naming the work and the limit, at once, instead of waiting for the kernel as
 // cudaStreamSynchronize, or the CUDA runtime's teardown at exit, would. The kernel spins for 30 s; the test
 // runs with a limit of 1 s and a CTest timeout of 20 s.
+//
+// With --mpi, under mpirun with 2 ranks (hung_kernel_wait_mpi.sh): rank 0 gives up on its kernel while rank 1
+// waits for it in a barrier of 60 s; rank 0's MPI_Abort must end rank 1 too, at once, even where mpirun
+// would let it run on.
 #include <cuda_runtime.h>
+#include <mpi.h>
+
+#include <cstring>
 
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_resources.hpp"
+#include "mpi_env.hpp"
 
 namespace {
 
@@ -19,15 +27,22 @@ __global__ void spin_kernel(unsigned long long nanoseconds) {
     } while (now - start < nanoseconds);
 }
 
+int spin_and_give_up() {
+    fwi::require_gpus(1);
+    const fwi::CudaStream stream(0);
+    spin_kernel<<<1, 1, 0, stream.get()>>>(30'000'000'000ull);
+    CUDA_CHECK_LAUNCH();
+    fwi::finish_within(stream, 1.0, "a kernel that spins for 30 s");
+    return fwi::kExitOk;  // not reached: the kernel outlasts the limit
+}
+
 }  // namespace
 
-int main() {
-    return fwi::run_program("hung_kernel_wait", [] {
-        fwi::require_gpus(1);
-        const fwi::CudaStream stream(0);
-        spin_kernel<<<1, 1, 0, stream.get()>>>(30'000'000'000ull);
-        CUDA_CHECK_LAUNCH();
-        fwi::finish_within(stream, 1.0, "a kernel that spins for 30 s");
-        return fwi::kExitOk;  // not reached: the kernel outlasts the limit
+int main(int argc, char** argv) {
+    if (argc < 2 || std::strcmp(argv[1], "--mpi") != 0) return fwi::run_program("hung_kernel_wait", spin_and_give_up);
+    return fwi::run_mpi_program("hung_kernel_wait", argc, argv, [] {
+        if (fwi::world_rank() == 0) return spin_and_give_up();
+        fwi::barrier_with_timeout(MPI_COMM_WORLD, "rank 0, whose kernel spins", 60.0);
+        return int(fwi::kExitOk);
     });
 }

@@ -19,7 +19,7 @@ sys="$tmp/sys/include" # stands for /usr/include and the other system folders
 mkdir -p "$bin" "$sys/doctest" "$sys/benchmark" "$tmp/tools"
 # PATH is the fake tools and links to the few real utilities common.sh and they use, nothing else: a real
 # cmake or mpirun of this machine must not be seen.
-for tool in dirname sed head sort tr readlink grep id cat touch nproc timeout env; do
+for tool in dirname sed head sort tr readlink grep id cat touch nproc timeout env uname; do
     real="$(command -v "$tool")" || { echo "this test needs $tool" >&2; exit 1; }
     ln -s "$real" "$tmp/tools/$tool"
 done
@@ -373,6 +373,11 @@ out="$(env PATH="$no_apt_path" "$BASH" -c 'set -euo pipefail; source "$1"
 code=$?
 check "no_apt_get_matplotlib_optional" 0 'no apt-get here to install it' 'command not found'
 check "no_apt_get_matplotlib_goes_on" 0 '^the build would follow$'
+mkdir -p "$tmp/no-nccl"
+out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT PATH="$no_apt_path" FWI_NCCL_SEARCH_DIRS="$tmp/no-nccl" \
+           FWI_INCLUDE_DIRS="$sys" "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages' bash "$common" 2>&1)"
+code=$?
+check "no_apt_get_no_nccl" 3 'no package here provides libnccl-dev \(there is no apt-get here: .*libnccl-devel\)' 'command not found'
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
     exit 1
