@@ -75,8 +75,15 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
 // for x8 reads x8 of x8), which divides every copy between that GPU and the host, and between GPUs without
 // NVLink, by as much. Also WARN where a link's generation, read while check 1's copies from the host ran
 // (`under_load`, one per link), is below the most its GPU and slot allow (Gen4 of Gen5: a riser, a slot or a
-// BIOS setting). Else PASS. A generation read at rest is not judged: an idle GPU lowers it to save power.
-Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load);
+// BIOS setting). And WARN where check 1's copies from pinned host memory (`host_gbps`, GB/s, one per link; 0
+// where not measured) reach under half of what the link carries at its width and its generation under load
+// (a link at full width and generation that moves little: errors and replays, a riser, far host memory).
+// Else PASS. A generation read at rest is not judged: an idle GPU lowers it to save power.
+Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load,
+                          const std::vector<double>& host_gbps = {});
+// What a PCIe link of `generation` and `width` lanes carries a direction, in GB/s, after its line encoding
+// (3.94 GB/s a lane at Gen5); 0 for a generation this does not know.
+double pcie_link_gbps(int generation, int width);
 
 // Check 1's copies from pinned host memory to a GPU: their rate, and the PCIe generation NVML reads while
 // they run. Zero where not measured (no memory for the buffers) or unknown.

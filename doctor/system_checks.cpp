@@ -206,30 +206,53 @@ std::string host_copy_line(int device, const HostCopy& copy, const PcieLink& lin
 }
 }  // namespace
 
-Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load) {
+double pcie_link_gbps(int generation, int width) {
+    // GB/s a lane carries a direction: the transfer rate after 8b/10b (Gen1, 2), 128b/130b (Gen3-5) or
+    // Gen6's flits.
+    static const double kLaneGbps[] = {0.0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.563};
+    if (generation < 1 || generation > 6 || width < 1) return 0.0;
+    return kLaneGbps[generation] * width;
+}
+
+Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load,
+                          const std::vector<double>& host_gbps) {
     Finding verdict;
-    std::string narrow, slow;
+    std::string narrow, slow, slow_copies;
     for (size_t device = 0; device < links.size(); ++device) {
         const PcieLink& link = links[device];
+        const bool loaded = device < under_load.size() && under_load[device];
+        const double carries = loaded ? pcie_link_gbps(link.generation, link.width) : 0.0;
+        if (carries > 0.0 && device < host_gbps.size() && host_gbps[device] > 0.0 &&
+            host_gbps[device] < 0.5 * carries) {
+            char text[96];
+            std::snprintf(text, sizeof text, "GPU %zu %.1f of %.1f GB/s", device, host_gbps[device], carries);
+            slow_copies += (slow_copies.empty() ? "" : ", ") + std::string(text);
+        }
         if (link.width > 0 && link.max_width > link.width)
             narrow += (narrow.empty() ? "GPU " : ", GPU ") + std::to_string(device) + " x" +
                       std::to_string(link.width) + " of x" + std::to_string(link.max_width);
-        if (device < under_load.size() && under_load[device] && link.generation > 0 &&
-            link.max_generation > link.generation)
+        if (loaded && link.generation > 0 && link.max_generation > link.generation)
             slow += (slow.empty() ? "GPU " : ", GPU ") + std::to_string(device) + " Gen" +
                     std::to_string(link.generation) + " of Gen" + std::to_string(link.max_generation);
     }
-    if (narrow.empty() && slow.empty()) return verdict;
+    if (narrow.empty() && slow.empty() && slow_copies.empty()) return verdict;
     verdict.status = Status::warn;
     std::vector<std::string> problems;
     if (!narrow.empty()) problems.push_back("PCIe links with fewer lanes than they can have (" + narrow + ")");
     if (!slow.empty())
         problems.push_back("PCIe links at a lower generation under load than they can have (" + slow + ")");
-    verdict.summary =
-        join(problems, "; ") + ": copies to and from the host, and between GPUs without NVLink, are as much slower";
+    if (!problems.empty())
+        problems.back() += ": copies to and from the host, and between GPUs without NVLink, are as much slower";
+    if (!slow_copies.empty())
+        problems.push_back("copies from pinned host memory under half of what the PCIe link carries (" + slow_copies +
+                           ")");
+    verdict.summary = join(problems, "; ");
     verdict.next =
         "reseat the card, and check its riser and the BIOS's lane and PCIe generation settings; "
-        "`nvidia-smi -q -d PCIE` shows each link";
+        "`nvidia-smi -q -d PCIE` shows each link" +
+        std::string(slow_copies.empty() ? ""
+                                        : "; for slow copies on a full link, its replay counter there (link errors), "
+                                          "and the host memory's NUMA node against the GPU's (`nvidia-smi topo -m`)");
     return verdict;
 }
 
@@ -377,6 +400,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::vector<GpuCode> codes;
     std::vector<PcieLink> pcie_links;
     std::vector<bool> pcie_under_load;
+    std::vector<double> host_copy_gbps;                    // check 1's copies from the host, GB/s (0: not measured)
     std::unique_ptr<PinnedBuffer<char>> host_copy_source;  // made once the first GPU is open (it needs a context)
     bool host_copy_source_tried = false;
     std::vector<std::pair<int, unsigned long long>> clock_reasons;
@@ -409,6 +433,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
                                        ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source, deadline)
                                        : HostCopy{};
         pcie_under_load.push_back(host_copy.generation_under_load > 0);
+        host_copy_gbps.push_back(host_copy.gbps);
         if (host_copy.generation_under_load > 0) pcie_links.back().generation = host_copy.generation_under_load;
         if (host_copy.gbps > 0) finding.details.push_back(host_copy_line(device, host_copy, pcie_links.back()));
         long long reasons = -1;  // unknown
@@ -496,8 +521,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also : {pcie_link_verdict(pcie_links, pcie_under_load), clock_slowdown_verdict(clock_reasons),
-                                shared, mig_mode_verdict(gpus_in_mig_mode)}) {
+    for (const Finding& also : {pcie_link_verdict(pcie_links, pcie_under_load, host_copy_gbps),
+                                clock_slowdown_verdict(clock_reasons), shared, mig_mode_verdict(gpus_in_mig_mode)}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;
         finding.summary += "; " + also.summary;

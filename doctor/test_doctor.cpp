@@ -896,6 +896,24 @@ TEST_CASE(
     CHECK(pcie_link_verdict({full, {16, 16, 4, 5}}, {true, false}).status == Status::pass);
 }
 
+TEST_CASE("copies from the host under half of what the PCIe link carries warn; a link at rest is not judged") {
+    CHECK(pcie_link_gbps(5, 16) == doctest::Approx(63.0).epsilon(0.01));
+    CHECK(pcie_link_gbps(3, 8) == doctest::Approx(7.88));
+    CHECK(pcie_link_gbps(7, 16) == 0.0);  // a generation not known here: not judged
+    const PcieLink full{16, 16, 5, 5};
+    // 55.2 GB/s on Gen5 x16 (an H200's): fine; 20 GB/s on the same link: under half of 63.
+    CHECK(pcie_link_verdict({full}, {true}, {55.2}).status == Status::pass);
+    const Finding slow = pcie_link_verdict({full, full}, {true, true}, {55.2, 20.0});
+    CHECK(slow.status == Status::warn);
+    CHECK(slow.summary ==
+          "copies from pinned host memory under half of what the PCIe link carries (GPU 1 20.0 of "
+          "63.0 GB/s)");
+    CHECK(contains(slow.next, "replay counter"));
+    // Not measured, or the generation read at rest: no verdict on the rate.
+    CHECK(pcie_link_verdict({full}, {true}, {0.0}).status == Status::pass);
+    CHECK(pcie_link_verdict({full}, {false}, {20.0}).status == Status::pass);
+}
+
 TEST_CASE("NCCL's log: connections with their transports, and warnings") {
     std::istringstream log(
         "host:1:2 [0] NCCL INFO Bootstrap : Using eth0\n"
