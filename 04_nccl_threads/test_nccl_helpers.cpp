@@ -85,6 +85,16 @@ TEST_CASE("a completion on the last poll before the timeout still counts") {
           WaitOutcome::done);
 }
 
+TEST_CASE("a clock without stops leaves out the steps longer than the longest a wait's polls take") {
+    std::vector<double> readings{100.0, 100.1, 100.2, 160.2, 160.3};  // stopped for 60 s after 100.2
+    size_t next = 0;
+    const auto clock = clock_without_stops([&] { return readings[next++]; }, 1.0);
+    CHECK(clock() == doctest::Approx(0.1));
+    CHECK(clock() == doctest::Approx(0.2));
+    CHECK(clock() == doctest::Approx(1.2));  // the 60 s step counts as 1 s
+    CHECK(clock() == doctest::Approx(1.3));
+}
+
 TEST_CASE("ranks are described in one or several") {
     CHECK(describe_ranks({1}, 4) == "rank 1 of 4");
     CHECK(describe_ranks({0, 1, 2, 3}, 4) == "ranks 0, 1, 2, 3 of 4");

@@ -36,6 +36,7 @@ cudaError_t count_gpus(int& count) {
 }  // namespace
 
 bool wait_for_event_within(cudaEvent_t event, double timeout_s) {
+    constexpr double kLongestPollStep = 1.0;  // s; the polls below follow each other within 0.1 ms
     cudaError_t error = cudaSuccess;
     const WaitOutcome outcome = poll_until_done(
         [&] {
@@ -43,7 +44,8 @@ bool wait_for_event_within(cudaEvent_t event, double timeout_s) {
             if (error == cudaSuccess) return PollStatus::done;
             return error == cudaErrorNotReady ? PollStatus::pending : PollStatus::failed;
         },
-        timeout_s, steady_seconds,
+        // Time the process was stopped (a debugger at a breakpoint, Ctrl-Z) is no sign of a hang.
+        timeout_s, clock_without_stops(steady_seconds, kLongestPollStep),
         [start = steady_seconds()] {
             // A short wait (a gradient of the default or comm problem) ends within a poll of the work, as
             // CUDA's own spinning waits do; a longer one sleeps between polls, so that it ends at most about

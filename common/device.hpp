@@ -25,7 +25,8 @@ inline unsigned grid_stride_blocks(size_t count, int per_block, unsigned max_blo
 // Polls `event` (the suite's one way to wait with a deadline, poll_until_done) until it has completed:
 // true, or false once `timeout_s` has passed first. For its first 0.2 s it polls without pause (yielding the
 // core to any other thread), as CUDA's own waits spin by default, so that a short wait ends as soon as
-// theirs would; then it sleeps 0.1 ms between polls. A CUDA error throws, as CUDA_CHECK does.
+// theirs would; then it sleeps 0.1 ms between polls. Time the process was stopped (in a debugger, by Ctrl-Z)
+// does not count against the limit. A CUDA error throws, as CUDA_CHECK does.
 bool wait_for_event_within(cudaEvent_t event, double timeout_s);
 
 // Waits until the GPU has done all the work queued on `stream` so far, for at most `timeout_s`: how the

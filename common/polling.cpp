@@ -1,6 +1,8 @@
 #include "polling.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 
 namespace fwi {
 
@@ -14,6 +16,19 @@ WaitOutcome poll_until_done(const std::function<PollStatus()>& poll, double time
         if (now() - start >= timeout_s) return WaitOutcome::timed_out;
         pause();
     }
+}
+
+std::function<double()> clock_without_stops(std::function<double()> now, double longest_step) {
+    struct State {
+        double last, counted = 0.0;
+    };
+    auto state = std::make_shared<State>(State{now()});
+    return [now = std::move(now), longest_step, state] {
+        const double reading = now();
+        state->counted += std::min(reading - state->last, longest_step);
+        state->last = reading;
+        return state->counted;
+    };
 }
 
 double steady_seconds() {

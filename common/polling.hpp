@@ -17,4 +17,10 @@ WaitOutcome poll_until_done(const std::function<PollStatus()>& poll, double time
 // Seconds on a steady clock (from an arbitrary start).
 double steady_seconds();
 
+// `now`, less the time the process did not run: read between the polls of a wait, it advances by at most
+// `longest_step` seconds from one reading to the next, so a larger step (the process stopped in a debugger,
+// by Ctrl-Z, in a suspended machine) does not count against the wait's limit. For waits whose polls follow
+// each other far more closely than `longest_step`.
+std::function<double()> clock_without_stops(std::function<double()> now, double longest_step);
+
 }  // namespace fwi
