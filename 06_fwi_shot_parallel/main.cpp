@@ -306,6 +306,9 @@ int main(int argc, char** argv) {
         parser.add_used_only(
             {"--kill-after-checkpoint"}, [&options] { return options.checkpoint_every > 0; },
             "with --checkpoint-every above 0");
+        parser.add_used_only(
+            {"--save-every"}, [&options] { return options.save_every <= options.iterations; },
+            "up to --iterations (a larger N never comes; 0 writes no snapshot)");
         if (!parser.parse(argc, argv)) return kExitOk;
         validate(problem, parser);
         require_host_memory(problem, ranks_on_this_node(options.timeout_s));
