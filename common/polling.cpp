@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 
 namespace fwi {
 
@@ -19,15 +18,12 @@ WaitOutcome poll_until_done(const std::function<PollStatus()>& poll, double time
 }
 
 std::function<double()> clock_without_stops(std::function<double()> now, double longest_step) {
-    struct State {
-        double last, counted = 0.0;
-    };
-    auto state = std::make_shared<State>(State{now()});
-    return [now = std::move(now), longest_step, state] {
+    const double first = now();
+    return [now = std::move(now), longest_step, last = first, counted = 0.0]() mutable {
         const double reading = now();
-        state->counted += std::min(reading - state->last, longest_step);
-        state->last = reading;
-        return state->counted;
+        counted += std::min(reading - last, longest_step);
+        last = reading;
+        return counted;
     };
 }
 
