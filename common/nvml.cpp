@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+#include <utility>
 
 namespace fwi {
 
@@ -23,6 +24,8 @@ constexpr int kNvlinkRemoteGpu = 0;     // nvmlIntNvLinkDeviceType_t
 constexpr int kNvlinkRemoteSwitch = 2;
 constexpr unsigned kMaxLinksProbed = 32;  // above NVML_NVLINK_MAX_LINKS (18 today)
 constexpr unsigned kNvmlMigEnabled = 1;   // NVML_DEVICE_MIG_ENABLE
+constexpr int kNvmlP2pCapsRead = 0;       // NVML_P2P_CAPS_INDEX_READ (nvmlGpuP2PCapsIndex_t)
+constexpr int kNvmlP2pStatusOk = 0;       // NVML_P2P_STATUS_OK (nvmlGpuP2PStatus_t)
 
 // nvmlPciInfo_t as the _v2 and _v3 calls fill it; only domain, bus and device are read, and those sit at the
 // same offsets in the older layout too. The spare bytes guard against a longer future layout.
@@ -71,6 +74,7 @@ struct Nvml::Api {
     NvmlReturn (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
     NvmlReturn (*pci_info)(NvmlDevice, PciInfo*) = nullptr;
     NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;  // current, pending
+    NvmlReturn (*p2p_status)(NvmlDevice, NvmlDevice, int, int*) = nullptr;
 
     // Whether the GPU is in MIG mode now (a GPU without MIG answers "not supported": not).
     bool mig_enabled(NvmlDevice handle) const {
@@ -173,6 +177,7 @@ Nvml::Nvml() : api_(new Api) {
         load<decltype(api_->handle_by_index)>(library, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
     api_->pci_info = load<decltype(api_->pci_info)>(library, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2");
     api_->mig_mode = load<decltype(api_->mig_mode)>(library, "nvmlDeviceGetMigMode");  // drivers since 450
+    api_->p2p_status = load<decltype(api_->p2p_status)>(library, "nvmlDeviceGetP2PStatus");
     if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
         error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
         return;
@@ -242,6 +247,20 @@ std::vector<Link> Nvml::links(const std::vector<PciAddress>& gpus) const {
                 link.pcie = pcie_path_name(level);
         }
     return links;
+}
+
+bool Nvml::peer_readable(const PciAddress& a, const PciAddress& b) const {
+    if (!available_) throw std::runtime_error(error_);
+    if (!api_->p2p_status) throw std::runtime_error("this driver's NVML lacks nvmlDeviceGetP2PStatus");
+    // Both ways, as check 2 counts peer access between two GPUs.
+    const NvmlDevice first = api_->device(a), second = api_->device(b);
+    for (const auto& [from, to] : {std::pair{first, second}, std::pair{second, first}}) {
+        int p2p = -1;
+        const NvmlReturn status = api_->p2p_status(from, to, kNvmlP2pCapsRead, &p2p);
+        if (status != kNvmlSuccess) throw std::runtime_error("nvmlDeviceGetP2PStatus: " + api_->describe(status));
+        if (p2p != kNvmlP2pStatusOk) return false;
+    }
+    return true;
 }
 
 PcieLink Nvml::pcie_link(const PciAddress& gpu) const {

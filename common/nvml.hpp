@@ -61,6 +61,11 @@ public:
     // The PCIe link of the GPU at `gpu`; throws std::runtime_error when NVML cannot find it.
     PcieLink pcie_link(const PciAddress& gpu) const;
 
+    // Whether the driver lets the GPUs at `a` and `b` read each other's memory: peer access as
+    // cudaDeviceCanAccessPeer reports it, for GPUs that CUDA_VISIBLE_DEVICES hides too (doctor --mpi's ranks may
+    // see one GPU each); throws std::runtime_error when NVML cannot say.
+    bool peer_readable(const PciAddress& a, const PciAddress& b) const;
+
     // How many of the GPU's NVLinks are up (0 for a GPU without NVLink), -1 when NVML cannot say; throws
     // std::runtime_error when NVML cannot find the GPU.
     int active_nvlinks(const PciAddress& gpu) const;

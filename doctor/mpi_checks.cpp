@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +29,7 @@
 #include "nccl_allreduce.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"
+#include "nvml.hpp"
 #include "output.hpp"
 #include "run_env.hpp"
 #include "timing.hpp"
@@ -201,6 +204,9 @@ void set_connections(RankOutcome& outcome, const NcclLog& log) {
             lines.push_back(std::to_string(pair.first) + " " + std::to_string(pair.second) + " " + kind);
     }
     outcome.connections_left_out = pack_whole_lines(outcome.connections, lines);
+    std::vector<std::string> settings;
+    for (const auto& [name, value] : log.settings) settings.push_back(shown_path(name + "=" + value));
+    pack_whole_lines(outcome.nccl_log_settings, settings);
 }
 
 NcclLog merged_connections(const std::vector<RankOutcome>& outcomes) {
@@ -209,8 +215,52 @@ NcclLog merged_connections(const std::vector<RankOutcome>& outcomes) {
         std::istringstream lines(outcome.connections);
         int from = 0, to = 0;
         for (std::string transport; lines >> from >> to >> transport;) merged.transports[{from, to}].insert(transport);
+        std::istringstream settings(outcome.nccl_log_settings);
+        for (std::string setting; std::getline(settings, setting);) {
+            const size_t equals = setting.find('=');
+            if (equals != std::string::npos)
+                merged.settings.emplace(setting.substr(0, equals), setting.substr(equals + 1));
+        }
     }
     return merged;
+}
+
+void set_peer_ranks(RankOutcome& outcome, const std::vector<RankRecord>& records, int rank,
+                    const std::function<bool(const std::string&, const std::string&)>& peer_access) {
+    outcome.peers_known = 0;
+    outcome.peer_ranks[0] = outcome.peers_unknown[0] = '\0';
+    std::string peers;
+    try {
+        for (int other = 0; other < int(records.size()); ++other)
+            if (other != rank && std::strcmp(records[other].host, records[rank].host) == 0 &&
+                std::strcmp(records[other].bus_id, records[rank].bus_id) != 0 &&
+                peer_access(records[rank].bus_id, records[other].bus_id))
+                peers += std::to_string(other) + " ";
+    } catch (const std::exception& error) {
+        copy_text(outcome.peers_unknown, error.what());
+        return;
+    }
+    if (peers.size() >= sizeof outcome.peer_ranks) {  // more ranks on one host than anyone runs
+        copy_text(outcome.peers_unknown,
+                  "more peer ranks than fit in " + std::to_string(sizeof outcome.peer_ranks) + " bytes");
+        return;
+    }
+    copy_text(outcome.peer_ranks, peers);
+    outcome.peers_known = 1;
+}
+
+PeerLinkFindings peer_link_verdict(const std::vector<RankOutcome>& outcomes, const NcclLog& connections,
+                                   const Variables& variables) {
+    const auto lists = [&](int rank, int other) {
+        std::istringstream peers(outcomes[rank].peer_ranks);
+        for (int peer = 0; peers >> peer;)
+            if (peer == other) return true;
+        return false;
+    };
+    const auto peer_access = [&](int i, int j) {
+        return outcomes[i].peers_known && outcomes[j].peers_known && lists(i, j) && lists(j, i);
+    };
+    return transports_around_peer_access(connections, int(outcomes.size()), peer_access, variables, "rank");
 }
 
 Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& log) {
@@ -400,7 +450,13 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     // NCCL refuses two ranks on one GPU, and needs a GPU on every rank.
     RankOutcome outcome;
     const bool run_nccl = without_gpu.empty() && shared.empty();
-    if (run_nccl) outcome = nccl_over_mpi(mine.device, options, deadline);  // NVLS kept off by the bootstrap
+    if (run_nccl) {
+        outcome = nccl_over_mpi(mine.device, options, deadline);  // NVLS kept off by the bootstrap
+        const Nvml nvml;
+        set_peer_ranks(outcome, records, world_rank(), [&](const std::string& mine, const std::string& other) {
+            return nvml.peer_readable({0, 0, 0, mine}, {0, 0, 0, other});
+        });
+    }
     std::vector<RankOutcome> outcomes(run_nccl ? ranks : 0);
     if (run_nccl)
         MPI_CHECK(MPI_Gather(&outcome, sizeof outcome, MPI_BYTE, outcomes.data(), sizeof outcome, MPI_BYTE, 0,
@@ -418,6 +474,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
                                       std::to_string(records[r].nccl_settings_left_out) +
                                       " NCCL_* variables whose values were not compared (more than fit in 2 KiB)");
     Finding network;
+    PeerLinkFindings around_peer_access;
     if (run_nccl) {
         const NcclLog connections = merged_connections(outcomes);
         const bool captured = std::any_of(outcomes.begin(), outcomes.end(),
@@ -433,6 +490,18 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.facts.add("nccl_connections", transport_json(connections, ranks));
         network = network_verdict(records, connections);
         finding.details.insert(finding.details.end(), network.details.begin(), network.details.end());
+        around_peer_access = peer_link_verdict(outcomes, connections, relevant_variables_in_effect());
+        for (const auto& note : around_peer_access.notes) finding.details.push_back("note: " + note);
+        for (const auto& problem : around_peer_access.problems) finding.details.push_back("WARN: " + problem);
+        std::vector<std::string> unknown;
+        for (int r = 0; r < ranks; ++r)
+            if (!outcomes[r].peers_known) unknown.push_back(std::to_string(r));
+        if (!unknown.empty())
+            finding.details.push_back("not judged: NCCL's connections from rank(s) " + join(unknown, ", ") +
+                                      " to the ranks of their host, as NVML could not say which GPUs have peer "
+                                      "access (rank " +
+                                      unknown.front() + ": " + outcomes[std::stoi(unknown.front())].peers_unknown +
+                                      ")");
     }
     const std::string cuda_aware = cuda_aware_mpi();
     finding.details.push_back("MPI: " + cuda_aware);
@@ -510,11 +579,14 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.summary += "; but the ranks differ in " + join(what, ", ") + " (above)";
         finding.next = rank_differences_advice(differences);
     }
-    if (network.status == Status::warn) {
+    const auto add_warning = [&](const std::string& problem, const std::string& next) {
         finding.status = Status::warn;
-        finding.summary += "; but " + network.summary;
-        finding.next = finding.next.empty() ? network.next : finding.next + "; and " + network.next;
-    }
+        finding.summary += "; but " + problem;
+        finding.next = finding.next.empty() ? next : finding.next + "; and " + next;
+    };
+    if (network.status == Status::warn) add_warning(network.summary, network.next);
+    if (const auto& problems = around_peer_access.problems; !problems.empty())
+        add_warning(problems.front() + (problems.size() > 1 ? " (and 1 more below)" : ""), kPeerLinksUnusedAdvice);
     return finding;
 }
 

@@ -280,9 +280,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
                 (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)" : "");
             for (const auto& problem : problems) finding.details.push_back("WARN: " + problem);
             finding.next = around_links
-                               ? "NCCL is not using the GPUs' peer links: unless you are diagnosing, unset the setting "
-                                 "named (in the environment, NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf); with "
-                                 "none named, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why NCCL left P2P out"
+                               ? kPeerLinksUnusedAdvice
                                : "NCCL's connections are P2P yet slow: look for other processes on the GPUs "
                                  "(check 1 lists them), NCCL_ALGO / NCCL_PROTO settings and check 4's matrices";
         }

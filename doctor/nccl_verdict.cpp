@@ -73,8 +73,12 @@ std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_
 
 PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
                                                const std::function<bool(int, int)>& peer_access,
-                                               const Variables& variables) {
+                                               const Variables& variables, const std::string& unit) {
     constexpr size_t kPairsNamed = 3;
+    // "GPU 0 and GPU 1, which have peer access" (check 5); "rank 0 and rank 1, whose GPUs have peer access" (check 7).
+    const bool gpus_named = unit == "GPU";
+    const std::string one_pair = gpus_named ? ", which have peer access" : ", whose GPUs have peer access";
+    const std::string several_pairs = gpus_named ? "GPUs that have peer access" : "ranks whose GPUs have peer access";
     PeerLinkFindings findings;
     for (const std::string family : {"SHM", "NET"}) {
         std::vector<std::string> pairs;
@@ -82,15 +86,15 @@ PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
             for (int j = i + 1; j < gpus; ++j)
                 if (peer_access(i, j) && peer_access(j, i) &&
                     (uses_family(log, i, j, family) || uses_family(log, j, i, family)))
-                    pairs.push_back("GPU " + std::to_string(i) + " and GPU " + std::to_string(j));
+                    pairs.push_back(unit + " " + std::to_string(i) + " and " + unit + " " + std::to_string(j));
         if (pairs.empty()) continue;
         std::string where;
         if (pairs.size() == 1) {
-            where = pairs.front() + ", which have peer access";
+            where = pairs.front() + one_pair;
         } else {
             const size_t more = pairs.size() > kPairsNamed ? pairs.size() - kPairsNamed : 0;
             pairs.resize(pairs.size() - more);
-            where = std::to_string(pairs.size() + more) + " pairs of GPUs that have peer access (" + join(pairs, ", ") +
+            where = std::to_string(pairs.size() + more) + " pairs of " + several_pairs + " (" + join(pairs, ", ") +
                     (more ? ", and " + std::to_string(more) + " more" : "") + ")";
         }
         const PeerLinkCause cause = nccl_peer_link_cause(family, log, variables);

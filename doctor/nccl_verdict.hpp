@@ -51,16 +51,23 @@ std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_
 
 // Connections of NCCL's log that go through host memory (SHM) or the network (NET) between GPUs that have
 // peer access both ways, one line per transport family: "NCCL uses SHM between GPU 0 and GPU 1, which
-// have peer access: <why>", the why from nccl_peer_link_cause. NCCL's ranks are the GPUs' numbers here.
-// A problem (check 5 WARNs) when a setting takes P2P away, or for NET, which one node should not need; a
-// note when NCCL chose SHM by itself, as it does by default where the PCIe path between two GPUs crosses a
-// CPU (P2P is often slower there): that is a healthy machine.
+// have peer access: <why>", the why from nccl_peer_link_cause. NCCL's ranks are the GPUs' numbers here
+// (check 5), or MPI ranks of one GPU each with `unit` "rank" (check 7: "between rank 0 and rank 1, whose
+// GPUs have peer access"). A problem (the check WARNs) when a setting takes P2P away, or for NET, which
+// one node should not need; a note when NCCL chose SHM by itself, as it does by default where the PCIe
+// path between two GPUs crosses a CPU (P2P is often slower there): that is a healthy machine.
 struct PeerLinkFindings {
     std::vector<std::string> problems, notes;
 };
 PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
                                                const std::function<bool(int, int)>& peer_access,
-                                               const Variables& variables);
+                                               const Variables& variables, const std::string& unit = "GPU");
+
+// What to do where transports_around_peer_access finds problems.
+constexpr const char* kPeerLinksUnusedAdvice =
+    "NCCL is not using the GPUs' peer links: unless you are diagnosing, unset the setting named (in the "
+    "environment, NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf); with none named, NCCL_DEBUG=INFO "
+    "NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why NCCL left P2P out";
 
 // Whether NCCL_P2P_LEVEL=`level` keeps NCCL from P2P between some pair of this machine's GPUs that has peer
 // access: LOC (or 0) any pair; NVL, NVB and C2C a pair without NVLink; PIX (or 1) a pair without NVLink

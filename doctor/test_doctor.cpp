@@ -820,6 +820,62 @@ TEST_CASE("check 7 names how ranks on different hosts connect, and warns where I
     CHECK(packed.connections_left_out == 400 - int(std::count(text.begin(), text.end(), '\n')));
 }
 
+TEST_CASE("check 7 warns where NCCL goes around the peer access between the GPUs of ranks on one host") {
+    // Ranks 0-2 on node-a (GPUs at 01, 02, 03), rank 3 on node-b; every GPU of a host has peer access with the
+    // others but the one at 03.
+    std::vector<RankRecord> records(4);
+    const char* bus_ids[] = {"01", "02", "03", "01"};
+    for (size_t r = 0; r < records.size(); ++r) {
+        std::snprintf(records[r].host, sizeof records[r].host, "%s", r < 3 ? "node-a" : "node-b");
+        std::snprintf(records[r].bus_id, sizeof records[r].bus_id, "%s", bus_ids[r]);
+    }
+    const auto peers = [](const std::string& a, const std::string& b) { return a != "03" && b != "03"; };
+    std::vector<RankOutcome> outcomes(records.size());
+    for (int r = 0; r < int(records.size()); ++r) set_peer_ranks(outcomes[r], records, r, peers);
+    CHECK(std::string(outcomes[0].peer_ranks) == "1 ");  // not rank 2 (GPU 03), not rank 3 (another host)
+    CHECK(std::string(outcomes[1].peer_ranks) == "0 ");
+    CHECK(std::string(outcomes[2].peer_ranks).empty());
+    CHECK(outcomes[2].peers_known == 1);
+
+    // NCCL_P2P_DISABLE set in a config file, as rank 1's log reports it: SHM between ranks 0 and 1 is a problem.
+    std::istringstream rank0(
+        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"
+        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[2] via SHM/direct/direct\n");
+    std::istringstream rank1(
+        "h:1:1 [1] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n"
+        "h:1:1 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct\n");
+    set_connections(outcomes[0], parse_nccl_log(rank0));
+    set_connections(outcomes[1], parse_nccl_log(rank1));
+    CHECK(std::string(outcomes[1].nccl_log_settings) == "NCCL_P2P_DISABLE=1\n");
+    const NcclLog connections = merged_connections(outcomes);
+    CHECK(connections.settings.at("NCCL_P2P_DISABLE") == "1");
+    const PeerLinkFindings disabled = peer_link_verdict(outcomes, connections, {});
+    REQUIRE(disabled.problems.size() == 1);
+    CHECK(disabled.problems[0] ==
+          "NCCL uses SHM between rank 0 and rank 1, whose GPUs have peer access: NCCL_P2P_DISABLE=1 is set in an "
+          "NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
+    CHECK(disabled.notes.empty());  // SHM between ranks 0 and 2 is not judged: GPU 03 has no peer access
+
+    // Without the setting, SHM is NCCL's own choice: a note.
+    outcomes[1].nccl_log_settings[0] = '\0';
+    const PeerLinkFindings own_choice = peer_link_verdict(outcomes, merged_connections(outcomes), {});
+    CHECK(own_choice.problems.empty());
+    REQUIRE(own_choice.notes.size() == 1);
+    CHECK(contains(own_choice.notes[0],
+                   "NCCL uses SHM between rank 0 and rank 1, whose GPUs have peer access: "
+                   "no NCCL setting explains it"));
+
+    // Where NVML cannot say on one rank of the pair, the pair is not judged, and the rank says why.
+    set_peer_ranks(outcomes[1], records, 1, [](const std::string&, const std::string&) -> bool {
+        throw std::runtime_error("this driver's NVML lacks nvmlDeviceGetP2PStatus");
+    });
+    CHECK(outcomes[1].peers_known == 0);
+    CHECK(std::string(outcomes[1].peers_unknown) == "this driver's NVML lacks nvmlDeviceGetP2PStatus");
+    const PeerLinkFindings unknown = peer_link_verdict(outcomes, merged_connections(outcomes), {});
+    CHECK(unknown.problems.empty());
+    CHECK(unknown.notes.empty());
+}
+
 TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's error") {
     // Its bus id and compute mode come from the driver: "?" and no mode on a machine without a GPU.
     const std::string message = gpu_not_opened(0, cudaErrorDevicesUnavailable).what();
