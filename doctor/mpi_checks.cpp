@@ -235,7 +235,7 @@ void set_peer_ranks(RankOutcome& outcome, const std::vector<RankRecord>& records
             if (other != rank && std::strcmp(records[other].host, records[rank].host) == 0 &&
                 std::strcmp(records[other].bus_id, records[rank].bus_id) != 0 &&
                 peer_access(records[rank].bus_id, records[other].bus_id))
-                peers += std::to_string(other) + " ";
+                peers += (peers.empty() ? "" : " ") + std::to_string(other);
     } catch (const std::exception& error) {
         copy_text(outcome.peers_unknown, error.what());
         return;
@@ -493,6 +493,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         around_peer_access = peer_link_verdict(outcomes, connections, relevant_variables_in_effect());
         for (const auto& note : around_peer_access.notes) finding.details.push_back("note: " + note);
         for (const auto& problem : around_peer_access.problems) finding.details.push_back("WARN: " + problem);
+        finding.facts.add("peer_link_problems", around_peer_access.problems);
         std::vector<std::string> unknown;
         for (int r = 0; r < ranks; ++r)
             if (!outcomes[r].peers_known) unknown.push_back(std::to_string(r));
@@ -515,7 +516,10 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
             .add("visible_gpus", records[r].visible_gpus)
             .add("device", records[r].device)
             .add("pci_bus_id", records[r].bus_id);
-        if (run_nccl) entry.add("nccl_wrong", outcomes[r].wrong).add("nccl_error", outcomes[r].error);
+        if (run_nccl)
+            entry.add("nccl_wrong", outcomes[r].wrong)
+                .add("nccl_error", outcomes[r].error)
+                .add("peer_ranks_on_host", outcomes[r].peers_known ? outcomes[r].peer_ranks : "unknown");
         mapping.add(std::to_string(r), entry);
     }
     finding.facts.add("mapping", mapping);

@@ -62,7 +62,7 @@ struct RankOutcome {
     // The settings NCCL's log says it read, "NAME=value" a line (whole lines while they fit): from the
     // environment or from an NCCL config file, which only the log shows.
     char nccl_log_settings[512] = {};
-    // The other ranks on its host whose GPU has peer access with this rank's, both ways, as "1 3 " (NVML's view,
+    // The other ranks on its host whose GPU has peer access with this rank's, both ways, as "1 3" (NVML's view,
     // which CUDA_VISIBLE_DEVICES does not narrow); where NVML cannot say, peers_known is 0 and peers_unknown why.
     char peer_ranks[512] = {};
     int peers_known = 0;
