@@ -146,7 +146,7 @@ CombineTimes combine_pipelined(StagingCopies& copies, size_t count, const Pipeli
     return times;
 }
 
-CombineTimes combine_in_place(float* values, size_t count, MPI_Comm comm) {
+CombineTimes combine_cuda_aware(float* values, size_t count, MPI_Comm comm) {
     HostTimer wall;
     sum_chunk_over_ranks(values, Chunk{0, count}, comm);
     CombineTimes times;

@@ -70,7 +70,7 @@ struct PipelineSettings {
 CombineTimes combine_pipelined(StagingCopies& copies, size_t count, const PipelineSettings& settings, MPI_Comm comm);
 
 // cuda_aware: the buffer itself (device memory, for a CUDA-aware MPI) to one MPI_Allreduce.
-CombineTimes combine_in_place(float* values, size_t count, MPI_Comm comm);
+CombineTimes combine_cuda_aware(float* values, size_t count, MPI_Comm comm);
 
 // Empty when every rank's MPI can take device pointers: it says so at compile time (mpi-ext.h,
 // MPIX_CUDA_AWARE_SUPPORT) and at run time (MPIX_Query_cuda_support()). Otherwise the reason. Collective over

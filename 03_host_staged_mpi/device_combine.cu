@@ -88,7 +88,7 @@ DeviceCombine::DeviceCombine(const VariantSpec& spec, float* device, size_t max_
 
 CombineTimes DeviceCombine::combine(size_t count) {
     if (!unavailable_reason_.empty()) throw EnvironmentError(spec_.name + ": " + unavailable_reason_);
-    if (spec_.name == "cuda_aware") return combine_in_place(device_, count, comm_);
+    if (spec_.name == "cuda_aware") return combine_cuda_aware(device_, count, comm_);
     if (spec_.name == "pipelined") return combine_pipelined(*copies_, count, spec_.pipeline, comm_);
     return combine_whole(*copies_, count, comm_);
 }

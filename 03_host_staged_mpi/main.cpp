@@ -54,7 +54,7 @@ struct StagingTimes {
 // handed to MPI), then the misfit, 8 bytes, the simple way. --bench-allreduce runs the same DeviceCombine,
 // and the CPU tests the same combine steps (with a host buffer standing in for the GPU's).
 void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, StagingTimes& times, double timeout_s) {
-    double misfit = share.download_misfit();  // also waits until the gradient is complete
+    double misfit = share.download_misfit();  // compute() returned with the gradient and the misfit complete
     {
         WaitTimeout guard("the combine of the gradient and the misfit (copies and MPI_Allreduce)", timeout_s);
         const CombineTimes t = combine.combine(share.gradient_count());
@@ -63,7 +63,7 @@ void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, Stagin
         times.mpi.push_back(t.mpi);
         times.to_device.push_back(t.to_device);
     }
-    CUDA_CHECK(cudaMemcpyAsync(share.misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, share.stream()));
+    CUDA_CHECK(cudaMemcpyAsync(share.device_misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, share.stream()));
     CUDA_CHECK(cudaStreamSynchronize(share.stream()));
 }
 
@@ -88,7 +88,7 @@ struct VariantRun {
 VariantRun run_variant(VariantContext& context, const VariantSpec& spec) {
     const int rank = world_rank();
     VariantLine line{spec.label()};
-    DeviceCombine device_combine(spec, context.share.gradient(), context.share.gradient_count(), MPI_COMM_WORLD,
+    DeviceCombine device_combine(spec, context.share.device_gradient(), context.share.gradient_count(), MPI_COMM_WORLD,
                                  context.options.timeout_s);
     if (!device_combine.unavailable_reason().empty()) {
         if (rank == 0)
@@ -99,15 +99,14 @@ VariantRun run_variant(VariantContext& context, const VariantSpec& spec) {
     if (rank == 0) std::printf("\n== %s: %s\n", spec.label().c_str(), spec.description().c_str());
 
     StagingTimes times;
-    const CombineStep combine = [&](GpuShare& share) {
+    const CombineStep combine = [&](GpuShare& share, int iteration) {
         combine_gradient_and_misfit(device_combine, share, times, context.options.timeout_s);
+        if (iteration == kWarmUpCombine) times = {};  // run_iterations times only the iterations' combines
     };
     context.share.set_model(
         initial_model(context.problem));  // every variant starts from it: the previous one changed the model
     const MemberRecord record =
         run_iterations(context.team, rank, context.share, combine, 1, context.options.iterations);
-    // run_iterations' untimed warm-up combine recorded times too: drop them
-    for (auto* phase : {&times.to_host, &times.mpi, &times.to_device}) phase->erase(phase->begin());
     RunSummary run = summarize(context.team, rank, record, "03_host_staged_mpi", spec.name, 1);
     if (rank != 0) return {line, run};
 

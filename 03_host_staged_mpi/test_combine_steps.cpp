@@ -206,7 +206,7 @@ TEST_CASE("a pipelined combine can run again on the same copies (the next iterat
 
 TEST_CASE("cuda_aware's logic: the buffer straight to MPI_Allreduce (a host buffer here)") {
     std::vector<float> values = classic_contribution(world_rank(), 777);
-    combine_in_place(values.data(), values.size(), MPI_COMM_WORLD);
+    combine_cuda_aware(values.data(), values.size(), MPI_COMM_WORLD);
     check_classic_sum(values);
 }
 

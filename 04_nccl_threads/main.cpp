@@ -118,8 +118,8 @@ int run(const Problem& p, const Options& o) {
             team.wait_for_member0_setup(g, setup_timer.seconds());
             const CombineStep combine =
                 o.driver == "threads"
-                    ? CombineStep([&](GpuShare& mine) { nccl_sum(mine, comms[g], o.timeout_s); })
-                    : CombineStep([&](GpuShare&) { combine_group_driver(shares, comms, g, team, o.timeout_s); });
+                    ? CombineStep([&](GpuShare& mine, int) { nccl_sum(mine, comms[g], o.timeout_s); })
+                    : CombineStep([&](GpuShare&, int) { combine_group_driver(shares, comms, g, team, o.timeout_s); });
             const MemberRecord record = run_iterations(team, g, share, combine, 1, o.iterations);
             RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, 1);
             if (g != 0) return;

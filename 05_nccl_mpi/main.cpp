@@ -91,13 +91,11 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     // 4. The FWI loop, the combine being one NCCL allreduce.
     const HostTimer run_timer;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
-    int combines = 0;
     const MemberRecord record = run_iterations(
         team, rank, share,
-        [&](GpuShare& mine_share) {
-            // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed
-            // combine, the second call here (run_iterations' first is its untimed warm-up).
-            if (++combines == 2) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
+        [&](GpuShare& mine_share, int iteration) {
+            // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
+            if (iteration == 1) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
             nccl_sum(mine_share, comm, o.timeout_s);
         },
         1, o.iterations);

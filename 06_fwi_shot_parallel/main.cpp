@@ -260,7 +260,7 @@ int run_fwi(const Problem& p, const Options& o) {
     const HostTimer run_timer;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const MemberRecord record = run_iterations(
-        team, rank, share, [&](GpuShare& this_share) { nccl_sum(this_share, comm, o.timeout_s); }, first_iteration,
+        team, rank, share, [&](GpuShare& this_share, int) { nccl_sum(this_share, comm, o.timeout_s); }, first_iteration,
         o.iterations, rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
     const RunSummary run = summarize(team, rank, record, "06_fwi_shot_parallel", "", first_iteration);
     nccl_destroy_all({comm}, o.timeout_s);

@@ -17,9 +17,10 @@ namespace fwi {
 // Enqueues this GPU's two allreduces, with no group and no wait: for a caller that issues several GPUs'
 // calls in one group of its own (04's group driver).
 inline void enqueue_nccl_sum(const GpuShare& share, ncclComm_t comm) {
-    NCCL_CHECK(ncclAllReduce(share.gradient(), share.gradient(), share.gradient_count(), ncclFloat, ncclSum, comm,
-                             share.stream()));
-    NCCL_CHECK(ncclAllReduce(share.misfit(), share.misfit(), 1, ncclDouble, ncclSum, comm, share.stream()));
+    NCCL_CHECK(ncclAllReduce(share.device_gradient(), share.device_gradient(), share.gradient_count(), ncclFloat,
+                             ncclSum, comm, share.stream()));
+    NCCL_CHECK(
+        ncclAllReduce(share.device_misfit(), share.device_misfit(), 1, ncclDouble, ncclSum, comm, share.stream()));
 }
 
 // The two allreduces as one group, then the wait for them. Where each GPU has a thread or a process of its

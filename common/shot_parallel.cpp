@@ -66,7 +66,7 @@ void GpuShare::compute() {
 
 void GpuShare::update() {
     NvtxRange range("update");
-    update_.apply(gradient(), propagator_.device_velocity(), stream());
+    update_.apply(device_gradient(), propagator_.device_velocity(), stream());
     propagator_.velocity_changed();  // and waits for the stream
 }
 
@@ -107,7 +107,7 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
                             int last_iteration, const AfterIteration& after) {
     // Warm-up, not timed: a first collective pays costs the later ones do not (run_iterations in the header).
     team.barrier(member, "the other GPUs' set-up");
-    if (combine) combine(share);
+    if (combine) combine(share, kWarmUpCombine);
 
     MemberRecord record;
     DeviceBuffer<float> first_gradient(share.gradient_count());
@@ -123,11 +123,11 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
         t.wait = clock.lap();
         if (combine) {
             NvtxRange range("combine");
-            combine(share);
+            combine(share, it);
         }
         t.combine = clock.lap();
         if (it == first_iteration)  // kept on the device for the check against the reference
-            CUDA_CHECK(cudaMemcpyAsync(first_gradient.data(), share.gradient(), first_gradient.bytes(),
+            CUDA_CHECK(cudaMemcpyAsync(first_gradient.data(), share.device_gradient(), first_gradient.bytes(),
                                        cudaMemcpyDeviceToDevice, share.stream()));
         clock.lap();  // leaves out the copy's enqueue; the copy runs ahead of the update on the stream, so
                       // the first iteration's update includes its few microseconds

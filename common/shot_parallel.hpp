@@ -64,16 +64,16 @@ public:
     GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model,
              Observed observed = Observed::own_shots);
 
-    // This GPU's gradient into gradient() and its misfit into misfit(); both complete when it returns.
+    // This GPU's gradient into device_gradient() and its misfit into device_misfit(); both complete when it returns.
     void compute();
-    // The model update from gradient(), on the device (the same on every GPU holding the same sum).
+    // The model update from device_gradient(), on the device (the same on every GPU holding the same sum).
     void update();
     void set_model(const std::vector<float>& model);
 
     // What the combine sums in place, over all GPUs: nz x nx floats and one double, in device memory.
-    float* gradient() const { return propagator_.device_gradient(); }
+    float* device_gradient() const { return propagator_.device_gradient(); }
     size_t gradient_count() const { return problem_.model_cells(); }
-    double* misfit() const { return misfit_.data(); }
+    double* device_misfit() const { return misfit_.data(); }
     // The stream the propagator and the update run on; a combine that enqueues work uses it too.
     cudaStream_t stream() const { return propagator_.stream(); }
 
@@ -94,12 +94,14 @@ private:
     GpuPropagator propagator_;
     DeviceModelUpdate update_;
     DeviceBuffer<double> misfit_;
-    double local_misfit_ = 0.0;  // the source of misfit()'s upload: it must outlive the copy
+    double local_misfit_ = 0.0;  // the source of device_misfit()'s upload: it must outlive the copy
 };
 
 // The lesson's combine, called on every GPU (by its thread or rank) once every GPU has its gradient:
-// returns when this GPU's gradient() and misfit() hold the sums over all GPUs.
-using CombineStep = std::function<void(GpuShare&)>;
+// returns when this GPU's device_gradient() and device_misfit() hold the sums over all GPUs. `iteration` is the one it
+// combines (1-based), or kWarmUpCombine for run_iterations' untimed first call.
+using CombineStep = std::function<void(GpuShare&, int iteration)>;
+constexpr int kWarmUpCombine = 0;
 
 // One iteration's phases on one GPU, in seconds (see the top of this file).
 struct Phases {
