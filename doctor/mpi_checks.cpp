@@ -64,6 +64,13 @@ RankRecord this_rank(int visible_gpus) {
         const Finding why = diagnose_no_gpu_here(relevant_variables_in_effect(), Nvml());
         copy_text(record.no_gpu_cause, why.summary + "; try: " + why.next);
     }
+    // Rank 0 is the first rank of its host, whose check 6 doctor runs and reports as its own.
+    if (record.local_rank == 0 && world_rank() != 0) {
+        const Finding host = check_host(PeerPairs{});  // the GPU pairs are not known here: IOMMU and ACS unjudged
+        record.host_check = int(host.status);
+        copy_text(record.host_check_summary, host.summary);
+        copy_text(record.host_check_next, host.next);
+    }
     return record;
 }
 
@@ -145,6 +152,35 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
 }
 
 }  // namespace
+
+Finding other_hosts_verdict(const std::vector<RankRecord>& records) {
+    Finding verdict;
+    std::vector<std::string> passed, warned;
+    for (size_t r = 0; r < records.size(); ++r) {
+        const RankRecord& record = records[r];
+        if (record.host_check < 0) continue;  // not the first rank of a host other than rank 0's
+        const std::string host = std::string(record.host) + " (rank " + std::to_string(r) + ")";
+        if (Status(record.host_check) == Status::pass) {
+            passed.push_back(host);
+            continue;
+        }
+        warned.push_back(record.host);
+        verdict.details.push_back("check 6 on " + host + ": " + status_name(Status(record.host_check)) + "  " +
+                                  record.host_check_summary +
+                                  (record.host_check_next[0] ? std::string("; try: ") + record.host_check_next : ""));
+        if (verdict.status == Status::pass) {
+            verdict.status = Status::warn;
+            verdict.summary = "check 6 on host " + std::string(record.host) + ": " + record.host_check_summary;
+            verdict.next = "on host " + std::string(record.host) + ": " + record.host_check_next;
+        }
+    }
+    if (!passed.empty())
+        verdict.details.push_back("check 6 (shared memory, limits) on the other hosts: PASS on " + join(passed, ", "));
+    if (warned.size() > 1)
+        verdict.summary += " (and " + std::to_string(warned.size() - 1) +
+                           (warned.size() > 2 ? " more hosts" : " more host") + " below)";
+    return verdict;
+}
 
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
     std::vector<std::string> shared;
@@ -468,6 +504,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     const std::vector<RankDifference> differences = rank_differences(records);
     for (const RankDifference& difference : differences)
         finding.details.push_back("the ranks differ: " + difference.line);
+    const Finding other_hosts = other_hosts_verdict(records);
+    finding.details.insert(finding.details.end(), other_hosts.details.begin(), other_hosts.details.end());
     for (int r = 0; r < ranks; ++r)
         if (records[r].nccl_settings_left_out > 0)
             finding.details.push_back("rank " + std::to_string(r) + ": " +
@@ -589,6 +627,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.next = finding.next.empty() ? next : finding.next + "; and " + next;
     };
     if (network.status == Status::warn) add_warning(network.summary, network.next);
+    if (other_hosts.status == Status::warn) add_warning(other_hosts.summary, other_hosts.next);
     if (const auto& problems = around_peer_access.problems; !problems.empty())
         add_warning(problems.front() + (problems.size() > 1 ? " (and 1 more below)" : ""), kPeerLinksUnusedAdvice);
     return finding;

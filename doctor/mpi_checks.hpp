@@ -1,7 +1,7 @@
 // Check 7, under mpirun with --mpi: which GPU each rank drives (host and PCI bus id, gathered from every
-// rank), two ranks on one GPU (FAIL), whether MPI is CUDA-aware, and an allreduce through NCCL
-// bootstrapped over MPI, waited on with the deadline. Collective: every rank calls it; rank 0's finding
-// describes all ranks.
+// rank), two ranks on one GPU (FAIL), check 6 on the hosts other than rank 0's, whether MPI is CUDA-aware,
+// and an allreduce through NCCL bootstrapped over MPI, waited on with the deadline. Collective: every rank
+// calls it; rank 0's finding describes all ranks.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +44,11 @@ struct RankRecord {
     int nccl_setting_names_left_out = 0;
     int infiniband_devices = 0;   // 1 where its host has InfiniBand (or RoCE) devices
     char no_gpu_cause[512] = {};  // where it sees no GPU: why, as check 1 diagnoses it ("" otherwise)
+    // Check 6 (the host's shared memory, limits, IOMMU) run by the first rank of each host but rank 0's, whose
+    // own check 6 doctor reports: its Status as an int, -1 where not run; its summary and advice, cut to fit.
+    int host_check = -1;
+    char host_check_summary[512] = {};
+    char host_check_next[384] = {};
 };
 
 // Puts `settings` ("NAME=value", any order) into the record: sorted, whole entries while they fit.
@@ -112,6 +117,11 @@ std::vector<RankDifference> rank_differences(const std::vector<RankRecord>& reco
 // The advice for `differences` (not empty): to give every rank the same where one should not differ, else to
 // check that the different values are meant.
 std::string rank_differences_advice(const std::vector<RankDifference>& differences);
+
+// Check 7's account of check 6 on the hosts other than rank 0's (records: host_check of each host's first
+// rank): a detail line per host that WARNs or FAILs, with its advice, and one naming those that pass; status
+// WARN, with the first such host's summary, where any does. Empty, PASS, on one host.
+Finding other_hosts_verdict(const std::vector<RankRecord>& records);
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);

@@ -876,6 +876,43 @@ TEST_CASE("check 7 warns where NCCL goes around the peer access between the GPUs
     CHECK(unknown.notes.empty());
 }
 
+TEST_CASE("check 7 reports check 6 of the hosts other than rank 0's") {
+    // Ranks 0 and 1 on node-a, 2 and 3 on node-b, 4 on node-c: the first rank of node-b and node-c ran check 6.
+    std::vector<RankRecord> records(5);
+    const char* hosts[] = {"node-a", "node-a", "node-b", "node-b", "node-c"};
+    for (size_t r = 0; r < records.size(); ++r) std::snprintf(records[r].host, sizeof records[r].host, "%s", hosts[r]);
+    records[2].host_check = records[4].host_check = int(Status::pass);
+    const Finding fine = other_hosts_verdict(records);
+    CHECK(fine.status == Status::pass);
+    REQUIRE(fine.details.size() == 1);
+    CHECK(fine.details[0] ==
+          "check 6 (shared memory, limits) on the other hosts: PASS on node-b (rank 2), node-c (rank 4)");
+
+    // A container's 64 MiB /dev/shm on node-b: check 7 WARNs with node-b's summary and advice.
+    records[2].host_check = int(Status::warn);
+    std::snprintf(records[2].host_check_summary, sizeof records[2].host_check_summary, "%s",
+                  "/dev/shm holds only 64.0 MiB");
+    std::snprintf(records[2].host_check_next, sizeof records[2].host_check_next, "%s", "docker run --shm-size=1g");
+    const Finding small_shm = other_hosts_verdict(records);
+    CHECK(small_shm.status == Status::warn);
+    CHECK(small_shm.summary == "check 6 on host node-b: /dev/shm holds only 64.0 MiB");
+    CHECK(small_shm.next == "on host node-b: docker run --shm-size=1g");
+    CHECK(small_shm.details[0] ==
+          "check 6 on node-b (rank 2): WARN  /dev/shm holds only 64.0 MiB; try: docker run --shm-size=1g");
+    CHECK(small_shm.details[1] == "check 6 (shared memory, limits) on the other hosts: PASS on node-c (rank 4)");
+    // Two such hosts: the first in the summary, both below.
+    records[4] = records[2];
+    std::snprintf(records[4].host, sizeof records[4].host, "%s", "node-c");
+    const Finding two = other_hosts_verdict(records);
+    CHECK(two.summary == "check 6 on host node-b: /dev/shm holds only 64.0 MiB (and 1 more host below)");
+    CHECK(two.details.size() == 2);
+
+    // One host: nothing to add (rank 0's check 6 is check 6 itself).
+    const std::vector<RankRecord> one_host(2);
+    CHECK(other_hosts_verdict(one_host).status == Status::pass);
+    CHECK(other_hosts_verdict(one_host).details.empty());
+}
+
 TEST_CASE("a GPU that is visible but cannot be opened is named, with CUDA's error") {
     // Its bus id and compute mode come from the driver: "?" and no mode on a machine without a GPU.
     const std::string message = gpu_not_opened(0, cudaErrorDevicesUnavailable).what();
