@@ -64,7 +64,8 @@ public:
     GpuShare(const Problem& problem, const ShotRange& shots, const std::vector<float>& model,
              Observed observed = Observed::own_shots);
 
-    // This GPU's gradient into device_gradient() and its misfit into device_misfit(); both complete when it returns.
+    // This GPU's gradient into device_gradient() and its misfit into device_misfit(); both complete when it
+    // returns.
     void compute();
     // The model update from device_gradient(), on the device (the same on every GPU holding the same sum).
     void update();
@@ -98,8 +99,8 @@ private:
 };
 
 // The lesson's combine, called on every GPU (by its thread or rank) once every GPU has its gradient:
-// returns when this GPU's device_gradient() and device_misfit() hold the sums over all GPUs. `iteration` is the one it
-// combines (1-based), or kWarmUpCombine for run_iterations' untimed first call.
+// returns when this GPU's device_gradient() and device_misfit() hold the sums over all GPUs. `iteration`
+// is the one it combines (1-based), or kWarmUpCombine for run_iterations' untimed first call.
 using CombineStep = std::function<void(GpuShare&, int iteration)>;
 constexpr int kWarmUpCombine = 0;
 

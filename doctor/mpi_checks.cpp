@@ -532,15 +532,18 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         for (const auto& note : around_peer_access.notes) finding.details.push_back("note: " + note);
         for (const auto& problem : around_peer_access.problems) finding.details.push_back("WARN: " + problem);
         finding.facts.add("peer_link_problems", around_peer_access.problems);
-        std::vector<std::string> unknown;
+        std::vector<std::string> unknown;  // the ranks whose peers NVML could not say, and the first one's reason
+        std::string first_reason;
         for (int r = 0; r < ranks; ++r)
-            if (!outcomes[r].peers_known) unknown.push_back(std::to_string(r));
+            if (!outcomes[r].peers_known) {
+                if (unknown.empty()) first_reason = "rank " + std::to_string(r) + ": " + outcomes[r].peers_unknown;
+                unknown.push_back(std::to_string(r));
+            }
         if (!unknown.empty())
             finding.details.push_back("not judged: NCCL's connections from rank(s) " + join(unknown, ", ") +
                                       " to the ranks of their host, as NVML could not say which GPUs have peer "
-                                      "access (rank " +
-                                      unknown.front() + ": " + outcomes[std::stoi(unknown.front())].peers_unknown +
-                                      ")");
+                                      "access (" +
+                                      first_reason + ")");
     }
     const std::string cuda_aware = cuda_aware_mpi();
     finding.details.push_back("MPI: " + cuda_aware);
