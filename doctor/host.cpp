@@ -461,6 +461,19 @@ void add_acs(Finding& finding, std::vector<HostProblem>& problems, std::vector<s
     if (!verdict.unread.empty()) unjudged.push_back(verdict.unread);
 }
 
+// The finding's status, summary and advice from its problems: PASS with `fine` where there are none.
+void conclude(Finding& finding, const std::vector<HostProblem>& problems, const std::string& fine) {
+    if (problems.empty()) {
+        finding.summary = fine;
+        return;
+    }
+    finding.status = Status::warn;
+    for (const auto& problem : problems) {
+        finding.summary += (finding.summary.empty() ? "" : "; ") + problem.what;
+        finding.next += (finding.next.empty() ? "" : "; ") + problem.fix;
+    }
+}
+
 }  // namespace
 
 Finding check_host(const PeerPairs& pairs) {
@@ -475,18 +488,20 @@ Finding check_host(const PeerPairs& pairs) {
             "whether the translating IOMMU is on a GPU pair's path (the pairs are known only when check "
             "2 runs)");
     add_acs(finding, problems, unjudged, pairs);
-    const std::string not_judged = unjudged.empty() ? "" : "; not judged: " + join(unjudged, "; ");
-    if (problems.empty()) {
-        finding.summary = unjudged.empty() ? "shared memory, limits, IOMMU and ACS settings look fine"
-                                           : "shared memory and limits look fine" + not_judged;
-        return finding;
-    }
-    finding.status = Status::warn;
-    for (const auto& problem : problems) {
-        finding.summary += (finding.summary.empty() ? "" : "; ") + problem.what;
-        finding.next += (finding.next.empty() ? "" : "; ") + problem.fix;
-    }
-    finding.summary += not_judged;
+    conclude(finding, problems,
+             unjudged.empty() ? "shared memory, limits, IOMMU and ACS settings look fine"
+                              : "shared memory and limits look fine");
+    if (!unjudged.empty()) finding.summary += "; not judged: " + join(unjudged, "; ");
+    return finding;
+}
+
+Finding check_host_memory_and_limits() {
+    Finding finding;
+    finding.id = "host";
+    std::vector<HostProblem> problems;
+    add_shared_memory(finding, problems);
+    add_limits(finding, problems);
+    conclude(finding, problems, "shared memory and limits look fine");
     return finding;
 }
 

@@ -147,5 +147,8 @@ struct PeerPairs {
 // Check 6. The IOMMU hint counts a pair whose link is unknown as PCIe; ACS is read only for pairs known to
 // talk over PCIe (an NVLink machine's switch ports may well redirect, harmlessly).
 Finding check_host(const PeerPairs& pairs);
+// Check 6's shared memory and limits alone, where the GPU pairs (and so IOMMU and ACS) are not known: what
+// check 7 runs on the hosts other than rank 0's.
+Finding check_host_memory_and_limits();
 
 }  // namespace fwi::doctor

@@ -66,7 +66,7 @@ RankRecord this_rank(int visible_gpus) {
     }
     // Rank 0 is the first rank of its host, whose check 6 doctor runs and reports as its own.
     if (record.local_rank == 0 && world_rank() != 0) {
-        const Finding host = check_host(PeerPairs{});  // the GPU pairs are not known here: IOMMU and ACS unjudged
+        const Finding host = check_host_memory_and_limits();
         record.host_check = int(host.status);
         copy_text(record.host_check_summary, host.summary);
         copy_text(record.host_check_next, host.next);
@@ -171,7 +171,8 @@ Finding other_hosts_verdict(const std::vector<RankRecord>& records) {
         if (verdict.status == Status::pass) {
             verdict.status = Status::warn;
             verdict.summary = "check 6 on host " + std::string(record.host) + ": " + record.host_check_summary;
-            verdict.next = "on host " + std::string(record.host) + ": " + record.host_check_next;
+            if (record.host_check_next[0])
+                verdict.next = "on host " + std::string(record.host) + ": " + record.host_check_next;
         }
     }
     if (!passed.empty())
@@ -240,8 +241,10 @@ void set_connections(RankOutcome& outcome, const NcclLog& log) {
             lines.push_back(std::to_string(pair.first) + " " + std::to_string(pair.second) + " " + kind);
     }
     outcome.connections_left_out = pack_whole_lines(outcome.connections, lines);
-    std::vector<std::string> settings;
-    for (const auto& [name, value] : log.settings) settings.push_back(shown_path(name + "=" + value));
+    std::vector<std::string> settings;  // those that take peer links away only: they fit
+    for (const auto& [name, value] : log.settings)
+        if (std::find(kPeerLinkSettings.begin(), kPeerLinkSettings.end(), name) != kPeerLinkSettings.end())
+            settings.push_back(shown_path(name + "=" + value));
     pack_whole_lines(outcome.nccl_log_settings, settings);
 }
 
@@ -251,15 +254,21 @@ NcclLog merged_connections(const std::vector<RankOutcome>& outcomes) {
         std::istringstream lines(outcome.connections);
         int from = 0, to = 0;
         for (std::string transport; lines >> from >> to >> transport;) merged.transports[{from, to}].insert(transport);
-        std::istringstream settings(outcome.nccl_log_settings);
-        for (std::string setting; std::getline(settings, setting);) {
-            const size_t equals = setting.find('=');
-            if (equals != std::string::npos)
-                merged.settings.emplace(setting.substr(0, equals), setting.substr(equals + 1));
-        }
     }
     return merged;
 }
+
+namespace {
+// "NAME=value" lines (RankRecord::nccl_settings, RankOutcome::nccl_log_settings) as name-value pairs.
+Variables settings_of(const char* lines) {
+    Variables settings;
+    std::istringstream text(lines);
+    for (std::string line; std::getline(text, line);)
+        if (const size_t equals = line.find('='); equals != std::string::npos)
+            settings.emplace_back(line.substr(0, equals), line.substr(equals + 1));
+    return settings;
+}
+}  // namespace
 
 void set_peer_ranks(RankOutcome& outcome, const std::vector<RankRecord>& records, int rank,
                     const std::function<bool(const std::string&, const std::string&)>& peer_access) {
@@ -285,18 +294,37 @@ void set_peer_ranks(RankOutcome& outcome, const std::vector<RankRecord>& records
     outcome.peers_known = 1;
 }
 
-PeerLinkFindings peer_link_verdict(const std::vector<RankOutcome>& outcomes, const NcclLog& connections,
-                                   const Variables& variables) {
+PeerLinkFindings peer_link_verdict(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes,
+                                   const NcclLog& connections) {
+    const int ranks = int(outcomes.size());
     const auto lists = [&](int rank, int other) {
         std::istringstream peers(outcomes[rank].peer_ranks);
         for (int peer = 0; peers >> peer;)
             if (peer == other) return true;
         return false;
     };
-    const auto peer_access = [&](int i, int j) {
-        return outcomes[i].peers_known && outcomes[j].peers_known && lists(i, j) && lists(j, i);
-    };
-    return transports_around_peer_access(connections, int(outcomes.size()), peer_access, variables, "rank");
+    PeerLinkFindings findings;
+    std::set<std::string> judged;
+    for (int first = 0; first < ranks; ++first) {  // host by host, each with its own settings
+        const std::string host = records[first].host;
+        if (!judged.insert(host).second) continue;
+        const auto on_host = [&](int rank) { return host == records[rank].host; };
+        NcclLog log;
+        log.transports = connections.transports;
+        for (int rank = 0; rank < ranks; ++rank)
+            if (on_host(rank))
+                for (const auto& [name, value] : settings_of(outcomes[rank].nccl_log_settings))
+                    log.settings.emplace(name, value);
+        const auto peer_access = [&](int i, int j) {
+            return on_host(i) && on_host(j) && outcomes[i].peers_known && outcomes[j].peers_known && lists(i, j) &&
+                   lists(j, i);
+        };
+        const PeerLinkFindings found =
+            transports_around_peer_access(log, ranks, peer_access, settings_of(records[first].nccl_settings), "rank");
+        findings.problems.insert(findings.problems.end(), found.problems.begin(), found.problems.end());
+        findings.notes.insert(findings.notes.end(), found.notes.begin(), found.notes.end());
+    }
+    return findings;
 }
 
 Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& log) {
@@ -528,7 +556,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.facts.add("nccl_connections", transport_json(connections, ranks));
         network = network_verdict(records, connections);
         finding.details.insert(finding.details.end(), network.details.begin(), network.details.end());
-        around_peer_access = peer_link_verdict(outcomes, connections, relevant_variables_in_effect());
+        around_peer_access = peer_link_verdict(records, outcomes, connections);
         for (const auto& note : around_peer_access.notes) finding.details.push_back("note: " + note);
         for (const auto& problem : around_peer_access.problems) finding.details.push_back("WARN: " + problem);
         finding.facts.add("peer_link_problems", around_peer_access.problems);
@@ -557,6 +585,9 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
             .add("visible_gpus", records[r].visible_gpus)
             .add("device", records[r].device)
             .add("pci_bus_id", records[r].bus_id);
+        if (records[r].host_check >= 0)  // check 6 on a host other than rank 0's, run by this rank
+            entry.add("host_check", status_name(Status(records[r].host_check)))
+                .add("host_check_summary", records[r].host_check_summary);
         if (run_nccl)
             entry.add("nccl_wrong", outcomes[r].wrong)
                 .add("nccl_error", outcomes[r].error)
@@ -598,6 +629,11 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         if (!differences.empty())
             finding.next =
                 "the ranks differ (above): " + rank_differences_advice(differences) + "; then " + finding.next;
+        // A host's small /dev/shm or low locked-memory limit is a likely cause: said first.
+        if (other_hosts.status == Status::warn) {
+            finding.summary += "; and " + other_hosts.summary;
+            if (!other_hosts.next.empty()) finding.next = other_hosts.next + "; then " + finding.next;
+        }
         return finding;
     }
     char text[200];
@@ -632,7 +668,9 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     if (network.status == Status::warn) add_warning(network.summary, network.next);
     if (other_hosts.status == Status::warn) add_warning(other_hosts.summary, other_hosts.next);
     if (const auto& problems = around_peer_access.problems; !problems.empty())
-        add_warning(problems.front() + (problems.size() > 1 ? " (and 1 more below)" : ""), kPeerLinksUnusedAdvice);
+        add_warning(problems.front() +
+                        (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)" : ""),
+                    kPeerLinksUnusedAdvice);
     return finding;
 }
 

@@ -64,8 +64,8 @@ struct RankOutcome {
     char connections[1536] = {};
     int connections_left_out = 0;
     int log_captured = 0;
-    // The settings NCCL's log says it read, "NAME=value" a line (whole lines while they fit): from the
-    // environment or from an NCCL config file, which only the log shows.
+    // Those of kPeerLinkSettings that NCCL's log says it read, "NAME=value" a line: from the environment or
+    // from an NCCL config file, which only the log shows.
     char nccl_log_settings[512] = {};
     // The other ranks on its host whose GPU has peer access with this rank's, both ways, as "1 3" (NVML's view,
     // which CUDA_VISIBLE_DEVICES does not narrow); where NVML cannot say, peers_known is 0 and peers_unknown why.
@@ -74,10 +74,9 @@ struct RankOutcome {
     char peers_unknown[160] = {};
 };
 
-// Fills the outcome's connections and log settings from this rank's NCCL log.
+// Fills the outcome's connections and logged settings from this rank's NCCL log.
 void set_connections(RankOutcome& outcome, const NcclLog& log);
-// Every rank's connections and logged settings as one log (only transports and settings filled; a setting's
-// value from the lowest rank that logged it).
+// Every rank's connections as one log (only its transports filled).
 NcclLog merged_connections(const std::vector<RankOutcome>& outcomes);
 
 // Fills the outcome's peer ranks: those on `rank`'s host (records) whose GPU `peer_access` says has peer access
@@ -87,9 +86,10 @@ void set_peer_ranks(RankOutcome& outcome, const std::vector<RankRecord>& records
 
 // Check 7's verdict on ranks of one host whose GPUs have peer access (as both ranks' peer_ranks say) but that
 // NCCL connects through host memory or the network (connections: merged_connections), as check 5 judges the
-// GPUs of one process (transports_around_peer_access, with `variables` rank 0's environment).
-PeerLinkFindings peer_link_verdict(const std::vector<RankOutcome>& outcomes, const NcclLog& connections,
-                                   const Variables& variables);
+// GPUs of one process (transports_around_peer_access), host by host: the cause from the NCCL_* variables of
+// the host's first rank (records) and the settings its ranks' NCCL logs report (outcomes).
+PeerLinkFindings peer_link_verdict(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes,
+                                   const NcclLog& connections);
 
 // Check 7's verdict on how ranks on different hosts connect (records: the ranks' hosts; log:
 // merged_connections): WARN where a pair crosses hosts over TCP sockets (NET/Socket) while both hosts have

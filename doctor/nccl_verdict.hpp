@@ -84,5 +84,7 @@ struct PeerLinkCause {
     bool setting = false;  // a setting takes P2P away (else NCCL left it out by itself)
 };
 PeerLinkCause nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables);
+// The settings nccl_peer_link_cause reads.
+inline const std::vector<std::string> kPeerLinkSettings{"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"};
 
 }  // namespace fwi::doctor

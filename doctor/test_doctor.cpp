@@ -821,10 +821,10 @@ TEST_CASE("check 7 names how ranks on different hosts connect, and warns where I
 }
 
 TEST_CASE("check 7 warns where NCCL goes around the peer access between the GPUs of ranks on one host") {
-    // Ranks 0-2 on node-a (GPUs at 01, 02, 03), rank 3 on node-b; every GPU of a host has peer access with the
-    // others but the one at 03.
-    std::vector<RankRecord> records(4);
-    const char* bus_ids[] = {"01", "02", "03", "01"};
+    // Ranks 0-2 on node-a (GPUs at 01, 02, 03), ranks 3 and 4 on node-b (01, 02); every GPU of a host has peer
+    // access with the others but the one at 03.
+    std::vector<RankRecord> records(5);
+    const char* bus_ids[] = {"01", "02", "03", "01", "02"};
     for (size_t r = 0; r < records.size(); ++r) {
         std::snprintf(records[r].host, sizeof records[r].host, "%s", r < 3 ? "node-a" : "node-b");
         std::snprintf(records[r].bus_id, sizeof records[r].bus_id, "%s", bus_ids[r]);
@@ -832,34 +832,40 @@ TEST_CASE("check 7 warns where NCCL goes around the peer access between the GPUs
     const auto peers = [](const std::string& a, const std::string& b) { return a != "03" && b != "03"; };
     std::vector<RankOutcome> outcomes(records.size());
     for (int r = 0; r < int(records.size()); ++r) set_peer_ranks(outcomes[r], records, r, peers);
-    CHECK(std::string(outcomes[0].peer_ranks) == "1");  // not rank 2 (GPU 03), not rank 3 (another host)
+    CHECK(std::string(outcomes[0].peer_ranks) == "1");  // not rank 2 (GPU 03), not ranks 3 and 4 (another host)
     CHECK(std::string(outcomes[1].peer_ranks) == "0");
     CHECK(std::string(outcomes[2].peer_ranks).empty());
     CHECK(outcomes[2].peers_known == 1);
+    CHECK(std::string(outcomes[3].peer_ranks) == "4");
 
-    // NCCL_P2P_DISABLE set in a config file, as rank 1's log reports it: SHM between ranks 0 and 1 is a problem.
-    std::istringstream rank0(
-        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"
-        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[2] via SHM/direct/direct\n");
-    std::istringstream rank1(
-        "h:1:1 [1] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n"
-        "h:1:1 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct\n");
-    set_connections(outcomes[0], parse_nccl_log(rank0));
-    set_connections(outcomes[1], parse_nccl_log(rank1));
+    // Every pair of a host through host memory. On node-a NCCL_P2P_DISABLE comes from a config file, as rank 1's
+    // log reports it (only the settings that take peer links away travel); on node-b from its ranks' environment.
+    const auto log_of = [](const std::string& text) {
+        std::istringstream stream(text);
+        return parse_nccl_log(stream);
+    };
+    set_connections(outcomes[0], log_of("h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"
+                                        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[2] via SHM/direct/direct\n"));
+    set_connections(outcomes[1], log_of("h:1:1 [1] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n"
+                                        "h:1:1 [1] NCCL INFO NCCL_DEBUG_FILE set by environment to /tmp/x\n"
+                                        "h:1:1 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct\n"));
+    set_connections(outcomes[3], log_of("h:1:1 [0] NCCL INFO Channel 00/0 : 3[0] -> 4[1] via SHM/direct/direct\n"));
     CHECK(std::string(outcomes[1].nccl_log_settings) == "NCCL_P2P_DISABLE=1\n");
-    const NcclLog connections = merged_connections(outcomes);
-    CHECK(connections.settings.at("NCCL_P2P_DISABLE") == "1");
-    const PeerLinkFindings disabled = peer_link_verdict(outcomes, connections, {});
-    REQUIRE(disabled.problems.size() == 1);
+    for (int r : {3, 4}) set_nccl_settings(records[r], {"NCCL_P2P_DISABLE=1", "NCCL_SOCKET_IFNAME=ib0"});
+    const PeerLinkFindings disabled = peer_link_verdict(records, outcomes, merged_connections(outcomes));
+    REQUIRE(disabled.problems.size() == 2);
     CHECK(disabled.problems[0] ==
           "NCCL uses SHM between rank 0 and rank 1, whose GPUs have peer access: NCCL_P2P_DISABLE=1 is set in an "
           "NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
+    CHECK(disabled.problems[1] ==
+          "NCCL uses SHM between rank 3 and rank 4, whose GPUs have peer access: NCCL_P2P_DISABLE=1 is set");
     CHECK(disabled.notes.empty());  // SHM between ranks 0 and 2 is not judged: GPU 03 has no peer access
 
-    // Without the setting, SHM is NCCL's own choice: a note.
+    // Without a setting on node-a, SHM there is NCCL's own choice: a note, not blamed on node-b's setting.
     outcomes[1].nccl_log_settings[0] = '\0';
-    const PeerLinkFindings own_choice = peer_link_verdict(outcomes, merged_connections(outcomes), {});
-    CHECK(own_choice.problems.empty());
+    const PeerLinkFindings own_choice = peer_link_verdict(records, outcomes, merged_connections(outcomes));
+    REQUIRE(own_choice.problems.size() == 1);
+    CHECK(contains(own_choice.problems[0], "between rank 3 and rank 4"));
     REQUIRE(own_choice.notes.size() == 1);
     CHECK(contains(own_choice.notes[0],
                    "NCCL uses SHM between rank 0 and rank 1, whose GPUs have peer access: "
@@ -871,8 +877,8 @@ TEST_CASE("check 7 warns where NCCL goes around the peer access between the GPUs
     });
     CHECK(outcomes[1].peers_known == 0);
     CHECK(std::string(outcomes[1].peers_unknown) == "this driver's NVML lacks nvmlDeviceGetP2PStatus");
-    const PeerLinkFindings unknown = peer_link_verdict(outcomes, merged_connections(outcomes), {});
-    CHECK(unknown.problems.empty());
+    const PeerLinkFindings unknown = peer_link_verdict(records, outcomes, merged_connections(outcomes));
+    CHECK(unknown.problems.size() == 1);  // node-b's pair only
     CHECK(unknown.notes.empty());
 }
 
@@ -906,6 +912,10 @@ TEST_CASE("check 7 reports check 6 of the hosts other than rank 0's") {
     const Finding two = other_hosts_verdict(records);
     CHECK(two.summary == "check 6 on host node-b: /dev/shm holds only 64.0 MiB (and 1 more host below)");
     CHECK(two.details.size() == 2);
+
+    // A WARN without advice gives none.
+    records[2].host_check_next[0] = records[4].host_check_next[0] = '\0';
+    CHECK(other_hosts_verdict(records).next.empty());
 
     // One host: nothing to add (rank 0's check 6 is check 6 itself).
     const std::vector<RankRecord> one_host(2);
