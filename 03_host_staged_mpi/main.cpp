@@ -152,12 +152,12 @@ int run_fwi(const Problem& p, const Options& o, const std::vector<VariantSpec>& 
             int gpus) {
     const int rank = world_rank();
     const bool with_reference = rank == 0 && !o.no_reference;
+    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const HostTimer setup_timer;
     GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
     if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
-    wait_for_rank0_setup(setup_timer.seconds(), o.timeout_s);
+    team.wait_for_member0_setup(rank, setup_timer.seconds());
     const HostTimer run_timer;
-    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     VariantContext context{p, o, gpus, share, team};
     std::vector<VariantRun> runs;
     for (const VariantSpec& spec : specs) runs.push_back(run_variant(context, spec));

@@ -9,15 +9,17 @@
 // With `rank0 S`: the end of an FWI lesson, wait_for_rank0_to_finish after a "run" of 1 s and with a
 // --timeout of 1 s, so a limit of 3 x 2 ranks x 1 s + 1 s = 7 s, while rank 0 takes S seconds for its
 // reference. S = 1 must end with exit 0; S = 30 with exit 3 and the message, long before rank 0 is done.
-// With `setup S`: the start, wait_for_rank0_setup after a set-up of 1 s, the same limit, rank 0's set-up
-// taking S seconds: 5 s (longer than the --timeout alone) must pass, 30 s must not.
+// With `setup S`: the start, MpiTeam::wait_for_member0_setup after a set-up of 1 s, the same limit, rank 0's
+// set-up taking S seconds: 5 s (longer than the --timeout alone) must pass, 30 s must not.
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
+#include "mpi_team.hpp"
 
 using namespace fwi;
 
@@ -33,10 +35,15 @@ void nested_guards() {
 }
 
 // Rank 0 takes `seconds` before the wait for it (the "own" part of the others: 1 s, --timeout 1 s).
-void rank0_late_for(void (*wait_for_rank0)(double, double), const char* what, int seconds) {
+void rank0_late_for(const std::function<void(double own_seconds, double timeout_s)>& wait_for_rank0, const char* what,
+                    int seconds) {
     if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(seconds));
     wait_for_rank0(1.0, 1.0);
     if (world_rank() == 0) std::printf("every rank waited for rank 0's %d s%s\n", seconds, what);
+}
+
+void wait_for_rank0_setup(double setup_seconds, double timeout_s) {
+    MpiTeam(MPI_COMM_WORLD, timeout_s).wait_for_member0_setup(world_rank(), setup_seconds);
 }
 
 }  // namespace

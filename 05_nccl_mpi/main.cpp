@@ -80,9 +80,10 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
 
     // 2. This rank's share of the shots (rank 0's also holds every shot's data, for the reference).
     const bool with_reference = rank == 0 && !o.no_reference;
+    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const HostTimer setup_timer;
     GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
-    wait_for_rank0_setup(setup_timer.seconds(), o.timeout_s);
+    team.wait_for_member0_setup(rank, setup_timer.seconds());
 
     // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast.
     trigger_test_fault(fault, FaultPoint::bootstrap, rank, o.timeout_s);  // a test hook, as below
@@ -90,7 +91,6 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
 
     // 4. The FWI loop, the combine being one NCCL allreduce.
     const HostTimer run_timer;
-    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const MemberRecord record = run_iterations(
         team, rank, share,
         [&](GpuShare& mine_share, int iteration) {

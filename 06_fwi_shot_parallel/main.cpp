@@ -238,6 +238,7 @@ int run_fwi(const Problem& p, const Options& o) {
     // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference); rank 0 writes
     //    the first files now that the run has its GPU.
     const bool with_reference = rank == 0 && !o.no_reference;
+    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const HostTimer setup_timer;
     GpuShare share(p, mine, state.velocity, with_reference ? Observed::all_shots : Observed::own_shots);
     if (rank == 0) {
@@ -249,7 +250,7 @@ int run_fwi(const Problem& p, const Options& o) {
         write_model_npy(p, o.out, "true_model.npy", true_model(p));
         write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
     }
-    wait_for_rank0_setup(setup_timer.seconds(), o.timeout_s);
+    team.wait_for_member0_setup(rank, setup_timer.seconds());
 
     // 4. NCCL bootstrapped over MPI, as in 05.
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
@@ -258,7 +259,6 @@ int run_fwi(const Problem& p, const Options& o) {
     //    allreduce.
     const int first_iteration = start.iterations_done + 1;
     const HostTimer run_timer;
-    MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const MemberRecord record = run_iterations(
         team, rank, share, [&](GpuShare& this_share, int) { nccl_sum(this_share, comm, o.timeout_s); }, first_iteration,
         o.iterations, rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());

@@ -253,19 +253,9 @@ void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout
     MPI_CHECK(MPI_Barrier(comm));
 }
 
-namespace {
-void wait_for_rank0(const std::string& what, double own_seconds, double timeout_s) {
-    barrier_with_timeout(MPI_COMM_WORLD, what, member0_allowance(world_rank(), world_size(), own_seconds) + timeout_s);
-}
-}  // namespace
-
-void wait_for_rank0_setup(double setup_seconds, double timeout_s) {
-    wait_for_rank0("every rank's set-up (rank 0's also models every shot for the single-GPU reference)", setup_seconds,
-                   timeout_s);
-}
-
 void wait_for_rank0_to_finish(double run_seconds, double timeout_s) {
-    wait_for_rank0("rank 0's single-GPU reference and report", run_seconds, timeout_s);
+    barrier_with_timeout(MPI_COMM_WORLD, "rank 0's single-GPU reference and report",
+                         member0_allowance(world_rank(), world_size(), run_seconds) + timeout_s);
 }
 
 int world_rank() {

@@ -56,16 +56,11 @@ private:
 // MPI_Barrier on `comm` under a WaitTimeout naming `what`.
 void barrier_with_timeout(MPI_Comm comm, const std::string& what, double timeout_s);
 
-// The two waits of an FWI lesson over MPI (03, 05, 06) where rank 0 has more to do than the others, for
-// the single-GPU reference. Each is a barrier of every rank whose limit is timeout_s plus
-// member0_allowance (team.hpp: 3 x ranks x the same part's length on this rank; none on rank 0).
-// - wait_for_rank0_setup, once every rank has built its share: rank 0's also models every shot and runs a
-//   gradient of all of them, which on a large problem or a slow GPU can take longer than --timeout.
-//   `setup_seconds`: how long this rank's own share took to build.
-// - wait_for_rank0_to_finish, when a rank's part is done: rank 0 still runs the reference and reports;
-//   without this the other ranks would wait for it in MPI_Finalize, whose guard allows only a minute.
-//   `run_seconds`: how long the parallel run took on this rank.
-void wait_for_rank0_setup(double setup_seconds, double timeout_s);
+// The last wait of an FWI lesson over MPI (03, 05, 06), when a rank's part is done: rank 0 still runs the
+// single-GPU reference and reports; without this the other ranks would wait for it in MPI_Finalize, whose
+// guard allows only a minute. A barrier of every rank whose limit is timeout_s plus member0_allowance
+// (team.hpp: 3 x ranks x `run_seconds`, how long the parallel run took on this rank; none on rank 0). The
+// first such wait, for rank 0's set-up, is MpiTeam::wait_for_member0_setup.
 void wait_for_rank0_to_finish(double run_seconds, double timeout_s);
 
 int world_rank();

@@ -13,6 +13,11 @@ MpiTeam::MpiTeam(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(time
 
 void MpiTeam::barrier(int, const std::string& what) { barrier_with_timeout(comm_, what, timeout_s_); }
 
+void MpiTeam::wait_for_member0_setup(int member, double setup_seconds) {
+    barrier_with_timeout(comm_, "every rank's set-up (rank 0's also models every shot for the single-GPU reference)",
+                         member0_allowance(member, size_, setup_seconds) + timeout_s_);
+}
+
 std::vector<std::vector<double>> MpiTeam::gather(int member, const std::vector<double>& values) {
     const int count = static_cast<int>(values.size());
     std::vector<double> all(member == 0 ? values.size() * size_ : 0);

@@ -14,6 +14,7 @@ public:
     int size() const override { return size_; }
     int ranks() const override { return size_; }
     void barrier(int member, const std::string& what) override;
+    void wait_for_member0_setup(int member, double setup_seconds) override;
     std::vector<std::vector<double>> gather(int member, const std::vector<double>& values) override;
     bool same_on_all(int member, const std::vector<float>& model) override;
 

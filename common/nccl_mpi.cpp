@@ -35,7 +35,7 @@ ncclComm_t nccl_bootstrap_over_mpi(MPI_Comm comm, double ranks_timeout_s, double
         // A rank that fails before this point ends the job through MPI_Abort while the others wait here
         // in MPI, rather than inside NCCL's init; one that never comes (stopped, hung in its set-up) ends
         // it through this guard. The wait includes what the ranks did before it since their last meeting
-        // (in the FWI lessons, wait_for_rank0_setup: rank 0's longer set-up is not counted here), or their
+        // (in the FWI lessons, the team's wait_for_member0_setup: rank 0's longer set-up is not counted here), or their
         // whole set-up (05's --bench-allreduce: a slow CUDA start on another node).
         const WaitTimeout guard("the other ranks before NCCL's init (rank 0's NCCL id)", ranks_timeout_s);
         MPI_CHECK(MPI_Bcast(&message, sizeof(message), MPI_BYTE, 0, comm));

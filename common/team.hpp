@@ -28,6 +28,11 @@ public:
     // Returns when every member has called it; throws EnvironmentError (exit 3) naming `what` when one
     // has not after the team's timeout.
     virtual void barrier(int member, const std::string& what) = 0;
+    // The barrier once every member has built its share: member 0's also models every shot (and runs a
+    // gradient of all of them) for the single-GPU reference, which on a large problem or a slow GPU can take
+    // longer than the timeout, so the others allow for it (member0_allowance). `setup_seconds`: how long this
+    // member's own share took to build.
+    virtual void wait_for_member0_setup(int member, double setup_seconds) = 0;
     // Every member's values (all of the same length), in member order, on member 0; empty elsewhere.
     virtual std::vector<std::vector<double>> gather(int member, const std::vector<double>& values) = 0;
     // True on every member when every member's model equals member 0's, bit for bit.
@@ -48,10 +53,7 @@ public:
     int size() const override { return size_; }
     int ranks() const override { return 1; }
     void barrier(int member, const std::string& what) override;
-    // The barrier once every thread has built its share: GPU 0's also models every shot for the single-GPU
-    // reference, so the others allow for it (member0_allowance), as 03, 05 and 06's ranks do.
-    // `setup_seconds`: how long this thread's own share took to build.
-    void wait_for_member0_setup(int member, double setup_seconds);
+    void wait_for_member0_setup(int member, double setup_seconds) override;
     std::vector<std::vector<double>> gather(int member, const std::vector<double>& values) override;
     bool same_on_all(int member, const std::vector<float>& model) override;
 
