@@ -93,23 +93,23 @@ set_tests_properties(data_safety_fwi06_kill_before_resumed_checkpoint
 # is visible, so a later check would exit 3.
 set(no_gpu "CUDA_VISIBLE_DEVICES=")
 # (Each test an --out folder of its own, so that tests run side by side never share one.)
-add_exit_test(data_safety_json_missing_folder_01 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+add_exit_test(data_safety_json_missing_folder_01 CODE 2 TEXT "--json: cannot write" ENVIRONMENT ${no_gpu}
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_01_missing
                       --json ${CMAKE_CURRENT_BINARY_DIR}/no_such_folder/result.json)
-add_exit_test(data_safety_json_unwritable_01 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+add_exit_test(data_safety_json_unwritable_01 CODE 2 TEXT "--json: cannot write" ENVIRONMENT ${no_gpu}
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_01_unwritable
                       --json /proc/fwi_result.json)
-add_exit_test(data_safety_json_unwritable_01_verify CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+add_exit_test(data_safety_json_unwritable_01_verify CODE 2 TEXT "--json: cannot write" ENVIRONMENT ${no_gpu}
               COMMAND $<TARGET_FILE:01_single_gpu> --verify --json /proc/fwi_result.json)
 add_exit_test(data_safety_json_unwritable_05_bench CODE 2 TEXT "--json: cannot write" ENVIRONMENT "${MPI_TEST_ENVIRONMENT}"
               COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:05_nccl_mpi> --bench-allreduce --json /proc/fwi_result.json)
-add_exit_test(data_safety_json_unwritable_02 CODE 2 TEXT "--json" ENVIRONMENT ${no_gpu}
+add_exit_test(data_safety_json_unwritable_02 CODE 2 TEXT "--json: cannot write" ENVIRONMENT ${no_gpu}
               COMMAND $<TARGET_FILE:02_allreduce_primitives> --json /proc/fwi_result.json)
-add_exit_test(data_safety_json_missing_folder_06 CODE 2 TEXT "--json" LABELS cpu mpi TIMEOUT 90
+add_exit_test(data_safety_json_missing_folder_06 CODE 2 TEXT "--json: cannot write" LABELS cpu mpi TIMEOUT 90
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
               COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_06_missing
                       --json ${CMAKE_CURRENT_BINARY_DIR}/no_such_folder/result.json)
-add_exit_test(data_safety_json_is_folder_06 CODE 2 TEXT "--json" LABELS cpu mpi TIMEOUT 90
+add_exit_test(data_safety_json_is_folder_06 CODE 2 TEXT "--json: cannot write" LABELS cpu mpi TIMEOUT 90
               ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${no_gpu}
               COMMAND ${fwi06_in_mpirun} --out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_06_is_folder
                       --json ${CMAKE_CURRENT_BINARY_DIR})
