@@ -75,6 +75,7 @@ struct Nvml::Api {
     NvmlReturn (*pci_info)(NvmlDevice, PciInfo*) = nullptr;
     NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;  // current, pending
     NvmlReturn (*p2p_status)(NvmlDevice, NvmlDevice, int, int*) = nullptr;
+    NvmlReturn (*pcie_replays)(NvmlDevice, unsigned*) = nullptr;
 
     // Whether the GPU is in MIG mode now (a GPU without MIG answers "not supported": not).
     bool mig_enabled(NvmlDevice handle) const {
@@ -178,6 +179,7 @@ Nvml::Nvml() : api_(new Api) {
     api_->pci_info = load<decltype(api_->pci_info)>(library, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2");
     api_->mig_mode = load<decltype(api_->mig_mode)>(library, "nvmlDeviceGetMigMode");  // drivers since 450
     api_->p2p_status = load<decltype(api_->p2p_status)>(library, "nvmlDeviceGetP2PStatus");
+    api_->pcie_replays = load<decltype(api_->pcie_replays)>(library, "nvmlDeviceGetPcieReplayCounter");
     if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
         error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
         return;
@@ -272,6 +274,14 @@ PcieLink Nvml::pcie_link(const PciAddress& gpu) const {
     };
     return {ask(api_->pcie_width), ask(api_->max_pcie_width), ask(api_->pcie_generation),
             ask(api_->max_pcie_generation)};
+}
+
+long long Nvml::pcie_replays(const PciAddress& gpu) const {
+    if (!available_) throw std::runtime_error(error_);
+    const NvmlDevice handle = api_->device(gpu);
+    unsigned replays = 0;
+    return api_->pcie_replays && api_->pcie_replays(handle, &replays) == kNvmlSuccess ? static_cast<long long>(replays)
+                                                                                      : -1;
 }
 
 int Nvml::active_nvlinks(const PciAddress& gpu) const {

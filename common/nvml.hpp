@@ -60,6 +60,10 @@ public:
 
     // The PCIe link of the GPU at `gpu`; throws std::runtime_error when NVML cannot find it.
     PcieLink pcie_link(const PciAddress& gpu) const;
+    // How many packets the GPU's PCIe link has had to resend since the driver loaded (link errors: a marginal
+    // riser, slot or cable), -1 where NVML cannot say (a VM may not); throws std::runtime_error when NVML cannot
+    // find the GPU.
+    long long pcie_replays(const PciAddress& gpu) const;
 
     // Whether the driver lets the GPUs at `a` and `b` read each other's memory: peer access as
     // cudaDeviceCanAccessPeer reports it, for GPUs that CUDA_VISIBLE_DEVICES hides too (doctor --mpi's ranks may

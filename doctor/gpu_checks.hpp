@@ -78,18 +78,23 @@ Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus
 // BIOS setting). And WARN where check 1's copies from pinned host memory (`host_gbps`, GB/s, one per link; 0
 // where not measured) reach under half of what the link carries at its width and its generation under load
 // (a link at full width and generation that moves little: errors and replays, a riser, far host memory).
-// Else PASS. A generation read at rest is not judged: an idle GPU lowers it to save power.
+// And WARN where the link had to resend packets during those copies (`replays`, one per link; -1 where
+// unknown): a healthy link resends none, so any is a link error (a marginal riser, slot or cable), which
+// slows every transfer over it. Else PASS. A generation read at rest is not judged: an idle GPU lowers it to
+// save power.
 Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load,
-                          const std::vector<double>& host_gbps = {});
+                          const std::vector<double>& host_gbps = {}, const std::vector<long long>& replays = {});
 // What a PCIe link of `generation` and `width` lanes carries a direction, in GB/s, after its line encoding
 // (3.94 GB/s a lane at Gen5); 0 for a generation this does not know.
 double pcie_link_gbps(int generation, int width);
 
-// Check 1's copies from pinned host memory to a GPU: their rate, and the PCIe generation NVML reads while
-// they run. Zero where not measured (no memory for the buffers) or unknown.
+// Check 1's copies from pinned host memory to a GPU: their rate, the PCIe generation NVML reads while they
+// run, and the packets the link resent meanwhile (its replay counter after them less before). Zero, and -1
+// for the replays, where not measured (no memory for the buffers) or unknown.
 struct HostCopy {
     double gbps = 0.0;
     int generation_under_load = 0;
+    long long replays = -1;
 };
 
 // Check 1's verdict on why the GPUs' clocks are lowered now (Nvml::clock_event_reasons, one mask per visible

@@ -163,14 +163,25 @@ PcieLink pcie_link_of(const Nvml& nvml, const PciAddress& gpu) {
     }
 }
 
+// A GPU's PCIe replay counter, -1 where NVML is missing, cannot find the GPU or cannot say.
+long long pcie_replays_of(const Nvml& nvml, const PciAddress& gpu) {
+    if (!nvml.available()) return -1;
+    try {
+        return nvml.pcie_replays(gpu);
+    } catch (const std::runtime_error&) {
+        return -1;
+    }
+}
+
 // Copies `host` (pinned) to GPU `device` a few times, reading the link's generation until they are done and
 // keeping the highest: a GPU at rest lowers its PCIe generation to save power and trains it up once copies
-// run, so only a loaded link says what the slot gives. About 10 ms a GPU; not measured (HostCopy's zeros)
-// where the GPU has no memory for the buffer.
+// run, so only a loaded link says what the slot gives. The link's replay counter is read before and after.
+// About 10 ms a GPU; not measured (HostCopy's zeros) where the GPU has no memory for the buffer.
 HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, const PinnedBuffer<char>& host,
                            const Deadline& deadline) {
     constexpr int kCopies = 8;
     HostCopy copy;
+    const long long replays_before = pcie_replays_of(nvml, gpu);
     try {
         DeviceBuffer<char> target(device, host.size());
         const CudaStream stream(device);
@@ -190,10 +201,13 @@ HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, 
     } catch (const DeviceMemoryError&) {
         return {};
     }
+    const long long replays_after = pcie_replays_of(nvml, gpu);
+    if (replays_before >= 0 && replays_after >= replays_before) copy.replays = replays_after - replays_before;
     return copy;
 }
 
-// "GPU 0: copies from pinned host memory 55.3 GB/s, PCIe Gen5 x16 under load (the most: Gen5 x16)".
+// "GPU 0: copies from pinned host memory 55.3 GB/s, PCIe Gen5 x16 under load (the most: Gen5 x16), 0 link
+// replays".
 std::string host_copy_line(int device, const HostCopy& copy, const PcieLink& link) {
     char line[160];
     std::snprintf(line, sizeof line, "GPU %d: copies from pinned host memory %.1f GB/s", device, copy.gbps);
@@ -202,6 +216,7 @@ std::string host_copy_line(int device, const HostCopy& copy, const PcieLink& lin
         text += ", PCIe Gen" + std::to_string(copy.generation_under_load) + " x" + std::to_string(link.width) +
                 " under load (the most: Gen" + std::to_string(link.max_generation) + " x" +
                 std::to_string(link.max_width) + ")";
+    if (copy.replays >= 0) text += ", " + std::to_string(copy.replays) + " link replays";
     return text;
 }
 }  // namespace
@@ -215,11 +230,14 @@ double pcie_link_gbps(int generation, int width) {
 }
 
 Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load,
-                          const std::vector<double>& host_gbps) {
+                          const std::vector<double>& host_gbps, const std::vector<long long>& replays) {
     Finding verdict;
-    std::string narrow, slow, slow_copies;
+    std::string narrow, slow, slow_copies, resent;
     for (size_t device = 0; device < links.size(); ++device) {
         const PcieLink& link = links[device];
+        if (device < replays.size() && replays[device] > 0)
+            resent +=
+                (resent.empty() ? "GPU " : ", GPU ") + std::to_string(device) + ": " + std::to_string(replays[device]);
         const bool loaded = device < under_load.size() && under_load[device];
         const double carries = loaded ? pcie_link_gbps(link.generation, link.width) : 0.0;
         if (carries > 0.0 && device < host_gbps.size() && host_gbps[device] > 0.0 &&
@@ -235,7 +253,7 @@ Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<
             slow += (slow.empty() ? "GPU " : ", GPU ") + std::to_string(device) + " Gen" +
                     std::to_string(link.generation) + " of Gen" + std::to_string(link.max_generation);
     }
-    if (narrow.empty() && slow.empty() && slow_copies.empty()) return verdict;
+    if (narrow.empty() && slow.empty() && slow_copies.empty() && resent.empty()) return verdict;
     verdict.status = Status::warn;
     std::vector<std::string> problems;
     if (!narrow.empty()) problems.push_back("PCIe links with fewer lanes than they can have (" + narrow + ")");
@@ -246,13 +264,16 @@ Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<
     if (!slow_copies.empty())
         problems.push_back("copies from pinned host memory under half of what the PCIe link carries (" + slow_copies +
                            ")");
+    if (!resent.empty())
+        problems.push_back("PCIe links that resent packets during check 1's copies (" + resent +
+                           "; a healthy link resends none): link errors, which slow every transfer over the link");
     verdict.summary = join(problems, "; ");
     verdict.next =
         "reseat the card, and check its riser and the BIOS's lane and PCIe generation settings; "
-        "`nvidia-smi -q -d PCIE` shows each link" +
+        "`nvidia-smi -q -d PCIE` shows each link and its replay counter" +
         std::string(slow_copies.empty() ? ""
-                                        : "; for slow copies on a full link, its replay counter there (link errors), "
-                                          "and the host memory's NUMA node against the GPU's (`nvidia-smi topo -m`)");
+                                        : "; for slow copies on a full link without replays, the host memory's NUMA "
+                                          "node against the GPU's (`nvidia-smi topo -m`)");
     return verdict;
 }
 
@@ -401,6 +422,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::vector<PcieLink> pcie_links;
     std::vector<bool> pcie_under_load;
     std::vector<double> host_copy_gbps;                    // check 1's copies from the host, GB/s (0: not measured)
+    std::vector<long long> host_copy_replays;              // the links' replays during them (-1: unknown)
     std::unique_ptr<PinnedBuffer<char>> host_copy_source;  // made once the first GPU is open (it needs a context)
     bool host_copy_source_tried = false;
     std::vector<std::pair<int, unsigned long long>> clock_reasons;
@@ -434,6 +456,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
                                        : HostCopy{};
         pcie_under_load.push_back(host_copy.generation_under_load > 0);
         host_copy_gbps.push_back(host_copy.gbps);
+        host_copy_replays.push_back(host_copy.replays);
         if (host_copy.generation_under_load > 0) pcie_links.back().generation = host_copy.generation_under_load;
         if (host_copy.gbps > 0) finding.details.push_back(host_copy_line(device, host_copy, pcie_links.back()));
         long long reasons = -1;  // unknown
@@ -452,14 +475,16 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
             .add("memory_bytes", properties.totalGlobalMem)
             .add("pci_bus_id", system.pci.back().bus_id)
             .add("build_code", code_text(gpu.code, build_cuda_architectures()))
-            .add("pcie", JsonObject()
-                             .add("width", pcie.width)
-                             .add("max_width", pcie.max_width)
-                             .add("generation", pcie.generation)
-                             .add("generation_under_load", bool(pcie_under_load.back()))
-                             .add("max_generation", pcie.max_generation)
-                             .add("host_to_gpu_GBps",
-                                  host_copy.gbps > 0 ? std::optional<double>(host_copy.gbps) : std::nullopt))
+            .add("pcie",
+                 JsonObject()
+                     .add("width", pcie.width)
+                     .add("max_width", pcie.max_width)
+                     .add("generation", pcie.generation)
+                     .add("generation_under_load", bool(pcie_under_load.back()))
+                     .add("max_generation", pcie.max_generation)
+                     .add("host_to_gpu_GBps", host_copy.gbps > 0 ? std::optional<double>(host_copy.gbps) : std::nullopt)
+                     .add("replays_during_copies",
+                          host_copy.replays >= 0 ? std::optional<long long>(host_copy.replays) : std::nullopt))
             .add("clock_event_reasons", reasons);
         devices.add(std::to_string(device), json);
     }
@@ -521,7 +546,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also : {pcie_link_verdict(pcie_links, pcie_under_load, host_copy_gbps),
+    for (const Finding& also : {pcie_link_verdict(pcie_links, pcie_under_load, host_copy_gbps, host_copy_replays),
                                 clock_slowdown_verdict(clock_reasons), shared, mig_mode_verdict(gpus_in_mig_mode)}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;

@@ -1012,9 +1012,23 @@ TEST_CASE("copies from the host under half of what the PCIe link carries warn; a
           "copies from pinned host memory under half of what the PCIe link carries (GPU 1 20.0 of "
           "63.0 GB/s)");
     CHECK(contains(slow.next, "replay counter"));
+    CHECK(contains(slow.next, "NUMA node"));
     // Not measured, or the generation read at rest: no verdict on the rate.
     CHECK(pcie_link_verdict({full}, {true}, {0.0}).status == Status::pass);
     CHECK(pcie_link_verdict({full}, {false}, {20.0}).status == Status::pass);
+}
+
+TEST_CASE("a PCIe link that resent packets during check 1's copies warns") {
+    const PcieLink full{16, 16, 5, 5};
+    // None resent, or unknown (-1: a VM's NVML may not say): fine.
+    CHECK(pcie_link_verdict({full, full}, {true, true}, {55.2, 55.2}, {0, -1}).status == Status::pass);
+    const Finding resent = pcie_link_verdict({full, full, full}, {true, true, true}, {55.2, 54.8, 55.0}, {0, 12, 3});
+    CHECK(resent.status == Status::warn);
+    CHECK(resent.summary ==
+          "PCIe links that resent packets during check 1's copies (GPU 1: 12, GPU 2: 3; a healthy link resends "
+          "none): link errors, which slow every transfer over the link");
+    CHECK(contains(resent.next, "reseat the card"));
+    CHECK_FALSE(contains(resent.next, "NUMA node"));  // the copies' rate was fine
 }
 
 TEST_CASE("NCCL's log: connections with their transports, and warnings") {
