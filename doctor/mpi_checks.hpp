@@ -44,8 +44,9 @@ struct RankRecord {
     int nccl_setting_names_left_out = 0;
     int infiniband_devices = 0;   // 1 where its host has InfiniBand (or RoCE) devices
     char no_gpu_cause[512] = {};  // where it sees no GPU: why, as check 1 diagnoses it ("" otherwise)
-    // Check 6 (the host's shared memory, limits, IOMMU) run by the first rank of each host but rank 0's, whose
-    // own check 6 doctor reports: its Status as an int, -1 where not run; its summary and advice, cut to fit.
+    // Check 6's shared memory and limits (check_host_memory_and_limits), run by the first rank of each host but
+    // rank 0's, whose own check 6 doctor reports: its Status as an int, -1 where not run; its summary and
+    // advice, cut to fit.
     int host_check = -1;
     char host_check_summary[512] = {};
     char host_check_next[384] = {};
