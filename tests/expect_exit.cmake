@@ -1,6 +1,6 @@
 # Runs COMMAND (a ;-list) and checks its exit code is EXPECTED_CODE, its stderr contains EXPECTED_TEXT and
 # not UNEXPECTED_TEXT (when given), and its stdout each text of the ;-list EXPECTED_OUTPUT (none when it is
-# not given).
+# not given) and not UNEXPECTED_OUTPUT (when given).
 # Usage: cmake -DCOMMAND="prog;--flag;value" -DEXPECTED_CODE=2 -DEXPECTED_TEXT="--flag" -P expect_exit.cmake
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 if(NOT code STREQUAL "${EXPECTED_CODE}")
@@ -22,4 +22,10 @@ foreach(text IN LISTS EXPECTED_OUTPUT)
     message(FATAL_ERROR "stdout does not contain '${text}':\n${out}")
   endif()
 endforeach()
+if(NOT "${UNEXPECTED_OUTPUT}" STREQUAL "")
+  string(FIND "${out}" "${UNEXPECTED_OUTPUT}" position)
+  if(NOT position EQUAL -1)
+    message(FATAL_ERROR "stdout contains '${UNEXPECTED_OUTPUT}', which it should not:\n${out}")
+  endif()
+endif()
 message(STATUS "exit ${code} with: ${err}")
