@@ -250,6 +250,10 @@ TEST_CASE("NVML is optional: without libnvidia-ml the object says why and answer
     CHECK(nvml.driver_version().empty());
     CHECK(nvml.gpus_in_mig_mode().empty());
     CHECK_THROWS(nvml.links({}));
+    // The per-GPU questions say NVML is missing, which their callers turn into "unknown".
+    const PciAddress gpu{0, 0x1b, 0, "0000:1B:00.0"};
+    CHECK_THROWS_WITH(nvml.peer_readable(gpu, gpu), doctest::Contains("NVML not available"));
+    CHECK_THROWS_WITH(nvml.pcie_replays(gpu), doctest::Contains("NVML not available"));
 }
 
 TEST_CASE("other processes on the GPUs: the caller's are left out, and each other is named once per GPU") {
