@@ -69,25 +69,6 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
 // without programmatic launch on GPUs whose code has the wait; else PASS.
 Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus);
 
-// Check 1's verdict on the GPUs' PCIe links, one per visible GPU (nvml.hpp; a width of 0 is unknown):
-// WARN when a link has fewer lanes than its GPU and slot allow (x8 of x16: a link that trained narrower, through
-// a riser, a poor contact or a BIOS lane setting; NVML's most already counts the slot, so a card in a slot wired
-// for x8 reads x8 of x8), which divides every copy between that GPU and the host, and between GPUs without
-// NVLink, by as much. Also WARN where a link's generation, read while check 1's copies from the host ran
-// (`under_load`, one per link), is below the most its GPU and slot allow (Gen4 of Gen5: a riser, a slot or a
-// BIOS setting). And WARN where check 1's copies from pinned host memory (`host_gbps`, GB/s, one per link; 0
-// where not measured) reach under half of what the link carries at its width and its generation under load
-// (a link at full width and generation that moves little: errors and replays, a riser, far host memory).
-// And WARN where the link had to resend packets during those copies (`replays`, one per link; -1 where
-// unknown): a healthy link resends none, so any is a link error (a marginal riser, slot or cable), which
-// slows every transfer over it. Else PASS. A generation read at rest is not judged: an idle GPU lowers it to
-// save power.
-Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load,
-                          const std::vector<double>& host_gbps = {}, const std::vector<long long>& replays = {});
-// What a PCIe link of `generation` and `width` lanes carries a direction, in GB/s, after its line encoding
-// (3.94 GB/s a lane at Gen5); 0 for a generation this does not know.
-double pcie_link_gbps(int generation, int width);
-
 // Check 1's copies from pinned host memory to a GPU: their rate, the PCIe generation NVML reads while they
 // run, and the packets the link resent meanwhile (its replay counter after them less before). Zero, and -1
 // for the replays, where not measured (no memory for the buffers) or unknown.
@@ -96,6 +77,23 @@ struct HostCopy {
     int generation_under_load = 0;
     long long replays = -1;
 };
+
+// Check 1's verdict on the GPUs' PCIe links, one per visible GPU (nvml.hpp; a width of 0 is unknown), with
+// check 1's copies from the host to each (`copies`, one per link where made):
+// WARN when a link has fewer lanes than its GPU and slot allow (x8 of x16: a link that trained narrower, through
+// a riser, a poor contact or a BIOS lane setting; NVML's most already counts the slot, so a card in a slot wired
+// for x8 reads x8 of x8), which divides every copy between that GPU and the host, and between GPUs without
+// NVLink, by as much. Also WARN where a link's generation, read while the copies ran (the link's
+// `generation` then), is below the most its GPU and slot allow (Gen4 of Gen5: a riser, a slot or a BIOS
+// setting). And WARN where the copies reach under half of what the link carries at its width and its
+// generation under load (a link at full width and generation that moves little: errors and replays, a riser,
+// far host memory). And WARN where the link had to resend packets during the copies: a healthy link resends
+// none, so any is a link error (a marginal riser, slot or cable), which slows every transfer over it. Else
+// PASS. A generation read at rest is not judged: an idle GPU lowers it to save power.
+Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<HostCopy>& copies = {});
+// What a PCIe link of `generation` and `width` lanes carries a direction, in GB/s, after its line encoding
+// (3.94 GB/s a lane at Gen5); 0 for a generation this does not know.
+double pcie_link_gbps(int generation, int width);
 
 // Check 1's verdict on why the GPUs' clocks are lowered now (Nvml::clock_event_reasons, one mask per visible
 // GPU; a GPU whose mask is unknown is left out): WARN where the hardware slows a GPU down (its slowdown

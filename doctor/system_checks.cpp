@@ -229,21 +229,20 @@ double pcie_link_gbps(int generation, int width) {
     return kLaneGbps[generation] * width;
 }
 
-Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<bool>& under_load,
-                          const std::vector<double>& host_gbps, const std::vector<long long>& replays) {
+Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<HostCopy>& copies) {
     Finding verdict;
     std::string narrow, slow, slow_copies, resent;
     for (size_t device = 0; device < links.size(); ++device) {
         const PcieLink& link = links[device];
-        if (device < replays.size() && replays[device] > 0)
+        const HostCopy copy = device < copies.size() ? copies[device] : HostCopy{};
+        if (copy.replays > 0)
             resent +=
-                (resent.empty() ? "GPU " : ", GPU ") + std::to_string(device) + ": " + std::to_string(replays[device]);
-        const bool loaded = device < under_load.size() && under_load[device];
+                (resent.empty() ? "GPU " : ", GPU ") + std::to_string(device) + ": " + std::to_string(copy.replays);
+        const bool loaded = copy.generation_under_load > 0;
         const double carries = loaded ? pcie_link_gbps(link.generation, link.width) : 0.0;
-        if (carries > 0.0 && device < host_gbps.size() && host_gbps[device] > 0.0 &&
-            host_gbps[device] < 0.5 * carries) {
+        if (carries > 0.0 && copy.gbps > 0.0 && copy.gbps < 0.5 * carries) {
             char text[96];
-            std::snprintf(text, sizeof text, "GPU %zu %.1f of %.1f GB/s", device, host_gbps[device], carries);
+            std::snprintf(text, sizeof text, "GPU %zu %.1f of %.1f GB/s", device, copy.gbps, carries);
             slow_copies += (slow_copies.empty() ? "" : ", ") + std::string(text);
         }
         if (link.width > 0 && link.max_width > link.width)
@@ -420,9 +419,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::map<std::string, int> models;
     std::vector<GpuCode> codes;
     std::vector<PcieLink> pcie_links;
-    std::vector<bool> pcie_under_load;
-    std::vector<double> host_copy_gbps;                    // check 1's copies from the host, GB/s (0: not measured)
-    std::vector<long long> host_copy_replays;              // the links' replays during them (-1: unknown)
+    std::vector<HostCopy> host_copies;                     // check 1's copies from the host to each GPU
     std::unique_ptr<PinnedBuffer<char>> host_copy_source;  // made once the first GPU is open (it needs a context)
     bool host_copy_source_tried = false;
     std::vector<std::pair<int, unsigned long long>> clock_reasons;
@@ -454,9 +451,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
         const HostCopy host_copy = host_copy_source
                                        ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source, deadline)
                                        : HostCopy{};
-        pcie_under_load.push_back(host_copy.generation_under_load > 0);
-        host_copy_gbps.push_back(host_copy.gbps);
-        host_copy_replays.push_back(host_copy.replays);
+        host_copies.push_back(host_copy);
         if (host_copy.generation_under_load > 0) pcie_links.back().generation = host_copy.generation_under_load;
         if (host_copy.gbps > 0) finding.details.push_back(host_copy_line(device, host_copy, pcie_links.back()));
         long long reasons = -1;  // unknown
@@ -480,7 +475,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
                      .add("width", pcie.width)
                      .add("max_width", pcie.max_width)
                      .add("generation", pcie.generation)
-                     .add("generation_under_load", bool(pcie_under_load.back()))
+                     .add("generation_under_load", host_copy.generation_under_load > 0)
                      .add("max_generation", pcie.max_generation)
                      .add("host_to_gpu_GBps", host_copy.gbps > 0 ? std::optional<double>(host_copy.gbps) : std::nullopt)
                      .add("replays_during_copies",
@@ -546,8 +541,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also : {pcie_link_verdict(pcie_links, pcie_under_load, host_copy_gbps, host_copy_replays),
-                                clock_slowdown_verdict(clock_reasons), shared, mig_mode_verdict(gpus_in_mig_mode)}) {
+    for (const Finding& also : {pcie_link_verdict(pcie_links, host_copies), clock_slowdown_verdict(clock_reasons),
+                                shared, mig_mode_verdict(gpus_in_mig_mode)}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;
         finding.summary += "; " + also.summary;

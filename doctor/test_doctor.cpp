@@ -983,7 +983,9 @@ TEST_CASE(
     "a PCIe link with fewer lanes than it can have warns, or a lower generation under load; at rest or unknown not") {
     CHECK(pcie_link_verdict({}, {}).status == Status::pass);
     const PcieLink full{16, 16, 5, 5}, idle{16, 16, 1, 5}, unknown{};
-    CHECK(pcie_link_verdict({full, idle, unknown}, {true, false, false}).status == Status::pass);
+    // A copy from the host that read the link's generation while it ran, with no rate to judge.
+    const auto loaded = [](int generation) { return HostCopy{0.0, generation}; };
+    CHECK(pcie_link_verdict({full, idle, unknown}, {loaded(5), {}, {}}).status == Status::pass);
     const Finding verdict = pcie_link_verdict({full, {8, 16, 4, 5}, unknown, {4, 16, 5, 5}}, {});
     CHECK(verdict.status == Status::warn);
     CHECK(verdict.summary ==
@@ -991,12 +993,12 @@ TEST_CASE(
           "host, and between GPUs without NVLink, are as much slower");
     CHECK(contains(verdict.next, "nvidia-smi -q -d PCIE"));
     // Gen4 of Gen5 while check 1's copies ran: the link trained down.
-    const Finding slow = pcie_link_verdict({full, {16, 16, 4, 5}}, {true, true});
+    const Finding slow = pcie_link_verdict({full, {16, 16, 4, 5}}, {loaded(5), loaded(4)});
     CHECK(slow.status == Status::warn);
     CHECK(
         contains(slow.summary, "PCIe links at a lower generation under load than they can have (GPU 1 Gen4 of Gen5)"));
     // The same reading at rest says nothing.
-    CHECK(pcie_link_verdict({full, {16, 16, 4, 5}}, {true, false}).status == Status::pass);
+    CHECK(pcie_link_verdict({full, {16, 16, 4, 5}}, {loaded(5), {}}).status == Status::pass);
 }
 
 TEST_CASE("copies from the host under half of what the PCIe link carries warn; a link at rest is not judged") {
@@ -1005,8 +1007,8 @@ TEST_CASE("copies from the host under half of what the PCIe link carries warn; a
     CHECK(pcie_link_gbps(7, 16) == 0.0);  // a generation not known here: not judged
     const PcieLink full{16, 16, 5, 5};
     // 55.2 GB/s on Gen5 x16 (an H200's): fine; 20 GB/s on the same link: under half of 63.
-    CHECK(pcie_link_verdict({full}, {true}, {55.2}).status == Status::pass);
-    const Finding slow = pcie_link_verdict({full, full}, {true, true}, {55.2, 20.0});
+    CHECK(pcie_link_verdict({full}, {{55.2, 5}}).status == Status::pass);
+    const Finding slow = pcie_link_verdict({full, full}, {{55.2, 5}, {20.0, 5}});
     CHECK(slow.status == Status::warn);
     CHECK(slow.summary ==
           "copies from pinned host memory under half of what the PCIe link carries (GPU 1 20.0 of "
@@ -1014,15 +1016,15 @@ TEST_CASE("copies from the host under half of what the PCIe link carries warn; a
     CHECK(contains(slow.next, "replay counter"));
     CHECK(contains(slow.next, "NUMA node"));
     // Not measured, or the generation read at rest: no verdict on the rate.
-    CHECK(pcie_link_verdict({full}, {true}, {0.0}).status == Status::pass);
-    CHECK(pcie_link_verdict({full}, {false}, {20.0}).status == Status::pass);
+    CHECK(pcie_link_verdict({full}, {{0.0, 5}}).status == Status::pass);
+    CHECK(pcie_link_verdict({full}, {{20.0, 0}}).status == Status::pass);
 }
 
 TEST_CASE("a PCIe link that resent packets during check 1's copies warns") {
     const PcieLink full{16, 16, 5, 5};
     // None resent, or unknown (-1: a VM's NVML may not say): fine.
-    CHECK(pcie_link_verdict({full, full}, {true, true}, {55.2, 55.2}, {0, -1}).status == Status::pass);
-    const Finding resent = pcie_link_verdict({full, full, full}, {true, true, true}, {55.2, 54.8, 55.0}, {0, 12, 3});
+    CHECK(pcie_link_verdict({full, full}, {{55.2, 5, 0}, {55.2, 5, -1}}).status == Status::pass);
+    const Finding resent = pcie_link_verdict({full, full, full}, {{55.2, 5, 0}, {54.8, 5, 12}, {55.0, 5, 3}});
     CHECK(resent.status == Status::warn);
     CHECK(resent.summary ==
           "PCIe links that resent packets during check 1's copies (GPU 1: 12, GPU 2: 3; a healthy link resends "
