@@ -16,7 +16,8 @@
 // aborted (NCCL), and end the process where nothing can be (a hung kernel).
 // What you should see: a verdict per check and a summary line with the total time; exit code 0 when
 // nothing failed, 1 when something did, 2 for a bad command line, 3 when no GPU is visible (the driver
-// facts are still printed) or the --json file cannot be written.
+// facts are still printed) or the --json file cannot be written at the end (a path that cannot be written
+// at all is refused at the start: exit 2).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -73,8 +74,8 @@ bool parse_options(int argc, char** argv, Options& options) {
         "doctor",
         "Diagnoses this machine's multi-GPU setup: devices, topology, P2P (verified, bandwidth, latency), "
         "NCCL, host settings and, under mpirun with --mpi, the MPI ranks. Every check has a time limit; "
-        "exit 0 nothing failed, 1 something failed, 2 bad command line, 3 no GPU visible or the --json file could "
-        "not be written.");
+        "exit 0 nothing failed, 1 something failed, 2 bad command line (a --json path that cannot be written is "
+        "refused at the start), 3 no GPU visible or the --json file could not be written at the end.");
     parser.add_double("--timeout", &options.timeout_s, 1, 3600,
                       "seconds each check may take before it is reported as FAIL (hung)");
     parser.add_int("--bandwidth-mib", &options.bandwidth_mib, 1, 4096, "MiB per copy in the bandwidth matrices");
