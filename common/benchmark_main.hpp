@@ -30,7 +30,18 @@
 #include "output.hpp"
 #include "run_env.hpp"
 
+// Whether the Google Benchmark built with reads --benchmark_min_time with a unit (1.8 and newer); the build
+// says (CMakeLists.txt, fwi_benchmark).
+#ifndef FWI_BENCHMARK_MIN_TIME_UNITS
+#define FWI_BENCHMARK_MIN_TIME_UNITS 1
+#endif
+#ifndef FWI_BENCHMARK_VERSION
+#define FWI_BENCHMARK_VERSION ""
+#endif
+
 namespace fwi {
+
+constexpr bool kBenchmarkMinTimeUnits = FWI_BENCHMARK_MIN_TIME_UNITS != 0;
 
 // Skips a case that failed, with `why`, and marks the run: run_benchmarks then exits 3 once every result
 // is written. A case that only does not apply here (too few GPUs, too little memory) calls
@@ -137,8 +148,16 @@ inline std::string benchmark_flag_problem(const std::string& arg) {
     if (const char* v = value_of("--benchmark_min_time")) {
         char* end = nullptr;
         const double t = std::strtod(v, &end);
-        const bool suffix_ok = *end == '\0' || ((*end == 's' || *end == 'x') && end[1] == '\0');
-        if (end == v || !suffix_ok || !(t > 0.0) || t > 1e6) return "a positive number of seconds";
+        const char unit = end != v && end[0] != '\0' && end[1] == '\0' ? end[0] : '\0';
+        const bool seconds = end != v && (*end == '\0' || unit == 's') && t > 0.0 && t <= 1e6;
+        const bool iterations =
+            unit == 'x' && std::strspn(v, "0123456789") == std::strlen(v) - 1 && t >= 1.0 && t <= 1e9;
+        if (!kBenchmarkMinTimeUnits && (seconds || iterations) && unit != '\0')
+            return "a positive number of seconds without a unit: the Google Benchmark this program was built with "
+                   "(" FWI_BENCHMARK_VERSION ") takes no 's' or 'x' (1.8 and newer do)";
+        if (!seconds && !iterations)
+            return kBenchmarkMinTimeUnits ? "a positive number of seconds (2 or 2s), or of iterations (100x)"
+                                          : "a positive number of seconds";
     }
     if (const char* v = value_of("--benchmark_min_warmup_time")) {
         char* end = nullptr;

@@ -54,6 +54,21 @@ foreach(bench bench_propagator bench_allreduce)
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_perf_counters=CYCLES)
   add_exit_test(cli_${bench}_negative_warmup CODE 2 TEXT "--benchmark_min_warmup_time=-1"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_min_warmup_time=-1)
+  # --benchmark_min_time as the Google Benchmark built with reads it: seconds in every version; "2s" (and
+  # "100x", a count of iterations) from 1.8, where 1.7 would call the flag unknown.
+  add_exit_test(cli_${bench}_min_time_seconds CODE 0 TEXT "" OUTPUT "${first_case}" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+                COMMAND $<TARGET_FILE:${bench}> --benchmark_min_time=0.5 --benchmark_list_tests)
+  if(FWI_BENCHMARK_MIN_TIME_UNITS)
+    add_exit_test(cli_${bench}_min_time_unit CODE 0 TEXT "" OUTPUT "${first_case}" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+                  COMMAND $<TARGET_FILE:${bench}> --benchmark_min_time=2s --benchmark_list_tests)
+    add_exit_test(cli_${bench}_min_time_iterations CODE 0 TEXT "" OUTPUT "${first_case}"
+                  ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_min_time=100x --benchmark_list_tests)
+  else()
+    add_exit_test(cli_${bench}_min_time_unit CODE 2 TEXT "takes no 's' or 'x' (1.8 and newer do)"
+                  ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_min_time=2s)
+  endif()
+  add_exit_test(cli_${bench}_min_time_fractional_iterations CODE 2 TEXT "--benchmark_min_time=1.5x': the value must be a positive number of seconds"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_min_time=1.5x)
   add_exit_test(cli_${bench}_bad_format CODE 2 TEXT "console|json|csv"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> --benchmark_format=xml)
   add_exit_test(cli_${bench}_short_help CODE 0 TEXT "" OUTPUT "--benchmark_filter=<regex>" "--v=<verbosity>"
