@@ -228,6 +228,20 @@ void validate(const Problem& p) {
     if (p.delay > (p.nt - 1) * p.dt)
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
                          format_at_most((p.nt - 1) * p.dt) + " s");
+    // A Ricker wavelet is near zero (a thousandth of its peak) one period before its peak. A peak earlier
+    // than that switches the source on abruptly: a step, with frequencies past the 2.5 x --freq that the
+    // grid's cells per wavelength are checked for below. (With slack for the six digits the message shows.)
+    const double period = 1.0 / p.freq;
+    if (p.delay < period * (1.0 - 1e-5)) {
+        char text[400];
+        std::snprintf(text, sizeof text,
+                      "--delay %g s is less than one period of --freq %g Hz (%s s): the wavelet starts at %.0f%% of "
+                      "its peak, a step with frequencies the grid may not carry; a --delay of %s s or more starts it "
+                      "near zero",
+                      p.delay, p.freq, format_number(period).c_str(), 100.0 * std::fabs(ricker(0.0, p.freq, p.delay)),
+                      format_number(period).c_str());
+        print_warning(text);
+    }
 
     // The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity
     // the update may produce.

@@ -61,6 +61,14 @@ add_exit_test(physics_01_single_gpu_few_cells_warns CODE 3
               TEXT "01_single_gpu: warning: only 3.3 cells per shortest wavelength" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --freq 30)
 
+# A wavelet peak less than one period after the start: a warning that the source starts abruptly, then the
+# run goes on; at one period, none.
+add_exit_test(physics_01_single_gpu_early_peak_warns CODE 3
+              TEXT "01_single_gpu: warning: --delay 0 s is less than one period of --freq 14 Hz (0.0714286 s): the wavelet starts at 100% of its peak"
+              ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --delay 0)
+add_exit_test(physics_01_single_gpu_peak_after_one_period CODE 3 TEXT "CUDA GPU and 0 are visible" NOT_TEXT "warning"
+              ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --freq 12 --delay 0.0833333)
+
 # Geometry: shots and receivers on distinct cells, a mask that leaves rows to update.
 add_physics_test(01_single_gpu duplicate_shots "--nshots: 80 shots do not fit on distinct cells; allowed 1..76"
                  --problem small --nshots 80)
