@@ -189,22 +189,6 @@ JsonObject rows_json(const std::vector<SweepRow>& rows, int gpus, const Allreduc
     return JsonObject().add("warmup", timing.warmup).add("batches", timing.repeats).add("sizes", sizes);
 }
 
-// The line that compares the largest size's busbw with check 4's P2P figure, whatever the verdict.
-std::string link_comparison_line(const SweepRow& largest, int gpus, double p2p_one_way_GBps) {
-    if (gpus < 2) return "links: one GPU, nothing to compare";
-    if (!(p2p_one_way_GBps > 0.0))
-        return "links: no P2P figure to compare the bus bandwidth with (check 4 did not run, or found no pair with "
-               "peer access)";
-    const double busbw = bus_bandwidth(largest.bytes, largest.seconds, gpus) / 1e9;
-    char text[240];
-    std::snprintf(text, sizeof text,
-                  "links: busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way of check 4's P2P copies (WARN "
-                  "below %.0f%%, at %zu MiB or more)",
-                  busbw, largest.bytes / kMiB, 100.0 * busbw / p2p_one_way_GBps, p2p_one_way_GBps,
-                  100.0 * kLowBusBandwidthShare, kLinkComparisonMinBytes / kMiB);
-    return text;
-}
-
 Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variables, const NcclOptions& options,
                                 const Deadline& deadline) {
     const int n = system.count;
@@ -260,7 +244,15 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
         finding.summary = what + text;
         finding.facts.add("bytes", summary.bytes).add("time_us", summary.seconds * 1e6).add("busbw_GBps", busbw);
         finding.details = nccl_timing_lines(rows, n, timing);
-        finding.details.push_back(link_comparison_line(rows.back(), n, system.p2p_one_way_GBps));
+        // (Where check 2 did not say, check 4 did not run either, and that is what the line says.)
+        const bool every_pair_has_peer_access = system.can_access.size() != size_t(n) * n || [&] {
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j < n; ++j)
+                    if (i != j && !system.peer(i, j)) return false;
+            return true;
+        }();
+        finding.details.push_back(
+            link_comparison_line(rows.back(), n, system.p2p_one_way_GBps, every_pair_has_peer_access));
 
         // Both signs are read from what NCCL did, so they hold whether the setting behind them is in doctor's
         // environment or in an NCCL config file.
@@ -271,7 +263,9 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
         for (const auto& note : around.notes) finding.details.push_back("note: " + note);
         std::vector<std::string> problems = around.problems;
         const bool around_links = !problems.empty();
-        if (const std::string low = low_bus_bandwidth(rows.back(), n, system.p2p_one_way_GBps); !low.empty())
+        if (const std::string low =
+                low_bus_bandwidth(rows.back(), n, system.p2p_one_way_GBps, every_pair_has_peer_access);
+            !low.empty())
             problems.push_back(low);
         if (!problems.empty()) {
             finding.status = Status::warn;

@@ -58,8 +58,39 @@ std::vector<std::string> nccl_timing_lines(const std::vector<SweepRow>& rows, in
     return lines;
 }
 
-std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_way_GBps) {
-    if (gpus < 2 || !(p2p_one_way_GBps > 0.0) || largest.bytes < kLinkComparisonMinBytes || !(largest.seconds > 0.0))
+namespace {
+// Why check 5 cannot compare NCCL's bus bandwidth with check 4's P2P copies, or "" when it can.
+std::string why_links_not_compared(int gpus, double p2p_one_way_GBps, bool every_pair_has_peer_access) {
+    if (gpus < 2) return "one GPU, nothing to compare";
+    if (!every_pair_has_peer_access)
+        return "bus bandwidth not compared with check 4's P2P copies: some pairs of GPUs have no peer access (check "
+               "2), so NCCL's ring goes through host memory between them";
+    if (!(p2p_one_way_GBps > 0.0))
+        return "no P2P figure to compare the bus bandwidth with (check 4 did not run, or found no pair with peer "
+               "access)";
+    return "";
+}
+}  // namespace
+
+std::string link_comparison_line(const SweepRow& largest, int gpus, double p2p_one_way_GBps,
+                                 bool every_pair_has_peer_access) {
+    if (const std::string why = why_links_not_compared(gpus, p2p_one_way_GBps, every_pair_has_peer_access);
+        !why.empty())
+        return "links: " + why;
+    const double busbw = bus_bandwidth(largest.bytes, largest.seconds, gpus) / 1e9;
+    char text[240];
+    std::snprintf(text, sizeof text,
+                  "links: busbw %.1f GB/s at %zu MiB is %.0f%% of the %.1f GB/s one way of check 4's P2P copies (WARN "
+                  "below %.0f%%, at %zu MiB or more)",
+                  busbw, largest.bytes / kMiB, 100.0 * busbw / p2p_one_way_GBps, p2p_one_way_GBps,
+                  100.0 * kLowBusBandwidthShare, kLinkComparisonMinBytes / kMiB);
+    return text;
+}
+
+std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_way_GBps,
+                              bool every_pair_has_peer_access) {
+    if (!why_links_not_compared(gpus, p2p_one_way_GBps, every_pair_has_peer_access).empty() ||
+        largest.bytes < kLinkComparisonMinBytes || !(largest.seconds > 0.0))
         return "";
     const double busbw = bus_bandwidth(largest.bytes, largest.seconds, gpus) / 1e9;
     if (busbw >= kLowBusBandwidthShare * p2p_one_way_GBps) return "";

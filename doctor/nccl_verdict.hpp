@@ -44,10 +44,19 @@ constexpr double kLowBusBandwidthShare = 0.25;
 // Below this size an allreduce is too short for its bus bandwidth to say much about the links.
 constexpr size_t kLinkComparisonMinBytes = 32 * kMiB;
 
+// The line that compares the largest size's busbw with check 4's P2P figure, whatever the verdict: "links:
+// busbw 338.2 GB/s at 256 MiB is 88% of the 383.6 GB/s one way of check 4's P2P copies (WARN below 25%, ...)",
+// or why there is nothing to compare. NCCL's ring passes every GPU: where some pair has no peer access it
+// goes through host memory there, whatever the pairs with peer access reach, so it is not compared then
+// (bridged pairs of workstation cards; peer access within each CPU socket only).
+std::string link_comparison_line(const SweepRow& largest, int gpus, double p2p_one_way_GBps,
+                                 bool every_pair_has_peer_access);
+
 // "busbw 22.1 GB/s at 256 MiB is 6% of the 381.0 GB/s one way that the P2P copies of check 4 reached";
 // "" when it is at least kLowBusBandwidthShare of it, or when there is nothing to compare (fewer than 2
-// GPUs, no P2P figure: NaN, a size under kLinkComparisonMinBytes).
-std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_way_GBps);
+// GPUs, a pair without peer access, no P2P figure: NaN, a size under kLinkComparisonMinBytes).
+std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_way_GBps,
+                              bool every_pair_has_peer_access);
 
 // Connections of NCCL's log that go through host memory (SHM) or the network (NET) between GPUs that have
 // peer access both ways, one line per transport family: "NCCL uses SHM between GPU 0 and GPU 1, which

@@ -1123,15 +1123,25 @@ TEST_CASE("check 5's table says how it timed, and gives time, algbw and busbw pe
 TEST_CASE("a bus bandwidth under a quarter of the P2P copies' is named; a healthy one, or none to compare, is not") {
     const SweepRow healthy{256 * kMiB, 268435456 / 290e9, 0, ""};  // 290 GB/s: NVLink H200s, 76% of 381
     const SweepRow slow{256 * kMiB, 268435456 / 22e9, 0, ""};      // 22 GB/s: through host memory
-    CHECK(low_bus_bandwidth(healthy, 2, 381.0).empty());
-    CHECK(low_bus_bandwidth(slow, 2, 381.0) ==
+    const bool all_peers = true;
+    CHECK(low_bus_bandwidth(healthy, 2, 381.0, all_peers).empty());
+    CHECK(low_bus_bandwidth(slow, 2, 381.0, all_peers) ==
           "busbw 22.0 GB/s at 256 MiB is 6% of the 381.0 GB/s one way that the P2P copies of check 4 reached");
-    CHECK(low_bus_bandwidth(SweepRow{256 * kMiB, 268435456 / 96e9, 0, ""}, 2, 381.0).empty());  // 25%: not below
-    CHECK(low_bus_bandwidth(slow, 2, std::nan("")).empty());                                    // check 4 did not run
-    CHECK(low_bus_bandwidth(slow, 1, 381.0).empty());                                           // one GPU
-    CHECK(low_bus_bandwidth(SweepRow{kMiB, kMiB / 5e9, 0, ""}, 2, 381.0).empty());              // too small to tell
+    CHECK(low_bus_bandwidth(SweepRow{256 * kMiB, 268435456 / 96e9, 0, ""}, 2, 381.0, all_peers).empty());  // 25%
+    CHECK(low_bus_bandwidth(slow, 2, std::nan(""), all_peers).empty());                        // check 4 did not run
+    CHECK(low_bus_bandwidth(slow, 1, 381.0, all_peers).empty());                               // one GPU
+    CHECK(low_bus_bandwidth(SweepRow{kMiB, kMiB / 5e9, 0, ""}, 2, 381.0, all_peers).empty());  // too small to tell
     const size_t smallest = kLinkComparisonMinBytes;  // 32 MiB: large enough to tell
-    CHECK(!low_bus_bandwidth(SweepRow{smallest, double(smallest) / 22e9, 0, ""}, 2, 381.0).empty());
+    CHECK(!low_bus_bandwidth(SweepRow{smallest, double(smallest) / 22e9, 0, ""}, 2, 381.0, all_peers).empty());
+    // Bridged pairs (0-1, 2-3) with no peer access between them: the ring crosses host memory, as it must.
+    CHECK(low_bus_bandwidth(slow, 4, 381.0, false).empty());
+    CHECK(link_comparison_line(slow, 4, 381.0, false) ==
+          "links: bus bandwidth not compared with check 4's P2P copies: some pairs of GPUs have no peer access "
+          "(check 2), so NCCL's ring goes through host memory between them");
+    CHECK(link_comparison_line(healthy, 2, 381.0, all_peers) ==
+          "links: busbw 290.0 GB/s at 256 MiB is 76% of the 381.0 GB/s one way of check 4's P2P copies (WARN below "
+          "25%, at 32 MiB or more)");
+    CHECK(link_comparison_line(healthy, 1, 381.0, all_peers) == "links: one GPU, nothing to compare");
 }
 
 TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; without peer access it is not") {
