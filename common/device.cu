@@ -182,11 +182,7 @@ void warn_of_other_processes(int first, int count, const std::vector<unsigned>& 
     }
     const Nvml nvml;
     std::vector<PciAddress> gpus;
-    for (int device = first; device < first + count; ++device) {
-        gpus.push_back(gpu_pci_address(device));
-        // NVML lists a MIG-mode GPU's processes of every instance, most of which share none of this one's SMs.
-        if (nvml.in_mig_mode(gpus.back())) return;
-    }
+    for (int device = first; device < first + count; ++device) gpus.push_back(gpu_pci_address(device));
     std::vector<unsigned> own = job_processes;
     own.push_back(static_cast<unsigned>(getpid()));
     OtherProcesses others = find_other_processes(nvml, gpus, own, false);

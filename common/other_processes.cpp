@@ -72,16 +72,27 @@ OtherProcesses find_other_processes(const Nvml& nvml, const std::vector<PciAddre
         return found;
     }
     std::vector<std::vector<GpuProcess>> per_gpu(gpus.size());
-    std::vector<std::string> failures;
+    std::vector<std::pair<int, std::string>> not_listed;  // each GPU whose list is not read, and why
     for (size_t gpu = 0; gpu < gpus.size(); ++gpu) {
+        // However the instance was handed over (CUDA_VISIBLE_DEVICES above, or a container's or job's device
+        // rules), NVML lists a MIG-mode GPU's processes of every instance, most of which share none of its SMs.
+        if (nvml.in_mig_mode(gpus[gpu])) {
+            not_listed.push_back({int(gpu), "in MIG mode: NVML lists the processes of every instance"});
+            continue;
+        }
         try {
             per_gpu[gpu] = nvml.compute_processes(gpus[gpu]);
         } catch (const std::exception& error) {
-            failures.push_back("GPU " + std::to_string(gpu) + ": not listed (" + error.what() + ")");
+            not_listed.push_back({int(gpu), error.what()});
         }
     }
     found = split_gpu_processes(per_gpu, own, own_context, process_name);
-    for (const std::string& failure : failures) found.unknown += (found.unknown.empty() ? "" : "; ") + failure;
+    // A list not read is empty, which is not a driver hiding processes.
+    for (const auto& [gpu, why] : not_listed) {
+        found.hidden.erase(std::remove(found.hidden.begin(), found.hidden.end(), gpu), found.hidden.end());
+        found.unknown +=
+            (found.unknown.empty() ? "" : "; ") + ("GPU " + std::to_string(gpu) + ": not listed (" + why + ")");
+    }
     return found;
 }
 

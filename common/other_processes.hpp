@@ -51,10 +51,10 @@ OtherProcesses split_gpu_processes(const std::vector<std::vector<GpuProcess>>& p
                                    const std::function<std::string(unsigned)>& name_of);
 
 // NVML's lists for the GPUs at `gpus` (in CUDA's order), split as above, the pids named from /proc. A GPU
-// whose list NVML cannot give counts as having none, and `unknown` says why. Where CUDA_VISIBLE_DEVICES
-// names MIG instances nothing is listed (`unknown` says so): NVML's list is then the whole GPU's, with the
-// processes of instances that do not share this one's SMs or memory. (A MIG instance chosen another way,
-// by a container runtime, is not recognised.)
+// whose list NVML cannot give counts as having none, and `unknown` says why. Nor is a GPU in MIG mode listed
+// (`unknown` says so; nothing at all where CUDA_VISIBLE_DEVICES names MIG instances): NVML's list is then the
+// whole GPU's, with the processes of instances that do not share this one's SMs or memory, however the
+// instance was handed over (CUDA_VISIBLE_DEVICES, a container runtime, a job's GPU request).
 OtherProcesses find_other_processes(const Nvml& nvml, const std::vector<PciAddress>& gpus,
                                     const std::vector<unsigned>& own, bool own_context);
 

@@ -101,10 +101,12 @@ double pcie_link_gbps(int generation, int width);
 // collective; else PASS. Idleness and the power cap under load are not faults, so not judged.
 Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long long>>& reasons);
 
-// Check 1's verdict on the GPUs in MIG mode (Nvml::gpus_in_mig_mode, their PCI addresses): WARN where any is,
-// as CUDA then sees a GPU's instances, not the GPU, and neither peer access nor NCCL works between instances
-// (NCCL takes them for one GPU: they share its PCI address); else PASS.
-Finding mig_mode_verdict(const std::vector<std::string>& gpus_in_mig_mode);
+// Check 1's verdict on the GPUs in MIG mode (Nvml::gpus_in_mig_mode, their PCI addresses): WARN where any of
+// the `visible` GPUs is (CUDA gives an instance its GPU's address), as CUDA then sees a GPU's instances, not
+// the GPU, and neither peer access nor NCCL works between instances (NCCL takes them for one GPU: they share
+// its PCI address); else PASS. The others in MIG mode, another user's on a shared machine, are named in a
+// detail line and not judged.
+Finding mig_mode_verdict(const std::vector<std::string>& in_mig_mode, const std::vector<PciAddress>& visible);
 
 // Check 2's verdict on the NVLinks that are up (Nvml::active_nvlinks; -1 unknown), with each GPU's model
 // name and whether its links reach an NVSwitch: WARN where a GPU has fewer up than another of its model (a

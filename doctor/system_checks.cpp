@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <strings.h>
+
 #include "cuda_check.hpp"
 #include "cuda_timing.hpp"
 #include "device.hpp"
@@ -296,8 +298,19 @@ Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long lo
     return verdict;
 }
 
-Finding mig_mode_verdict(const std::vector<std::string>& gpus_in_mig_mode) {
+Finding mig_mode_verdict(const std::vector<std::string>& in_mig_mode, const std::vector<PciAddress>& visible) {
     Finding verdict;
+    // NVML writes the address in lower case; CUDA may not.
+    std::vector<std::string> gpus_in_mig_mode, others;
+    for (const std::string& bus_id : in_mig_mode) {
+        const bool seen = std::any_of(visible.begin(), visible.end(), [&](const PciAddress& gpu) {
+            return strcasecmp(gpu.bus_id.c_str(), bus_id.c_str()) == 0;
+        });
+        (seen ? gpus_in_mig_mode : others).push_back(bus_id);
+    }
+    if (!others.empty())
+        verdict.details.push_back("in MIG mode, and not among the GPUs this process sees (not judged): " +
+                                  join(others, ", "));
     if (gpus_in_mig_mode.empty()) return verdict;
     verdict.status = Status::warn;
     verdict.summary = std::string(gpus_in_mig_mode.size() == 1 ? "the GPU at " : "the GPUs at ") +
@@ -487,6 +500,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     finding.details.push_back(versions_line(driver, runtime, nvml));
     const int nvml_gpus = nvml.gpu_count();
     const std::vector<std::string> gpus_in_mig_mode = nvml.gpus_in_mig_mode();
+    const Finding mig_mode = mig_mode_verdict(gpus_in_mig_mode, system.pci);
+    finding.details.insert(finding.details.end(), mig_mode.details.begin(), mig_mode.details.end());
     if (nvml_gpus > count)
         finding.details.push_back(
             "the driver sees " + std::to_string(nvml_gpus) + " GPUs, CUDA " + std::to_string(count) +
@@ -541,8 +556,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also : {pcie_link_verdict(pcie_links, host_copies), clock_slowdown_verdict(clock_reasons),
-                                shared, mig_mode_verdict(gpus_in_mig_mode)}) {
+    for (const Finding& also :
+         {pcie_link_verdict(pcie_links, host_copies), clock_slowdown_verdict(clock_reasons), shared, mig_mode}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;
         finding.summary += "; " + also.summary;

@@ -700,14 +700,26 @@ TEST_CASE("the bandwidth cross-check starts a pair only where its copies take at
     CHECK_FALSE(cross_check_fits(copies, 0.0, 1000.0));
 }
 
-TEST_CASE("GPUs in MIG mode warn, naming them: neither peer access nor NCCL works between instances") {
-    CHECK(mig_mode_verdict({}).status == Status::pass);
-    const Finding one = mig_mode_verdict({"0000:41:00.0"});
+TEST_CASE("GPUs in MIG mode that the process sees warn, naming them; others are named and not judged") {
+    const PciAddress gpu_41{0, 0x41, 0, "0000:41:00.0"}, gpu_c1{0, 0xc1, 0, "0000:C1:00.0"};  // CUDA's upper case
+    CHECK(mig_mode_verdict({}, {gpu_41}).status == Status::pass);
+    const Finding one = mig_mode_verdict({"0000:41:00.0"}, {gpu_41});
     CHECK(one.status == Status::warn);
     CHECK(contains(one.summary, "the GPU at 0000:41:00.0 is in MIG mode"));
     CHECK(contains(one.next, "nvidia-smi -i <GPU> -mig 0"));
-    CHECK(contains(mig_mode_verdict({"0000:41:00.0", "0000:c1:00.0"}).summary,
+    CHECK(one.details.empty());
+    CHECK(contains(mig_mode_verdict({"0000:41:00.0", "0000:c1:00.0"}, {gpu_41, gpu_c1}).summary,
                    "the GPUs at 0000:41:00.0, 0000:c1:00.0 are in MIG mode"));
+    // Another user's GPUs in MIG mode on a shared node, hidden by CUDA_VISIBLE_DEVICES: a line, no WARN.
+    const Finding elsewhere = mig_mode_verdict({"0000:c1:00.0", "0000:e1:00.0"}, {gpu_41});
+    CHECK(elsewhere.status == Status::pass);
+    CHECK(elsewhere.details ==
+          std::vector<std::string>{
+              "in MIG mode, and not among the GPUs this process sees (not judged): 0000:c1:00.0, 0000:e1:00.0"});
+    const Finding both = mig_mode_verdict({"0000:c1:00.0", "0000:e1:00.0"}, {gpu_c1});
+    CHECK(both.status == Status::warn);
+    CHECK(contains(both.summary, "the GPU at 0000:c1:00.0 is in MIG mode"));
+    CHECK(both.details.size() == 1);
 }
 
 TEST_CASE(
