@@ -69,18 +69,24 @@ Finding build_code_verdict(const std::vector<GpuCode>& gpus, const std::string& 
 // without programmatic launch on GPUs whose code has the wait; else PASS.
 Finding driver_verdict(int driver, int runtime, const std::vector<GpuCode>& gpus);
 
-// Check 1's copies from pinned host memory to a GPU: their rate, the PCIe generation NVML reads while they
-// run, and the packets the link resent meanwhile (its replay counter after them less before). Zero, and -1
+// Check 1's copies from pinned host memory to a GPU: their rate, the PCIe generation and width NVML reads
+// while they run, and the packets the link resent meanwhile (its replay counter after them less before). Zero, and -1
 // for the replays, where not measured (no memory for the buffers) or unknown.
 struct HostCopy {
     double gbps = 0.0;
-    int generation_under_load = 0;
+    int generation_under_load = 0;  // the most NVML read while the copies ran; 0 unknown
     long long replays = -1;
+    int width_under_load = 0;  // likewise
 };
+
+// A GPU's PCIe link as check 1 judges it: read at rest (`at_rest`), with the generation read during its copies
+// from the host where one was, and the wider of the two widths.
+PcieLink link_under_load(PcieLink at_rest, const HostCopy& copy);
 
 // Check 1's verdict on the GPUs' PCIe links, one per visible GPU (nvml.hpp; a width of 0 is unknown), with
 // check 1's copies from the host to each (`copies`, one per link where made):
-// WARN when a link has fewer lanes than its GPU and slot allow (x8 of x16: a link that trained narrower, through
+// WARN when a link has fewer lanes than its GPU and slot allow (its width the most read at rest or during the
+// copies, as some GPUs narrow an idle link; x8 of x16: a link that trained narrower, through
 // a riser, a poor contact or a BIOS lane setting; NVML's most already counts the slot, so a card in a slot wired
 // for x8 reads x8 of x8), which divides every copy between that GPU and the host, and between GPUs without
 // NVLink, by as much. Also WARN where a link's generation, read while the copies ran (the link's

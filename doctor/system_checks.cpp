@@ -175,9 +175,10 @@ long long pcie_replays_of(const Nvml& nvml, const PciAddress& gpu) {
     }
 }
 
-// Copies `host` (pinned) to GPU `device` a few times, reading the link's generation until they are done and
-// keeping the highest: a GPU at rest lowers its PCIe generation to save power and trains it up once copies
-// run, so only a loaded link says what the slot gives. The link's replay counter is read before and after.
+// Copies `host` (pinned) to GPU `device` a few times, reading the link's generation and width until they are
+// done and keeping the highest: a GPU at rest lowers its PCIe generation to save power (some laptop and
+// desktop GPUs their width too) and trains it up once copies run, so only a loaded link says what the slot
+// gives. The link's replay counter is read before and after.
 // About 10 ms a GPU; not measured (HostCopy's zeros) where the GPU has no memory for the buffer.
 HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, const PinnedBuffer<char>& host,
                            const Deadline& deadline) {
@@ -196,7 +197,9 @@ HostCopy measure_host_copy(int device, const Nvml& nvml, const PciAddress& gpu, 
         for (int i = 0; i < kCopies; ++i) enqueue();
         CUDA_CHECK(cudaEventRecord(stop.get(), stream.get()));
         do {  // read at least once while the copies run; wait_for_event then has the deadline and the errors
-            copy.generation_under_load = std::max(copy.generation_under_load, pcie_link_of(nvml, gpu).generation);
+            const PcieLink now = pcie_link_of(nvml, gpu);
+            copy.generation_under_load = std::max(copy.generation_under_load, now.generation);
+            copy.width_under_load = std::max(copy.width_under_load, now.width);
         } while (cudaEventQuery(stop.get()) == cudaErrorNotReady && !deadline.passed());
         wait_for_event(stop.get(), deadline, "copies from the host to GPU " + std::to_string(device));
         copy.gbps = kCopies * double(host.bytes()) / elapsed_seconds(start, stop) / 1e9;
@@ -229,6 +232,12 @@ double pcie_link_gbps(int generation, int width) {
     static const double kLaneGbps[] = {0.0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.563};
     if (generation < 1 || generation > 6 || width < 1) return 0.0;
     return kLaneGbps[generation] * width;
+}
+
+PcieLink link_under_load(PcieLink at_rest, const HostCopy& copy) {
+    if (copy.generation_under_load > 0) at_rest.generation = copy.generation_under_load;
+    at_rest.width = std::max(at_rest.width, copy.width_under_load);
+    return at_rest;
 }
 
 Finding pcie_link_verdict(const std::vector<PcieLink>& links, const std::vector<HostCopy>& copies) {
@@ -465,7 +474,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
                                        ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source, deadline)
                                        : HostCopy{};
         host_copies.push_back(host_copy);
-        if (host_copy.generation_under_load > 0) pcie_links.back().generation = host_copy.generation_under_load;
+        pcie_links.back() = link_under_load(pcie_links.back(), host_copy);
         if (host_copy.gbps > 0) finding.details.push_back(host_copy_line(device, host_copy, pcie_links.back()));
         long long reasons = -1;  // unknown
         if (nvml.available()) {

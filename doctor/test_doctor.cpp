@@ -1032,6 +1032,24 @@ TEST_CASE("copies from the host under half of what the PCIe link carries warn; a
     CHECK(pcie_link_verdict({full}, {{20.0, 0}}).status == Status::pass);
 }
 
+TEST_CASE("a PCIe link is judged as it was during the copies: a link narrowed or slowed at rest is fine") {
+    const PcieLink idle{8, 16, 1, 5};  // a laptop GPU at rest: x8 at Gen1 of x16 Gen5
+    HostCopy copy;
+    copy.gbps = 52.0;
+    copy.generation_under_load = 5;
+    copy.width_under_load = 16;
+    const PcieLink loaded = link_under_load(idle, copy);
+    CHECK(loaded.width == 16);
+    CHECK(loaded.generation == 5);
+    CHECK(pcie_link_verdict({loaded}, {copy}).status == Status::pass);
+    // Still x8 under load: a narrow link.
+    copy.width_under_load = 8;
+    CHECK(contains(pcie_link_verdict({link_under_load(idle, copy)}, {copy}).summary, "GPU 0 x8 of x16"));
+    // Not measured: the link as read at rest.
+    CHECK(link_under_load(idle, HostCopy{}).width == 8);
+    CHECK(link_under_load(idle, HostCopy{}).generation == 1);
+}
+
 TEST_CASE("a PCIe link that resent packets during check 1's copies warns") {
     const PcieLink full{16, 16, 5, 5};
     // None resent, or unknown (-1: a VM's NVML may not say): fine.
