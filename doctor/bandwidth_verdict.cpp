@@ -24,10 +24,20 @@ std::string number(double value, const char* format) {
 }
 
 std::string link_kind(const GpuSystem& system, int i, int j) {
-    if (system.links.size() != size_t(system.count) * system.count) return "";
-    const Link& link = system.links[size_t(i) * system.count + j];
-    return link.nvlinks > 0 ? "NVLink" : "PCIe " + link.pcie;
+    const size_t pairs = size_t(system.count) * system.count, at = size_t(i) * system.count + j;
+    if (system.links.size() == pairs) return system.links[at].nvlinks > 0 ? "NVLink" : "PCIe " + system.links[at].pcie;
+    if (system.performance_rank.size() == pairs)
+        return "P2P performance rank " + std::to_string(system.performance_rank[at]);
+    return "";
 }
+
+namespace {
+// "over NVLink", "that CUDA gives P2P performance rank 0", "measured".
+std::string alike_pairs(const std::string& kind) {
+    if (kind.empty()) return "measured";
+    return kind.rfind("P2P", 0) == 0 ? "that CUDA gives " + kind : "over " + kind;
+}
+}  // namespace
 
 std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matrix& one_way_on,
                                             const Matrix& one_way_off) {
@@ -49,8 +59,7 @@ std::vector<std::string> bandwidth_problems(const GpuSystem& system, const Matri
             const std::string pair = "GPU " + std::to_string(i) + " -> GPU " + std::to_string(j) + " ";
             if (bandwidth < 0.5 * typical)
                 problems.push_back(pair + number(bandwidth, "%.1f") + " GB/s, under half the median " +
-                                   number(typical, "%.1f") + " GB/s of the pairs " +
-                                   (kind.empty() ? "measured" : "over " + kind));
+                                   number(typical, "%.1f") + " GB/s of the pairs " + alike_pairs(kind));
             else if (bandwidth < 0.9 * one_way_off.at(i, j))
                 problems.push_back(pair + "is slower with P2P (" + number(bandwidth, "%.1f") +
                                    " GB/s) than staged through the host (" + number(one_way_off.at(i, j), "%.1f") +

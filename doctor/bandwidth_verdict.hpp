@@ -29,7 +29,9 @@ std::string number(double value, const char* format);
 
 // How a pair is linked, for comparing it with the pairs linked alike: "NVLink" (any number of links, so
 // that a pair with links down is compared with the healthy ones), "PCIe PIX" and the other PCIe paths
-// (through a switch, a host bridge or across CPU sockets copies differ by design), "" when NVML did not say.
+// (through a switch, a host bridge or across CPU sockets copies differ by design). Where NVML did not say
+// (a container without NVIDIA's utility libraries), CUDA's own ranking of the pair, "P2P performance rank
+// 0" (lower is faster: NVLink pairs before PCIe ones); "" where check 2 did not run either.
 std::string link_kind(const GpuSystem& system, int i, int j);
 
 // Whether --cross-check-bandwidth starts a pair: its `bytes` of copies, at the pair's one-way rate from the

@@ -21,12 +21,13 @@
 namespace fwi::doctor {
 
 struct GpuSystem {
-    int count = 0;                   // visible CUDA devices
-    int opened = 0;                  // of them, how many check 1 opened (0 to opened - 1): it stops at a failure
-    std::vector<std::string> names;  // "NVIDIA H200"
-    std::vector<PciAddress> pci;     // per device
-    std::vector<char> can_access;    // [i * count + j]: cudaDeviceCanAccessPeer(i, j)
-    std::vector<Link> links;         // [i * count + j] from NVML; empty when NVML is not available
+    int count = 0;                      // visible CUDA devices
+    int opened = 0;                     // of them, how many check 1 opened (0 to opened - 1): it stops at a failure
+    std::vector<std::string> names;     // "NVIDIA H200"
+    std::vector<PciAddress> pci;        // per device
+    std::vector<char> can_access;       // [i * count + j]: cudaDeviceCanAccessPeer(i, j)
+    std::vector<Link> links;            // [i * count + j] from NVML; empty when NVML is not available
+    std::vector<int> performance_rank;  // [i * count + j]: CUDA's cudaDevP2PAttrPerformanceRank (check 2)
     // Check 4's median one-way P2P copy bandwidth over the pairs with peer access (GB/s), what the links
     // carry; check 5 compares NCCL's bus bandwidth with it. NaN until check 4 has measured it.
     double p2p_one_way_GBps = std::numeric_limits<double>::quiet_NaN();

@@ -606,6 +606,7 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
             rank[at] = p2p_attribute(cudaDevP2PAttrPerformanceRank, i, j);
             atomics[at] = p2p_attribute(cudaDevP2PAttrNativeAtomicSupported, i, j);
         }
+    system.performance_rank = rank;
 
     std::string nvml_problem;
     try {

@@ -432,10 +432,19 @@ TEST_CASE("check 4 compares a pair's copies with the pairs linked alike, not wit
     system.links[0 * 4 + 2].pcie = "SYS";
     CHECK(why_p2p_is_slower("NVLink").find("a link may be down") != std::string::npos);
     CHECK(why_p2p_is_slower("").empty());
-    // Without NVML's links every pair is compared with every other: with 8 PCIe pairs of 12 the median is
-    // theirs, 20 GB/s, and the degraded NVLink pair would pass unseen.
+    // Without NVML's links, the pairs CUDA ranks alike are compared: the NVLink pairs (rank 0) with each
+    // other, the PCIe ones (rank 1) with each other, so the degraded NVLink pair is seen, and no PCIe pair.
     system.links.clear();
     off.at(0, 2) = 15.0;
+    system.performance_rank.assign(16, 0);
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) system.performance_rank[i * 4 + j] = i != j && i / 2 != j / 2;
+    CHECK(bandwidth_problems(system, on, off) ==
+          std::vector<std::string>{"GPU 2 -> GPU 3 120.0 GB/s, under half the median 380.0 GB/s of the pairs that "
+                                   "CUDA gives P2P performance rank 0"});
+    // Without either, every pair is compared with every other: with 8 PCIe pairs of 12 the median is theirs,
+    // 20 GB/s, and the degraded NVLink pair passes unseen.
+    system.performance_rank.clear();
     CHECK(bandwidth_problems(system, on, off).empty());
     on.at(0, 1) = 5.0;
     CHECK(bandwidth_problems(system, on, off).at(0) ==
