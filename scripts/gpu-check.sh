@@ -6,7 +6,8 @@
 # usage: scripts/gpu-check.sh [STEP...]   STEP: build tests faults sanitizers benchmarks main (default: all)
 #
 # tests and faults first check that CUDA sees a GPU where nvidia-smi lists one: a GPU test skips where
-# CUDA sees none (an empty CUDA_VISIBLE_DEVICES, say), and would pass the step unseen.
+# CUDA sees none (an empty CUDA_VISIBLE_DEVICES, say), and would pass the step unseen. Where nvidia-smi is
+# not installed but the GPUs' device nodes are (some containers), they say how many GPUs CUDA sees.
 # Each step is stopped at a generous limit (10 min for the sanitizers' plain verify run, 30 for a
 # benchmark, 2 h for main, 1 h for the others), which only a hang reaches: TIMEOUT in the summary.
 # Logs go to out/gpu-check/ (emptied first: they are the last run's); when the environment variable GPU_CHECK_OUT
@@ -15,7 +16,7 @@
 # repeated step, a GPU_CHECK_OUT that cannot be written, holds the repository's files, lies in the repository
 # outside out/ and the build folders, or in out/gpu-check itself, or a CUDAARCHS the build cannot use,
 # 3 for a step that needs a GPU (all but build and tests)
-# where none is visible, compute-sanitizer where it is missing, a CUDACXX that names no program, or an
+# where none is visible (nvidia-smi lists none, or is not installed and there is no GPU device node), compute-sanitizer where it is missing, a CUDACXX that names no program, or an
 # out/gpu-check that cannot be written (all before any runs).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
@@ -94,28 +95,35 @@ step() {
     tail -n 15 "$log"
 }
 
+# gpu_listed: yes (nvidia-smi lists GPUs), no, or unknown: nvidia-smi is not installed but the GPUs' device
+# nodes are there (a container without NVIDIA's utility capability), where CUDA may still see GPUs, counted once
+# the build has made the counter (as compare.sh does); a step that needs a GPU and finds none then fails itself.
 gpu_listed=yes
-no_listing="nvidia-smi fails or does not answer"
-command -v nvidia-smi >/dev/null 2>&1 || no_listing="nvidia-smi is not installed, so none is listed"
-gpus="$(quick_query nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)" || {
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    no_listing="nvidia-smi is not installed, and there is no GPU device node such as /dev/nvidia0"
+    if compgen -G '/dev/nvidia[0-9]*' >/dev/null || [ -e /dev/dxg ]; then gpu_listed=unknown; else gpu_listed=no; fi
+elif ! gpus="$(quick_query nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)"; then
+    no_listing="nvidia-smi fails or does not answer"
     gpu_listed=no
+fi
+if [ "$gpu_listed" = no ]; then
     # build and tests run without a GPU (its tests show as skipped); the other steps measure one.
     for s in "${steps[@]}"; do
         is_one_of "$s" build tests && continue
         echo "gpu-check: no GPU visible ($no_listing), and step '$s' runs on one; build and tests run without" >&2
         exit 3
     done
-}
+fi
 { is_one_of build "${steps[@]}" || is_one_of main "${steps[@]}"; } && check_cuda_environment  # here, not in a log only
 if is_one_of sanitizers "${steps[@]}" && ! command -v compute-sanitizer >/dev/null 2>&1; then
     echo "gpu-check: compute-sanitizer, which the sanitizers step runs, is not on PATH (it comes with the CUDA toolkit, in its bin folder)" >&2
     exit 3
 fi
-if [ "$gpu_listed" = yes ]; then
-    gpus="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -)"  # " 4 NVIDIA H100 ..., 570.1, 81559 MiB"
-else
-    gpus="no GPU visible ($no_listing): every GPU test will show as skipped"
-fi
+case "$gpu_listed" in
+    yes) gpus="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -)" ;;  # " 4 NVIDIA H100 ..., 570.1, 81559 MiB"
+    no) gpus="no GPU visible ($no_listing): every GPU test will show as skipped" ;;
+    unknown) gpus="GPUs not listed (nvidia-smi is not installed): CUDA's count is in the tests' logs" ;;
+esac
 machine="$gpus, $(nvcc --version 2>/dev/null | tail -n 1)"
 bin="$BUILD_DIR"
 # The small problem (64 x 96, 4 shots, nt 500): short enough for the sanitizers, long enough that the
@@ -124,14 +132,19 @@ verify=("$bin/01_single_gpu/01_single_gpu" --verify)
 
 # cuda_sees_the_gpus: where nvidia-smi lists GPUs, CUDA must see at least one. A GPU test skips (exit 77)
 # where CUDA sees none, so an empty CUDA_VISIBLE_DEVICES, say, would show every GPU test as skipped and the
-# steps as passed. (A driver CUDA cannot use makes the counter fail, and the GPU tests with it.)
+# steps as passed. (A driver CUDA cannot use makes the counter fail, and the GPU tests with it.) Without
+# nvidia-smi, CUDA's count is said, whatever it is.
 cuda_sees_the_gpus() {
-    [ "$gpu_listed" = yes ] || return 0
+    [ "$gpu_listed" != no ] || return 0
     local seen counter="$bin/common/visible_gpus"
     if ! seen=$(count_visible_gpus "$counter" 2>&1); then
         [ -x "$counter" ] || seen+=" (build first)"
         echo "gpu-check: $seen"
         return 1
+    fi
+    if [ "$gpu_listed" = unknown ]; then
+        echo "gpu-check: CUDA sees $seen GPU(s) (nvidia-smi is not installed to list them)$([ "$seen" -gt 0 ] || echo ": every GPU test will show as skipped")"
+        return 0
     fi
     [ "$seen" -gt 0 ] && return 0
     echo "gpu-check: nvidia-smi lists GPUs, but CUDA sees none${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')}: every GPU test would be skipped; build/doctor/doctor (its check 1) says why"
