@@ -18,8 +18,15 @@ add_test(NAME ecosystem_configure_without_nvidia_smi
          COMMAND ${BASH_EXECUTABLE} -c
                  "dir=$(mktemp -d) && cd \"$1\" && env -u CUDAARCHS \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF -DFWI_NVIDIA_SMI=/nonexistent/nvidia-smi 2>&1 | tr -s ' \\n' ' ' | grep -q 'no GPU visible: FWI_NO_GPU_ARCHITECTURES; nvidia-smi is not installed.*CUDAARCHS'; status=$?; rm -rf \"$dir\"; exit $status"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
+# An nvidia-smi that cannot answer the query (no GPU, a driver it cannot reach, one too old for the query; here
+# `false`): the configure says so, and how to name the GPUs.
+add_test(NAME ecosystem_configure_nvidia_smi_without_compute_cap
+         COMMAND ${BASH_EXECUTABLE} -c
+                 "dir=$(mktemp -d) && cd \"$1\" && env -u CUDAARCHS \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF -DFWI_NVIDIA_SMI=false 2>&1 | tr -s ' \\n' ' ' | grep -q \"no GPU visible: FWI_NO_GPU_ARCHITECTURES; nvidia-smi could not say the GPUs' compute capability.*CUDAARCHS\"; status=$?; rm -rf \"$dir\"; exit $status"
+                 ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 set_tests_properties(ecosystem_cudaarchs_honoured ecosystem_cudaarchs_changed_later_is_reported
-                     ecosystem_configure_without_nvidia_smi PROPERTIES LABELS cpu TIMEOUT 300)
+                     ecosystem_configure_without_nvidia_smi ecosystem_configure_nvidia_smi_without_compute_cap
+                     PROPERTIES LABELS cpu TIMEOUT 300)
 # With a GPU present and no architectures given, the build is for the GPUs present, unless the CUDA
 # compiler does not know one of them (cmake/CudaArchitectures.cmake): a GPU of a major version newer than
 # it knows gets PTX of the newest it knows, with a warning; one older than it knows stops the configure
