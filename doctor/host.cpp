@@ -192,6 +192,7 @@ DriverTraces read_driver_traces() {
     traces.control_node = std::filesystem::exists("/dev/nvidiactl", error);
     for (int gpu = 0; gpu < 64; ++gpu)
         if (std::filesystem::exists("/dev/nvidia" + std::to_string(gpu), error)) ++traces.gpu_nodes;
+    traces.wsl_gpu = std::filesystem::exists("/dev/dxg", error);
     const char* path = std::getenv("PATH");
     std::stringstream directories(path ? path : "");
     for (std::string directory; std::getline(directories, directory, ':');) {
@@ -213,6 +214,12 @@ struct Cause {
 
 Cause most_likely_cause(const NoGpuFacts& facts) {
     const DriverTraces& traces = facts.traces;
+    // WSL2 has neither the kernel module nor /dev/nvidia*: the Windows driver provides CUDA through /dev/dxg.
+    constexpr const char* kWslAdvice =
+        "install or update the NVIDIA driver on Windows, which WSL2 takes CUDA from (libcuda.so.1 in "
+        "/usr/lib/wsl/lib); do not install a Linux driver inside WSL, which hides it; then `nvidia-smi` in WSL";
+    if (traces.wsl_gpu && facts.driver_version == 0)
+        return {"WSL2 (/dev/dxg) without libcuda.so.1, which the Windows driver provides", kWslAdvice};
     if (facts.driver_version == 0 && traces.kernel_module.empty())
         return {"no NVIDIA driver: no kernel module (/proc/driver/nvidia) and no libcuda.so.1",
                 "install the NVIDIA driver until `nvidia-smi` lists the GPUs; in a container, start it with --gpus all "
@@ -236,6 +243,8 @@ Cause most_likely_cause(const NoGpuFacts& facts) {
     if (facts.cuda_error == "cudaErrorDevicesUnavailable")
         return {"every GPU is busy or in a compute mode that refuses this process",
                 "see `nvidia-smi` for the processes holding them and `nvidia-smi -q | grep -i 'compute mode'`"};
+    if (traces.wsl_gpu && !traces.control_node && traces.gpu_nodes == 0)
+        return {"WSL2 (/dev/dxg), and CUDA sees no GPU through it", kWslAdvice};
     if (!traces.control_node && traces.gpu_nodes == 0)
         return {"no /dev/nvidia* device nodes: the GPUs are not visible to this system or container",
                 "on the host: `nvidia-smi`; in a container: start it with --gpus all"};
@@ -263,7 +272,7 @@ Finding diagnose_no_gpu(const NoGpuFacts& facts) {
         "kernel module: " + (traces.kernel_module.empty() ? std::string("not loaded (no /proc/driver/nvidia/version)")
                                                           : traces.kernel_module),
         "device nodes: /dev/nvidiactl " + std::string(traces.control_node ? "present" : "absent") + ", " +
-            std::to_string(traces.gpu_nodes) + " /dev/nvidiaN",
+            std::to_string(traces.gpu_nodes) + " /dev/nvidiaN" + (traces.wsl_gpu ? ", /dev/dxg present (WSL2)" : ""),
         "NVML: " + (facts.nvml_gpus >= 0 ? std::to_string(facts.nvml_gpus) + " GPU(s)" : std::string("not available")),
         "nvidia-smi: " + (traces.nvidia_smi.empty() ? std::string("not found on PATH") : traces.nvidia_smi),
     };
@@ -273,6 +282,7 @@ Finding diagnose_no_gpu(const NoGpuFacts& facts) {
         .add("kernel_module", traces.kernel_module)
         .add("dev_nvidiactl", traces.control_node)
         .add("dev_gpu_nodes", traces.gpu_nodes)
+        .add("dev_dxg", traces.wsl_gpu)
         .add("nvml_gpus", facts.nvml_gpus)
         .add("nvidia_smi", traces.nvidia_smi);
     return finding;

@@ -77,6 +77,7 @@ struct DriverTraces {
     std::string kernel_module;  // first line of /proc/driver/nvidia/version, "" when absent
     bool control_node = false;  // /dev/nvidiactl exists
     int gpu_nodes = 0;          // /dev/nvidia0, /dev/nvidia1, ...
+    bool wsl_gpu = false;       // /dev/dxg exists: WSL2, whose GPUs have no /dev/nvidia* nodes
     std::string nvidia_smi;     // its path on PATH, "" when not found
 };
 DriverTraces read_driver_traces();

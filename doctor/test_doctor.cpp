@@ -645,6 +645,19 @@ TEST_CASE("no GPU: the most likely cause comes first, and the facts are all list
         CHECK(contains(diagnose_no_gpu(facts).summary,
                        "supports CUDA 12.4, older than this build's runtime (CUDA 13.0)"));
     }
+    SUBCASE("WSL2: no /dev/nvidia* and no kernel module there, which is no fault; the Windows driver is") {
+        facts.traces.wsl_gpu = true;
+        const Finding no_libcuda = diagnose_no_gpu(facts);
+        CHECK(contains(no_libcuda.summary, "WSL2 (/dev/dxg) without libcuda.so.1"));
+        CHECK(contains(no_libcuda.next, "NVIDIA driver on Windows"));
+        CHECK_FALSE(contains(no_libcuda.next, "--gpus all"));
+        CHECK(contains(no_libcuda.details[3], "/dev/dxg present (WSL2)"));
+        facts.cuda_error = "cudaErrorNoDevice";
+        facts.driver_version = 13000;
+        const Finding none_seen = diagnose_no_gpu(facts);
+        CHECK(contains(none_seen.summary, "WSL2 (/dev/dxg), and CUDA sees no GPU through it"));
+        CHECK_FALSE(contains(none_seen.summary, "/dev/nvidia* device nodes"));
+    }
     SUBCASE("NVSwitch machine without the fabric manager") {
         facts.cuda_error = "cudaErrorSystemNotReady";
         facts.driver_version = 13000;
