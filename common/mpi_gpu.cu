@@ -72,8 +72,15 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     std::vector<std::string> bus_ids;
     for (int r = 0; r < local.size; ++r) bus_ids.push_back(visible[size_t(r)][size_t(chosen[size_t(r)])]);
     const GpusOnNode on_node = gpus_on_node(bus_ids, local.rank);
-    if (on_node.distinct < local.size && sharing == GpuSharing::refuse)
-        throw EnvironmentError(one_gpu_per_rank_refusal(local.size, mpi_processor_name(), on_node.distinct));
+    if (on_node.distinct < local.size && sharing == GpuSharing::refuse) {
+        // Ranks on instances of one MIG-mode GPU land here too: the instances share the GPU's PCI address.
+        const bool mig = Nvml().in_mig_mode(gpu_pci_address(device));
+        throw EnvironmentError(one_gpu_per_rank_refusal(local.size, mpi_processor_name(), on_node.distinct) +
+                               (mig ? " (GPU " + std::to_string(device) +
+                                          " is in MIG mode: its instances share its PCI address, and "
+                                          "NCCL does not run between them; the multi-GPU programs need whole GPUs)"
+                                    : std::string()));
+    }
     // The warning's program name says which rank this is.
     warn_of_other_processes(device, 1, job_processes, "on host " + mpi_processor_name() + ", ");
     CUDA_CHECK(cudaSetDevice(device));

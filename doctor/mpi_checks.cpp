@@ -616,7 +616,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.next =
             "start at most one rank per GPU on each host: mpirun -np <the hosts' GPUs together> --map-by "
             "ppr:<GPUs per host>:node where every host has as many, else a hostfile whose line for each host says "
-            "slots=<its GPUs>; or give each rank its own CUDA_VISIBLE_DEVICES";
+            "slots=<its GPUs>; or give each rank its own CUDA_VISIBLE_DEVICES (ranks on instances of one GPU in MIG "
+            "mode share its address too: NCCL needs whole GPUs, and check 1 names those in MIG mode)";
         return finding;
     }
     int failed = 0;
