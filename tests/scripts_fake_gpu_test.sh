@@ -13,7 +13,8 @@
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # gpu-check.sh refuses a GPU_CHECK_OUT it cannot write or among the repository's files before any step (exit 2),
-# and a GPU step without a GPU and the sanitizers step without compute-sanitizer (exit 3), leaving the
+# and a GPU step without a GPU (nvidia-smi failing, or missing where there are no GPU device nodes; with them,
+# CUDA's count decides) and the sanitizers step without compute-sanitizer (exit 3), leaving the
 # last run's logs and removing the folders it made to check GPU_CHECK_OUT and its logs' folder; it fails a step
 # that fails and a tests step where CUDA sees no GPU (exit 1), copies into GPU_CHECK_OUT no comparison of an earlier
 # run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path its
@@ -264,10 +265,19 @@ run FAKE_GPUS=0 GPU_CHECK_OUT="$tmp/check/of/today" -- bash "$scratch/scripts/gp
 expect gpu_check_no_gpu 3 "gpu-check: no GPU visible (nvidia-smi fails or does not answer)"
 [ ! -e "$tmp/check" ] || fail "gpu_check_no_gpu: left the GPU_CHECK_OUT folder (or its parents) it made to check it"
 [ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
-# No nvidia-smi at all: gpu-check and record-results say so, not that it failed.
-out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
+# No nvidia-smi at all: gpu-check and record-results say so, not that it failed. gpu-check also looks for the
+# GPUs' device nodes: without them a GPU step is refused at once ...
+mkdir -p "$tmp/dev-none" "$tmp/dev-gpus" && touch "$tmp/dev-gpus/nvidia0"
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" FWI_DEV_DIR="$tmp/dev-none" bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
 code=$?
-expect gpu_check_without_nvidia_smi 3 "gpu-check: no GPU visible (nvidia-smi is not installed, so none is listed)"
+expect gpu_check_without_nvidia_smi 3 "gpu-check: no GPU visible (nvidia-smi is not installed, and there is no GPU device node such as $tmp/dev-none/nvidia0)"
+# ... and with them (a container without NVIDIA's utility capability), CUDA's count decides: the tests step
+# says it (ctest, faked, passes).
+mkdir -p "$tmp/no-smi-ctest" && cp -P "$tmp/no-smi"/* "$tmp/no-smi-ctest/" && fake "$tmp/no-smi-ctest/ctest" 'exit 0'
+for tool in tee flock; do real="$(command -v "$tool")" && ln -sf "$real" "$tmp/no-smi-ctest/$tool"; done
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi-ctest" FWI_DEV_DIR="$tmp/dev-gpus" FAKE_VISIBLE=2 bash "$scratch/scripts/gpu-check.sh" tests 2>&1)"
+code=$?
+expect gpu_check_without_nvidia_smi_device_nodes 0 "gpu-check: CUDA sees 2 GPU(s) (nvidia-smi is not installed to list them)"
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record-no-smi" 2>&1)"
 code=$?
 expect record_results_without_nvidia_smi 3 "record-results: nvidia-smi is not installed"
