@@ -273,11 +273,14 @@ void GpuPropagator::set_velocity(const std::vector<float>& velocity) {
     velocity_changed();
 }
 
+// (Each waits for the stream with a limit first: download's copy into pageable memory waits without one.)
 std::vector<float> GpuPropagator::download_velocity() const {
+    finish_within(stream_, gpu_work_limit_seconds(0.0), "the work before downloading the velocity model");
     return velocity_.download(problem_.model_cells(), stream());
 }
 
 std::vector<float> GpuPropagator::download_gradient() const {
+    finish_within(stream_, gpu_work_limit_seconds(0.0), "the work before downloading the gradient");
     return gradient_.download(problem_.model_cells(), stream());
 }
 
@@ -599,7 +602,9 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
     const int batch_size = std::min<int>(int(shots.size()), std::max(fits, 1));
     std::vector<float> traces(shots.size() * trace_samples);
     ensure_workspace(Mode::forward_only, batch_size, 0);
-    // Queued as gradient() queues its batches; the timers are read at the end.
+    // The timers are read at the end. A copy into pageable memory (the vector) returns only once it is done,
+    // after everything queued before it: each batch's loop is waited for first, with a limit, so that a GPU
+    // that hangs in it cannot hold the host in that copy without one.
     std::vector<CudaEventTimer> timers;
     for (size_t first = 0; first < shots.size(); first += batch_size) {
         const int batch = std::min<int>(batch_size, int(shots.size() - first));
@@ -609,11 +614,11 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
         timer.start(stream());
         CUDA_CHECK(cudaGraphLaunch(loop, stream()));
         timer.stop(stream());
+        finish_within(stream_, gpu_work_limit_seconds(cell_updates(batch, 1)),
+                      "the forward modelling of " + std::to_string(batch) + " shots");
         CUDA_CHECK(cudaMemcpyAsync(traces.data() + first * trace_samples, workspace_->traces.data(),
                                    batch * trace_samples * sizeof(float), cudaMemcpyDeviceToHost, stream()));
     }
-    finish_within(stream_, gpu_work_limit_seconds(cell_updates(shots.size(), 1)),
-                  "the forward modelling of " + std::to_string(shots.size()) + " shots");
     last_forward_loop_seconds_ = 0.0;
     for (const CudaEventTimer& timer : timers) last_forward_loop_seconds_ += timer.seconds();
     return traces;

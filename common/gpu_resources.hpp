@@ -135,7 +135,8 @@ public:
     void upload(const std::vector<T>& host, cudaStream_t stream) {
         CUDA_CHECK(cudaMemcpyAsync(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
     }
-    // The first `count` elements, once `stream` has done everything before.
+    // The first `count` elements, once `stream` has done everything before. The copy into pageable memory waits
+    // for that without a limit: where the work before may be long, wait for it with one first (finish_within).
     std::vector<T> download(size_t count, cudaStream_t stream) const {
         std::vector<T> host(count);
         CUDA_CHECK(cudaMemcpyAsync(host.data(), data(), count * sizeof(T), cudaMemcpyDeviceToHost, stream));
