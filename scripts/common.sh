@@ -275,11 +275,13 @@ check_cmake_version() {
 FWI_NEWER_CMAKE="get a newer one from Kitware's apt repository (https://apt.kitware.com), the release tarball (https://cmake.org/download) or 'pipx install cmake' (then put ~/.local/bin first on PATH), and run again"
 
 # Refuses (exit 3) before anything is installed when CMake is missing and apt would install one older than
-# the floor: the install would end in check_cmake_version's refusal anyway.
+# the floor: the install would end in check_cmake_version's refusal anyway. Where apt offers none yet (lists
+# never fetched, as in a fresh container of Ubuntu 22.04), the lists are refreshed first to know which.
 check_cmake_candidate() {
     command -v cmake >/dev/null 2>&1 && return 0
     local offered
-    offered="$(apt_candidate_version cmake)" || return 0
+    offered="$(apt_candidate_version cmake)" || { refresh_apt_lists cmake && offered="$(apt_candidate_version cmake)"; } ||
+        return 0
     version_at_least "$offered" "$FWI_CMAKE_MIN" && return 0
     echo "error: CMake is not installed, and the one apt offers here is $offered, older than the CMake $FWI_CMAKE_MIN the suite needs; $FWI_NEWER_CMAKE" >&2
     exit 3
@@ -608,8 +610,22 @@ lock_build_folder() {
         echo "error: another of the suite's scripts is using $folder (${holder:-its process did not say which}); wait for it to end and run again" >&2
         exit 3
     fi
-    printf 'process %s, %s, started %s' "$$" "$(basename -- "$0")" "$(date '+%Y-%m-%d %H:%M:%S')" 2>/dev/null >"$lock"
+    # Who holds it, for a second script to name; not where the file is another user's (opened read-only
+    # above), which under set -e would end the script without a word.
+    { printf 'process %s, %s, started %s' "$$" "$(basename -- "$0")" "$(date '+%Y-%m-%d %H:%M:%S')" >"$lock"; } \
+        2>/dev/null || true
     export FWI_BUILD_LOCK="$folder"
+}
+
+# require_writable_build_folder FOLDER: exit 3 unless FOLDER, or where it is missing the folder it would be
+# made in, can be written (nothing is made): a clone in a read-only place, or a build folder another user
+# made, is said before anything is installed or built.
+require_writable_build_folder() {
+    local dir="$1"
+    while [ ! -e "$dir" ] && [ ! -L "$dir" ]; do dir="$(dirname -- "$dir")"; done
+    [ -d "$dir" ] && [ -w "$dir" ] && [ -x "$dir" ] && return 0
+    echo "error: cannot write '$dir', where the scripts build (in $1, beside the sources): clone the repository into a folder you can write (or, for a build folder another user made, ask them to remove it)" >&2
+    exit 3
 }
 
 # configure_and_build PRESET: installs what is missing, then configures and builds PRESET (CMakePresets.json).
@@ -621,6 +637,7 @@ configure_and_build() {
     local preset="$1" folder="$BUILD_DIR" first=""
     [ "$preset" = default ] || folder="$ROOT/build-$preset"
     check_cuda_environment
+    require_writable_build_folder "$folder"
     install_missing_packages
     lock_build_folder "$folder"
     [ -e "$folder/CMakeCache.txt" ] || first=yes

@@ -77,6 +77,7 @@ case "$reference" in yes|no) ;; *) bad_flag "--reference: '$reference' is not on
     bad_flag "--gpus: '$gpu_list' is not a comma list of GPU counts like 1,2,4"
 repeated="$(repeated_item "$gpu_list")"
 [ -z "$repeated" ] || bad_flag "--gpus: $repeated is listed twice"
+require_writable_build_folder "$BUILD_DIR"  # a read-only clone: said as that, not as a default --out refused
 out="$(realpath -m -- "${out:-$ROOT/out/compare-$problem}")"
 runs="$out/runs"
 marker="$runs/.made-by-compare"

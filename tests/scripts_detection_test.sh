@@ -50,6 +50,7 @@ fake make 'exit 0'
 # apt-cache madison: the builds of NVIDIA's repository when FAKE_APT_MADISON=yes, else nothing.
 apt_cache='[ -e "$FAKE_APT_LISTED" ] && FAKE_APT_NCCL=listed
 if [ "$1 $2" = "policy cmake" ]; then
+  [ -e "$FAKE_APT_LISTED" ] && [ -n "${FAKE_APT_UPDATE_ADDS_CMAKE:-}" ] && FAKE_APT_CMAKE="$FAKE_APT_UPDATE_ADDS_CMAKE"
   [ -z "${FAKE_APT_CMAKE:-}" ] || printf "cmake:\n  Installed: (none)\n  Candidate: %s\n" "$FAKE_APT_CMAKE"
   exit 0
 fi
@@ -72,7 +73,7 @@ fake apt-cache "$apt_cache"
 fake dpkg-query '[ -n "${FAKE_LIBNCCL2:-}" ] || { echo "dpkg-query: no packages found matching libnccl2" >&2; exit 1; }
 printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"; printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"'
 # apt-get logs its calls; its update makes libnccl-dev known when FAKE_APT_UPDATE_ADDS_NCCL=yes (a fresh
-# machine whose lists were never fetched) and fails as without a network when FAKE_APT_UPDATE_FAILS=yes;
+# machine whose lists were never fetched), and cmake of version FAKE_APT_UPDATE_ADDS_CMAKE where set, and fails as without a network when FAKE_APT_UPDATE_FAILS=yes;
 # its install always fails. sudo runs what it is given.
 export FAKE_APT_LISTED="$tmp/nccl-listed"
 fake apt-get "echo \"\$*\" >>'$tmp/apt-get.log'
@@ -82,7 +83,8 @@ fake apt-get "echo \"\$*\" >>'$tmp/apt-get.log'
     echo 'E: Some index files failed to download. They have been ignored, or old ones used instead.' >&2; exit 100; }
 [ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_WARNS:-no}\" = yes ] &&
   { echo 'W: Failed to fetch https://developer.download.nvidia.com/compute/cuda/repos/InRelease  Could not resolve host' >&2; exit 0; }
-[ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_ADDS_NCCL:-no}\" = yes ] && touch \"\$FAKE_APT_LISTED\"
+[ \"\$1\" = update ] && { [ \"\${FAKE_APT_UPDATE_ADDS_NCCL:-no}\" = yes ] || [ -n \"\${FAKE_APT_UPDATE_ADDS_CMAKE:-}\" ]; } &&
+  touch \"\$FAKE_APT_LISTED\"
 [ \"\$1\" = update ]"
 # sudo logs that it was used (in FAKE_SUDO_LOG), then runs what it is given.
 export FAKE_SUDO_LOG="$tmp/sudo.log"
@@ -319,6 +321,15 @@ real_run
 check "no_package_after_update_real_run" 3 'no package here provides libnccl-dev.*NCCL_ROOT' 'installing'
 [ "$(cat "$tmp/apt-get.log" 2>/dev/null)" = "update -qq" ] ||
     { echo "FAIL no_package_after_update_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+# No CMake and lists never fetched, where the refresh offers one too old (a fresh Ubuntu 22.04 container):
+# refused after the refresh, before anything is installed.
+rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
+mv "$bin/cmake" "$tmp/cmake.hidden"
+real_run FAKE_APT_UPDATE_ADDS_CMAKE=3.22.1-1ubuntu1.22.04.2
+mv "$tmp/cmake.hidden" "$bin/cmake"
+check "cmake_candidate_after_refresh_real_run" 3 'apt offers here is 3\.22\.1, older than the CMake 3\.24' 'installing'
+[ "$(cat "$tmp/apt-get.log" 2>/dev/null)" = "update -qq" ] ||
+    { echo "FAIL cmake_candidate_after_refresh_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
 # apt-get update fails (no network): its own words are shown, not only the missing package they led to.
 rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
 real_run FAKE_APT_UPDATE_FAILS=yes

@@ -303,6 +303,18 @@ bash -c 'source "$1/scripts/common.sh" && lock_build_folder "$1/build" && { slee
 run FAKE_GPUS=1 -- bash "$scratch/scripts/gpu-check.sh" build
 expect gpu_check_lock_held_by_a_leftover_program 3 "that script has ended, but a program it started still holds the lock"
 kill "$(cat "$tmp/orphan.pid")"
+# A lock file this user cannot write (another user's, opened read-only; here a folder, which even root
+# cannot write as a file): the script goes on under set -e, where the failed note of who holds it ended it.
+mkdir -p "$tmp/shared/.build.lock"
+out="$(bash -c 'set -e; source "$1/scripts/common.sh"; lock_build_folder "$2/build"; echo "went on"' bash "$scratch" "$tmp/shared" 2>&1)"
+code=$?
+expect lock_file_not_writable 0 "went on"
+# A build folder where nothing can be written (here its parent is a file; a read-only clone, as a user):
+# exit 3 saying so, before anything is installed or built.
+touch "$tmp/not-a-folder"
+out="$(bash -c 'source "$1/scripts/common.sh"; require_writable_build_folder "$2/build"; echo "went on"' bash "$scratch" "$tmp/not-a-folder" 2>&1)"
+code=$?
+expect build_folder_not_writable 3 "error: cannot write '$tmp/not-a-folder', where the scripts build"
 # OUT, a name other tools set (Android's build, CI systems), is not gpu-check's: nothing is written there.
 [ ! -e "$tmp/someone-elses" ] || fail "gpu_check_leaves_OUT_alone: wrote into OUT ($(ls "$tmp/someone-elses"))"
 if [ -f "$tmp/gpu-check-out/summary.txt" ] && [ ! -e "$tmp/gpu-check-out/comparison.md" ]; then
