@@ -184,7 +184,7 @@ apt_candidate_version() {
 # newest NCCL that apt offers built for the installed CUDA's major version (NVIDIA's repository builds each
 # NCCL for several: "2.28.3-1+cuda13.0", "2.28.3-1+cuda12.9"), as its candidate is the build for the newest
 # CUDA, which a driver for an older one may not run. Fails where no version fits (Ubuntu's multiverse: then
-# apt's candidate); exits 3 where libnccl2 is held at a version apt offers no libnccl-dev of (apt would refuse).
+# apt's candidate; with a warning where the versions offered are NVIDIA's builds for other CUDAs); exits 3 where libnccl2 is held at a version apt offers no libnccl-dev of (apt would refuse).
 nccl_packages_for_cuda() {
     local major name version rest installed offered
     # Lines " libnccl-dev | 2.28.3-1+cuda13.0 | https://... Packages", newest first.
@@ -209,13 +209,21 @@ nccl_packages_for_cuda() {
     major="$(nvcc_version)"
     major="${major%%.*}"
     [ -n "$major" ] || return 1
+    local other=""
     while IFS='|' read -r name version rest; do
         version="${version//[[:space:]]/}"
         if [[ $version == *"+cuda${major}."* ]]; then
             echo "libnccl-dev=$version libnccl2=$version"
             return 0
         fi
+        [[ $version == *"+cuda"* && -z $other ]] && other="$version"
     done <<<"$offered"
+    # NVIDIA's builds, none for this CUDA: apt's candidate is the newest of them, which needs a driver of its
+    # own CUDA; one for a newer CUDA than the toolkit's may not start under the driver the toolkit needs.
+    local other_major="${other#*+cuda}"
+    other_major="${other_major%%.*}"
+    [[ $other_major =~ ^[0-9]+$ ]] && [ "$other_major" -gt "$major" ] &&
+        echo "warning: apt offers libnccl-dev built for other CUDA versions only (newest: $other), none for the installed CUDA $major; NCCL for CUDA $other_major needs a driver for CUDA $other_major, and under an older one it will not start: then install NCCL for CUDA $major from https://developer.nvidia.com/nccl and point the build at it with NCCL_ROOT=/path/to/nccl" >&2
     return 1
 }
 

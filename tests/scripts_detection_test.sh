@@ -47,7 +47,8 @@ fake make 'exit 0'
 # name): nothing for a name apt does not know (what the real one prints), a candidate when
 # FAKE_APT_NCCL=yes or after the fake apt-get update listed it, "Candidate: (none)" when
 # FAKE_APT_NCCL=none (known but not installable), an old one (old), one with an epoch (epoch).
-# apt-cache madison: the builds of NVIDIA's repository when FAKE_APT_MADISON=yes, else nothing.
+# apt-cache madison: the builds of NVIDIA's repository when FAKE_APT_MADISON=yes, only those for CUDA 13 when
+# FAKE_APT_MADISON=cuda13, else nothing.
 apt_cache='[ -e "$FAKE_APT_LISTED" ] && FAKE_APT_NCCL=listed
 if [ "$1 $2" = "policy cmake" ]; then
   [ -e "$FAKE_APT_LISTED" ] && [ -n "${FAKE_APT_UPDATE_ADDS_CMAKE:-}" ] && FAKE_APT_CMAKE="$FAKE_APT_UPDATE_ADDS_CMAKE"
@@ -55,8 +56,9 @@ if [ "$1 $2" = "policy cmake" ]; then
   exit 0
 fi
 if [ "$1" = madison ]; then
-  [ "${FAKE_APT_MADISON:-no}" = yes ] || exit 0
-  for build in 2.28.3-1+cuda13.0 2.28.3-1+cuda12.9 2.27.7-1+cuda12.9 2.27.7-1+cuda13.0; do
+  builds="2.28.3-1+cuda13.0 2.28.3-1+cuda12.9 2.27.7-1+cuda12.9 2.27.7-1+cuda13.0"
+  case "${FAKE_APT_MADISON:-no}" in yes) ;; cuda13) builds="2.28.3-1+cuda13.0 2.27.7-1+cuda13.0" ;; *) exit 0 ;; esac
+  for build in $builds; do
     printf " libnccl-dev | %s | https://developer.download.nvidia.com/compute/cuda/repos  Packages\n" "$build"
   done
   exit 0
@@ -131,6 +133,13 @@ check "nccl_absent_package_available" 3 '^would install: libnccl-dev$'
 # CUDA's major version (the fake nvcc is CUDA 12.8), not apt's candidate (the newest CUDA's).
 detect FAKE_APT_NCCL=yes FAKE_APT_MADISON=yes
 check "nccl_package_for_the_cuda_installed" 3 '^would install: libnccl-dev=2\.28\.3-1\+cuda12\.9 libnccl2=2\.28\.3-1\+cuda12\.9$'
+# ... with builds for a newer CUDA only (CUDA 13's, as NVIDIA's Debian 12 repository may have, and the fake
+# nvcc is 12.8): apt's candidate, with a warning that it needs a driver of its own CUDA; none where the
+# builds are for an older CUDA than the toolkit's, which its driver runs.
+detect FAKE_APT_NCCL=yes FAKE_APT_MADISON=cuda13
+check "nccl_package_for_a_newer_cuda_warns" 3 'warning: apt offers libnccl-dev built for other CUDA versions only \(newest: 2\.28\.3-1\+cuda13\.0\), none for the installed CUDA 12; NCCL for CUDA 13 needs a driver for CUDA 13'
+detect FAKE_APT_NCCL=yes FAKE_APT_MADISON=cuda13 FAKE_CUDA_VERSION=14.0
+check "nccl_package_for_an_older_cuda" 3 '^would install: libnccl-dev$' 'warning'
 # ... and where libnccl2 is installed (held) at a version apt offers, the headers of that version alone.
 detect FAKE_APT_NCCL=yes FAKE_APT_MADISON=yes FAKE_LIBNCCL2=2.27.7-1+cuda12.9
 check "nccl_package_for_the_libnccl2_installed" 3 '^would install: libnccl-dev=2\.27\.7-1\+cuda12\.9$'
