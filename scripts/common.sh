@@ -246,6 +246,10 @@ refresh_apt_lists() {
     local what="$1" sudo="" why
     ! install_dry_run && command -v apt-get >/dev/null 2>&1 || return 1
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    if [ -n "$sudo" ] && ! command -v sudo >/dev/null 2>&1; then
+        echo "warning: could not refresh apt's package lists to look for $what: this user is not root, and there is no sudo" >&2
+        return 1
+    fi
     echo "refreshing apt's package lists to look for $what${sudo:+ (with sudo)}" >&2
     local status=0 first
     why="$($sudo apt-get update -qq 2>&1 >/dev/null)" || status=$?
@@ -395,11 +399,20 @@ install_missing_packages() {
     fi
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    local no_sudo=""
+    [ -n "$sudo" ] && ! command -v sudo >/dev/null 2>&1 && no_sudo=yes
+    if [ ${#needed[@]} -gt 0 ] && [ -n "$no_sudo" ]; then
+        echo "error: missing (by Debian's package names): ${needed[*]}; this user is not root and there is no sudo to install them: have an administrator install them (apt-get install ${needed[*]}) and run again" >&2
+        exit 3
+    fi
     if [ ${#needed[@]} -gt 0 ]; then
         echo "installing missing packages: ${needed[*]}"
         # env: sudo's env_reset would drop a DEBIAN_FRONTEND set before it, and a debconf or needrestart
         # dialog would then wait for an answer.
-        if ! { $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${needed[@]}"; }; then
+        # A dpkg lock held by another install (unattended-upgrades on a freshly booted machine) is waited for,
+        # for at most 5 minutes, rather than failing at once.
+        if ! { $sudo apt-get update -qq &&
+               $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=300 -y -qq "${needed[@]}"; }; then
             echo "error: could not install ${needed[*]}; install them and run again" >&2
             exit 3
         fi
@@ -407,13 +420,15 @@ install_missing_packages() {
     if [ ${#optional[@]} -gt 0 ]; then
         if ! command -v apt-get >/dev/null 2>&1; then
             echo "warning: ${optional[*]} is not installed (no apt-get here to install it): the charts and pictures will be skipped; install matplotlib for them" >&2
+        elif [ -n "$no_sudo" ]; then
+            echo "warning: ${optional[*]} is not installed, and this user is not root and has no sudo: the charts and pictures will be skipped; install it for them" >&2
         elif [ -n "$sudo" ] && ! sudo -n true >/dev/null 2>&1; then
             echo "warning: ${optional[*]} is not installed, and sudo would ask for a password: the charts and pictures will be skipped; install it for them (sudo apt-get install ${optional[*]})" >&2
         else
             echo "installing missing packages: ${optional[*]}"
             # The lists were refreshed above where something else was installed.
             { [ ${#needed[@]} -gt 0 ] || $sudo apt-get update -qq; } &&
-                $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" ||
+                $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=300 -y -qq "${optional[@]}" ||
                 echo "warning: could not install ${optional[*]}: the charts and pictures will be skipped; install it for them" >&2
         fi
     fi

@@ -339,6 +339,16 @@ mv "$tmp/cmake.hidden" "$bin/cmake"
 check "cmake_candidate_after_refresh_real_run" 3 'apt offers here is 3\.22\.1, older than the CMake 3\.24' 'installing'
 [ "$(cat "$tmp/apt-get.log" 2>/dev/null)" = "update -qq" ] ||
     { echo "FAIL cmake_candidate_after_refresh_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+# Not root, and no sudo (a container's user): exit 3 saying so, before apt-get is run (it would fail on
+# "sudo: command not found", read as a package missing). A fake id makes the user someone else.
+rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
+mv "$bin/sudo" "$tmp/sudo.hidden"
+fake id '[ "$1" = -u ] && echo 1000 || exec "'"$(command -v id)"'" "$@"'
+real_run FAKE_APT_NCCL=yes
+rm "$bin/id"
+mv "$tmp/sudo.hidden" "$bin/sudo"
+check "not_root_no_sudo_real_run" 3 'missing \(by Debian.s package names\): libnccl-dev; this user is not root and there is no sudo' 'installing'
+[ ! -e "$tmp/apt-get.log" ] || { echo "FAIL not_root_no_sudo_real_run: ran apt-get $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
 # apt-get update fails (no network): its own words are shown, not only the missing package they led to.
 rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
 real_run FAKE_APT_UPDATE_FAILS=yes
