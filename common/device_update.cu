@@ -38,8 +38,10 @@ __global__ void update_kernel(const float* gradient, const float* weights, int n
 
 DeviceModelUpdate::DeviceModelUpdate(const Problem& problem)
     : problem_(problem), depth_weights_(problem.nz), largest_bits_(1) {
-    depth_weights_.upload(depth_weights(problem), nullptr);  // on the legacy stream, which the next line waits for
-    CUDA_CHECK(cudaDeviceSynchronize());
+    // Waited for here, with a limit: the update is then enqueued on streams that need not wait for this one.
+    const CudaStream stream(current_device());
+    depth_weights_.upload(depth_weights(problem), stream.get());
+    finish_within(stream, gpu_work_limit_seconds(0.0), "the copy of the update's depth weights");
 }
 
 void DeviceModelUpdate::apply(const float* gradient, float* velocity, cudaStream_t stream) {

@@ -183,7 +183,7 @@ for s in "${steps[@]}"; do
             # longer), spelt as the installed version takes it: 1.8 wants the "s" (without it, a warning
             # per case), 1.7 (Debian 12) refuses it. Listing the cases needs no GPU.
             min_time=0.05s
-            "$bin/02_allreduce_primitives/bench_allreduce" --benchmark_min_time=$min_time --benchmark_list_tests \
+            quick_query "$bin/02_allreduce_primitives/bench_allreduce" --benchmark_min_time=$min_time --benchmark_list_tests \
                 >/dev/null 2>&1 || min_time=0.05
             step bench_allreduce bench.log 1800 "$bin/02_allreduce_primitives/bench_allreduce" \
                 --benchmark_min_time=$min_time ;;
