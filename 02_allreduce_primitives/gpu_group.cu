@@ -71,14 +71,18 @@ GpuGroup::GpuGroup(int gpus, double timeout_s, PeerAccess peer_access)
             }
             const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
             cudaGetLastError();  // clear a sticky "already enabled", or the refusal below
-            if (status != cudaSuccess && status != cudaErrorPeerAccessAlreadyEnabled) {
-                // "Possible" yet refused: an IOMMU or a hypervisor in the way, or more than the 8 peers a GPU
-                // may map. The pair is then one without peer access, as the variants already handle.
+            // "Possible" yet refused: an IOMMU or a hypervisor in the way, or more than the 8 peers a GPU may
+            // map. The pair is then one without peer access, as the variants already handle; any other error
+            // is one.
+            const bool refused = status == cudaErrorPeerAccessUnsupported || status == cudaErrorTooManyPeers ||
+                                 status == cudaErrorNotSupported;
+            if (refused) {
                 print_warning("GPU " + std::to_string(rank) + " may access GPU " + std::to_string(peer) +
                               " as a peer, but enabling it failed (" + cudaGetErrorString(status) +
                               "): that pair is treated as one without peer access (doctor's checks 2 and 3 say why)");
                 continue;
             }
+            if (status != cudaSuccess && status != cudaErrorPeerAccessAlreadyEnabled) CUDA_CHECK(status);
             peer_access_[rank * size_ + peer] = 1;
         }
     }

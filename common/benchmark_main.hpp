@@ -30,13 +30,10 @@
 #include "output.hpp"
 #include "run_env.hpp"
 
-// Whether the Google Benchmark built with reads --benchmark_min_time with a unit (1.8 and newer); the build
-// says (CMakeLists.txt, fwi_benchmark).
-#ifndef FWI_BENCHMARK_MIN_TIME_UNITS
-#define FWI_BENCHMARK_MIN_TIME_UNITS 1
-#endif
-#ifndef FWI_BENCHMARK_VERSION
-#define FWI_BENCHMARK_VERSION ""
+// Whether the Google Benchmark built with reads --benchmark_min_time with a unit (1.8 and newer), and its
+// version: the build says, to a program that links fwi_benchmark (CMakeLists.txt).
+#if !defined(FWI_BENCHMARK_MIN_TIME_UNITS) || !defined(FWI_BENCHMARK_VERSION)
+#error "a Google Benchmark program links fwi_benchmark (CMakeLists.txt), which says how its version reads flags"
 #endif
 
 namespace fwi {

@@ -74,12 +74,17 @@ void finish_within(const CudaStream& stream, double timeout_s, const std::string
 
 double gpu_work_limit_seconds(double cell_updates) {
     constexpr double kBaseSeconds = 60.0, kSlowestUpdatesPerSecond = 1e8;
-    // FWI_TEST_GPU_WORK_BASE_S: a shorter base, for the tests of a GPU that hangs (tests/hung_kernel_wait.cu);
-    // only a number from 0.1 to 60 counts.
+    // FWI_TEST_GPU_WORK_BASE_S: a shorter base, for the tests of a GPU that hangs (tests/hung_kernel_wait.cu),
+    // from 0.1 to 60 s; any other value is refused, rather than a test waiting a minute without saying why.
     static const double base = [] {
         const char* text = std::getenv("FWI_TEST_GPU_WORK_BASE_S");
-        const double value = text ? std::atof(text) : 0.0;
-        return value >= 0.1 && value <= kBaseSeconds ? value : kBaseSeconds;
+        if (!text) return kBaseSeconds;
+        char* end = nullptr;
+        const double value = std::strtod(text, &end);
+        if (end == text || *end != '\0' || !(value >= 0.1 && value <= kBaseSeconds))
+            throw BadSettingError("FWI_TEST_GPU_WORK_BASE_S: '" + shown_value(text) +
+                                  "' is not a number of seconds from 0.1 to 60 (unset it outside the tests)");
+        return value;
     }();
     return base + cell_updates / kSlowestUpdatesPerSecond;
 }

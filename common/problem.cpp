@@ -184,13 +184,15 @@ void check_reflection_recorded(const Problem& p, const std::vector<float>& truth
     else
         std::snprintf(allowed, sizeof allowed, "no --nt up to %d is long enough at --dt %g: a larger --dt",
                       kMaxTimeSteps, p.dt);
-    char text[700];
+    char text[900];
     std::snprintf(
         text, sizeof text,
         "--nt: the recording (%d steps, %.3g s) ends before any wave can reach a receiver from where the true model "
         "differs from the initial one (row %d, %g m deep): that takes at least %.3g s at %g m/s after the wavelet "
-        "starts at %.3g s (one period before --delay); %s, or a shallower difference, or a shorter --delay",
-        p.nt, (p.nt - 1) * p.dt, first_row, first_row * p.dh, rows * p.dh / fastest, fastest, wavelet_start, allowed);
+        "starts at %.3g s (one period before --delay); %s, or a shallower difference, or a shorter --delay (down "
+        "to one period, %s s: a shorter one starts the wavelet abruptly)",
+        p.nt, (p.nt - 1) * p.dt, first_row, first_row * p.dh, rows * p.dh / fastest, fastest, wavelet_start, allowed,
+        format_number(1.0 / p.freq).c_str());
     throw UsageError(text);
 }
 
@@ -228,18 +230,19 @@ void validate(const Problem& p) {
     if (p.delay > (p.nt - 1) * p.dt)
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
                          format_at_most((p.nt - 1) * p.dt) + " s");
-    // A Ricker wavelet is near zero (a thousandth of its peak) one period before its peak. A peak earlier
-    // than that switches the source on abruptly: a step, with frequencies past the 2.5 x --freq that the
-    // grid's cells per wavelength are checked for below. (With slack for the six digits the message shows.)
-    const double period = 1.0 / p.freq;
-    if (p.delay < period * (1.0 - 1e-5)) {
+    // A Ricker wavelet is near zero (a thousandth of its peak) one period before its peak. Where it starts
+    // at more than a hundredth of its peak (a peak less than 0.85 periods in), the source is switched on
+    // abruptly: a step, with frequencies past the 2.5 x --freq that the grid's cells per wavelength are
+    // checked for below.
+    const double start = std::fabs(ricker(0.0, p.freq, p.delay));
+    if (start > 0.01) {
         char text[400];
         std::snprintf(text, sizeof text,
                       "--delay %g s is less than one period of --freq %g Hz (%s s): the wavelet starts at %.0f%% of "
                       "its peak, a step with frequencies the grid may not carry; a --delay of %s s or more starts it "
                       "near zero",
-                      p.delay, p.freq, format_number(period).c_str(), 100.0 * std::fabs(ricker(0.0, p.freq, p.delay)),
-                      format_number(period).c_str());
+                      p.delay, p.freq, format_number(1.0 / p.freq).c_str(), 100.0 * start,
+                      format_number(1.0 / p.freq).c_str());
         print_warning(text);
     }
 

@@ -23,11 +23,14 @@ std::string number(double value, const char* format) {
     return text;
 }
 
+namespace {
+constexpr const char* kRankKind = "P2P performance rank ";  // link_kind's kind where NVML did not say
+}  // namespace
+
 std::string link_kind(const GpuSystem& system, int i, int j) {
     const size_t pairs = size_t(system.count) * system.count, at = size_t(i) * system.count + j;
     if (system.links.size() == pairs) return system.links[at].nvlinks > 0 ? "NVLink" : "PCIe " + system.links[at].pcie;
-    if (system.performance_rank.size() == pairs)
-        return "P2P performance rank " + std::to_string(system.performance_rank[at]);
+    if (system.performance_rank.size() == pairs) return kRankKind + std::to_string(system.performance_rank[at]);
     return "";
 }
 
@@ -35,7 +38,7 @@ namespace {
 // "over NVLink", "that CUDA gives P2P performance rank 0", "measured".
 std::string alike_pairs(const std::string& kind) {
     if (kind.empty()) return "measured";
-    return kind.rfind("P2P", 0) == 0 ? "that CUDA gives " + kind : "over " + kind;
+    return kind.rfind(kRankKind, 0) == 0 ? "that CUDA gives " + kind : "over " + kind;
 }
 }  // namespace
 

@@ -33,6 +33,8 @@ struct GpuSystem {
     double p2p_one_way_GBps = std::numeric_limits<double>::quiet_NaN();
 
     bool peer(int i, int j) const { return can_access[size_t(i) * count + j] != 0; }
+    // Whether every pair has peer access both ways; true where check 2 did not run, which is then not known.
+    bool every_pair_has_peer_access() const;
     // The pairs with peer access (either way) whose link is PCIe (no NVLink), where the IOMMU and ACS matter.
     PeerPairs peer_pairs() const;
 };

@@ -245,12 +245,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
         finding.facts.add("bytes", summary.bytes).add("time_us", summary.seconds * 1e6).add("busbw_GBps", busbw);
         finding.details = nccl_timing_lines(rows, n, timing);
         // (Where check 2 did not say, check 4 did not run either, and that is what the line says.)
-        const bool every_pair_has_peer_access = system.can_access.size() != size_t(n) * n || [&] {
-            for (int i = 0; i < n; ++i)
-                for (int j = 0; j < n; ++j)
-                    if (i != j && !system.peer(i, j)) return false;
-            return true;
-        }();
+        const bool every_pair_has_peer_access = system.every_pair_has_peer_access();
         finding.details.push_back(
             link_comparison_line(rows.back(), n, system.p2p_one_way_GBps, every_pair_has_peer_access));
 

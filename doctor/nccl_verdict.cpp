@@ -64,7 +64,7 @@ std::string why_links_not_compared(int gpus, double p2p_one_way_GBps, bool every
     if (gpus < 2) return "one GPU, nothing to compare";
     if (!every_pair_has_peer_access)
         return "bus bandwidth not compared with check 4's P2P copies: some pairs of GPUs have no peer access (check "
-               "2), so NCCL's ring goes through host memory between them";
+               "2), so NCCL's rings may go through host memory between them";
     if (!(p2p_one_way_GBps > 0.0))
         return "no P2P figure to compare the bus bandwidth with (check 4 did not run, or found no pair with peer "
                "access)";

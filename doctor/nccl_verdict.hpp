@@ -47,8 +47,9 @@ constexpr size_t kLinkComparisonMinBytes = 32 * kMiB;
 // The line that compares the largest size's busbw with check 4's P2P figure, whatever the verdict: "links:
 // busbw 338.2 GB/s at 256 MiB is 88% of the 383.6 GB/s one way of check 4's P2P copies (WARN below 25%, ...)",
 // or why there is nothing to compare. NCCL's ring passes every GPU: where some pair has no peer access it
-// goes through host memory there, whatever the pairs with peer access reach, so it is not compared then
-// (bridged pairs of workstation cards; peer access within each CPU socket only).
+// may have to go through host memory there, whatever the pairs with peer access reach, so it is not
+// compared then (bridged pairs of workstation cards; peer access within each CPU socket only). That may
+// leave a slow NCCL unjudged where its rings could avoid those pairs, but never judges a healthy one slow.
 std::string link_comparison_line(const SweepRow& largest, int gpus, double p2p_one_way_GBps,
                                  bool every_pair_has_peer_access);
 

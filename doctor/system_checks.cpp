@@ -27,6 +27,14 @@
 
 namespace fwi::doctor {
 
+bool GpuSystem::every_pair_has_peer_access() const {
+    if (can_access.size() != size_t(count) * count) return true;  // check 2 did not run: not known
+    for (int i = 0; i < count; ++i)
+        for (int j = 0; j < count; ++j)
+            if (i != j && !peer(i, j)) return false;
+    return true;
+}
+
 PeerPairs GpuSystem::peer_pairs() const {
     PeerPairs pairs;
     pairs.checked = count > 0 && can_access.size() == size_t(count) * count && pci.size() == size_t(count);
@@ -309,7 +317,7 @@ Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long lo
 
 Finding mig_mode_verdict(const std::vector<std::string>& in_mig_mode, const std::vector<PciAddress>& visible) {
     Finding verdict;
-    // NVML writes the address in lower case; CUDA may not.
+    // Nvml::gpus_in_mig_mode writes the address in lower case, cudaDeviceGetPCIBusId in upper case.
     std::vector<std::string> gpus_in_mig_mode, others;
     for (const std::string& bus_id : in_mig_mode) {
         const bool seen = std::any_of(visible.begin(), visible.end(), [&](const PciAddress& gpu) {

@@ -1189,7 +1189,7 @@ TEST_CASE("a bus bandwidth under a quarter of the P2P copies' is named; a health
     CHECK(low_bus_bandwidth(slow, 4, 381.0, false).empty());
     CHECK(link_comparison_line(slow, 4, 381.0, false) ==
           "links: bus bandwidth not compared with check 4's P2P copies: some pairs of GPUs have no peer access "
-          "(check 2), so NCCL's ring goes through host memory between them");
+          "(check 2), so NCCL's rings may go through host memory between them");
     CHECK(link_comparison_line(healthy, 2, 381.0, all_peers) ==
           "links: busbw 290.0 GB/s at 256 MiB is 76% of the 381.0 GB/s one way of check 4's P2P copies (WARN below "
           "25%, at 32 MiB or more)");

@@ -533,17 +533,21 @@ run_with_timeout() {
     return $status
 }
 
-# quick_query COMMAND...: a query that answers at once when all is well (nvidia-smi, visible_gpus, mpirun
-# --version), under a 60 s limit: a hung driver or launcher would otherwise block the script for good.
-# COMMAND's exit status; 124 (or 137) when it was stopped, with a line on stderr saying so. Run as
-# run_with_timeout runs a step, so that Ctrl-C stops the script here too (timeout puts the query in a
-# process group of its own, which the terminal's signal does not reach).
-quick_query() {
-    run_with_timeout 60 "$@"
+# run_within SECONDS COMMAND...: COMMAND under run_with_timeout (so that Ctrl-C stops the script here too:
+# timeout puts COMMAND in a process group of its own, which the terminal's signal does not reach). COMMAND's
+# exit status; 124 (or 137) when it was stopped, with a line on stderr saying so.
+run_within() {
+    local seconds="$1"
+    shift
+    run_with_timeout "$seconds" "$@"
     local status=$?
-    [ $status -ne 124 ] && [ $status -ne 137 ] || echo "warning: '$*' did not answer within 60 s, so it was stopped" >&2
+    [ $status -ne 124 ] && [ $status -ne 137 ] || echo "warning: '$*' did not answer within $seconds s, so it was stopped" >&2
     return $status
 }
+
+# quick_query COMMAND...: a query that answers at once when all is well (nvidia-smi, visible_gpus, mpirun
+# --version), under a 60 s limit: a hung driver or launcher would otherwise block the script for good.
+quick_query() { run_within 60 "$@"; }
 
 # open_mpi_major LAUNCHER: Open MPI's major version ("4" of "mpirun (Open MPI) 4.1.6") where LAUNCHER is Open
 # MPI's mpirun, else nothing (MPICH's, srun, none at all).

@@ -324,7 +324,4 @@ rm -f "$runs/unfinished"
 
 echo
 # The table and chart take seconds; a limit all the same (a plotting library that hangs on a display).
-run_with_timeout 600 "$python" "$ROOT/scripts/compare.py" "$out"
-status=$?
-[ $status -ne 124 ] && [ $status -ne 137 ] || echo "compare: scripts/compare.py did not finish within 600 s, so it was stopped" >&2
-exit $status
+run_within 600 "$python" "$ROOT/scripts/compare.py" "$out"

@@ -97,7 +97,8 @@ step() {
 
 # gpu_listed: yes (nvidia-smi lists GPUs), no, or unknown: nvidia-smi is not installed but the GPUs' device
 # nodes are there (a container without NVIDIA's utility capability), where CUDA may still see GPUs, counted once
-# the build has made the counter (as compare.sh does); a step that needs a GPU and finds none then fails itself.
+# the build has made the counter (as compare.sh does): the faults step then fails where CUDA sees none, and
+# the sanitizers, benchmarks and main steps fail by themselves (their programs exit 3 without a GPU).
 # (FWI_DEV_DIR, /dev by default, is for the tests.)
 gpu_listed=yes
 dev="${FWI_DEV_DIR:-/dev}"
@@ -124,7 +125,7 @@ fi
 case "$gpu_listed" in
     yes) gpus="$(sort <<<"$gpus" | uniq -c | tr -s ' ' | paste -sd ';' -)" ;;  # " 4 NVIDIA H100 ..., 570.1, 81559 MiB"
     no) gpus="no GPU visible ($no_listing): every GPU test will show as skipped" ;;
-    unknown) gpus="GPUs not listed (nvidia-smi is not installed): CUDA's count is in the tests' logs" ;;
+    unknown) gpus="GPUs not listed (nvidia-smi is not installed): the tests and faults steps say CUDA's count" ;;
 esac
 machine="$gpus, $(nvcc --version 2>/dev/null | tail -n 1)"
 bin="$BUILD_DIR"
@@ -132,21 +133,25 @@ bin="$BUILD_DIR"
 # reflections reach the receivers and the gradient is not trivially zero.
 verify=("$bin/01_single_gpu/01_single_gpu" --verify)
 
-# cuda_sees_the_gpus: where nvidia-smi lists GPUs, CUDA must see at least one. A GPU test skips (exit 77)
+# cuda_sees_the_gpus STEP: where nvidia-smi lists GPUs, CUDA must see at least one. A GPU test skips (exit 77)
 # where CUDA sees none, so an empty CUDA_VISIBLE_DEVICES, say, would show every GPU test as skipped and the
 # steps as passed. (A driver CUDA cannot use makes the counter fail, and the GPU tests with it.) Without
-# nvidia-smi, CUDA's count is said, whatever it is.
+# nvidia-smi, CUDA's count is said, and none is a failure for every step but tests, which runs without a GPU
+# (as where nvidia-smi lists none).
 cuda_sees_the_gpus() {
     [ "$gpu_listed" != no ] || return 0
-    local seen counter="$bin/common/visible_gpus"
+    local step="$1" seen counter="$bin/common/visible_gpus"
     if ! seen=$(count_visible_gpus "$counter" 2>&1); then
         [ -x "$counter" ] || seen+=" (build first)"
         echo "gpu-check: $seen"
         return 1
     fi
     if [ "$gpu_listed" = unknown ]; then
-        echo "gpu-check: CUDA sees $seen GPU(s) (nvidia-smi is not installed to list them)$([ "$seen" -gt 0 ] || echo ": every GPU test will show as skipped")"
-        return 0
+        echo "gpu-check: CUDA sees $seen GPU(s) (nvidia-smi is not installed to list them)"
+        [ "$seen" -gt 0 ] && return 0
+        [ "$step" = tests ] && { echo "gpu-check: every GPU test will show as skipped"; return 0; }
+        echo "gpu-check: step '$step' runs on a GPU"
+        return 1
     fi
     [ "$seen" -gt 0 ] && return 0
     echo "gpu-check: nvidia-smi lists GPUs, but CUDA sees none${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')}: every GPU test would be skipped; build/doctor/doctor (its check 1) says why"
@@ -166,11 +171,11 @@ for s in "${steps[@]}"; do
     case "$s" in
         build) step build build.log 3600 bash -c 'source "$1/scripts/common.sh" && configure_and_build default' bash "$ROOT" ;;
         tests)
-            step cuda_sees_the_gpus tests.log - cuda_sees_the_gpus
+            step cuda_sees_the_gpus tests.log - cuda_sees_the_gpus tests
             step tests tests.log 3600 ctest --preset default -E fault -j3 --output-on-failure ;;
         # 10 trials per kind of failure, each waiting for a timeout: minutes, so a step of its own.
         faults)
-            step cuda_sees_the_gpus faults.log - cuda_sees_the_gpus
+            step cuda_sees_the_gpus faults.log - cuda_sees_the_gpus faults
             step fault_tests faults.log 3600 ctest --preset default -R fault -j3 --output-on-failure ;;
         sanitizers)
             step verify sanitizer.log 600 "${verify[@]}"

@@ -61,8 +61,8 @@ add_exit_test(physics_01_single_gpu_few_cells_warns CODE 3
               TEXT "01_single_gpu: warning: only 3.3 cells per shortest wavelength" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --freq 30)
 
-# A wavelet peak less than one period after the start: a warning that the source starts abruptly, then the
-# run goes on; at one period, none.
+# A wavelet peak less than one period after the start, where the wavelet starts at more than 1% of its
+# peak: a warning that the source starts abruptly, then the run goes on; at one period (0.1%), none.
 add_exit_test(physics_01_single_gpu_early_peak_warns CODE 3
               TEXT "01_single_gpu: warning: --delay 0 s is less than one period of --freq 14 Hz (0.0714286 s): the wavelet starts at 100% of its peak"
               ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --delay 0)

@@ -278,6 +278,14 @@ for tool in tee flock; do real="$(command -v "$tool")" && ln -sf "$real" "$tmp/n
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi-ctest" FWI_DEV_DIR="$tmp/dev-gpus" FAKE_VISIBLE=2 bash "$scratch/scripts/gpu-check.sh" tests 2>&1)"
 code=$?
 expect gpu_check_without_nvidia_smi_device_nodes 0 "gpu-check: CUDA sees 2 GPU(s) (nvidia-smi is not installed to list them)"
+# ... where CUDA sees none, the tests step runs (its GPU tests skip), and the faults step fails, as every
+# fault test would be skipped.
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi-ctest" FWI_DEV_DIR="$tmp/dev-gpus" FAKE_VISIBLE=0 bash "$scratch/scripts/gpu-check.sh" tests 2>&1)"
+code=$?
+expect gpu_check_without_nvidia_smi_no_gpu_tests 0 "every GPU test will show as skipped"
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi-ctest" FWI_DEV_DIR="$tmp/dev-gpus" FAKE_VISIBLE=0 bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
+code=$?
+expect gpu_check_without_nvidia_smi_no_gpu_faults 1 "gpu-check: step 'faults' runs on a GPU"
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" bash "$scratch/scripts/record-results.sh" --steps lessons --out "$tmp/record-no-smi" 2>&1)"
 code=$?
 expect record_results_without_nvidia_smi 3 "record-results: nvidia-smi is not installed"
