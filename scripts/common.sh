@@ -184,7 +184,8 @@ apt_candidate_version() {
 # newest NCCL that apt offers built for the installed CUDA's major version (NVIDIA's repository builds each
 # NCCL for several: "2.28.3-1+cuda13.0", "2.28.3-1+cuda12.9"), as its candidate is the build for the newest
 # CUDA, which a driver for an older one may not run. Fails where no version fits (Ubuntu's multiverse: then
-# apt's candidate; with a warning where the versions offered are NVIDIA's builds for other CUDAs); exits 3 where libnccl2 is held at a version apt offers no libnccl-dev of (apt would refuse).
+# apt's candidate; with a warning where the versions offered are NVIDIA's builds for newer CUDAs only); exits 3
+# where libnccl2 is held at a version apt offers no libnccl-dev of (apt would refuse).
 nccl_packages_for_cuda() {
     local major name version rest installed offered
     # Lines " libnccl-dev | 2.28.3-1+cuda13.0 | https://... Packages", newest first.

@@ -15,9 +15,9 @@
 # comparison table and chart are copied there. Exit 0 only when every step passed, 2 for an unknown or
 # repeated step, a GPU_CHECK_OUT that cannot be written, holds the repository's files, lies in the repository
 # outside out/ and the build folders, or in out/gpu-check itself, or a CUDAARCHS the build cannot use,
-# 3 for a step that needs a GPU (all but build and tests)
-# where none is visible (nvidia-smi lists none, or is not installed and there is no GPU device node), compute-sanitizer where it is missing, a CUDACXX that names no program, or an
-# out/gpu-check that cannot be written (all before any runs).
+# 3 for a step that needs a GPU (all but build and tests) where none is visible (nvidia-smi lists none, or is
+# not installed and there is no GPU device node), compute-sanitizer where it is missing, a CUDACXX that names
+# no program, or an out/gpu-check that cannot be written (all before any runs).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
