@@ -73,7 +73,7 @@ GpuGroup::GpuGroup(int gpus, double timeout_s, PeerAccess peer_access)
             cudaGetLastError();  // clear a sticky "already enabled", or the refusal below
             // "Possible" yet refused: an IOMMU or a hypervisor in the way, or more than the 8 peers a GPU may
             // map. The pair is then one without peer access, as the variants already handle; any other error
-            // is one.
+            // ends the program, as before.
             const bool refused = status == cudaErrorPeerAccessUnsupported || status == cudaErrorTooManyPeers ||
                                  status == cudaErrorNotSupported;
             if (refused) {

@@ -196,6 +196,16 @@ void check_reflection_recorded(const Problem& p, const std::vector<float>& truth
     throw UsageError(text);
 }
 
+// The largest |value| of the Ricker wavelet before t = 0, as a share of its peak: the part the recording cuts
+// off. In a = pi freq (t - delay) the wavelet is (1 - 2a^2) exp(-a^2), whose side lobes peak at a^2 = 1.5
+// (2 exp(-1.5) = 0.45 of the peak) and fall off beyond: the value at t = 0 where that lies beyond a lobe's
+// peak, else the larger of the lobe's and the value at t = 0 (the main peak's side of the lobe).
+double wavelet_cut_off(const Problem& p) {
+    const double a = M_PI * p.freq * p.delay;  // |a| at t = 0
+    const double at_start = std::fabs(ricker(0.0, p.freq, p.delay));
+    return a * a >= 1.5 ? at_start : std::max(at_start, 2.0 * std::exp(-1.5));
+}
+
 }  // namespace
 
 void validate(const Problem& p) {
@@ -230,18 +240,17 @@ void validate(const Problem& p) {
     if (p.delay > (p.nt - 1) * p.dt)
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
                          format_at_most((p.nt - 1) * p.dt) + " s");
-    // A Ricker wavelet is near zero (a thousandth of its peak) one period before its peak. Where it starts
-    // at more than a hundredth of its peak (a peak less than 0.85 periods in), the source is switched on
-    // abruptly: a step, with frequencies past the 2.5 x --freq that the grid's cells per wavelength are
-    // checked for below.
-    const double start = std::fabs(ricker(0.0, p.freq, p.delay));
-    if (start > 0.01) {
+    // A Ricker wavelet is near zero (a thousandth of its peak) one period before its peak. Where the part
+    // before t = 0, which the recording cuts off, reaches more than a hundredth of its peak (a peak less than
+    // 0.85 periods in), the source is switched on abruptly: a step, with frequencies past the 2.5 x --freq
+    // that the grid's cells per wavelength are checked for below.
+    if (const double cut = wavelet_cut_off(p); cut > 0.01) {
         char text[400];
         std::snprintf(text, sizeof text,
-                      "--delay %g s is less than one period of --freq %g Hz (%s s): the wavelet starts at %.0f%% of "
-                      "its peak, a step with frequencies the grid may not carry; a --delay of %s s or more starts it "
-                      "near zero",
-                      p.delay, p.freq, format_number(1.0 / p.freq).c_str(), 100.0 * start,
+                      "--delay %g s is less than one period of --freq %g Hz (%s s): the part of the wavelet before "
+                      "the recording starts, cut off, reaches %.0f%% of its peak, a step with frequencies the grid "
+                      "may not carry; a --delay of %s s or more starts it near zero",
+                      p.delay, p.freq, format_number(1.0 / p.freq).c_str(), 100.0 * cut,
                       format_number(1.0 / p.freq).c_str());
         print_warning(text);
     }

@@ -61,11 +61,16 @@ add_exit_test(physics_01_single_gpu_few_cells_warns CODE 3
               TEXT "01_single_gpu: warning: only 3.3 cells per shortest wavelength" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --freq 30)
 
-# A wavelet peak less than one period after the start, where the wavelet starts at more than 1% of its
-# peak: a warning that the source starts abruptly, then the run goes on; at one period (0.1%), none.
+# A wavelet peak so early that the part the recording cuts off reaches more than 1% of the peak (a peak
+# under 0.85 periods in): a warning that the source starts abruptly, then the run goes on; at one period
+# (0.1%), none.
 add_exit_test(physics_01_single_gpu_early_peak_warns CODE 3
-              TEXT "01_single_gpu: warning: --delay 0 s is less than one period of --freq 14 Hz (0.0714286 s): the wavelet starts at 100% of its peak"
+              TEXT "01_single_gpu: warning: --delay 0 s is less than one period of --freq 14 Hz (0.0714286 s): the part of the wavelet before the recording starts, cut off, reaches 100% of its peak"
               ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --delay 0)
+# ... where it starts at a zero of the wavelet (its value at t = 0 is 0, its side lobe is cut off) too.
+add_exit_test(physics_01_single_gpu_peak_at_a_zero_warns CODE 3
+              TEXT "the part of the wavelet before the recording starts, cut off, reaches 45% of its peak"
+              ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --delay 0.0160771)
 add_exit_test(physics_01_single_gpu_peak_after_one_period CODE 3 TEXT "CUDA GPU and 0 are visible" NOT_TEXT "warning"
               ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --freq 12 --delay 0.0833333)
 
