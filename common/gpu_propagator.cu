@@ -273,14 +273,16 @@ void GpuPropagator::set_velocity(const std::vector<float>& velocity) {
     velocity_changed();
 }
 
+void GpuPropagator::finish(const std::string& what) const { finish_within(stream_, gpu_work_limit_seconds(0.0), what); }
+
 // (Each waits for the stream with a limit first: download's copy into pageable memory waits without one.)
 std::vector<float> GpuPropagator::download_velocity() const {
-    finish_within(stream_, gpu_work_limit_seconds(0.0), "the work before downloading the velocity model");
+    finish("the work before downloading the velocity model");
     return velocity_.download(problem_.model_cells(), stream());
 }
 
 std::vector<float> GpuPropagator::download_gradient() const {
-    finish_within(stream_, gpu_work_limit_seconds(0.0), "the work before downloading the gradient");
+    finish("the work before downloading the gradient");
     return gradient_.download(problem_.model_cells(), stream());
 }
 

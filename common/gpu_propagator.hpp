@@ -72,6 +72,9 @@ public:
     std::vector<float> download_gradient() const;
     // The stream every kernel of this propagator runs on (a non-blocking stream of the current device).
     cudaStream_t stream() const { return stream_.get(); }
+    // Waits, with the limit of a short piece of GPU work (finish_within), for everything queued on stream();
+    // `what` names it where the limit passes.
+    void finish(const std::string& what) const;
 
     // Device memory one shot of a gradient batch needs, and the batch sizes chosen: the forward pass runs
     // up to gradient_batch_size() shots at a time and keeps their history, and the adjoint pass works

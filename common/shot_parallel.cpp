@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "allreduce_sweep.hpp"
 #include "cuda_check.hpp"
 #include "errors.hpp"
 #include "model_checks.hpp"
@@ -61,7 +62,17 @@ void GpuShare::compute() {
     NvtxRange range("compute");
     local_misfit_ = propagator_.gradient(shots_).misfit;
     CUDA_CHECK(cudaMemcpyAsync(misfit_.data(), &local_misfit_, sizeof(double), cudaMemcpyHostToDevice, stream()));
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    propagator_.finish("the copy of the misfit");
+}
+
+void GpuShare::load_combine_check(int member) {
+    std::vector<float> pattern(gradient_count());
+    for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = allreduce_input(member, i);
+    CUDA_CHECK(cudaMemcpyAsync(device_gradient(), pattern.data(), pattern.size() * sizeof(float),
+                               cudaMemcpyHostToDevice, stream()));
+    local_misfit_ = member + 1;
+    CUDA_CHECK(cudaMemcpyAsync(misfit_.data(), &local_misfit_, sizeof(double), cudaMemcpyHostToDevice, stream()));
+    propagator_.finish("the copy of the combine's check pattern");
 }
 
 void GpuShare::update() {
@@ -90,6 +101,27 @@ private:
     double last_ = 0.0;
 };
 
+// Throws VerificationError unless `share` holds, element by element, the sum over `members` members of what
+// GpuShare::load_combine_check loaded, and their misfits' sum, 1 + 2 + ... + members.
+void require_combine_check(const GpuShare& share, int member, int members) {
+    const std::vector<float> sum = share.download_gradient();
+    size_t wrong = 0, first_wrong = 0;
+    for (size_t i = 0; i < sum.size(); ++i)
+        if (sum[i] != allreduce_expected_sum(members, i) && wrong++ == 0) first_wrong = i;
+    const double misfit = share.download_misfit(), expected_misfit = 0.5 * members * (members + 1.0);
+    if (wrong == 0 && misfit == expected_misfit) return;
+    std::string what = "the combine is wrong: summing a known pattern over the " + std::to_string(members) +
+                       " GPUs (the untimed first combine), member " + std::to_string(member) + " holds ";
+    if (wrong > 0)
+        what += std::to_string(wrong) + " wrong elements of " + std::to_string(sum.size()) + " (element " +
+                std::to_string(first_wrong) + ": " + format_number(sum[first_wrong]) + ", expected " +
+                format_number(allreduce_expected_sum(members, first_wrong)) + ")" +
+                (misfit == expected_misfit ? "" : " and ");
+    if (misfit != expected_misfit)
+        what += "the misfit's sum " + format_number(misfit) + ", expected " + format_number(expected_misfit);
+    throw VerificationError(what);
+}
+
 void print_progress(const IterationDone& done, double first_misfit, double median_iteration) {
     const Phases& t = done.phases;
     std::printf(
@@ -106,8 +138,13 @@ void print_progress(const IterationDone& done, double first_misfit, double media
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after) {
     // Warm-up, not timed: a first collective pays costs the later ones do not (run_iterations in the header).
+    // It sums a known pattern, which each member checks; the first iteration computes its gradient afresh.
     team.barrier(member, "the other GPUs' set-up");
-    if (combine) combine(share, kWarmUpCombine);
+    if (combine) {
+        share.load_combine_check(member);
+        combine(share, kWarmUpCombine);
+        require_combine_check(share, member, team.size());
+    }
 
     MemberRecord record;
     DeviceBuffer<float> first_gradient(share.gradient_count());
@@ -394,9 +431,14 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
     if (!verified) throw VerificationError(join(failures, "; "));
     const std::string misfit_check =
         run.misfits.size() >= 2 ? "the misfit decreased" : "the misfit is finite (one iteration: nothing to compare)";
-    std::printf("verified: %s\n", reference      ? "first gradient, misfit and final model match the single-GPU run"
-                                  : run.gpus > 1 ? ("every GPU holds the same model; " + misfit_check).c_str()
-                                                 : misfit_check.c_str());
+    // Without a reference, what was checked: the combine (run_iterations' warm-up; only a sum over several
+    // GPUs says anything), the models and the misfit, and that the gradient itself was compared with nothing.
+    const std::string unreferenced =
+        run.gpus > 1 ? "the combine summed a known pattern exactly; every GPU holds the same model; " + misfit_check +
+                           " (no single-GPU reference run to compare the gradient with)"
+                     : misfit_check;
+    std::printf("verified: %s\n",
+                reference ? "first gradient, misfit and final model match the single-GPU run" : unreferenced.c_str());
 }
 
 }  // namespace fwi

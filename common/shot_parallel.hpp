@@ -67,6 +67,10 @@ public:
     // This GPU's gradient into device_gradient() and its misfit into device_misfit(); both complete when it
     // returns.
     void compute();
+    // Instead of a gradient and a misfit, what run_iterations' warm-up combine sums to check the combine:
+    // allreduce_input(member, i) in element i (small integers, whose sum over the members a float holds
+    // exactly, different at every element and member) and member + 1; complete when it returns.
+    void load_combine_check(int member);
     // The model update from device_gradient(), on the device (the same on every GPU holding the same sum).
     void update();
     void set_model(const std::vector<float>& model);
@@ -131,7 +135,10 @@ struct MemberRecord {
 // Iterations first_iteration..last_iteration (1-based) of the FWI loop on team member `member`:
 // compute, wait, combine, update, timed as above. One combine first, not timed (the warm-up: a first
 // collective pays once for loading NCCL's kernels, and for connecting the ranks where NCCL connects them
-// then). Every member calls it; `after` is called on member 0 only.
+// then). It sums a known pattern (GpuShare::load_combine_check), which every member checks element by
+// element: a combine that misses a member, a chunk or an element, sums twice, averages, or hands back an
+// earlier call's result fails here (VerificationError), with or without a reference run. Every member calls
+// it; `after` is called on member 0 only.
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after = {});
 

@@ -204,6 +204,15 @@ TEST_CASE("the model update on the device matches the host's, and is the same bi
     CHECK(d.relative_l2 < 1e-6);  // the same arithmetic, up to a fused multiply-add
     CHECK(compare(on_device[1], on_device[0]).max_abs == 0.0);
     CHECK(compare(on_device[2], on_device[0]).max_abs == 0.0);
+    // Each call finds its own gradient's largest value: half the gradient takes the same step (the update is
+    // scaled by the largest), where the largest value left from the calls before would halve it.
+    std::vector<float> half = gradient;
+    for (float& value : half) value *= 0.5f;
+    DeviceBuffer<float> half_gradient(p.model_cells());
+    half_gradient.upload(half, nullptr);
+    velocity.upload(initial_model(p), nullptr);
+    update.apply(half_gradient.data(), velocity.data(), nullptr);
+    CHECK(compare(velocity.download(p.model_cells(), nullptr), on_host).relative_l2 < 1e-6);
 }
 
 // Takes most of the GPU's free memory, as other processes (or other ranks on this GPU) can after a
