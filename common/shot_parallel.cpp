@@ -432,11 +432,13 @@ void report(const Problem& p, const RunSummary& run, const ReferenceRun* referen
     const std::string misfit_check =
         run.misfits.size() >= 2 ? "the misfit decreased" : "the misfit is finite (one iteration: nothing to compare)";
     // Without a reference, what was checked: the combine (run_iterations' warm-up; only a sum over several
-    // GPUs says anything), the models and the misfit, and that the gradient itself was compared with nothing.
+    // members, GPUs or ranks, says anything), the models and the misfit, and that the gradient itself was
+    // compared with nothing.
+    const bool combined = std::max(run.gpus, run.ranks) > 1;
     const std::string unreferenced =
-        run.gpus > 1 ? "the combine summed a known pattern exactly; every GPU holds the same model; " + misfit_check +
-                           " (no single-GPU reference run to compare the gradient with)"
-                     : misfit_check;
+        combined ? "the combine summed a known pattern exactly; every GPU holds the same model; " + misfit_check +
+                       " (no single-GPU reference run to compare the gradient with)"
+                 : misfit_check;
     std::printf("verified: %s\n",
                 reference ? "first gradient, misfit and final model match the single-GPU run" : unreferenced.c_str());
 }
