@@ -35,9 +35,19 @@ std::string nccl_failure_advice(const std::string& message) {
     return message.find("no socket interface") != std::string::npos ? kNcclInterfaceAdvice : kNcclAdvice;
 }
 
-float closed_form_input(int rank, size_t index) { return float((rank + 1) * (1 + int(index % 7))); }
+namespace {
+// 1..7 from a hash of the index (a multiply, and the high bits folded down, as allreduce_input does), not
+// index % 7: a result shifted by a multiple of 7 elements would read right.
+int index_factor(size_t index) {
+    unsigned long long mixed = static_cast<unsigned long long>(index) * 0x9E3779B97F4A7C15ull;
+    mixed ^= mixed >> 29;
+    return 1 + int(mixed % 7);
+}
+}  // namespace
 
-float closed_form_sum(int ranks, size_t index) { return float(ranks * (ranks + 1) / 2 * (1 + int(index % 7))); }
+float closed_form_input(int rank, size_t index) { return float((rank + 1) * index_factor(index)); }
+
+float closed_form_sum(int ranks, size_t index) { return float(ranks * (ranks + 1) / 2 * index_factor(index)); }
 
 RankBuffers::RankBuffers(int device, int rank, size_t count)
     : device_(device), count_(count), send_(device, count), receive_(device, count) {
