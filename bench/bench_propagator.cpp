@@ -13,9 +13,12 @@
 //   GradientSustained the default gradient 150 times back to back: the mean a long run sees, with the
 //                     median and the slowest.
 // CUDA events time every case (manual time); the cases with repetitions report their median and mean.
+// Gradient and GradientSustained check, untimed, that their last gradient is the first one computed, bit for
+// bit: a case that timed a wrong result fails (exit 3) instead of reporting it.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -112,6 +115,8 @@ struct GradientSetup {
     std::vector<int> shots = all_shots(problem.nshots);
     GpuPropagator gpu{problem, true_model(problem)};
     double forward_no_history_seconds = 0.0;
+    double first_misfit = 0.0;  // of the warm-up gradient, which every timed one must equal bit for bit
+    std::vector<float> first_gradient;
 
     GradientSetup() {
         gpu.set_observed(gpu.forward(shots));  // also the warm-up of the forward pass alone
@@ -121,7 +126,18 @@ struct GradientSetup {
         gpu.forward(shots);
         forward_no_history_seconds = gpu.last_forward_loop_seconds();
         gpu.set_velocity(initial_model(problem));
-        gpu.gradient(shots);  // warm-up: the gradient's workspace and graphs
+        first_misfit = gpu.gradient(shots).misfit;  // warm-up: the gradient's workspace and graphs
+        first_gradient = gpu.download_gradient();
+    }
+
+    // What a timed case checks after its gradients of every shot, untimed: the last equals the warm-up's,
+    // bit for bit (the propagator gives the same bits every time) and finite, so that a case never reports
+    // the time of a wrong result.
+    void check_last_gradient(benchmark::State& state, double last_misfit) const {
+        if (!std::isfinite(last_misfit) || last_misfit != first_misfit || gpu.download_gradient() != first_gradient)
+            fail_benchmark_case(state,
+                                "the last gradient or misfit differs from the first one computed, which the "
+                                "propagator makes the same bits every time");
     }
 };
 
@@ -150,6 +166,7 @@ void Gradient(benchmark::State& state) {
         last = setup->gpu.gradient(setup->shots);
         state.SetIterationTime(last.device_seconds);
     }
+    setup->check_last_gradient(state, last.misfit);
     state.counters["forward_ms"] = 1e3 * last.forward_seconds;
     state.counters["adjoint_ms"] = 1e3 * last.adjoint_seconds;
     state.counters["forward_no_history_ms"] = 1e3 * setup->forward_no_history_seconds;
@@ -194,10 +211,14 @@ void GradientSustained(benchmark::State& state) {
     GradientSetup* const setup = gradient_setup(state);
     if (!setup) return;
     std::vector<double> seconds;
+    double last_misfit = 0.0;
     for (auto _ : state) {
-        seconds.push_back(setup->gpu.gradient(setup->shots).device_seconds);
+        const GradientResult g = setup->gpu.gradient(setup->shots);
+        seconds.push_back(g.device_seconds);
+        last_misfit = g.misfit;
         state.SetIterationTime(seconds.back());
     }
+    setup->check_last_gradient(state, last_misfit);
     state.counters["median_ms"] = 1e3 * median(seconds);
     state.counters["slowest_ms"] = 1e3 * *std::max_element(seconds.begin(), seconds.end());
 }
