@@ -136,9 +136,10 @@ struct MemberRecord {
 // compute, wait, combine, update, timed as above. One combine first, not timed (the warm-up: a first
 // collective pays once for loading NCCL's kernels, and for connecting the ranks where NCCL connects them
 // then). It sums a known pattern (GpuShare::load_combine_check), which every member checks element by
-// element: a combine that misses a member, a chunk or an element, sums twice, averages, or hands back an
-// earlier call's result fails here (VerificationError), with or without a reference run. Every member calls
-// it; `after` is called on member 0 only.
+// element: a combine that misses a member, a chunk or an element, sums twice or averages fails here
+// (VerificationError), with or without a reference run; one that hands back an earlier call's result would
+// hand the first iteration that pattern, not a gradient sum, which the check against the reference sees.
+// Every member calls it; `after` is called on member 0 only.
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after = {});
 
