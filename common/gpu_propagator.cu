@@ -293,7 +293,7 @@ void GpuPropagator::velocity_changed() {
                                                                             float(problem_.dt / problem_.dh));
         CUDA_CHECK_LAUNCH();
     }
-    finish_within(stream_, gpu_work_limit_seconds(0.0), "the Courant numbers of a new velocity model");
+    finish("the Courant numbers of a new velocity model");
 }
 
 void GpuPropagator::set_observed(const std::vector<float>& traces) {
@@ -308,7 +308,7 @@ void GpuPropagator::set_observed(const std::vector<float>& traces) {
         peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
     }
     observed_.upload(traces, stream());
-    finish_within(stream_, gpu_work_limit_seconds(0.0), "the copy of the observed traces");
+    finish("the copy of the observed traces");
 }
 
 // Before allocating the observed traces: make room by freeing the workspace of forward() (the gradient
