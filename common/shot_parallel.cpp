@@ -142,6 +142,10 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
     team.barrier(member, "the other GPUs' set-up");
     if (combine) {
         share.load_combine_check(member);
+        // A combine may queue work on the other members' streams (04's group driver: GPU 0's thread issues
+        // every GPU's allreduce), so every pattern must be in place first, as every gradient is in place
+        // before an iteration's combine.
+        team.barrier(member, "every GPU's check pattern");
         combine(share, kWarmUpCombine);
         require_combine_check(share, member, team.size());
     }
