@@ -138,8 +138,8 @@ FWI_HD LayerAdjoint<Real> layer_adjoint(Real coupled, Real zeta1, Real zeta2, Re
 // a few slack rows and columns (zero, never used) so the GPU's 16-byte loads of 4 x 4 cell blocks
 // never leave the field. The first kLeadColumns columns of a row are zero (the halo and more), so that
 // every row of the padded grid starts on a 32-byte boundary: the GPU moves memory in 32-byte sectors,
-// and a row that began 16 bytes into one cost the default gradient about 2 ms on an H200
-// (docs/PERFORMANCE.md).
+// and a row that began 16 bytes into one cost the default gradient about 2 ms on an H200 (2026-11-23:
+// docs/PERFORMANCE.md, "Rows that start on a 32-byte sector").
 struct FieldLayout {
     static constexpr int kSlackRows = 4, kSlackColumns = 4;
     static constexpr int kFloatsPerSector = 8;             // the GPU's 32-byte sector

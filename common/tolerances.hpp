@@ -3,8 +3,9 @@
 //
 // Why these values. Every shot's contribution is computed by the same kernels in both runs; what
 // differs is the order of the float32 sums (a GPU folds its batch's shots together, then the combine
-// adds the GPUs' sums, where one GPU adds its batches), which moves a sum by a few ulps: measured
-// 4e-8 to 3e-7 relative L2 on the first gradient. Real mistakes are far larger: a missing or doubled
+// adds the GPUs' sums, where one GPU adds its batches), which moves a sum by a few ulps: measured up to
+// 5e-8 relative L2 on the first gradient (every stored run of 2026-11-27 and 28; up to 3e-7 with an earlier
+// propagator). Real mistakes are far larger: a missing or doubled
 // shot, or an average instead of a sum, changes the gradient by more than 1e-2.
 //
 // The model is checked at the end of the run. Every update scales its step by the gradient's largest

@@ -22,7 +22,8 @@ namespace fwi {
 // depth, so the raw gradient is largest just below the mask. A step scaled by its maximum then puts all
 // its change there, and on the default problem the misfit jumps after 5 iterations and oscillates. With
 // (depth/nz)^2 the misfit falls every iteration, to 6% of its first value after 20 iterations at a step
-// of 40 m/s (nvidia-h100-x1, docs/PERFORMANCE.md).
+// of 40 m/s (1 x H100, 2026-11-22: docs/PERFORMANCE.md, "The model update"; 06's README shows 0.0596 on
+// 4 x H100, 2026-11-28).
 void update_model(const Problem& problem, const std::vector<float>& gradient, std::vector<float>& velocity);
 
 // The depth weight of each row, ((z + 1) / nz)^power, computed in double on the host so that host and
