@@ -150,9 +150,19 @@ TEST_CASE("--resume given the checkpoint file, not its folder, says that it take
               "' is a file; --resume takes the folder that holds the checkpoint (the run's --out folder)");
 }
 
+TEST_CASE("a checkpoint that is there but cannot be opened is refused as unreadable, not as missing") {
+    const TemporaryFolder folder;
+    const std::string path = checkpoint_path(folder.str());
+    std::filesystem::create_symlink(path, path);  // a link to itself: no open succeeds, even for root
+    const std::string text = usage_error_text([&] { read_small(folder.str()); });
+    MESSAGE(text);
+    CHECK(text.find("--resume: cannot read the checkpoint '" + path + "': ") == 0);
+    CHECK(text.find("no checkpoint") == std::string::npos);
+}
+
 TEST_CASE("a missing, torn or damaged checkpoint is refused, naming --resume") {
     const TemporaryFolder folder;
-    CHECK(usage_error_text([&] { read_small(folder.str()); }).find("--resume") != std::string::npos);
+    CHECK(usage_error_text([&] { read_small(folder.str()); }).find("--resume: no checkpoint") == 0);
 
     const std::string bytes = encode_checkpoint(sample_checkpoint(small_problem(), 3));
     const std::string path = checkpoint_path(folder.str());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -180,9 +181,18 @@ Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
         throw UsageError("--resume: '" + shown_path(path) +
                          "' is not a regular file (a folder, a pipe or a device is no checkpoint)");
+    // A file that is there but cannot be opened (no permission, a loop of links) is not "no checkpoint".
+    std::error_code lookup_error;
+    const bool exists = std::filesystem::exists(path, lookup_error);
+    errno = 0;
     std::ifstream file(path, std::ios::binary);
-    if (!file)
+    if (!file && !exists && !lookup_error)
         throw UsageError("--resume: no checkpoint '" + shown_path(path) + "' (write one with --checkpoint-every)");
+    if (!file)
+        throw UsageError("--resume: cannot read the checkpoint '" + shown_path(path) + "': " +
+                         (lookup_error ? lookup_error.message()
+                          : errno      ? std::strerror(errno)
+                                       : "the open failed"));
     const auto too_large = [&](const std::string& size) {
         return UsageError("--resume: '" + shown_path(path) + "' is " + size +
                           " bytes, more than a checkpoint of this run's problem can be (at most " +
