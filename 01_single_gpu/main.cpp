@@ -34,11 +34,16 @@ struct Options {
     bool verify = false;
 };
 
+// The files the run writes into --out at its end (below, after run_iterations).
+const std::vector<std::string> kRunFiles{"true_model.npy", "initial_model.npy", "final_model.npy", "first_gradient.npy",
+                                         "observed_gathers.npy"};
+
 int run_fwi(const Problem& p, const Options& options) {
     // A bad --out or --json is refused before the run (and before the GPU check), not after it; --out
     // first, since --json may name a file in it (but not one of the run's own files). A refused run
     // removes the --out folders it made.
     OutputFolder out_folder(options.out);
+    check_run_files_replaceable(options.out, kRunFiles, "--out");
     check_writable(options.json, "--json");
     check_not_a_run_file(options.json, "--json", options.out, "--out");
     require_gpus(1);

@@ -90,10 +90,6 @@ bool resumes_in_out(const Options& o) {
 void check_checkpoint_kept(const Options& o) {
     const std::string existing = checkpoint_path(o.out);
     std::error_code ignored;
-    if (std::filesystem::exists(existing, ignored) && !std::filesystem::is_regular_file(existing, ignored))
-        throw UsageError("--out: '" + shown_path(existing) +
-                         "' is not a file (a folder?): the run writes its checkpoint there; move it away or choose "
-                         "another --out");
     const bool resumes_out = resumes_in_out(o);
     if (o.overwrite && resumes_out)
         throw UsageError(
@@ -111,8 +107,8 @@ void check_checkpoint_kept(const Options& o) {
                      ", choose another --out, or give --overwrite to start afresh over it");
 }
 
-// --overwrite's removal of the old checkpoint, once the run has its GPU (check_checkpoint_kept made sure it
-// is a file).
+// --overwrite's removal of the old checkpoint, once the run has its GPU (check_run_files_replaceable made
+// sure it is a file).
 void remove_old_checkpoint(const std::string& out) {
     std::error_code error;
     std::filesystem::remove(checkpoint_path(out), error);
@@ -208,7 +204,11 @@ int run_fwi(const Problem& p, const Options& o) {
     const std::string transport = apply_nccl_transport(o.transport);
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
     check_option_combinations(o);
-    if (rank == 0) check_checkpoint_kept(o);
+    if (rank == 0) {
+        // What the run writes into --out at its end must be replaceable: refused now, not after the run.
+        check_run_files_replaceable(o.out, run_file_names(o.out), "--out");
+        check_checkpoint_kept(o);
+    }
     FwiState state = starting_state(p, o, ranks);
     const FwiState start = state;
     if (o.kill_after_checkpoint > 0 && o.kill_after_checkpoint <= start.iterations_done)

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -26,20 +27,44 @@ std::string snapshot_file_name(int iteration) {
     return name;
 }
 
-void remove_snapshots_after(const std::string& dir, int iteration) {
+namespace {
+
+struct Snapshot {
+    std::string name;
+    int iteration;
+};
+
+// The snapshots in DIR (none where it cannot be read); `error` says why a listing stopped.
+std::vector<Snapshot> snapshots_in(const std::string& dir, std::error_code& error) {
     const std::regex snapshot(R"(model_iter_([0-9]+)\.npy)");
-    std::error_code error;
-    std::vector<std::filesystem::path> stale;
+    std::vector<Snapshot> found;
     for (auto entry = std::filesystem::directory_iterator(dir, error);
          !error && entry != std::filesystem::directory_iterator(); entry.increment(error)) {
         std::smatch digits;
         const std::string name = entry->path().filename().string();
         // Digits past int's range (no run writes them) count as after any iteration.
-        if (std::regex_match(name, digits, snapshot) && (digits[1].length() > 9 || std::stoi(digits[1]) > iteration))
-            stale.push_back(entry->path());
+        if (std::regex_match(name, digits, snapshot))
+            found.push_back({name, digits[1].length() > 9 ? INT_MAX : std::stoi(digits[1])});
     }
-    for (const std::filesystem::path& path : stale)
-        if (!error) std::filesystem::remove(path, error);
+    return found;
+}
+
+}  // namespace
+
+std::vector<std::string> run_file_names(const std::string& dir) {
+    std::vector<std::string> names{kCheckpointFileName, "true_model.npy",     "initial_model.npy",
+                                   "final_model.npy",   "first_gradient.npy", "final_gradient.npy",
+                                   "loss_history.csv",  "loss_history.json"};
+    std::error_code unlisted;  // a folder that cannot be listed is refused where the run writes into it
+    for (const Snapshot& snapshot : snapshots_in(dir, unlisted)) names.push_back(snapshot.name);
+    return names;
+}
+
+void remove_snapshots_after(const std::string& dir, int iteration) {
+    std::error_code error;
+    const std::vector<Snapshot> snapshots = snapshots_in(dir, error);
+    for (const Snapshot& snapshot : snapshots)
+        if (!error && snapshot.iteration > iteration) std::filesystem::remove(dir + "/" + snapshot.name, error);
     if (error)
         throw EnvironmentError("--out: cannot remove the snapshots of another run from '" + shown_path(dir) +
                                "': " + error.message());

@@ -13,6 +13,11 @@ namespace fwi {
 // "model_iter_0005.npy": the model after that many iterations.
 std::string snapshot_file_name(int iteration);
 
+// What a run writes into (or removes from) its --out folder DIR: the checkpoint, the models, the gradients,
+// the loss history, and the snapshots already there, which it replaces or removes. Not the pictures: a
+// picture that cannot be drawn is a warning (draw_pictures).
+std::vector<std::string> run_file_names(const std::string& dir);
+
 // Removes DIR's snapshots (model_iter_NNNN.npy) of iterations after `iteration`: those of an earlier run into
 // the same folder, or of a killed run past the checkpoint this one resumes, which the pictures would show
 // beside this run's. Other files are left alone. Throws EnvironmentError when one cannot be removed.

@@ -355,6 +355,20 @@ TEST_CASE("loss history: CSV and JSON with one row per iteration") {
     CHECK(long_rows.substr(long_rows.size() - 10) == ",1.000000\n");
 }
 
+TEST_CASE("a run's file names in its folder: the fixed ones, and the snapshots already there") {
+    const TemporaryFolder folder;
+    write_file(folder.str() + "/" + snapshot_file_name(5), "");
+    write_file(folder.str() + "/model_iter_12345678901.npy", "");
+    write_file(folder.str() + "/notes.txt", "");
+    const std::vector<std::string> names = run_file_names(folder.str());
+    for (const char* name : {"checkpoint.fwi", "final_model.npy", "loss_history.json", "model_iter_0005.npy",
+                             "model_iter_12345678901.npy"}) {
+        CAPTURE(name);
+        CHECK(std::count(names.begin(), names.end(), name) == 1);
+    }
+    CHECK(std::count(names.begin(), names.end(), "notes.txt") == 0);
+}
+
 TEST_CASE("a run removes the snapshots after its start, and only those") {
     const TemporaryFolder folder;
     for (const std::string name : {"model_iter_0005.npy", "model_iter_0010.npy", "model_iter_0015.npy",

@@ -95,7 +95,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
-std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.fwi"; }
+std::string checkpoint_path(const std::string& dir) { return dir + "/" + kCheckpointFileName; }
 
 std::string problem_fingerprint(const Problem& p) {
     std::ostringstream text;

@@ -26,7 +26,8 @@ struct Checkpoint {
     int ranks = 0;             // how many ranks the run that wrote it had
 };
 
-// DIR/checkpoint.fwi
+// The checkpoint in DIR: DIR/checkpoint.fwi.
+constexpr const char* kCheckpointFileName = "checkpoint.fwi";
 std::string checkpoint_path(const std::string& dir);
 
 // Every value of the problem, one "name value" line each, in a fixed order: two runs with equal

@@ -291,6 +291,28 @@ std::string cannot_create_beside(const std::string& path) {
     ::unlink(probe.c_str());
     return "";
 }
+
+// What a path of this type (its symlink_status) is, where write_file_atomically must not replace it; ""
+// where it may. The file is renamed over the path, which replaces whatever is there: a device (/dev/null),
+// a FIFO or a socket would become a plain file, and a symbolic link would be replaced instead of its target
+// written. So the path must be missing or a regular file; a link is refused, not followed. A folder stops
+// the rename at the end of the run.
+std::string unreplaceable_kind(std::filesystem::file_type type) {
+    namespace fs = std::filesystem;
+    switch (type) {
+        case fs::file_type::directory:
+            return "it is a folder";
+        case fs::file_type::symlink:
+            return "it is a symbolic link";
+        case fs::file_type::character:
+        case fs::file_type::block:
+        case fs::file_type::fifo:
+        case fs::file_type::socket:
+            return "it is not a regular file (a device, a FIFO or a socket)";
+        default:
+            return "";
+    }
+}
 }  // namespace
 
 void check_writable(const std::string& path, const std::string& flag) {
@@ -300,20 +322,29 @@ void check_writable(const std::string& path, const std::string& flag) {
     };
     namespace fs = std::filesystem;
     std::error_code ignored;
-    // The file is renamed over PATH, which replaces whatever PATH is: a device (/dev/null), a FIFO or a
-    // socket would become a plain file, and a symbolic link would be replaced instead of its target written.
-    // So PATH must be missing or a regular file; a link is refused, not followed.
     const fs::file_type type = fs::symlink_status(path, ignored).type();
-    if (type == fs::file_type::directory) refuse("it is a folder; give a file name");
-    if (type == fs::file_type::symlink) refuse("it is a symbolic link; give the file it points to");
-    if (type == fs::file_type::character || type == fs::file_type::block || type == fs::file_type::fifo ||
-        type == fs::file_type::socket)
-        refuse("it is not a regular file (a device, a FIFO or a socket), and the file written would replace it");
+    if (const std::string kind = unreplaceable_kind(type); !kind.empty())
+        refuse(kind + (type == fs::file_type::directory ? "; give a file name"
+                       : type == fs::file_type::symlink ? "; give the file it points to"
+                                                        : ", and the file written would replace it"));
     const std::string folder = folder_of(path);
     if (!fs::is_directory(folder, ignored))
         refuse(fs::exists(folder, ignored) ? "'" + shown_path(folder) + "' is a file, not a folder"
                                            : "the folder '" + shown_path(folder) + "' does not exist");
     if (const std::string why = cannot_create_beside(path); !why.empty()) refuse(why);
+}
+
+void check_run_files_replaceable(const std::string& folder, const std::vector<std::string>& names,
+                                 const std::string& flag) {
+    for (const std::string& name : names) {
+        const std::string path = folder + "/" + name;
+        std::error_code ignored;
+        if (const std::string kind = unreplaceable_kind(std::filesystem::symlink_status(path, ignored).type());
+            !kind.empty())
+            throw UsageError(flag + ": '" + shown_path(path) + "': " + kind +
+                             ", and the run writes (or removes) its own " + name +
+                             " there; move it away or choose another " + flag);
+    }
 }
 
 void check_not_a_run_file(const std::string& path, const std::string& flag, const std::string& folder,

@@ -122,6 +122,11 @@ std::string temporary_name(const std::string& path);
 // needs) and PATH is missing or a regular file (not a folder, a symbolic link, a device, a FIFO or a
 // socket, which the rename would replace). An empty PATH (the flag not given) passes.
 void check_writable(const std::string& path, const std::string& flag);
+// Refuses, before a run spends any time, a run whose folder FOLDER (given by `flag`) holds something under
+// one of the `names` the run writes there that its end could not replace (what check_writable refuses: a
+// folder, a symbolic link, a device, a FIFO or a socket); a missing name or a regular file passes.
+void check_run_files_replaceable(const std::string& folder, const std::vector<std::string>& names,
+                                 const std::string& flag);
 // Throws UsageError naming `flag` when the file PATH could be one of the files an FWI run keeps in its
 // folder FOLDER (given by `folder_flag`: --out, or --resume's folder): PATH directly in FOLDER with the name
 // of such a file (loss_history.json, or a .npy, .csv, .png or .fwi file), which one would replace the

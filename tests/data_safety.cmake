@@ -59,13 +59,20 @@ add_checkpoint_kept_test(fwi06_resume_same_folder_without_checkpoints 2 "continu
 add_checkpoint_kept_test(fwi06_overwrite_of_resumed_checkpoint 2 "--overwrite: it would delete the checkpoint that --resume"
                          --out @DIR@ --resume @DIR@ --overwrite)
 
-# A checkpoint.fwi in --out that is a folder: refused before any GPU, rather than left for --overwrite's removal
-# to fail on after the set-up.
-set(checkpoint_folder_out ${CMAKE_CURRENT_BINARY_DIR}/data_safety_checkpoint_is_a_folder)
-add_exit_test(data_safety_fwi06_checkpoint_is_a_folder CODE 2 TEXT "checkpoint.fwi' is not a file (a folder?)"
-              LABELS cpu mpi TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
-              COMMAND ${BASH_EXECUTABLE} -c "mkdir -p \"$0/checkpoint.fwi/x\" && exec \"$@\" --out \"$0\" --overwrite"
-                      ${checkpoint_folder_out} ${fwi06_in_mpirun})
+# A folder in --out under the name of a file the run writes there (or removes: another run's snapshot) is
+# refused before any GPU, rather than left for the end of the run (or --overwrite's removal of the checkpoint)
+# to fail on: a checkpoint.fwi and a snapshot for 06, a final model for 01.
+set(run_file_is_a_folder "it is a folder, and the run writes (or removes) its own")
+function(add_run_file_is_a_folder_test name file labels)
+  add_exit_test(data_safety_${name} CODE 2 TEXT "${file}': ${run_file_is_a_folder} ${file} there"
+                LABELS ${labels} TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
+                COMMAND ${BASH_EXECUTABLE} -c "mkdir -p \"$0/$1/x\" && shift && exec \"$@\" --out \"$0\""
+                        ${CMAKE_CURRENT_BINARY_DIR}/data_safety_${name} ${file} ${ARGN})
+endfunction()
+add_run_file_is_a_folder_test(fwi06_checkpoint_is_a_folder checkpoint.fwi "cpu;mpi" ${fwi06_in_mpirun} --overwrite)
+add_run_file_is_a_folder_test(fwi06_snapshot_is_a_folder model_iter_0005.npy "cpu;mpi" ${fwi06_in_mpirun})
+add_run_file_is_a_folder_test(fwi01_final_model_is_a_folder final_model.npy cpu $<TARGET_FILE:01_single_gpu>
+                              --problem small)
 
 # A whole checkpoint of 1000 iterations resumed by a run of 5 is refused for --iterations, before any GPU
 # (it was once refused for its size, as a file too large for the run could be).

@@ -468,6 +468,31 @@ TEST_CASE("an output path must be missing or a regular file: the rename would re
     std::filesystem::remove_all(folder);
 }
 
+TEST_CASE("a run's own files in its folder must be missing or regular files, as any output path") {
+    const std::string folder = "test_run_files_replaceable." + std::to_string(::getpid());
+    std::filesystem::create_directory(folder);
+    std::ofstream(folder + "/final_model.npy") << "an earlier run's";
+    const auto refusal = [&](const std::vector<std::string>& names) {
+        try {
+            check_run_files_replaceable(folder, names, "--out");
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    CHECK(refusal({"final_model.npy", "not_there.npy"}) == "(accepted)");
+    std::filesystem::create_directories(folder + "/first_gradient.npy/x");
+    CHECK(refusal({"final_model.npy", "first_gradient.npy"}) ==
+          "--out: '" + folder +
+              "/first_gradient.npy': it is a folder, and the run writes (or removes) its own "
+              "first_gradient.npy there; move it away or choose another --out");
+    std::filesystem::create_symlink("final_model.npy", folder + "/true_model.npy");
+    CHECK(refusal({"true_model.npy"}).find("': it is a symbolic link, and the run") != std::string::npos);
+    REQUIRE(::mkfifo((folder + "/loss_history.csv").c_str(), 0600) == 0);
+    CHECK(refusal({"loss_history.csv"}).find("it is not a regular file") != std::string::npos);
+    std::filesystem::remove_all(folder);
+}
+
 TEST_CASE("a --json file that cannot be written at the end of a run is the environment's failure, not the user's") {
     // check_writable has accepted the path before the run; what fails after it (a full disk, a folder removed
     // during the run) is no bad flag: exit 3, not 2 with a pointer to --help.
