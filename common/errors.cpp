@@ -65,7 +65,14 @@ void abandon_gpu_work() { g_gpu_work_abandoned = true; }
 
 bool gpu_work_abandoned() { return g_gpu_work_abandoned; }
 
+namespace {
+std::atomic<void (*)()> g_sudden_end_cleanup{nullptr};
+}  // namespace
+
+void set_sudden_end_cleanup(void (*cleanup)()) { g_sudden_end_cleanup = cleanup; }
+
 void end_process_now(int code, const std::string& last_words) {
+    if (void (*cleanup)() = g_sudden_end_cleanup.exchange(nullptr)) cleanup();
     // Writing can block for good: standard output or error may be a pipe whose reader stopped, or its lock
     // held by a thread blocked writing to one. So another thread writes and flushes, and the process ends
     // when it is done or after a few seconds, whichever comes first.

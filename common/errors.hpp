@@ -96,6 +96,9 @@ int finish_program(int code);
 // can wait on stuck GPU work or another rank. A write that blocks (a pipe whose reader stopped) gets 3 s;
 // then the process ends without it.
 [[noreturn]] void end_process_now(int code, const std::string& last_words = "");
+// A function end_process_now calls first, to remove what a destructor would have (doctor's NCCL log), or
+// nullptr for none. It may be called from a signal handler as well: only async-signal-safe calls in it.
+void set_sudden_end_cleanup(void (*cleanup)());
 
 // Runs `call`, which cannot be polled or interrupted and may never return (NCCL's abort, finalize and
 // destroy; MPI_Init, MPI_Abort). If it has not returned `limit_s` after it began, a watcher thread ends the

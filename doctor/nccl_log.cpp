@@ -1,11 +1,17 @@
 #include "nccl_log.hpp"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
+#include "errors.hpp"
 #include "nccl_comm.hpp"
 #include "run_env.hpp"
 
@@ -131,15 +137,66 @@ std::vector<std::string> failure_lines(const NcclLog& log) {
     return lines;
 }
 
+namespace {
+
+// The capture's folder and log as plain characters, for what ends the process without its destructor: a
+// signal that ends it (Ctrl-C, mpirun's SIGTERM) and end_process_now (a hung check abandoned, a wait past its
+// limit). Both may only unlink and rmdir, which are async-signal-safe. Empty: nothing to remove.
+char g_captured_folder[4096];
+char g_captured_log[4096];
+constexpr int kEndingSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_previous_actions[std::size(kEndingSignals)];
+bool g_handled[std::size(kEndingSignals)];
+
+void remove_captured_log() {
+    if (g_captured_log[0]) ::unlink(g_captured_log);
+    if (g_captured_folder[0]) ::rmdir(g_captured_folder);
+}
+
+void remove_captured_log_and_end(int signal_number) {
+    remove_captured_log();
+    ::signal(signal_number, SIG_DFL);  // and end as the signal would have ended the process
+    ::raise(signal_number);
+}
+
+// Removes the log when the process ends without the destructor; a signal whose handling someone else set
+// (MPI's, the user's) is left to it.
+void remove_at_sudden_end(const std::string& folder, const std::string& log) {
+    if (log.size() >= sizeof g_captured_log) return;  // the destructor alone removes it
+    std::strcpy(g_captured_folder, folder.c_str());
+    std::strcpy(g_captured_log, log.c_str());
+    set_sudden_end_cleanup(remove_captured_log);
+    struct sigaction action {};
+    action.sa_handler = remove_captured_log_and_end;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < std::size(kEndingSignals); ++i) {
+        g_handled[i] = ::sigaction(kEndingSignals[i], nullptr, &g_previous_actions[i]) == 0 &&
+                       g_previous_actions[i].sa_handler == SIG_DFL &&
+                       ::sigaction(kEndingSignals[i], &action, nullptr) == 0;
+    }
+}
+
+void stop_removing_at_sudden_end() {
+    for (size_t i = 0; i < std::size(kEndingSignals); ++i)
+        if (g_handled[i]) ::sigaction(kEndingSignals[i], &g_previous_actions[i], nullptr);
+    set_sudden_end_cleanup(nullptr);
+    g_captured_log[0] = g_captured_folder[0] = '\0';
+}
+
+}  // namespace
+
 NcclLogCapture::NcclLogCapture() {
     if (std::getenv("NCCL_DEBUG") || std::getenv("NCCL_DEBUG_FILE")) return;
     // In a folder of this process's own (mkdtemp: mode 0700, a new name), not at a name in /tmp that
-    // another user could take first with a link or a FIFO for NCCL to write through or block on.
+    // another user could take first with a link or a FIFO for NCCL to write through or block on. NCCL
+    // expands %h and %p in NCCL_DEBUG_FILE, so a TMPDIR with a % in it would send the log elsewhere: /tmp then.
     std::error_code error;
     std::string folder = (std::filesystem::temp_directory_path(error) / "fwi-doctor-XXXXXX").string();
-    if (error || !mkdtemp(folder.data())) return;  // no log then: the checks run without transport names
+    if (error || folder.find('%') != std::string::npos) folder = "/tmp/fwi-doctor-XXXXXX";
+    if (!mkdtemp(folder.data())) return;  // no log then: the checks run without transport names
     folder_ = folder;
     path_ = folder_ + "/nccl.log";
+    remove_at_sudden_end(folder_, path_);
     set_environment_variable("NCCL_DEBUG", "INFO");
     set_environment_variable("NCCL_DEBUG_FILE", path_.c_str());
     if (const char* subsystems = std::getenv("NCCL_DEBUG_SUBSYS")) user_subsystems_ = subsystems;
@@ -152,6 +209,7 @@ NcclLogCapture::NcclLogCapture() {
 
 NcclLogCapture::~NcclLogCapture() {
     if (!capturing()) return;
+    stop_removing_at_sudden_end();
     std::error_code ignored;
     std::filesystem::remove_all(folder_, ignored);
     unset_environment_variable("NCCL_DEBUG");

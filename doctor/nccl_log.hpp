@@ -66,7 +66,9 @@ public:
     static constexpr const char* captured_subsystems = "INIT,ENV";
 
     NcclLogCapture();
-    ~NcclLogCapture();  // removes the file and its folder
+    // Removes the file and its folder; so do end_process_now and a signal that ends the process (SIGINT,
+    // SIGTERM, SIGHUP, where nothing else handles it) while it lives. One capture at a time.
+    ~NcclLogCapture();
     NcclLogCapture(const NcclLogCapture&) = delete;
     NcclLogCapture& operator=(const NcclLogCapture&) = delete;
 

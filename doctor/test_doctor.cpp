@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -792,6 +794,86 @@ TEST_CASE("the log capture sets the subsystems it reads, over a user's NCCL_DEBU
     }
     CHECK(std::getenv("NCCL_DEBUG") == nullptr);
     unset_environment_variable("NCCL_DEBUG_SUBSYS");
+}
+
+// In a child process: makes a capture, writes a line to its log as NCCL would, sends the log's path to the
+// parent and calls `end`, which may end the process; else the capture ends and the child exits with 99. The
+// parent gets how the child ended and whether the log's folder is still there.
+struct CaptureEnd {
+    int status = 0;
+    bool folder_left = true;
+};
+CaptureEnd end_while_capturing(const std::function<void()>& end) {
+    int channel[2];
+    REQUIRE(::pipe(channel) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::close(channel[0]);
+        for (const int signal_number : {SIGINT, SIGTERM, SIGHUP})  // doctest's handlers, as doctor has none
+            ::signal(signal_number, SIG_DFL);
+        {
+            const NcclLogCapture capture;
+            const char* log = std::getenv("NCCL_DEBUG_FILE");
+            if (!capture.capturing() || !log) ::_exit(98);
+            std::ofstream(log) << "host:1:1 [0] NCCL INFO Bootstrap\n";
+            if (::write(channel[1], log, std::strlen(log)) < 0) ::_exit(97);
+            ::close(channel[1]);
+            end();
+        }
+        ::_exit(99);  // `end` returned, and the capture's destructor ran
+    }
+    ::close(channel[1]);
+    char log[PATH_MAX + 1] = {};
+    const ssize_t length = ::read(channel[0], log, PATH_MAX);
+    ::close(channel[0]);
+    CaptureEnd ended;
+    REQUIRE(::waitpid(child, &ended.status, 0) == child);
+    REQUIRE(length > 0);
+    ended.folder_left = std::filesystem::exists(std::filesystem::path(log).parent_path());
+    return ended;
+}
+
+TEST_CASE("the log capture's folder is removed when the process ends without the capture's destructor") {
+    unset_environment_variable("NCCL_DEBUG");
+    unset_environment_variable("NCCL_DEBUG_FILE");
+    SUBCASE("a signal that ends it (Ctrl-C, mpirun's SIGTERM): it still ends by that signal") {
+        const CaptureEnd ended = end_while_capturing([] { ::raise(SIGTERM); });
+        CHECK(WIFSIGNALED(ended.status));
+        CHECK(WTERMSIG(ended.status) == SIGTERM);
+        CHECK_FALSE(ended.folder_left);
+    }
+    SUBCASE("end_process_now (a hung check abandoned, a wait past its limit)") {
+        const CaptureEnd ended = end_while_capturing([] { end_process_now(kExitEnvironment); });
+        CHECK(WIFEXITED(ended.status));
+        CHECK(WEXITSTATUS(ended.status) == kExitEnvironment);
+        CHECK_FALSE(ended.folder_left);
+    }
+    SUBCASE("a normal end: the destructor") {
+        const CaptureEnd ended = end_while_capturing([] {});
+        CHECK(WEXITSTATUS(ended.status) == 99);
+        CHECK_FALSE(ended.folder_left);
+    }
+}
+
+TEST_CASE("the log capture stays out of a TMPDIR with a %, which NCCL would expand in NCCL_DEBUG_FILE") {
+    unset_environment_variable("NCCL_DEBUG");
+    unset_environment_variable("NCCL_DEBUG_FILE");
+    const std::string odd = std::filesystem::temp_directory_path() / ("doctor%p-test." + std::to_string(::getpid()));
+    std::filesystem::create_directory(odd);
+    const char* tmpdir = std::getenv("TMPDIR");
+    const std::optional<std::string> user_tmpdir = tmpdir ? std::optional<std::string>(tmpdir) : std::nullopt;
+    set_environment_variable("TMPDIR", odd.c_str());
+    {
+        const NcclLogCapture capture;
+        REQUIRE(capture.capturing());
+        CHECK(std::string(std::getenv("NCCL_DEBUG_FILE")).find('%') == std::string::npos);
+    }
+    if (user_tmpdir)
+        set_environment_variable("TMPDIR", user_tmpdir->c_str());
+    else
+        unset_environment_variable("TMPDIR");
+    std::filesystem::remove(odd);
 }
 
 TEST_CASE("check 7 names how ranks on different hosts connect, and warns where InfiniBand goes unused") {
