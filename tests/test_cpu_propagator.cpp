@@ -83,7 +83,7 @@ TEST_CASE("the stencils are exact on polynomials: first difference to degree 8, 
 
 TEST_CASE("the absorbing layer's profile is the same on both sides, rising to the edge") {
     Problem p = problem_preset("small");
-    p.absorb_width = 8;
+    p.absorb_width = Problem::kMinAbsorbWidth;
     const int n = 30;
     const std::vector<PmlAxis<double>> axis = pml_profile(p, n);
     REQUIRE(axis.size() == size_t(n));
@@ -180,7 +180,7 @@ Problem adjoint_test_problem() {
     p.nz = 40;
     p.nx = 56;
     p.nt = 300;
-    p.absorb_width = 8;
+    p.absorb_width = Problem::kMinAbsorbWidth;
     p.model = "anomaly";
     p.nshots = 2;
     p.src_x_first = 10;
@@ -201,6 +201,32 @@ DotProductTest run_dot_product_test(const Problem& p) {
     return dot_product_test(dot(traces, residual), dot(wavelet, wavelet_adjoint));
 }
 }  // namespace
+
+// The PML's slow growth at late times, at its worst: the thinnest layer allowed, the longest recording, every
+// cell at --v-max and --dt at the stability limit. Measured (the largest trace value in the last tenth of the
+// recording against the first tenth): 12 cells 9e-5; 11 cells 9e-4, 10 cells 4e-2, 8 cells 5e4.
+TEST_CASE("the thinnest absorbing layer stays quiet over the longest recording") {
+    Problem p = problem_preset("small");
+    p.absorb_width = Problem::kMinAbsorbWidth;
+    p.nt = kMaxTimeSteps;
+    p.v_bottom = p.v_max;
+    p.dt = max_stable_courant_number() * p.dh / p.v_max;
+    p.nshots = 1;
+    validate(p);
+    const CpuPropagator<float> propagator(p, true_model(p));
+    const std::vector<float> wavelet(propagator.acquisition().wavelet.begin(), propagator.acquisition().wavelet.end());
+    const auto traces = propagator.forward(0, wavelet);
+    const size_t tenth = traces.size() / 10;
+    const auto largest = [&](size_t begin) {
+        float most = 0.0f;
+        for (size_t i = begin; i < begin + tenth; ++i) most = std::max(most, std::abs(traces[i]));
+        return most;
+    };
+    const float first = largest(0), last = largest(traces.size() - tenth);
+    MESSAGE("largest trace value, first tenth " << first << ", last tenth " << last << ": " << last / first);
+    REQUIRE(first > 0.0f);
+    CHECK(last < 5e-4f * first);  // also false for a NaN
+}
 
 TEST_CASE("the verification helpers fail on NaN and on nothing compared") {
     const double nan = std::nan("");
@@ -304,18 +330,23 @@ TEST_CASE("the gradient matches a centred difference of the misfit, on the edge 
     }
     // h = 0.1 m/s: large enough that the velocities' float32 rounding (about 1e-4 m/s) stays small
     // against it, small enough that the third-order term does not show. Measured: 1.2e-4 over every
-    // cell, 8e-4 on the edge cells; without the layer's imaging term (its `- px`), 5e-2 on the edge cells.
+    // cell, 8e-4 on the edge cells; without the layer's imaging term (its `- px`), 5e-2 on the edge cells,
+    // and with the imaging term taken one step late, 9e-3 over every cell.
     const double h = 0.1;
-    const std::pair<std::string, std::vector<double>> directions[] = {{"every cell", everywhere},
-                                                                      {"edge cells", edge_cells}};
-    for (const auto& [name, direction] : directions) {
+    struct Direction {
+        std::string name;
+        std::vector<double> values;
+        double tolerance;
+    };
+    const Direction directions[] = {{"every cell", everywhere, 2e-3}, {"edge cells", edge_cells, 1e-2}};
+    for (const auto& [name, direction, tolerance] : directions) {
         const double derivative = dot(misfit.gradient, direction);
         const double centred = (misfit.at(direction, h) - misfit.at(direction, -h)) / (2 * h);
         const double mismatch = std::abs(derivative - centred) / std::abs(centred);
         MESSAGE(name << ": gradient . direction " << derivative << ", centred difference " << centred
                      << ", relative mismatch " << mismatch);
         CHECK(centred != 0.0);
-        CHECK(mismatch < 1e-2);
+        CHECK(mismatch < tolerance);
     }
 }
 
