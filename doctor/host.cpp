@@ -493,10 +493,17 @@ Finding check_host(const PeerPairs& pairs) {
     add_shared_memory(finding, problems);
     add_limits(finding, problems);
     std::vector<std::string> unjudged;  // what could not be read or related to the GPU pairs
-    if (add_iommu(finding, problems, pairs.checked && !pairs.pcie.empty()) && !pairs.checked)
+    const bool translating = add_iommu(finding, problems, pairs.checked && !pairs.pcie.empty());
+    if (translating && !pairs.checked)
         unjudged.push_back(
             "whether the translating IOMMU is on a GPU pair's path (the pairs are known only when check "
             "2 runs)");
+    // Not a WARN: pairs on different CPU sockets have no peer access on any healthy machine.
+    if (translating && pairs.without_access > 0)
+        finding.details.push_back(
+            "the IOMMU translates, and " + std::to_string(pairs.without_access) +
+            " GPU pair(s) have no peer access (check 2): a translating IOMMU is one reason a driver refuses peer "
+            "access; booting with iommu=pt rules it out");
     add_acs(finding, problems, unjudged, pairs);
     conclude(finding, problems,
              unjudged.empty() ? "shared memory, limits, IOMMU and ACS settings look fine"

@@ -141,9 +141,10 @@ HostProblem shared_memory_problem(double total_bytes, double free_bytes);
 // What check 6 knows of the GPU pairs with peer access (checks 1 and 2 find them), where IOMMU translation
 // and ACS on the switch ports between them matter when they talk over PCIe (pcie_acs.hpp).
 struct PeerPairs {
-    bool checked = false;        // check 2 looked at the pairs (it does not under --mpi, nor without a GPU)
+    bool checked = false;        // the pairs are known: check 2 looked at them (not under --mpi), or no GPU is visible
     bool links_known = false;    // NVML told NVLink from PCIe
     std::vector<PciePair> pcie;  // with peer access and no NVLink; every pair with peer access if !links_known
+    int without_access = 0;      // pairs with peer access neither way and no NVLink (known or not)
 };
 // Check 6. The IOMMU hint counts a pair whose link is unknown as PCIe; ACS is read only for pairs known to
 // talk over PCIe (an NVLink machine's switch ports may well redirect, harmlessly).

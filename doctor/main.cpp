@@ -55,11 +55,9 @@ struct Options {
     std::string json_path;
 };
 
-std::vector<std::string> optional_checks() { return {"p2p", "bandwidth", "nccl", "host", "mpi"}; }
-
 std::vector<std::string> selected_checks(const std::string& list) {
-    if (list == "all") return optional_checks();
-    return split_choice_list("--checks", list, optional_checks(), "check", "all");
+    if (list == "all") return selectable_checks();
+    return split_choice_list("--checks", list, selectable_checks(), "check", "all");
 }
 
 // Whether a check runs in this mode, when selected: check 7 only with --mpi, the single-process checks 3 to 5

@@ -42,6 +42,13 @@ const std::vector<CheckInfo>& all_checks() {
     return checks;
 }
 
+std::vector<std::string> selectable_checks() {
+    std::vector<std::string> ids;
+    for (const CheckInfo& check : all_checks())
+        if (std::string(check.id) != "devices" && std::string(check.id) != "topology") ids.push_back(check.id);
+    return ids;
+}
+
 int check_number(const std::string& id) {
     const auto& checks = all_checks();
     for (size_t i = 0; i < checks.size(); ++i)

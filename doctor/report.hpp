@@ -27,7 +27,8 @@ struct Finding {
     JsonObject facts;                  // the figures behind it, for --json
 };
 
-// The checks in the order they run, with their titles; ids are the keys of --checks and --json.
+// The checks in the order they run, with their titles; ids are the keys of --json and, but for the two
+// that always run, of --checks (selectable_checks).
 struct CheckInfo {
     const char* id;
     const char* title;
@@ -35,6 +36,8 @@ struct CheckInfo {
 const std::vector<CheckInfo>& all_checks();
 const CheckInfo& check_info(const std::string& id);  // throws std::invalid_argument for an unknown id
 int check_number(const std::string& id);             // 1-based position in all_checks()
+// The ids --checks takes: every check but devices and topology, which always run.
+std::vector<std::string> selectable_checks();
 
 Finding skipped(const std::string& id, const std::string& reason);
 

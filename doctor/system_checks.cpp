@@ -37,7 +37,8 @@ bool GpuSystem::every_pair_has_peer_access() const {
 
 PeerPairs GpuSystem::peer_pairs() const {
     PeerPairs pairs;
-    pairs.checked = count > 0 && can_access.size() == size_t(count) * count && pci.size() == size_t(count);
+    // No GPU visible: no pair, known without check 2.
+    pairs.checked = count == 0 || (can_access.size() == size_t(count) * count && pci.size() == size_t(count));
     pairs.links_known = !links.empty();
     if (!pairs.checked) return pairs;
     const auto sysfs_address = [](std::string bus_id) {  // lower case, as sysfs names it
@@ -45,9 +46,13 @@ PeerPairs GpuSystem::peer_pairs() const {
         return bus_id;
     };
     for (int i = 0; i < count; ++i)
-        for (int j = i + 1; j < count; ++j)
-            if ((peer(i, j) || peer(j, i)) && (links.empty() || links[size_t(i) * count + j].nvlinks == 0))
+        for (int j = i + 1; j < count; ++j) {
+            if (!links.empty() && links[size_t(i) * count + j].nvlinks > 0) continue;
+            if (peer(i, j) || peer(j, i))
                 pairs.pcie.push_back({sysfs_address(pci[i].bus_id), sysfs_address(pci[j].bus_id)});
+            else
+                ++pairs.without_access;
+        }
     return pairs;
 }
 
@@ -680,8 +685,9 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         finding.summary =
             "no peer access between GPUs " + without_access + ": copies between them go through host memory (slower)";
         finding.next =
-            "normal for GPUs on different CPU sockets or consumer GPUs; otherwise check `nvidia-smi topo -p2p r`, ACS "
-            "on the PCIe switches and the IOMMU (check 6)";
+            "normal for GPUs on different CPU sockets or consumer GPUs; otherwise see the driver's view in `nvidia-smi "
+            "topo -p2p r`: a translating IOMMU (check 6 prints its mode; iommu=pt lets peers talk) or ACS on the "
+            "PCIe switches (`lspci -vvv | grep -i acsctl`) makes it refuse peer access";
     } else {
         std::map<std::string, int> kinds;
         for (int i = 0; i < n; ++i)

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -239,6 +240,23 @@ TEST_CASE("a stuck run whose --json cannot be written ends with exit code 3, as 
 
 TEST_CASE("a stuck run on a machine without a GPU ends with exit code 3, the code its summary names") {
     CHECK(stuck_run_exit_code("host", 0.2, true, "") == kExitEnvironment);  // check 6 after check 1 found no GPU
+}
+
+TEST_CASE("the watchdog's advice reruns a stuck check as doctor takes it") {
+    const std::vector<std::string> selectable = selectable_checks();
+    CHECK(selectable == std::vector<std::string>{"p2p", "bandwidth", "nccl", "host", "mpi"});
+    for (const CheckInfo& check : all_checks()) {
+        const std::string advice = rerun_stuck_check_advice(check.id);
+        CAPTURE(advice);
+        // Every --checks it names is one doctor takes (not devices or topology, which always run).
+        for (size_t at = advice.find("--checks "); at != std::string::npos; at = advice.find("--checks ", at + 1)) {
+            const std::string named = advice.substr(at + 9, advice.find_first_of(" ,;)", at + 9) - (at + 9));
+            CHECK(std::find(selectable.begin(), selectable.end(), named) != selectable.end());
+        }
+        if (std::string(check.id) == "mpi")
+            CHECK(contains(advice, "mpirun -x NCCL_DEBUG=INFO -np <ranks> doctor --mpi"));
+    }
+    CHECK(contains(rerun_stuck_check_advice("devices"), "one GPU at a time"));
 }
 
 TEST_CASE("a disarmed watchdog lets the run go on") {
@@ -608,12 +626,33 @@ TEST_CASE("ACS read from a sysfs tree: redirecting ports named once, unreadable 
 TEST_CASE("check 6 names ACS as not judged where it could not relate it to the pairs, not where there is none") {
     // One GPU (check 2 ran, no pair, no links known): no pair, so ACS cannot matter.
     CHECK_FALSE(contains(check_host(PeerPairs{true, false, {}}).summary, "ACS ("));
+    // No GPU visible (check 2 skipped): no pair either.
+    CHECK(GpuSystem{}.peer_pairs().checked);
+    CHECK_FALSE(contains(check_host(GpuSystem{}.peer_pairs()).summary, "ACS ("));
     // Check 2 did not run (under --mpi): the pairs are unknown.
     CHECK(contains(check_host(PeerPairs{false, false, {}}).summary,
                    "ACS (the GPU pairs are known only when check 2 runs)"));
     // A pair with peer access, but no NVML to tell NVLink from PCIe.
     CHECK(contains(check_host(PeerPairs{true, false, {{"0000:01:00.0", "0000:02:00.0"}}}).summary,
                    "ACS (without NVML, NVLink cannot be told from PCIe)"));
+}
+
+TEST_CASE("check 6's GPU pairs: those with peer access over PCIe, and a count of those without any") {
+    // GPUs 0-1 over NVLink; 0-2 and 1-2 over PCIe, 0-2 with peer access one way; 0-3, 1-3 and 2-3 with none.
+    GpuSystem system;
+    system.count = 4;
+    system.pci = {
+        {0, 1, 0, "0000:01:00.0"}, {0, 2, 0, "0000:02:00.0"}, {0, 3, 0, "0000:C3:00.0"}, {0, 4, 0, "0000:C4:00.0"}};
+    system.can_access.assign(16, 0);
+    system.links.assign(16, Link{0, "PHB"});
+    for (const auto& [i, j] : {std::pair{0, 1}, std::pair{1, 0}, std::pair{2, 0}}) system.can_access[i * 4 + j] = 1;
+    system.links[0 * 4 + 1] = system.links[1 * 4 + 0] = Link{18, ""};
+    const PeerPairs pairs = system.peer_pairs();
+    CHECK(pairs.checked);
+    REQUIRE(pairs.pcie.size() == 1);
+    CHECK(pairs.pcie[0].first == "0000:01:00.0");
+    CHECK(pairs.pcie[0].second == "0000:c3:00.0");  // lower case, as sysfs names it
+    CHECK(pairs.without_access == 4);               // 1-2 and the three pairs with GPU 3
 }
 
 TEST_CASE("no GPU: the most likely cause comes first, and the facts are all listed") {

@@ -39,6 +39,14 @@ void Watchdog::disarm() {
     changed_.notify_all();
 }
 
+std::string rerun_stuck_check_advice(const std::string& id) {
+    if (id == "devices" || id == "topology")
+        return "checks 1 and 2 always run: rerun doctor --checks host (the fewest checks after them) with one GPU at "
+               "a time (CUDA_VISIBLE_DEVICES=0, then 1, ...) to find the GPU that hangs";
+    if (id == "mpi") return "rerun this check alone: mpirun -x NCCL_DEBUG=INFO -np <ranks> doctor --mpi --checks mpi";
+    return "rerun this check alone: NCCL_DEBUG=INFO doctor --checks " + id;
+}
+
 void Watchdog::watch() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -58,8 +66,8 @@ void Watchdog::watch() {
                           " s: blocked in a call that cannot be interrupted (CUDA driver, NCCL or MPI)";
         finding.next =
             "a hung driver shows in `nvidia-smi` (hangs too?) and `dmesg | grep -i xid`; a hung MPI job in the other "
-            "ranks' output; rerun this check alone with --checks " +
-            id_ + " and NCCL_DEBUG=INFO";
+            "ranks' output; " +
+            rerun_stuck_check_advice(id_);
         // With the lock held to the end: a check that ends now cannot disarm and go on to report itself too.
         report_.abandon(std::move(finding));
     }

@@ -43,6 +43,10 @@ struct DeviceHang : std::runtime_error {
     std::string next_step;  // what to try, when the check knows better than the generic hint
 };
 
+// The watchdog's next step for a stuck check `id`: how to run it again alone, with NCCL's log, as doctor
+// takes it (checks 1 and 2 always run, so for them: one GPU at a time; check 7 only under mpirun with --mpi).
+std::string rerun_stuck_check_advice(const std::string& id);
+
 class Watchdog {
 public:
     explicit Watchdog(Report& report);
