@@ -19,12 +19,16 @@ namespace fwi::doctor {
 //                     out, so the other GPUs wait for it (needs 2 or more GPUs)
 //   fail-rank1        under --mpi, rank 1 fails check 7 before its first collective, so rank 0 waits for
 //                     it (needs no GPU)
-// so that tests can prove doctor reports FAIL and ends within its time limit instead of hanging.
+//   nccl-no-memory    check 5's buffers are refused as if the GPUs had no memory for them, once its
+//                     communicators are up
+// so that tests can prove doctor reports FAIL (or, for the memory, a WARN naming --nccl-mib) and ends
+// within its time limit instead of hanging.
 struct Injection {
     bool corrupt_peer = false;
     bool hang_peer_kernel = false;
     bool hang_nccl = false;
     bool fail_rank1 = false;
+    bool nccl_no_memory = false;
     std::string text;  // the variable's value, "" when unset
 };
 Injection parse_injection(const std::string& text);  // throws UsageError naming FWI_DOCTOR_INJECT

@@ -45,9 +45,18 @@ int index_factor(size_t index) {
 }
 }  // namespace
 
-float closed_form_input(int rank, size_t index) { return float((rank + 1) * index_factor(index)); }
+namespace {
+constexpr long long kRankValues = 64;  // the ranks' inputs repeat every 64 ranks
+}  // namespace
 
-float closed_form_sum(int ranks, size_t index) { return float(ranks * (ranks + 1) / 2 * index_factor(index)); }
+float closed_form_input(int rank, size_t index) { return float((rank % kRankValues + 1) * index_factor(index)); }
+
+float closed_form_sum(int ranks, size_t index) {
+    // 1 + 2 + ... + 64 for every whole 64 ranks, then 1 + ... + the ranks left over.
+    const long long whole = ranks / kRankValues, left = ranks % kRankValues;
+    const long long ranks_sum = whole * kRankValues * (kRankValues + 1) / 2 + left * (left + 1) / 2;
+    return float(ranks_sum * index_factor(index));
+}
 
 RankBuffers::RankBuffers(int device, int rank, size_t count)
     : device_(device), count_(count), send_(device, count), receive_(device, count) {
@@ -111,8 +120,13 @@ Finding nccl_failure(const std::string& version, const std::exception& error, co
 // polls the communicators and streams against the check's deadline.
 class AllGpusAllreduce final : public AllreduceSweepVariant {
 public:
-    AllGpusAllreduce(const std::vector<ncclComm_t>& comms, size_t max_count, const Deadline& deadline, bool hang_nccl)
-        : comms_(comms), deadline_(deadline), hang_nccl_(hang_nccl) {
+    AllGpusAllreduce(const std::vector<ncclComm_t>& comms, size_t max_count, const Deadline& deadline,
+                     const Injection& injection)
+        : comms_(comms), deadline_(deadline), hang_nccl_(injection.hang_nccl) {
+        if (injection.nccl_no_memory)
+            throw DeviceMemoryError("GPU 0 has no memory for 2 buffers of " +
+                                    std::to_string(max_count * sizeof(float) >> 20) +
+                                    " MiB (FWI_DOCTOR_INJECT=nccl-no-memory)");
         for (int rank = 0; rank < int(comms.size()); ++rank) {
             buffers_.emplace_back(rank, rank, max_count);
             streams_.emplace_back(rank);
@@ -220,11 +234,22 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
     layout.reports = false;
     std::vector<SweepRow> rows;
     try {
-        AllGpusAllreduce variant(comms, sizes.back() / sizeof(float), deadline, options.injection.hang_nccl);
+        AllGpusAllreduce variant(comms, sizes.back() / sizeof(float), deadline, options.injection);
         for (const size_t bytes : sizes) {
             rows.push_back(measure_allreduce_size(variant, bytes, timing, layout));
             if (rows.back().wrong > 0) break;  // a wrong sum makes its timing meaningless
         }
+    } catch (const DeviceMemoryError& error) {  // the buffers of --nccl-mib: the communicators are still up
+        for (const ncclComm_t comm : comms) nccl_abort(comm);
+        Finding finding;
+        finding.id = "nccl";
+        finding.status = Status::warn;
+        const std::string message = error.what();
+        finding.summary = version + ": not measured: " + message.substr(0, message.find(" Hint: "));
+        finding.next = "every GPU holds a send and a receive buffer of --nccl-mib (" +
+                       std::to_string(options.largest_bytes >> 20) +
+                       " MiB): give a smaller one, or end what else uses the GPUs' memory";
+        return finding;
     } catch (const EnvironmentError& error) {  // wait_for_nccl or nccl_check_or_abort aborted the communicators
         return nccl_failure(version, error, capture);
     }
@@ -248,9 +273,16 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
     } else {
         const SweepRow& summary = nccl_summary_row(rows);
         const double busbw = bus_bandwidth(summary.bytes, summary.seconds, n) / 1e9;
-        char text[160];
-        std::snprintf(text, sizeof text, ": correct at %s; bus bandwidth %.1f GB/s at %zu MiB (%.0f us)",
-                      size_list(rows).c_str(), busbw, summary.bytes / kMiB, summary.seconds * 1e6);
+        char text[200];
+        if (n > 1)
+            std::snprintf(text, sizeof text, ": correct at %s; bus bandwidth %.1f GB/s at %zu MiB (%.0f us)",
+                          size_list(rows).c_str(), busbw, summary.bytes / kMiB, summary.seconds * 1e6);
+        else  // busbw's factor 2(n-1)/n is 0: one GPU's allreduce is a copy, over no link
+            std::snprintf(text, sizeof text,
+                          ": correct at %s; one GPU, so nothing crosses a link (a copy of %.1f GB/s at %zu MiB, "
+                          "%.0f us)",
+                          size_list(rows).c_str(), algorithm_bandwidth(summary.bytes, summary.seconds) / 1e9,
+                          summary.bytes / kMiB, summary.seconds * 1e6);
         finding.summary = what + text;
         finding.facts.add("bytes", summary.bytes).add("time_us", summary.seconds * 1e6).add("busbw_GBps", busbw);
         finding.details = nccl_timing_lines(rows, n, timing);

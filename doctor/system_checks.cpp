@@ -483,7 +483,15 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
             } catch (const EnvironmentError&) {  // no page-locked memory to be had: not measured on any GPU
                 cudaGetLastError();
             }
-        const HostCopy host_copy = host_copy_source
+        // Only with time to spare: copies queued after the GPUs' set-up took most of the check's time would
+        // end past its deadline and be reported as a GPU that hangs.
+        constexpr double kHostCopySeconds = 2.0;
+        const bool time_for_copies = deadline.remaining() > kHostCopySeconds;
+        if (host_copy_source && !time_for_copies)
+            finding.details.push_back("GPU " + std::to_string(device) +
+                                      ": copies from the host not measured: under 2 s of the check's time left "
+                                      "(--timeout)");
+        const HostCopy host_copy = host_copy_source && time_for_copies
                                        ? measure_host_copy(device, nvml, system.pci.back(), *host_copy_source, deadline)
                                        : HostCopy{};
         host_copies.push_back(host_copy);

@@ -290,6 +290,8 @@ TEST_CASE("fault injection: known names switch faults on, anything else is a usa
     CHECK(parse_injection("hang-peer-kernel").hang_peer_kernel);
     CHECK(!both.fail_rank1);
     CHECK(parse_injection("fail-rank1").fail_rank1);
+    CHECK(parse_injection("nccl-no-memory").nccl_no_memory);
+    CHECK(!both.nccl_no_memory);
     try {
         parse_injection("corrupt-peer,melt-gpu");
         FAIL("no error");
@@ -1541,12 +1543,15 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
 }
 
 TEST_CASE("the allreduce's inputs are small integers whose float sum is exact") {
-    for (int ranks = 1; ranks <= 8; ++ranks)
+    // doctor's own inputs (nccl_allreduce.hpp), not the sweep's; up to the largest job they are exact for
+    // (with (rank + 1) as inputs, 2190 ranks already summed to more than a float holds exactly)
+    for (int ranks : {1, 2, 3, 4, 5, 6, 7, 8, 63, 64, 65, 129, 2190, 50000, 73000})
         for (size_t i = 0; i < 14; ++i) {
+            CAPTURE(ranks);
             float sum = 0.0f;
-            // doctor's own inputs (nccl_allreduce.hpp), not the sweep's
             for (int rank = 0; rank < ranks; ++rank) sum += doctor::closed_form_input(rank, i);
             CHECK(sum == doctor::closed_form_sum(ranks, i));
+            CHECK(double(doctor::closed_form_sum(ranks, i)) < 16777216.0);  // 2^24: every integer below is exact
         }
     // A result shifted by any offset, 7 elements included, reads wrong at most elements.
     for (size_t shift : {1, 2, 7, 14, 64, 4096}) {
