@@ -5,7 +5,7 @@ usage: test_compare.py PATH/TO/scripts WORK_DIR
 
 The table (compare.py, on fake RESULT files): speedup and efficiency are taken against 01's run,
 failed, timed-out and unbuilt runs are shown as such (and make compare.py exit 1), and the CSV, JSON
-and Markdown files hold the same rows.
+and Markdown files hold the same rows; the chart shows a failed run's status, not a bar.
 The runner (compare.sh, on a copy of the scripts whose build step does nothing, with fake visible_gpus,
 nvidia-smi, mpirun and programs that print a RESULT): bad flags exit 2, no GPU exits 3 with one line,
 and with 2 fake GPUs every pattern runs on 1 and 2 GPUs with the right launcher and flags, the scaling
@@ -125,6 +125,48 @@ def check_failures_shown(script, work_dir):
         timed_out = [row for row in csv.DictReader(f) if row["pattern"] == "05_nccl_mpi"][0]
     if timed_out["speedup"] != "" or timed_out["status"] != "TIMEOUT":
         fail("a timed-out run must have no figures: %s" % timed_out)
+
+
+class FakePyplot:
+    """Stands in for matplotlib's pyplot, its figure and its axes: records every call and draws nothing
+    (savefig writes an empty file, which the chart's atomic replace renames into place)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def record(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
+            if name == "subplots":
+                return self, [[self] * args[1]]
+            if name == "get_legend_handles_labels":
+                return [], []
+            if name == "savefig":
+                open(args[0], "wb").close()
+            return None
+        return record
+
+
+def check_chart_of_failed_run(scripts_dir, work_dir):
+    """A run that failed gets its status in the chart, not a bar as if it had been measured, and the
+    legend's 'measured' comes with the first bar drawn, whichever row that is."""
+    sys.path.insert(0, scripts_dir)
+    import compare
+    rows = []
+    for pattern, variant, speedup, status in (("01_single_gpu", "", 1.0, "ok"),
+                                              ("03_host_staged_mpi", "pinned", 1.8, "FAILED (exit 1: verification failed)"),
+                                              ("06_fwi_shot_parallel", "", 1.9, "ok")):
+        rows.append(dict(pattern=pattern, variant=variant, gpus=1 if pattern == "01_single_gpu" else 2,
+                         speedup=speedup, predicted_speedup=1.95, combine_share=0.01, status=status))
+    plt = FakePyplot()
+    os.makedirs(work_dir, exist_ok=True)
+    if not compare.draw_chart(plt, os.path.join(work_dir, "chart.png"), rows, "default", None):
+        fail("draw_chart drew nothing")
+    measured = [kwargs for name, args, kwargs in plt.calls if name == "barh" and kwargs.get("color") == "tab:blue"]
+    if len(measured) != 1 or measured[0].get("label") != "measured":
+        fail("one measured bar, 06's, labelled for the legend, expected: %s" % measured)
+    if not any(name == "text" and args[2] == "FAILED (exit 1: verification failed)" for name, args, _ in plt.calls):
+        fail("the failed run's status is not written where its bar would be")
 
 
 # Appended to a copy of scripts/common.sh: its helpers stay, the build is replaced.
@@ -333,6 +375,7 @@ def main():
     script = os.path.join(scripts_dir, "compare.py")
     check_all_ok(script, work_dir)
     check_failures_shown(script, work_dir)
+    check_chart_of_failed_run(scripts_dir, os.path.join(work_dir, "chart"))
     check_runner(scripts_dir, work_dir)
     print("PASSED")
     return 0

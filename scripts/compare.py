@@ -362,7 +362,8 @@ def add_predictions(rows, inputs):
                    predicted_compute_ms=1e3 * model["compute"], predicted_combine_ms=1e3 * model["combine"],
                    largest_share=model["largest_share"], biggest_loss="%s %.2f ms" % (loss_name, 1e3 * loss_s),
                    **predicted)
-        if abs(row["prediction_error"]) > PREDICTION_TOLERANCE:
+        # A run that failed is no measurement to hold the model to (the table shows its status).
+        if row["status"] == "ok" and abs(row["prediction_error"]) > PREDICTION_TOLERANCE:
             notes.append("%s: measured %.2f ms, predicted %.2f ms (%+.0f%%): %s" % (
                 label, row["time_per_gradient_ms"], row["predicted_gradient_ms"], 100 * row["prediction_error"],
                 where_the_time_went(row)))
@@ -450,13 +451,22 @@ def write_csv(path, rows):
 
 def draw_chart(plt, path, rows, title, machine):
     """One panel per GPU count: per pattern and variant, the measured speedup (solid bar) beside the model's
-    (hatched), with the ideal, N, as a dotted line; the combine share is written at the end of each bar."""
+    (hatched), with the ideal, N, as a dotted line; the combine share is written at the end of each bar. A run
+    that did not finish verified gets its status in red instead of a measured bar."""
     counts = sorted({r["gpus"] for r in rows if r["pattern"] != BASELINE and r["speedup"] is not None})
     if not counts:
         return False
     labels = sorted({r["pattern"] + (" " + r["variant"] if r["variant"] else "") for r in rows
                      if r["pattern"] != BASELINE and r["speedup"] is not None})
     fig, axes = plt.subplots(1, len(counts), figsize=(6.5 * len(counts), 0.45 * len(labels) + 2.2), squeeze=False)
+    in_legend = set()
+
+    def legend_label(name):  # each name once, on the first bar drawn of its kind
+        if name in in_legend:
+            return None
+        in_legend.add(name)
+        return name
+
     for ax, gpus in zip(axes[0], counts):
         by_label = {r["pattern"] + (" " + r["variant"] if r["variant"] else ""): r for r in rows
                     if r["gpus"] == gpus and r["pattern"] != BASELINE}
@@ -464,10 +474,13 @@ def draw_chart(plt, path, rows, title, machine):
             row = by_label.get(label)
             if row is None or row["speedup"] is None:
                 continue
-            ax.barh(k + 0.2, row["speedup"], height=0.4, color="tab:blue", label="measured" if k == 0 else None)
             if row["predicted_speedup"] is not None:
                 ax.barh(k - 0.2, row["predicted_speedup"], height=0.4, color="white", edgecolor="tab:orange",
-                        hatch="//", label="predicted" if k == 0 else None)
+                        hatch="//", label=legend_label("predicted"))
+            if row["status"] != "ok":
+                ax.text(0.02 * gpus, k + 0.2, row["status"], va="center", fontsize=8, color="tab:red")
+                continue
+            ax.barh(k + 0.2, row["speedup"], height=0.4, color="tab:blue", label=legend_label("measured"))
             ax.text(max(row["speedup"], row["predicted_speedup"] or 0) + 0.02 * gpus, k,
                     "combine %.0f%%" % (100 * (row["combine_share"] or 0)), va="center", fontsize=8)
         ax.axvline(gpus, color="k", linestyle=":", linewidth=1, label="ideal (%d)" % gpus)
@@ -476,8 +489,11 @@ def draw_chart(plt, path, rows, title, machine):
         ax.set_xlim(0, gpus * 1.35)
         ax.set(xlabel="speedup vs 01_single_gpu", title="%d GPU%s" % (gpus, "s" if gpus > 1 else ""))
         ax.grid(True, axis="x", alpha=0.3)
-    handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, [n.split(" (")[0] for n in names], loc="lower center", ncol=3, fontsize=8)
+    legend = {}  # name -> handle, from every panel ("ideal (2)", "ideal (4)": one "ideal")
+    for ax in axes[0]:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(name.split(" (")[0], handle)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=3, fontsize=8)
     gpu_names = sorted({g["name"] for g in (machine or {}).get("gpus", [])})
     fig.suptitle("problem %s: measured and predicted speedup%s" % (title, " on " + ", ".join(gpu_names) if gpu_names else ""))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
