@@ -297,6 +297,18 @@ void validate(const Problem& p) {
                       cells_per_wavelength, v_slowest, max_frequency(p), p.dh);
         print_warning(text);
     }
+    // The update may lower a cell to --v-min: a warning, not a refusal (an inversion need not go there),
+    // where the grid could not carry the shortest waves at that speed.
+    const double cells_at_v_min = p.v_min / (max_frequency(p) * p.dh);
+    if (p.v_min < v_slowest && cells_per_wavelength >= 2.0 && cells_at_v_min < 2.0) {
+        char text[300];
+        std::snprintf(text, sizeof text,
+                      "the update may lower the model to --v-min %g m/s, where the grid has only %.2f cells per "
+                      "shortest wavelength (%g Hz, --dh %g m; it cannot carry such waves below 2): --v-min at least %s",
+                      p.v_min, std::floor(cells_at_v_min * 100.0) / 100.0, max_frequency(p), p.dh,
+                      format_number(std::ceil(2.0 * max_frequency(p) * p.dh)).c_str());
+        print_warning(text);
+    }
     check_reflection_recorded(p, truth, initial);
 }
 

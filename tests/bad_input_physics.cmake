@@ -60,6 +60,13 @@ add_physics_test(06_fwi_shot_parallel coarse_grid "--dh: 1.42 cells per shortest
 add_exit_test(physics_01_single_gpu_few_cells_warns CODE 3
               TEXT "01_single_gpu: warning: only 3.3 cells per shortest wavelength" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:01_single_gpu> --problem small --freq 30)
+# A --v-min so low that a model the update lowers to it has fewer than 2 cells per wavelength: a warning
+# (the inversion need not go there), then the run goes on; the default --v-min gives none.
+add_exit_test(physics_01_single_gpu_low_v_min_warns CODE 3
+              TEXT "01_single_gpu: warning: the update may lower the model to --v-min 300 m/s, where the grid has only 1.42 cells"
+              ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --problem small --v-min 300)
+add_exit_test(physics_01_single_gpu_default_v_min_no_warning CODE 3 TEXT "0 are visible" NOT_TEXT "--v-min"
+              ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --problem small)
 
 # A wavelet peak so early that the part the recording cuts off reaches more than 1% of the peak (a peak
 # under 0.85 periods in): a warning that the source starts abruptly, then the run goes on; at one period
