@@ -178,12 +178,12 @@ Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     if (std::filesystem::is_regular_file(dir, ignored))
         throw UsageError("--resume: '" + shown_path(dir) +
                          "' is a file; --resume takes the folder that holds the checkpoint (the run's --out folder)");
-    if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
-        throw UsageError("--resume: '" + shown_path(path) +
-                         "' is not a regular file (a folder, a pipe or a device is no checkpoint)");
     // A file that is there but cannot be opened (no permission, a loop of links) is not "no checkpoint".
     std::error_code lookup_error;
     const bool exists = std::filesystem::exists(path, lookup_error);
+    if (exists && !std::filesystem::is_regular_file(path, ignored))
+        throw UsageError("--resume: '" + shown_path(path) +
+                         "' is not a regular file (a folder, a pipe or a device is no checkpoint)");
     errno = 0;
     std::ifstream file(path, std::ios::binary);
     if (!file && !exists && !lookup_error)
