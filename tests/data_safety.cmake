@@ -27,7 +27,7 @@ add_test(NAME data_safety_compare_keeps_user_runs
          COMMAND ${data_safety_check} user-runs 2 "--out|was not made by compare.sh"
                  ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/compare.sh --out @DIR@)
 add_test(NAME data_safety_compare_keeps_user_runs_file
-         COMMAND ${data_safety_check} runs-file 2 "--out"
+         COMMAND ${data_safety_check} runs-file 2 "--out|was not made by compare.sh"
                  ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/compare.sh --problem small --out @DIR@)
 set_tests_properties(data_safety_compare_keeps_user_runs data_safety_compare_keeps_user_runs_file
                      PROPERTIES LABELS cpu TIMEOUT 60)
@@ -128,7 +128,7 @@ function(add_new_out_test name labels code text)
   set_tests_properties(data_safety_${name} PROPERTIES LABELS "${labels}" TIMEOUT 90
                        ENVIRONMENT "${MPI_TEST_ENVIRONMENT};${no_gpu}")
 endfunction()
-add_new_out_test(json_in_new_out_01 cpu 3 "GPU" $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new
+add_new_out_test(json_in_new_out_01 cpu 3 "needs 1 CUDA GPU and 0 are visible" $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new
                  --json @DIR@/new/result.json)
 add_new_out_test(json_in_new_out_06 "cpu;mpi" 3 "sees no CUDA GPU" ${fwi06_in_mpirun} --out @DIR@/new
                  --json @DIR@/new/result.json)

@@ -7,22 +7,23 @@ add_test(NAME ecosystem_cudaarchs_honoured
                  "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS='80;90' \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null && grep -x 'CMAKE_CUDA_ARCHITECTURES:STRING=80;90' \"$dir/CMakeCache.txt\"; status=$?; rm -rf \"$dir\"; exit $status"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 # CMake reads CUDAARCHS only at a build folder's first configure: a later configure with another one
-# says that it is not used, rather than ignoring it in silence.
+# says that it is not used, rather than ignoring it in silence. (These tests keep the configure's output
+# and check its exit status apart: a status read at the end of a pipe would be grep's alone.)
 add_test(NAME ecosystem_cudaarchs_changed_later_is_reported
          COMMAND ${BASH_EXECUTABLE} -c
-                 "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS=80 \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null 2>&1 && CUDAARCHS=90 \"$0\" \"$dir\" 2>&1 | tr -s ' \\n' ' ' | grep -q 'CUDAARCHS=\"90\" is not used: this build folder keeps the CUDA architectures 80'; status=$?; rm -rf \"$dir\"; exit $status"
+                 "dir=$(mktemp -d) && cd \"$1\" && CUDAARCHS=80 \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF >/dev/null 2>&1 && out=$(CUDAARCHS=90 \"$0\" \"$dir\" 2>&1); status=$?; rm -rf \"$dir\"; echo \"$out\" | tail -n 12; [ $status -eq 0 ] && echo \"$out\" | tr -s ' \\n' ' ' | grep -q 'CUDAARCHS=\"90\" is not used: this build folder keeps the CUDA architectures 80'"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 # Without nvidia-smi the configure cannot see the GPUs, though CUDA may work (a container without NVIDIA's
 # utility capability): it says so, and how to name them.
 add_test(NAME ecosystem_configure_without_nvidia_smi
          COMMAND ${BASH_EXECUTABLE} -c
-                 "dir=$(mktemp -d) && cd \"$1\" && env -u CUDAARCHS \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF -DFWI_NVIDIA_SMI=/nonexistent/nvidia-smi 2>&1 | tr -s ' \\n' ' ' | grep -q 'no GPU visible: FWI_NO_GPU_ARCHITECTURES; nvidia-smi is not installed.*CUDAARCHS'; status=$?; rm -rf \"$dir\"; exit $status"
+                 "dir=$(mktemp -d) && cd \"$1\" && out=$(env -u CUDAARCHS \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF -DFWI_NVIDIA_SMI=/nonexistent/nvidia-smi 2>&1); status=$?; rm -rf \"$dir\"; echo \"$out\" | tail -n 12; [ $status -eq 0 ] && echo \"$out\" | tr -s ' \\n' ' ' | grep -q 'no GPU visible: FWI_NO_GPU_ARCHITECTURES; nvidia-smi is not installed.*CUDAARCHS'"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 # An nvidia-smi that cannot answer the query (no GPU, a driver it cannot reach, one too old for the query; here
 # `false`): the configure says so, and how to name the GPUs.
 add_test(NAME ecosystem_configure_nvidia_smi_without_compute_cap
          COMMAND ${BASH_EXECUTABLE} -c
-                 "dir=$(mktemp -d) && cd \"$1\" && env -u CUDAARCHS \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF -DFWI_NVIDIA_SMI=false 2>&1 | tr -s ' \\n' ' ' | grep -q \"no GPU visible: FWI_NO_GPU_ARCHITECTURES; nvidia-smi could not say the GPUs' compute capability.*CUDAARCHS\"; status=$?; rm -rf \"$dir\"; exit $status"
+                 "dir=$(mktemp -d) && cd \"$1\" && out=$(env -u CUDAARCHS \"$0\" --preset ci -B \"$dir\" -DBUILD_TESTING=OFF -DFWI_NVIDIA_SMI=false 2>&1); status=$?; rm -rf \"$dir\"; echo \"$out\" | tail -n 12; [ $status -eq 0 ] && echo \"$out\" | tr -s ' \\n' ' ' | grep -q \"no GPU visible: FWI_NO_GPU_ARCHITECTURES; nvidia-smi could not say the GPUs' compute capability.*CUDAARCHS\""
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 set_tests_properties(ecosystem_cudaarchs_honoured ecosystem_cudaarchs_changed_later_is_reported
                      ecosystem_configure_without_nvidia_smi ecosystem_configure_nvidia_smi_without_compute_cap
@@ -75,7 +76,7 @@ set_tests_properties(ecosystem_architecture_specific_code_warns PROPERTIES LABEL
 # configure warns and goes on as without a GPU, instead of waiting without a limit.
 add_test(NAME ecosystem_nvidia_smi_hangs
          COMMAND ${BASH_EXECUTABLE} -c
-                 "work=$(mktemp -d) && mkdir \"$work/bin\" && printf '#!/bin/sh\\nexec sleep 600\\n' >\"$work/bin/nvidia-smi\" && chmod +x \"$work/bin/nvidia-smi\" && cd \"$1\" && env -u CUDAARCHS PATH=\"$work/bin:$PATH\" \"$0\" --preset ci -B \"$work/build\" -DBUILD_TESTING=OFF -DFWI_QUERY_TIMEOUT=3 2>&1 | tr -s ' \\n' ' ' | grep -q 'nvidia-smi did not answer within 3 s.*CUDA architectures: 90 (no GPU visible'; status=$?; rm -rf \"$work\"; exit $status"
+                 "work=$(mktemp -d) && mkdir \"$work/bin\" && printf '#!/bin/sh\\nexec sleep 600\\n' >\"$work/bin/nvidia-smi\" && chmod +x \"$work/bin/nvidia-smi\" && cd \"$1\" && out=$(env -u CUDAARCHS PATH=\"$work/bin:$PATH\" \"$0\" --preset ci -B \"$work/build\" -DBUILD_TESTING=OFF -DFWI_QUERY_TIMEOUT=3 2>&1); status=$?; rm -rf \"$work\"; echo \"$out\" | tail -n 12; [ $status -eq 0 ] && echo \"$out\" | tr -s ' \\n' ' ' | grep -q 'nvidia-smi did not answer within 3 s.*CUDA architectures: 90 (no GPU visible'"
                  ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR})
 set_tests_properties(ecosystem_nvidia_smi_hangs PROPERTIES LABELS cpu TIMEOUT 120)
 # A first configure that fails leaves no cache, so a CUDAARCHS it was given does not outlive it.

@@ -177,6 +177,7 @@ expect compare_null_shots 1 "gives shots 'None' and gradient_bytes 'None', not p
 # ---- compare.sh's GPU counts stop at the problem's shots (01's RESULT): more GPUs would have none ----
 run FAKE_GPUS=6 FAKE_VISIBLE=6 FAKE_SHOTS=4 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare"
 expect compare_counts_stop_at_shots 1 "has 4 shots, so the GPU counts stop at 4: 1 2 3 4"
+[ -f "$tmp/compare/runs/manifest.tsv" ] || fail "compare_counts_stop_at_shots: no manifest of the runs"
 ! cut -f4 "$tmp/compare/runs/manifest.tsv" | grep -qx '[56]' ||
     fail "compare_counts_stop_at_shots: a run on 5 or 6 GPUs is in the manifest"
 run FAKE_GPUS=6 FAKE_VISIBLE=6 FAKE_SHOTS=4 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 2,6
