@@ -69,16 +69,20 @@ def run(command, timeout_s=RUN_TIMEOUT_S, environment=None):
 
 
 def skip_unless_open_mpi(mpiexec):
-    """Exits 77 (skipped), saying why, where mpiexec is not Open MPI's mpirun, whose flags the runs pass."""
+    """Exits 77 (skipped), saying why, where mpiexec is another MPI's launcher than Open MPI's mpirun, whose
+    flags the runs pass; fails where its --version does not run, fails or says nothing (a broken MPI)."""
     try:
         version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=60)
-        answer = version.stdout + version.stderr
     except (OSError, subprocess.TimeoutExpired) as error:
-        answer = str(error)
-    if "Open MPI" not in answer and "OpenRTE" not in answer:
-        print("needs Open MPI's mpirun (the runs pass it --oversubscribe and -x); %s is another launcher: skipped"
-              % mpiexec)
-        sys.exit(SKIP)
+        fail("'%s --version' does not answer (%s): is MPI installed?" % (mpiexec, error))
+    answer = version.stdout + version.stderr
+    if "Open MPI" in answer or "OpenRTE" in answer:
+        return
+    if version.returncode != 0 or not answer.strip():
+        fail("'%s --version' does not answer (exit %d): is MPI installed?" % (mpiexec, version.returncode))
+    print("needs Open MPI's mpirun (the runs pass it --oversubscribe and -x); %s is another launcher: skipped"
+          % mpiexec)
+    sys.exit(SKIP)
 
 
 def mpirun(args, ranks, program_args):
@@ -98,8 +102,15 @@ def read_npy_floats(path):
     header = ast.literal_eval(data[10:10 + header_length].decode("latin1"))
     if header["descr"] != "<f4":
         fail("%s holds %s, not float32" % (path, header["descr"]))
+    body = data[10 + header_length:]
+    count = 1
+    for n in header["shape"]:
+        count *= n
+    if len(body) != 4 * count:  # a truncated file would otherwise be compared on what is left of it
+        fail("%s holds %d bytes of data, not the %d floats of its shape %s" % (path, len(body), count,
+                                                                              header["shape"]))
     values = array.array("f")
-    values.frombytes(data[10 + header_length:])
+    values.frombytes(body)
     return header["shape"], values
 
 
@@ -113,6 +124,8 @@ def write_npy_floats(path, shape, values, descr="<f4"):
 
 
 def relative_l2(values, reference):
+    if len(values) != len(reference):
+        fail("%d values compared with %d" % (len(values), len(reference)))
     diff2 = sum((float(a) - float(b)) ** 2 for a, b in zip(values, reference))
     ref2 = sum(float(b) ** 2 for b in reference)
     return (diff2 / ref2) ** 0.5 if ref2 > 0 else diff2 ** 0.5

@@ -557,9 +557,16 @@ open_mpi_major() {
 }
 
 # skip_unless_open_mpi LAUNCHER: for a test that passes Open MPI's own flags (--oversubscribe, -x) to
-# LAUNCHER: exits 77 (CTest: skipped), saying why, where LAUNCHER is another MPI's.
+# LAUNCHER: exits 77 (CTest: skipped), saying why, where LAUNCHER is another MPI's; exits 1 (failed) where
+# LAUNCHER's --version does not run, fails or says nothing: a broken MPI is no other MPI.
 skip_unless_open_mpi() {
     [ -n "$(open_mpi_major "$1")" ] && return 0
+    local answer status=0
+    answer="$(quick_query "$1" --version 2>&1)" || status=$?
+    if [ $status -ne 0 ] || [ -z "${answer//[[:space:]]/}" ]; then
+        echo "FAILED: '$1 --version' does not answer (exit $status${answer:+: $(echo "$answer" | head -n 1)}): is MPI installed?"
+        exit 1
+    fi
     echo "needs Open MPI's mpirun (this test passes it --oversubscribe and -x); $1 is another launcher: skipped"
     exit 77
 }

@@ -385,6 +385,14 @@ majors="$(env PATH="$fake_path" "$BASH" -c 'source "$1"; for l in ompi4-mpirun o
 out="$(env PATH="$fake_path" "$BASH" -c 'source "$1"; skip_unless_open_mpi mpich-mpiexec; echo "ran"' bash "$common" 2>&1)"
 code=$?
 check "skip_unless_open_mpi" 77 "needs Open MPI's mpirun.*mpich-mpiexec is another launcher: skipped" '^ran$'
+# A launcher that is not there, or whose --version fails, is a broken MPI: the test fails, it is not skipped.
+fake broken-mpirun 'echo "mpirun: error while loading shared libraries: libopen-rte.so.40" >&2; exit 127'
+for launcher in no-such-launcher broken-mpirun; do
+    out="$(env PATH="$fake_path" "$BASH" -c 'source "$1"; skip_unless_open_mpi "$2"; echo "ran"' bash "$common" \
+        "$launcher" 2>&1)"
+    code=$?
+    check "skip_unless_open_mpi_$launcher" 1 "FAILED: '$launcher --version' does not answer" '^ran$'
+done
 
 # Where there is no apt-get (Rocky, RHEL, Fedora), what is missing is named with the other package manager's
 # way, before any apt command; matplotlib alone is still only a warning.
