@@ -65,7 +65,7 @@ add_exit_test(physics_01_single_gpu_few_cells_warns CODE 3
 add_exit_test(physics_01_single_gpu_low_v_min_warns CODE 3
               TEXT "01_single_gpu: warning: the update may lower the model to --v-min 300 m/s, where the grid has only 1.42 cells"
               ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --problem small --v-min 300)
-add_exit_test(physics_01_single_gpu_default_v_min_no_warning CODE 3 TEXT "0 are visible" NOT_TEXT "--v-min"
+add_exit_test(physics_01_single_gpu_usual_v_min_no_warning CODE 3 TEXT "0 are visible" NOT_TEXT "--v-min"
               ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:01_single_gpu> --problem small)
 
 # A wavelet peak so early that the part the recording cuts off reaches more than 1% of the peak (a peak
