@@ -232,7 +232,7 @@ def figure_speedups(directory):
         cells = []
         for n in counts:
             row = next((r for r in rows if (r["pattern"], r["variant"], r["gpus"]) == (pattern, variant, n)), None)
-            if row is None or row["speedup"] is None:
+            if row is None or row["speedup"] is None or row["status"] != "ok":  # a failed run's time is no speedup
                 cells.append("-" if row is None else row["status"])
             else:
                 cells.append("%.2fx" % row["speedup"] + (" (%.2fx)" % row["predicted_speedup"]
@@ -269,6 +269,9 @@ def figure_example(directory, pattern, variant, gpus):
     row = next((r for r in rows if (r["pattern"], r["variant"], r["gpus"]) == (pattern, variant, int(gpus))), None)
     if row is None or row["predicted_gradient_ms"] is None:
         raise FigureError("%s has no predicted row %s %s on %s GPUs" % (directory, pattern, variant, gpus))
+    if row["status"] != "ok":
+        raise FigureError("%s: the run of %s %s on %s GPUs did not finish verified (%s): no example of the model "
+                          "from it" % (directory, pattern, variant, gpus, row["status"]))
     model = inputs.predict(row)
     shots, n, m = row["shots"], row["gpus"], model["largest_share"]
     c = {k: 1e3 * t for k, t in inputs.compute_of_shots.items()}

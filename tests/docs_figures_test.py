@@ -65,6 +65,30 @@ def check_bad_results(script, work, page):
             fail("figure '%s': exit %d, expected %s:\n%s" % (spec, code, expected or "0", output))
 
 
+def check_failed_run_shown(script, work, page):
+    """A run that did not finish verified shows its status in the speedups figure, not its speedup, and is
+    no example of the model."""
+    failed = os.path.join(work, "failed")
+    shutil.rmtree(failed, ignore_errors=True)
+    shutil.copytree(os.path.join(ROOT, RESULTS), failed)
+    manifest = os.path.join(failed, "runs", "manifest.tsv")
+    with open(manifest) as f:
+        text = f.read()
+    with open(manifest, "w") as f:
+        f.write(text.replace("fwi\t05_nccl_mpi\t\t2\t0\t", "fwi\t05_nccl_mpi\t\t2\t1\t"))
+    with open(page, "w") as f:
+        f.write("<!-- figure: speedups %s -->\n<!-- end figure -->\n" % failed)
+    code, output = run(script, page)
+    row = next((line for line in open(page).read().splitlines() if line.startswith("| 05_nccl_mpi |")), "")
+    if code != 0 or "| FAILED (exit 1: verification failed) |" not in row:
+        fail("a failed run in the speedups figure: exit %d, its row '%s'\n%s" % (code, row, output))
+    with open(page, "w") as f:
+        f.write("<!-- figure: example %s 05_nccl_mpi - 2 -->\n<!-- end figure -->\n" % failed)
+    code, output = run(script, page)
+    if code != 2 or "did not finish verified" not in output:
+        fail("a failed run as the model's example: exit %d, expected 2 saying so:\n%s" % (code, output))
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -163,6 +187,7 @@ def main():
         fail("--check given twice: exit %d, expected 2 saying so:\n%s" % (code, output))
 
     check_bad_results(script, work, page)
+    check_failed_run_shown(script, work, page)
 
     code, output = run(script, "--check")
     if code != 0:
