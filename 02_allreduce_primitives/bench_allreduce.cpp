@@ -62,8 +62,13 @@ void allreduce(benchmark::State& state, const std::string& name) {
         const size_t count = bytes / sizeof(float);
         const int iters = batch_iterations(bytes, kIterationsPerSample);
         variant.setup(count);
-        variant.run(count);  // warm-up
+        variant.run(count);  // warm-up, and the result checked: a wrong allreduce gets no bandwidth
         variant.wait();
+        if (const long long wrong = variant.count_wrong(count); wrong > 0) {
+            fail_benchmark_case(state,
+                                (std::to_string(wrong) + " elements of the allreduce's result are wrong").c_str());
+            return;
+        }
         double seconds = 0.0;
         for (auto _ : state) {
             variant.begin_batch();

@@ -13,8 +13,9 @@
 //   GradientSustained the default gradient 150 times back to back: the mean a long run sees, with the
 //                     median and the slowest.
 // CUDA events time every case (manual time); the cases with repetitions report their median and mean.
-// Gradient and GradientSustained check, untimed, that their last gradient is the first one computed, bit for
-// bit: a case that timed a wrong result fails (exit 3) instead of reporting it.
+// Gradient, GradientSustained and GradientBatches (its batch of every shot) check, untimed, that their last
+// gradient is the first one computed, bit for bit: a case that timed a wrong result fails (exit 3) instead
+// of reporting it.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -183,10 +184,12 @@ void GradientBatches(benchmark::State& state) {
     // Warm-up: each batch's own graphs (the workspace, sized for all 8 shots, is kept).
     for (const int n : batches) setup->gpu.gradient(first_shots(n));
     std::map<int, std::vector<double>> seconds, forward_seconds, adjoint_seconds;
+    double last_full_misfit = 0.0;
     for (auto _ : state) {
         double total = 0.0;
         for (const int n : batches) {
             const GradientResult g = setup->gpu.gradient(first_shots(n));
+            last_full_misfit = g.misfit;
             seconds[n].push_back(g.device_seconds);
             forward_seconds[n].push_back(g.forward_seconds);
             adjoint_seconds[n].push_back(g.adjoint_seconds);
@@ -202,6 +205,8 @@ void GradientBatches(benchmark::State& state) {
     }
     state.counters["T2/T8"] = median(seconds[2]) / median(seconds[8]);
     state.counters["T4/T8"] = median(seconds[4]) / median(seconds[8]);
+    // The last batch was every shot: the gradient the setup computed first, to the bit.
+    setup->check_last_gradient(state, last_full_misfit);
 }
 
 // The same gradient back to back for several seconds, as a long inversion runs it. On an H200 this load
