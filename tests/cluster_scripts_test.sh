@@ -127,7 +127,7 @@ fi
 allocation=(SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=8 SLURM_NTASKS_PER_NODE=4 SLURM_GPUS_PER_NODE=4)
 for program in 03_host_staged_mpi 05_nccl_mpi 06_fwi_shot_parallel; do
     expect_line "$program.sbatch: srun --mpi=pmix in an allocation" \
-        "srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=none $build/$program/$program --problem large" \
+        "srun --mpi=pmix --export=ALL --kill-on-bad-exit=1 --cpu-bind=none $build/$program/$program --problem large" \
         "${allocation[@]}" FWI_BIN_DIR="$build" FWI_DRY_RUN=1 -- bash "$cluster/$program.sbatch" --problem large
 done
 expect_line "05 with FWI_LAUNCHER=mpirun: one rank per GPU of each node, NCCL_* handed to every rank" \
@@ -135,7 +135,7 @@ expect_line "05 with FWI_LAUNCHER=mpirun: one rank per GPU of each node, NCCL_* 
     "${allocation[@]}" FWI_LAUNCHER=mpirun NCCL_SOCKET_IFNAME=ib0 NCCL_IB_HCA=mlx5_0 LD_LIBRARY_PATH=/opt/nccl/lib \
     -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run --bin-dir "$build" --bench-allreduce --transport network
 expect_line "06: --bin-dir an install's bin folder, a typed --gpus-per-node, the job's --cpus-per-task, an argument with a blank" \
-    "srun --mpi=pmi2 --kill-on-bad-exit=1 --cpu-bind=none --cpus-per-task=8 $prefix/06_fwi_shot_parallel --out my\\ run" \
+    "srun --mpi=pmi2 --export=ALL --kill-on-bad-exit=1 --cpu-bind=none --cpus-per-task=8 $prefix/06_fwi_shot_parallel --out my\\ run" \
     SLURM_JOB_ID=42 SLURM_NNODES=1 SLURM_NTASKS_PER_NODE=8 SLURM_GPUS_PER_NODE=h100:8 SLURM_CPUS_PER_TASK=8 FWI_SRUN_MPI=pmi2 \
     -- bash "$cluster/06_fwi_shot_parallel.sbatch" --bin-dir="$prefix" --dry-run -- --out "my run"
 expect_line "outside an allocation a dry run takes the counts from the #SBATCH lines (2 nodes x 4 GPUs)" \
@@ -146,7 +146,7 @@ expect_line "FWI_MPIRUN_FLAGS go before the program" \
     "${allocation[@]}" FWI_LAUNCHER=mpirun FWI_MPIRUN_FLAGS="--prefix /opt/openmpi --mca btl_tcp_if_include eth0" \
     FWI_BIN_DIR="$build" FWI_DRY_RUN=1 -- bash "$cluster/05_nccl_mpi.sbatch"
 expect_line "outside an allocation srun takes --cpus-per-task from the #SBATCH lines" \
-    "srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=none --cpus-per-task=4 $build/06_fwi_shot_parallel/06_fwi_shot_parallel" \
+    "srun --mpi=pmix --export=ALL --kill-on-bad-exit=1 --cpu-bind=none --cpus-per-task=4 $build/06_fwi_shot_parallel/06_fwi_shot_parallel" \
     FWI_BIN_DIR="$build" -- bash "$cluster/06_fwi_shot_parallel.sbatch" --dry-run
 expect_line "under Slurm mpirun hands on UCX_* and FI_*, not CUDA_VISIBLE_DEVICES (Slurm sets it on each node)" \
     "mpirun -np 8 --map-by ppr:4:node --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH -x FI_PROVIDER -x UCX_NET_DEVICES $build/05_nccl_mpi/05_nccl_mpi" \
@@ -157,7 +157,7 @@ mkdir -p "$tmp/spool"
 cp "$cluster/05_nccl_mpi.sbatch" "$tmp/spool/slurm_script"
 mkdir -p "$tmp/repo/scripts/cluster" && cp "$cluster/common.sh" "$tmp/repo/scripts/cluster/" && ln -s "$build" "$tmp/repo/build"
 expect_line "a spool copy finds the repository from SLURM_SUBMIT_DIR, and its build folder" \
-    "srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=none $tmp/repo/build/05_nccl_mpi/05_nccl_mpi" \
+    "srun --mpi=pmix --export=ALL --kill-on-bad-exit=1 --cpu-bind=none $tmp/repo/build/05_nccl_mpi/05_nccl_mpi" \
     "${allocation[@]}" SLURM_SUBMIT_DIR="$tmp/repo" FWI_DRY_RUN=1 -- bash "$tmp/spool/slurm_script"
 
 # ---- refusals ----
@@ -314,7 +314,7 @@ for launcher in srun mpirun; do
     chmod +x "$tmp/fakes/$launcher"
 done
 run "${allocation[@]}" FWI_BIN_DIR="$build" PATH="$tmp/fakes:$PATH" -- bash "$cluster/05_nccl_mpi.sbatch" --iterations 2
-if [ "$code" -eq 0 ] && [ "$out" = "srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=none $build/05_nccl_mpi/05_nccl_mpi --iterations 2
+if [ "$code" -eq 0 ] && [ "$out" = "srun --mpi=pmix --export=ALL --kill-on-bad-exit=1 --cpu-bind=none $build/05_nccl_mpi/05_nccl_mpi --iterations 2
 NCCL_NVLS_ENABLE=0" ] && [[ "$err" == *"05_nccl_mpi on 2 node(s) x 4 GPUs, 8 ranks"* ]]; then
     pass "a real launch runs the line it prints, with NCCL_NVLS_ENABLE=0"
 else

@@ -220,7 +220,9 @@ fwi_slurm_run() {
                     "(srun --mpi=list shows those of this cluster)"
             # Each task's CPUs float over those the job has, as mpirun's --bind-to none lets them; the job's
             # --cpus-per-task is handed on explicitly, as some Slurm versions do not pass it to srun.
-            FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --kill-on-bad-exit=1 --cpu-bind=none)
+            # --export=ALL: a job submitted with --export=NONE (or SLURM_EXPORT_ENV) would otherwise start the
+            # tasks without this script's environment (NCCL_NVLS_ENABLE=0, PATH, LD_LIBRARY_PATH).
+            FWI_LINE=(srun "--mpi=${FWI_SRUN_MPI:-pmix}" --export=ALL --kill-on-bad-exit=1 --cpu-bind=none)
             [ -n "$cpus_per_task" ] && FWI_LINE+=("--cpus-per-task=$cpus_per_task") ;;
         mpirun) fwi_mpirun_line "$ranks" "$gpus_per_node" ;;
         *) fwi_die 2 "FWI_LAUNCHER: '$FWI_LAUNCHER' is not one of srun|mpirun" ;;
