@@ -122,9 +122,7 @@ failed=0
 # checkout's git metadata is not that of its files (a copy), say it: FWI_SOURCE_COMMIT=<commit>.
 commit="${FWI_SOURCE_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 # Results folders (this recording's and others not yet committed) are not code: they do not make it dirty.
-# Untracked files are not either, as the build's own commit stamp has it (common/CMakeLists.txt).
-[ -z "${FWI_SOURCE_COMMIT:-}" ] &&
-    [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- . ':!docs/results' 2>/dev/null)" ] &&
+[ -z "${FWI_SOURCE_COMMIT:-}" ] && [ -n "$(git -C "$ROOT" status --porcelain -- . ':!docs/results' 2>/dev/null)" ] &&
     commit+="-dirty"
 printf 'commit: %s\n' "$commit" >"$out/source.txt"
 printf 'step\tseconds\texit\tcommand\n' >"$out/timings.tsv"
