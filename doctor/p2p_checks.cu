@@ -285,11 +285,15 @@ struct BandwidthMatrices {
     Matrix one_way_on, one_way_off, both_ways_on, both_ways_off, latency_on, latency_off;  // GB/s, GB/s, us
 };
 
+// Checks 3 and 4 start no transfer past half their time limit, the rest being the margin for the last wait:
+// many GPUs, or slow staging in a VM, then end in a WARN with the rest not run, rather than in a last wait
+// past the deadline (reported as a GPU that hangs).
+bool past_start_budget(const Deadline& deadline) { return deadline.elapsed() > deadline.seconds() / 2; }
+
 // Fills the P2P-on or P2P-off matrices; returns false when it stopped at the time budget.
 bool measure(const GpuSystem& system, const BandwidthOptions& options, CopyTimer& timer, bool p2p_on,
              BandwidthMatrices& m, const Deadline& deadline) {
     const int n = system.count;
-    const double budget = deadline.seconds() / 2;  // the rest is the margin for the last wait
     Matrix& one_way = p2p_on ? m.one_way_on : m.one_way_off;
     Matrix& both_ways = p2p_on ? m.both_ways_on : m.both_ways_off;
     Matrix& latency = p2p_on ? m.latency_on : m.latency_off;
@@ -298,7 +302,7 @@ bool measure(const GpuSystem& system, const BandwidthOptions& options, CopyTimer
         for (int j = 0; j < n; ++j) {
             const bool local = i == j;
             if (p2p_on && !local && !system.peer(i, j)) continue;
-            if (deadline.elapsed() > budget) return false;
+            if (past_start_budget(deadline)) return false;
             if (local && !p2p_on) {  // a copy within one GPU does not depend on peer access
                 one_way.at(i, i) = m.one_way_on.at(i, i);
                 latency.at(i, i) = m.latency_on.at(i, i);
@@ -312,7 +316,7 @@ bool measure(const GpuSystem& system, const BandwidthOptions& options, CopyTimer
     for (int i = 0; i < n; ++i)
         for (int j = i + 1; j < n; ++j) {
             if (p2p_on && !(system.peer(i, j) && system.peer(j, i))) continue;
-            if (deadline.elapsed() > budget) return false;
+            if (past_start_budget(deadline)) return false;
             std::optional<PairPeerAccess> access;
             if (p2p_on) access.emplace(system, i, j);
             both_ways.at(i, j) = both_ways.at(j, i) = 2.0 * options.bytes / timer.both_ways(i, j) / 1e9;
@@ -374,12 +378,9 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
     std::vector<std::vector<PatternCheck>> results(kTransfers, std::vector<PatternCheck>(size_t(n) * n));
     std::vector<std::vector<bool>> ran(kTransfers, std::vector<bool>(size_t(n) * n, false));
     PeerDataTest test(system, options, deadline);
-    // As check 4: no transfer starts past half the time limit, so that many GPUs, or slow staging in a VM,
-    // end in a WARN with the rest not run rather than in a last wait past the deadline (a hung GPU).
-    const double budget = deadline.seconds() / 2;
     bool complete = true;
     const auto run = [&](int reader, int source, Transfer transfer) {
-        complete = complete && deadline.elapsed() <= budget;
+        complete = complete && !past_start_budget(deadline);
         if (!complete) return;
         results[transfer][size_t(reader) * n + source] = test.run(reader, source, transfer);
         ran[transfer][size_t(reader) * n + source] = true;
