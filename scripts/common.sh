@@ -552,17 +552,17 @@ quick_query() { run_within 60 "$@"; }
 
 # open_mpi_major LAUNCHER: Open MPI's major version ("4" of "mpirun (Open MPI) 4.1.6") where LAUNCHER is Open
 # MPI's mpirun, else nothing (MPICH's, srun, none at all).
-open_mpi_major() {
-    quick_query "$1" --version 2>&1 | sed -n 's/.*(\(Open MPI\|OpenRTE\)) \([0-9][0-9]*\)\..*/\2/p' | head -n 1
-}
+open_mpi_major() { open_mpi_major_in "$(quick_query "$1" --version 2>&1)"; }
+# open_mpi_major_in TEXT: the same, from TEXT, what a launcher's --version answered.
+open_mpi_major_in() { sed -n 's/.*(\(Open MPI\|OpenRTE\)) \([0-9][0-9]*\)\..*/\2/p' <<<"$1" | head -n 1; }
 
 # skip_unless_open_mpi LAUNCHER: for a test that passes Open MPI's own flags (--oversubscribe, -x) to
 # LAUNCHER: exits 77 (CTest: skipped), saying why, where LAUNCHER is another MPI's; exits 1 (failed) where
 # LAUNCHER's --version does not run, fails or says nothing: a broken MPI is no other MPI.
 skip_unless_open_mpi() {
-    [ -n "$(open_mpi_major "$1")" ] && return 0
     local answer status=0
     answer="$(quick_query "$1" --version 2>&1)" || status=$?
+    [ -n "$(open_mpi_major_in "$answer")" ] && return 0
     if [ $status -ne 0 ] || [ -z "${answer//[[:space:]]/}" ]; then
         echo "FAILED: '$1 --version' does not answer (exit $status${answer:+: $(echo "$answer" | head -n 1)}): is MPI installed?"
         exit 1
