@@ -13,7 +13,7 @@
 #   --output-on-failure, -V, -VV, --rerun-failed, --stop-on-failure, -N (list the tests, run none)
 # Anything else is refused (exit 2) before anything is installed or built: an unknown flag, a missing
 # or empty value, a bare word, a flag given twice (-j and --parallel count as one), a REGEX that does not
-# compile (as an extended regular expression), and --preset, --test-dir and -C, which are this
+# compile (as an extended regular expression), and --preset, --test-dir and -C (--build-config), which are this
 # script's (it builds and tests the default preset in build/; run ctest yourself for another).
 set -euo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
