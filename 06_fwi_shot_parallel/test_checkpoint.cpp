@@ -295,7 +295,11 @@ TEST_CASE("resume: same problem continues, another problem or too few iterations
     CHECK(check_resume(c, "run/checkpoint.fwi", p, 5, 3).empty());
 
     const std::string other_ranks = check_resume(c, "run/checkpoint.fwi", p, 10, 2);  // allowed, but not bit-identical
-    CHECK(other_ranks.find("3 ranks") != std::string::npos);
+    CHECK(other_ranks.find("a run on 3 ranks, this one has 2") != std::string::npos);
+    Checkpoint one_rank = c;
+    one_rank.ranks = 1;
+    CHECK(check_resume(one_rank, "run/checkpoint.fwi", p, 10, 2).find("a run on 1 rank, this one has 2") !=
+          std::string::npos);
 
     const std::string done = usage_error_text([&] { check_resume(c, "run/checkpoint.fwi", p, 4, 3); });
     CHECK(done.find("--iterations") != std::string::npos);

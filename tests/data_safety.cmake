@@ -96,6 +96,23 @@ add_exit_test(data_safety_fwi06_kill_before_resumed_checkpoint CODE 2
 set_tests_properties(data_safety_fwi06_kill_before_resumed_checkpoint
                      PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
 
+# The checkpoint's problem is checked on rank 0's read, before any GPU: another --step-size is refused,
+# naming both values.
+add_exit_test(data_safety_fwi06_resume_other_problem CODE 2 TEXT "step_size 40  |  this run: step_size 55"
+              LABELS cpu mpi TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
+              COMMAND ${fwi06_in_mpirun} --resume ${checkpoint_1000} --out ${CMAKE_CURRENT_BINARY_DIR}/resume_other_problem
+                      --iterations 1002 --step-size 55)
+set_tests_properties(data_safety_fwi06_resume_other_problem PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
+# Another rank count is allowed, with a warning (the sums' order changes): the run goes on past the check, to
+# the missing GPU (exit 3).
+add_exit_test(data_safety_fwi06_resume_on_other_rank_count CODE 3 TEXT "a run on 1 rank, this one has 2"
+              LABELS cpu mpi TIMEOUT 90 ENVIRONMENT ${MPI_TEST_ENVIRONMENT} CUDA_VISIBLE_DEVICES=
+              COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:06_fwi_shot_parallel> --problem small --no-plots
+                      --resume ${checkpoint_1000} --out ${CMAKE_CURRENT_BINARY_DIR}/resume_on_other_rank_count
+                      --iterations 1002)
+set_tests_properties(data_safety_fwi06_resume_on_other_rank_count
+                     PROPERTIES FIXTURES_REQUIRED checkpoint_1000_iterations)
+
 # --json that cannot be written is refused at the start (exit 2 naming --json), not after the run: no GPU
 # is visible, so a later check would exit 3.
 set(no_gpu "CUDA_VISIBLE_DEVICES=")
