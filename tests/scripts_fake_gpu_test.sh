@@ -9,7 +9,8 @@
 # shots for the model, says a killed run failed (exit 137, not a timeout), given a RESULT of 01 whose
 # shots are null prints its table without the model's inputs instead of dying in the arithmetic, stops
 # its GPU counts at the problem's shots (a count asked for above them is exit 2), and warns of other
-# processes on the runs' GPUs (visible_gpus --other-processes), with a note under the table;
+# processes on the runs' GPUs (visible_gpus --other-processes), with a note under the table, and of GPUs
+# that are not all one model (machine.json);
 # record-results.sh's comparison goes into its own new folder of docs/results, where compare.sh alone may
 # not write; its source.txt says "-dirty" for a changed file, not for results folders not yet committed.
 # gpu-check.sh refuses a GPU_CHECK_OUT it cannot write or among the repository's files before any step (exit 2),
@@ -55,11 +56,12 @@ for i in $(seq 0 $((FAKE_GPUS - 1))); do
   esac
 done'
 
-# visible_gpus prints FAKE_VISIBLE (CUDA's count) and exits FAKE_VISIBLE_EXIT (0); its --env-json fails
-# (compare.sh then warns); its --other-processes prints FAKE_GPU_USERS (none when unset) and exits
-# FAKE_USERS_EXIT (0).
+# visible_gpus prints FAKE_VISIBLE (CUDA's count) and exits FAKE_VISIBLE_EXIT (0); its --env-json prints
+# FAKE_ENV_JSON, or fails where that is unset (compare.sh then warns); its --other-processes prints
+# FAKE_GPU_USERS (none when unset) and exits FAKE_USERS_EXIT (0).
 fake "$scratch/build/common/visible_gpus" 'if [ "$*" = --other-processes ]; then printf "%b" "${FAKE_GPU_USERS:-}"
 exit "${FAKE_USERS_EXIT:-0}"; fi
+if [ "$*" = --env-json ]; then [ -n "${FAKE_ENV_JSON:-}" ] && echo "$FAKE_ENV_JSON"; exit; fi
 [ "$#" -eq 0 ] || exit 1; echo "$FAKE_VISIBLE"; exit "${FAKE_VISIBLE_EXIT:-0}"'
 
 # 01 writes a RESULT of the fwi kind with FAKE_SHOTS shots and FAKE_GRADIENT_BYTES gradient_bytes (null when
@@ -198,6 +200,18 @@ expect compare_gpus_shared 1 "compare: warning: other processes on the runs' GPU
 run FAKE_GPUS=1 FAKE_VISIBLE=1 FAKE_SHOTS=4 FAKE_USERS_EXIT=3 -- bash "$scratch/scripts/compare.sh" \
     --out "$tmp/compare" --gpus 1
 expect compare_gpus_sharing_unknown 1 "whether other processes use the GPUs before the first run is not known"
+
+# ---- compare.sh names the GPUs the runs use (machine.json) and warns where they are not all one model ----
+gpu_json() { printf '{"gpus": [%s]}' "$(printf '{"name": "%s"}, ' "$@" | sed 's/, $//')"; }
+run FAKE_GPUS=2 FAKE_VISIBLE=2 FAKE_SHOTS=4 FAKE_ENV_JSON="$(gpu_json "NVIDIA H100 80GB HBM3" "NVIDIA RTX A4000")" \
+    -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
+expect compare_gpu_models_differ 1 "compare: 1 x NVIDIA H100 80GB HBM3, 1 x NVIDIA RTX A4000; logs"
+[[ "$out" == *"compare: warning: the GPUs are not all one model"* ]] ||
+    fail "compare_gpu_models_differ: no warning: $out"
+run FAKE_GPUS=2 FAKE_VISIBLE=2 FAKE_SHOTS=4 FAKE_ENV_JSON="$(gpu_json "NVIDIA H100 80GB HBM3" "NVIDIA H100 80GB HBM3")" \
+    -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare" --gpus 1
+expect compare_gpu_models_same 1 "compare: 2 x NVIDIA H100 80GB HBM3; logs"
+[[ "$out" != *"not all one model"* ]] || fail "compare_gpu_models_same: warned of different models: $out"
 
 # ---- record-results.sh's comparison goes into its new folder of docs/results, which compare.sh refuses
 #      to anyone else ----
