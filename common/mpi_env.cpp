@@ -31,8 +31,15 @@ namespace {
 
 // An error that every rank meets (a bad flag, more ranks than shots) would otherwise be printed by
 // every rank. Rank 0 reports at once and its MPI_Abort ends the job; the others wait this long first,
-// so their copy is printed only when rank 0 did not fail.
-constexpr auto kNonRootReportDelay = std::chrono::seconds(1);
+// so their copy is printed only when rank 0 did not fail. Never more than a quarter of the shortest
+// WaitTimeout this process made (a --timeout of 1 s, say): rank 0, waiting on the failed rank under the
+// same --timeout, would otherwise end the job first with its own "no progress" message and exit code.
+constexpr double kNonRootReportDelaySeconds = 1.0;
+std::atomic<double> g_shortest_wait_timeout_s{kNonRootReportDelaySeconds * 4};
+
+double non_root_report_delay_seconds() {
+    return std::min(kNonRootReportDelaySeconds, g_shortest_wait_timeout_s.load() / 4);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -134,6 +141,9 @@ Watcher& watcher() {
 }  // namespace
 
 WaitTimeout::WaitTimeout(std::string what, double timeout_s, std::string likely_cause) {
+    double shortest = g_shortest_wait_timeout_s.load();
+    while (timeout_s < shortest && !g_shortest_wait_timeout_s.compare_exchange_weak(shortest, timeout_s)) {
+    }
     Watcher& w = watcher();
     std::lock_guard<std::mutex> lock(w.mutex);
     enclosing_ = std::make_unique<State>(static_cast<const State&>(w));
@@ -218,7 +228,7 @@ int run_mpi_program(const char* name, int argc, char** argv, const std::function
             return status;
         } catch (...) {
             std::fflush(stdout);
-            if (rank != 0) std::this_thread::sleep_for(kNonRootReportDelay);
+            if (rank != 0) std::this_thread::sleep_for(std::chrono::duration<double>(non_root_report_delay_seconds()));
             throw;
         }
     });
