@@ -107,7 +107,7 @@ void check_checkpoint_kept(const Options& o) {
                      ", choose another --out, or give --overwrite to start afresh over it");
 }
 
-// --overwrite's removal of the old checkpoint, once the run has its GPU (check_run_files_replaceable made
+// --overwrite's removal of the old checkpoint, once every rank is set up (check_run_files_replaceable made
 // sure it is a file).
 void remove_old_checkpoint(const std::string& out) {
     std::error_code error;
@@ -128,8 +128,13 @@ FwiState starting_state(const Problem& p, const Options& o, int ranks) {
         const WaitTimeout guard("the checkpoint " + checkpoint_path(o.resume) + " (read by rank 0, sent to every rank)",
                                 o.timeout_s);
         // read_checkpoint refuses a file larger than this problem's checkpoint can be: at most 16384^2 floats
-        // and a few MiB, so the count fits MPI's int.
-        if (world_rank() == 0) bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p)));
+        // and a few MiB, so the count fits MPI's int. Its own, shorter limit names the file system on rank 0
+        // before the others blame "another rank".
+        if (world_rank() == 0) {
+            const WaitTimeout read_guard("reading the checkpoint " + checkpoint_path(o.resume), 0.8 * o.timeout_s,
+                                         kFileSystemCause);
+            bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p)));
+        }
         uint64_t size = bytes.size();
         MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
         bytes.resize(size);
@@ -156,7 +161,7 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
         // about now: this guard is shorter, so that a stalled file system is named here, on rank 0, before
         // they blame "another rank".
         const WaitTimeout writes_guard("this iteration's files in --out " + shown_path(o.out), 0.8 * o.timeout_s,
-                                       "the file system is stalled or very slow; raise --timeout if it is only slow");
+                                       kFileSystemCause);
         state.velocity = done.share.download_model();
         require_finite_model(p, state.velocity, done.iteration);  // never save a diverged model
         if (snapshot) {
@@ -177,8 +182,25 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
     };
 }
 
+// The run's first changes to --out, once every rank is set up: --overwrite's removal of the old checkpoint,
+// the snapshots this run replaces, and the true and initial models.
+void write_first_files(const Problem& p, const Options& o, int iterations_done) {
+    // The other ranks wait at the first combine under --timeout: this shorter guard names the file system.
+    const WaitTimeout writes_guard("the first files in --out " + shown_path(o.out), 0.8 * o.timeout_s,
+                                   kFileSystemCause);
+    if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
+    // Snapshots at or before the start are this run's only in the folder it continues.
+    remove_snapshots_after(o.out, resumes_in_out(o) ? iterations_done : 0);
+    write_model_npy(p, o.out, "true_model.npy", true_model(p));
+    write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
+}
+
 void write_final_files(const Problem& p, const Options& o, const FwiState& state, const MemberRecord& record,
                        int first_iteration) {
+    // The other ranks wait for rank 0 under --timeout and more (wait_for_rank0_to_finish): this guard names
+    // the file system first.
+    const WaitTimeout writes_guard("the final files in --out " + shown_path(o.out), 0.8 * o.timeout_s,
+                                   kFileSystemCause);
     write_model_npy(p, o.out, "final_model.npy", state.velocity);
     write_model_npy(p, o.out, "first_gradient.npy", record.first_gradient);
     write_model_npy(p, o.out, "final_gradient.npy", record.final_gradient);
@@ -235,25 +257,18 @@ int run_fwi(const Problem& p, const Options& o) {
                     transport.c_str());
     print_rank_placement(device, ", shots " + mine.text(), o.timeout_s);
     if (out_folder) out_folder->keep();
-    // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference); rank 0 writes
-    //    the first files now that the run has its GPU.
+    // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference).
     const bool with_reference = rank == 0 && !o.no_reference;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
     const HostTimer setup_timer;
     GpuShare share(p, mine, state.velocity, with_reference ? Observed::all_shots : Observed::own_shots);
-    if (rank == 0) {
-        std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
-        // Written once the run has its GPU: a run refused before that writes no file into --out.
-        if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
-        // Snapshots at or before the start are this run's only in the folder it continues.
-        remove_snapshots_after(o.out, resumes_in_out(o) ? start.iterations_done : 0);
-        write_model_npy(p, o.out, "true_model.npy", true_model(p));
-        write_model_npy(p, o.out, "initial_model.npy", initial_model(p));
-    }
+    if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
     team.wait_for_member0_setup(rank, setup_timer.seconds());
 
-    // 4. NCCL bootstrapped over MPI, as in 05.
+    // 4. NCCL bootstrapped over MPI, as in 05. Only then does rank 0 change --out: a run that fails in its
+    //    set-up (no GPU, another rank out of memory, NCCL) leaves the folder as it was.
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
+    if (rank == 0) write_first_files(p, o, start.iterations_done);
 
     // 5. The FWI loop from where the checkpoint left it (iteration 1 without one); the combine is one NCCL
     //    allreduce.
@@ -274,6 +289,7 @@ int run_fwi(const Problem& p, const Options& o) {
         const ReferenceRun reference = with_reference
                                            ? run_reference(share, start.velocity, o.iterations - start.iterations_done)
                                            : ReferenceRun{};
+        const WaitTimeout report_guard("the report (--json)", 0.8 * o.timeout_s, kFileSystemCause);
         report(p, run, with_reference ? &reference : nullptr, o.json);
     }
     wait_for_rank0_to_finish(run_seconds, o.timeout_s);

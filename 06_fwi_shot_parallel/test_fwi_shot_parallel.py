@@ -8,6 +8,8 @@
                     common/tolerances.hpp, which allows for longer runs drifting apart)
   kill-and-resume   (gpu/multigpu, mpi) a run SIGKILLed right after a checkpoint and resumed ends with the
                     final model of an uninterrupted run, byte for byte, on the same rank count
+  failed-setup      (gpu, mpi) a run whose NCCL cannot start ends with exit 3 and leaves --out as an earlier
+                    run left it (its snapshots too)
 
 GPU tests exit 77 (CTest: skipped) when fewer than --ranks GPUs are visible, or where --mpiexec is not Open
 MPI's mpirun, whose flags they pass. Every program runs under a
@@ -85,8 +87,11 @@ def skip_unless_open_mpi(mpiexec):
     sys.exit(SKIP)
 
 
-def mpirun(args, ranks, program_args):
+def mpirun(args, ranks, program_args, environment=()):
+    """The mpirun command line; `environment`: more NAME=VALUE settings for the ranks."""
     environment_flags = ["-x", "NCCL_NVLS_ENABLE=0"]
+    for setting in environment:
+        environment_flags += ["-x", setting]
     root_flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     return [args.mpiexec] + root_flags + ["--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + \
         environment_flags + [args.program06] + program_args
@@ -309,9 +314,43 @@ def test_kill_and_resume(args):
           "loss history identical" % args.ranks)
 
 
+def folder_contents(folder):
+    """Every file in `folder` (no subfolders here) by name, with its bytes."""
+    contents = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            contents[name] = f.read()
+    return contents
+
+
+def test_failed_setup(args):
+    require_gpus(args, args.ranks)
+    skip_unless_open_mpi(args.mpiexec)
+    folder = fresh_folder(os.path.join(args.work_dir, "earlier-run"))
+    flags = PROBLEM + ["--iterations", "2", "--save-every", "1", "--no-plots", "--no-reference", "--out", folder]
+    code, _ = run(mpirun(args, args.ranks, flags))
+    if code != 0:
+        fail("the earlier run exited %d" % code)
+    before = folder_contents(folder)
+    if "model_iter_0001.npy" not in before:
+        fail("the earlier run wrote no snapshot: %s" % sorted(before))
+    # No network interface of that name: NCCL's bootstrap cannot start, after every rank has its GPU and
+    # shots. A run that went on would remove the earlier run's snapshots (they are not its own).
+    code, output = run(mpirun(args, args.ranks, flags, environment=["NCCL_SOCKET_IFNAME=no_such_interface"]))
+    if code != 3:
+        fail("the run whose NCCL cannot start exited %d, expected 3" % code)
+    if "NCCL" not in output:
+        fail("the run whose NCCL cannot start did not name NCCL")
+    after = folder_contents(folder)
+    if after != before:
+        changed = sorted(set(before) ^ set(after) | {n for n in before if n in after and before[n] != after[n]})
+        fail("the failed run changed --out: %s" % changed)
+    print("a run whose NCCL could not start (exit 3) left the earlier run's %d files as they were" % len(after))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("test", choices=["plot-script", "matches-01", "kill-and-resume"])
+    parser.add_argument("test", choices=["plot-script", "matches-01", "kill-and-resume", "failed-setup"])
     parser.add_argument("--program06", required=True)
     parser.add_argument("--program01", required=True)
     parser.add_argument("--mpiexec", default="mpirun")
@@ -323,7 +362,7 @@ def main():
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     os.makedirs(args.work_dir, exist_ok=True)
     {"plot-script": test_plot_script, "matches-01": test_matches_01,
-     "kill-and-resume": test_kill_and_resume}[args.test](args)
+     "kill-and-resume": test_kill_and_resume, "failed-setup": test_failed_setup}[args.test](args)
     print("PASSED")
 
 

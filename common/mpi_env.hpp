@@ -41,6 +41,7 @@ void set_finalize_limit(double seconds);
 // until it ends, then the enclosing one's again.
 constexpr const char* kAnotherRankCause =
     "another rank failed, hung or is much slower; raise --timeout if it is only slow";
+constexpr const char* kFileSystemCause = "the file system is stalled or very slow; raise --timeout if it is only slow";
 class WaitTimeout {
 public:
     WaitTimeout(std::string what, double timeout_s, std::string likely_cause = kAnotherRankCause);
