@@ -134,7 +134,9 @@ void check_and_report(const Problem& p, const Options& o, GpuShare& share, bool 
         if (!run.line.skipped) {
             std::printf("\n== %s\n", run.line.label.c_str());
             try {
-                report(p, run.summary, with_reference ? &reference : nullptr, o.json);
+                // --json keeps the last variant's RESULT, or the first failed one's: the file never says
+                // "verified": true of a run that exits 1.
+                report(p, run.summary, with_reference ? &reference : nullptr, failed.empty() ? o.json : "");
                 run.line.verified = true;
             } catch (const VerificationError& error) {  // reported; the other variants still are
                 std::printf("verification FAILED: %s\n", error.what());
