@@ -234,7 +234,7 @@ namespace {
 // Step 2 of the top of nccl_comm.hpp: from each non-blocking communicator a blocking one of the same ranks
 // in the same order, all in one group (one thread making several ranks must issue them together, like their
 // creation); then the non-blocking ones are finalized and destroyed, so their buffers do not stay beside the
-// new ones'. Both waits end within what is left of the limit that began at `start`.
+// new ones'. The split ends within what is left of the limit that began at `start`; the finalize gets at least 5 s.
 std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, double start, double timeout_s) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -251,7 +251,10 @@ std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, d
         const RankOf rank = registered_rank(parents[i]);
         remember(children[i], rank.rank, rank.nranks);
     }
-    nccl_destroy_all(parents, seconds_left(start, timeout_s));
+    // At least a few seconds: a set-up that used most of the limit must not end in a finalize "not finished
+    // after 0.01 s (--timeout)" of communicators nothing else waits on.
+    constexpr double kLeastFinalizeSeconds = 5.0;
+    nccl_destroy_all(parents, std::max(seconds_left(start, timeout_s), kLeastFinalizeSeconds));
     return children;
 #else
     (void)start, (void)timeout_s;
