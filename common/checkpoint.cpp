@@ -252,8 +252,8 @@ std::string check_resume(const Checkpoint& checkpoint, const std::string& path, 
                          std::to_string(checkpoint.state.iterations_done) + " iterations; allowed " +
                          std::to_string(checkpoint.state.iterations_done + 1) + " or more to continue");
     if (checkpoint.ranks != ranks)
-        return "the checkpoint was written by a run on " + std::to_string(checkpoint.ranks) +
-               (checkpoint.ranks == 1 ? " rank" : " ranks") + ", this one has " + std::to_string(ranks) +
+        return "the checkpoint was written by a run on " + count_of(checkpoint.ranks, "rank") + ", this one has " +
+               std::to_string(ranks) +
                ": it continues correctly, but the gradient sums are taken in another order, so the result differs from "
                "an uninterrupted run in float rounding";
     return "";

@@ -204,6 +204,10 @@ std::string format_at_most(double value) {
 
 double gib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
+std::string count_of(long long count, const std::string& noun) {
+    return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
 namespace {
 
 std::string escaped_control_characters(const std::string& text, size_t longest) {

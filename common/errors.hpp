@@ -123,6 +123,8 @@ std::string format_at_most(double value);
 // A computed time limit in seconds, to a tenth ("10", "27.3"), not rounded to whole seconds ("1.5", not "2").
 std::string format_seconds(double seconds);
 double gib(size_t bytes);
+// A count and its noun, plural where it is not 1: count_of(1, "shot") is "1 shot", count_of(3, "rank") "3 ranks".
+std::string count_of(long long count, const std::string& noun);
 
 // Text from outside (a value from the command line, a path) as a message shows it: control characters
 // escaped, since a newline or an escape sequence would break the line or reach the terminal. A value is

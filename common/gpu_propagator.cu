@@ -617,7 +617,7 @@ std::vector<float> GpuPropagator::forward(const std::vector<int>& shots) {
         CUDA_CHECK(cudaGraphLaunch(loop, stream()));
         timer.stop(stream());
         finish_within(stream_, gpu_work_limit_seconds(cell_updates(batch, 1)),
-                      "the forward modelling of " + std::to_string(batch) + " shots");
+                      "the forward modelling of " + count_of(batch, "shot"));
         CUDA_CHECK(cudaMemcpyAsync(traces.data() + first * trace_samples, workspace_->traces.data(),
                                    batch * trace_samples * sizeof(float), cudaMemcpyDeviceToHost, stream()));
     }
@@ -708,8 +708,9 @@ GradientResult GpuPropagator::gradient(const std::vector<int>& shots) {
         adjoint_timers[b].stop(stream());
     }
     timer.stop(stream());
-    finish_within(stream_, gpu_work_limit_seconds(cell_updates(shots.size(), 2)),
-                  "the gradient of " + std::to_string(shots.size()) + " shots");  // complete on the device
+    finish_within(
+        stream_, gpu_work_limit_seconds(cell_updates(shots.size(), 2)),
+        "the gradient of " + count_of(static_cast<long long>(shots.size()), "shot"));  // complete on the device
     const std::vector<double> misfits = batches ? w.misfits.download(batches, stream()) : std::vector<double>();
     GradientResult result;
     for (size_t b = 0; b < batches; ++b) {

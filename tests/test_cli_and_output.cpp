@@ -206,6 +206,10 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
     CHECK(format_at_most(21.428571) == "21.4285");
     CHECK(format_at_most(3000.0) == "3000");
     CHECK(std::strtod(format_at_most(1e-318).c_str(), nullptr) > 0.0);  // a denormal: the loop still ends
+    // Counts in messages: "1 shot", never "1 shots".
+    CHECK(count_of(1, "shot") == "1 shot");
+    CHECK(count_of(0, "shot") == "0 shots");
+    CHECK(count_of(4, "rank") == "4 ranks");
 }
 
 TEST_CASE("CUDA errors of a build for other GPUs, a full GPU, too many peers or an old driver say what to do") {
