@@ -29,6 +29,9 @@ repo="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT  # ours, from mktemp
+# A GPU_CHECK_OUT of the caller's (a gpu-check.sh run whose tests step runs this test) would reach every
+# gpu-check.sh below: the cases that want one set it themselves.
+unset GPU_CHECK_OUT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 calls="$tmp/calls.log"
