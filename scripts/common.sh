@@ -4,6 +4,10 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # NVLink multicast (NVLS) stays off in everything this suite starts.
 export NCCL_NVLS_ENABLE=0
+# The C locale, for the scripts and what they start: the checks of numbers read [0-9] as the ten digits
+# (in other locales a bracket range also takes "²" or "５"), and the tools whose output the scripts read
+# (apt-cache policy's "Candidate:", sed's "Broken pipe") answer in English.
+export LC_ALL=C
 
 # The first clang-format of major version 14 on PATH (clang-format-14, or a clang-format of that version),
 # printed; nothing and status 1 where there is none. The style was laid out by 14: other versions lay some
@@ -25,10 +29,9 @@ clang_format_14() {
 # be written (closed, a full disk) it ends the script with exit 3 and a message; a reader that stopped early
 # (SIGPIPE, or EPIPE where SIGPIPE is ignored) took what it wanted.
 print_help() {
-    local written=0 why
-    # sed's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored (LC_ALL=C:
-    # in English).
-    { why="$(LC_ALL=C sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
+    local written=0 why=""  # (`why` stays unset where fd 1 is closed and the redirection itself fails)
+    # sed's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored.
+    { why="$(sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
     if [ "$written" -eq 0 ] || [ "$written" -eq 141 ] || [[ $why == *"Broken pipe"* ]]; then return 0; fi
     echo "$(basename "$1" .sh): environment: --help: cannot write the help text to standard output" >&2
     exit 3

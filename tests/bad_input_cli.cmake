@@ -197,6 +197,13 @@ foreach(script gpu-check.sh sanitize.sh run-tests.sh record-results.sh compare.s
                 TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" \"$1\" --help >/dev/full" ${BASH_EXECUTABLE}
                 ${scripts}/${script})
 endforeach()
+# A standard output that is closed (>&-), not only full: the same exit 3, not a shell error.
+foreach(script compare.sh cluster/hostfile-run.sh)
+  string(REGEX REPLACE "[/.-]" "_" name ${script})
+  add_exit_test(cli_help_closed_stdout_${name} CODE 3 TEXT "--help: cannot write the help text to standard output"
+                NOT_TEXT "unbound variable" TIMEOUT 20
+                COMMAND ${BASH_EXECUTABLE} -c "exec \"$0\" \"$1\" --help >&-" ${BASH_EXECUTABLE} ${scripts}/${script})
+endforeach()
 # A reader that stopped early is a success also where SIGPIPE is ignored (some CI runners): sed then fails
 # with EPIPE ("Broken pipe") instead of being ended by the signal.
 foreach(script gpu-check.sh cluster/hostfile-run.sh)

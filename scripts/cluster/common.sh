@@ -23,7 +23,7 @@ fwi_die() {
 # reader stopped early (a closed pipe: it took what it wanted); 3 where the text could not be written (closed,
 # a full disk).
 fwi_help() {
-    local written=0 why
+    local written=0 why=""  # (`why` stays unset where fd 1 is closed and the redirection itself fails)
     # COMMAND's own error in `why` (stdout goes through fd 3): "Broken pipe" where SIGPIPE is ignored (in
     # English: LC_ALL=C).
     { why="$(LC_ALL=C "$@" 2>&1 >&3 3>&-)"; } 3>&1 || written=$?
@@ -51,7 +51,8 @@ fwi_is_one_of() {
 
 # A node, GPU or rank count: 1..999999 (a longer number is no real count, and would overflow the shell's
 # arithmetic when multiplied).
-fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }
+# (The digits spelled out: in a locale other than C, a bracket range such as [0-9] also takes "²" or "５".)
+fwi_positive_integer() { [[ "$1" =~ ^[123456789][0123456789]{0,5}$ ]]; }
 
 # --bin-dir given twice is refused, as the programs refuse a repeated flag, also across calls of
 # fwi_recipe_options (hostfile-run.sh calls it again for a --bin-dir among its own options).
