@@ -84,6 +84,10 @@ double gpu_work_limit_seconds(double cell_updates) {
         if (end == text || *end != '\0' || !(value >= 0.1 && value <= kBaseSeconds))
             throw BadSettingError("FWI_TEST_GPU_WORK_BASE_S: '" + shown_value(text) +
                                   "' is not a number of seconds from 0.1 to 60 (unset it outside the tests)");
+        // Set by accident, it would report a healthy GPU as one that hangs: said once.
+        print_warning("FWI_TEST_GPU_WORK_BASE_S=" + format_number(value) +
+                      " is set, a test setting: GPU waits end after " + format_number(value) +
+                      " s plus the work's own time, not 60 s (unset it outside the tests)");
         return value;
     }();
     return base + cell_updates / kSlowestUpdatesPerSecond;

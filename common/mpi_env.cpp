@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -323,8 +324,9 @@ int fake_node_of(const std::string& list, int rank, int size) {
         nodes.push_back(std::stoi(entry));
     }
     if (static_cast<int>(nodes.size()) != size)
-        throw BadSettingError("FWI_TEST_NODE_OF_RANK: " + std::to_string(nodes.size()) + " entries for " +
-                              std::to_string(size) + " ranks; give one node number per rank");
+        throw BadSettingError(
+            "FWI_TEST_NODE_OF_RANK: " + count_of(static_cast<long long>(nodes.size()), "node number") + " for " +
+            count_of(size, "rank") + "; give one node number per rank");
     return nodes[rank];
 }
 
@@ -338,6 +340,11 @@ MPI_Comm node_local_communicator(MPI_Comm comm) {
     if (const char* fake_nodes = std::getenv("FWI_TEST_NODE_OF_RANK"); fake_nodes && *fake_nodes) {
         // Checked on every rank before the collective split, so a bad list fails everywhere at once.
         const int node = fake_node_of(fake_nodes, rank, size);
+        static bool said = false;  // set by accident, it would place the ranks on nodes they are not on
+        if (rank == 0 && !std::exchange(said, true))
+            print_warning("FWI_TEST_NODE_OF_RANK=" + shown_value(fake_nodes) +
+                          " is set, a test setting: the ranks are placed on the nodes it names, not on their own "
+                          "(unset it outside the tests)");
         MPI_CHECK(MPI_Comm_split(comm, node, rank, &node_comm));
         return node_comm;
     }

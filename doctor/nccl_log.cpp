@@ -186,7 +186,12 @@ void stop_removing_at_sudden_end() {
 }  // namespace
 
 NcclLogCapture::NcclLogCapture() {
-    if (std::getenv("NCCL_DEBUG") || std::getenv("NCCL_DEBUG_FILE")) return;
+    // The user's own log settings win; an empty one is no setting (as prepare_nccl reads it).
+    const auto set = [](const char* name) {
+        const char* value = std::getenv(name);
+        return value && *value;
+    };
+    if (set("NCCL_DEBUG") || set("NCCL_DEBUG_FILE")) return;
     // In a folder of this process's own (mkdtemp: mode 0700, a new name), not at a name in /tmp that
     // another user could take first with a link or a FIFO for NCCL to write through or block on. NCCL
     // expands %h and %p in NCCL_DEBUG_FILE, so a TMPDIR with a % in it would send the log elsewhere: /tmp then.

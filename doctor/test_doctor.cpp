@@ -837,6 +837,20 @@ TEST_CASE("the log capture sets the subsystems it reads, over a user's NCCL_DEBU
     unset_environment_variable("NCCL_DEBUG_SUBSYS");
 }
 
+TEST_CASE("the log capture leaves a user's NCCL_DEBUG alone, but takes an empty one for none") {
+    unset_environment_variable("NCCL_DEBUG_FILE");
+    set_environment_variable("NCCL_DEBUG", "WARN");
+    CHECK_FALSE(NcclLogCapture().capturing());
+    set_environment_variable("NCCL_DEBUG", "");  // `export NCCL_DEBUG=`: no setting, as prepare_nccl reads it
+    {
+        const NcclLogCapture capture;
+        CHECK(capture.capturing());
+        CHECK(std::string(std::getenv("NCCL_DEBUG")) == "INFO");
+    }
+    unset_environment_variable("NCCL_DEBUG");
+    unset_environment_variable("NCCL_DEBUG_SUBSYS");
+}
+
 // In a child process: makes a capture, writes a line to its log as NCCL would, sends the log's path to the
 // parent and calls `end`, which may end the process; else the capture ends and the child exits with 99. The
 // parent gets how the child ended and whether the log's folder is still there.
