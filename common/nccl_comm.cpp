@@ -142,7 +142,9 @@ std::vector<std::string> nccl_settings_without_time_limit() {
         const long long number = std::strtoll(value, nullptr, 0);
         return errno == ERANGE ? by_default : number != 0;
     };
-    const std::string without_limit = ": a wait there has no time limit, --timeout cannot end it";
+    const std::string without_limit =
+        ": a wait there has no time limit of its own; --timeout cannot interrupt it, and ends the program only "
+        "later, through another wait";
     std::vector<std::string> settings;
     if (on("NCCL_COMM_BLOCKING", false))
         settings.push_back("NCCL_COMM_BLOCKING=" + shown_value(value_of("NCCL_COMM_BLOCKING")) +
