@@ -54,8 +54,11 @@ int run_fwi(const Problem& p, const Options& options) {
     // One GPU holds every shot: its share is the whole problem, and nothing needs combining.
     GpuShare share(p, ShotRange{0, p.nshots}, initial_model(p));
     std::printf("memory: %s\n", share.propagator().memory_report().c_str());
-    ThreadTeam alone(1, 60.0);  // one member: its barriers return at once, so the timeout never applies
-    const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, options.iterations);
+    ThreadTeam alone = team_of_one();
+    constexpr int kOnlyMember = 0;
+    const CombineStep nothing_to_combine;  // one GPU: its gradient is already the sum over every shot
+    const MemberRecord record =
+        run_iterations(alone, kOnlyMember, share, nothing_to_combine, kFirstIteration, options.iterations);
 
     write_model_npy(p, options.out, "true_model.npy", true_model(p));
     write_model_npy(p, options.out, "initial_model.npy", initial_model(p));
@@ -68,7 +71,7 @@ int run_fwi(const Problem& p, const Options& options) {
                 options.out.c_str());
 
     // 01 is the reference the others are checked against; its own check is that the inversion works.
-    RunSummary run = summarize(alone, 0, record, "01_single_gpu", "", 1);
+    RunSummary run = summarize(alone, kOnlyMember, record, "01_single_gpu", "", kFirstIteration);
     run.details.add("peak_device_bytes", static_cast<long long>(share.propagator().peak_allocated_bytes()));
     report(p, run, nullptr, options.json);
     return kExitOk;

@@ -106,8 +106,8 @@ VariantRun run_variant(VariantContext& context, const VariantSpec& spec) {
     context.share.set_model(
         initial_model(context.problem));  // every variant starts from it: the previous one changed the model
     const MemberRecord record =
-        run_iterations(context.team, rank, context.share, combine, 1, context.options.iterations);
-    RunSummary run = summarize(context.team, rank, record, "03_host_staged_mpi", spec.name, 1);
+        run_iterations(context.team, rank, context.share, combine, kFirstIteration, context.options.iterations);
+    RunSummary run = summarize(context.team, rank, record, "03_host_staged_mpi", spec.name, kFirstIteration);
     if (rank != 0) return {line, run};
 
     run.gpus = context.gpus;  // ranks may share a GPU (a test on a 1-GPU machine)

@@ -94,7 +94,8 @@ int run(const Problem& p, const Options& o) {
     warn_of_other_processes(0, gpus);
     print_setup(p, o, split);
 
-    // 2. One communicator per GPU, all created by this process.
+    // 2. One communicator per GPU, all created by this process: without its time limit (common/nccl_comm.cpp),
+    //    nccl_init_all is ncclCommInitAll(comms, gpus, devices).
     std::vector<int> devices;
     for (int g = 0; g < gpus; ++g) devices.push_back(g);
     const std::vector<ncclComm_t> comms = nccl_init_all(devices, o.timeout_s);
@@ -118,10 +119,10 @@ int run(const Problem& p, const Options& o) {
             team.wait_for_member0_setup(g, setup_timer.seconds());
             const CombineStep combine =
                 o.driver == "threads"
-                    ? CombineStep([&](GpuShare& mine, int) { nccl_sum(mine, comms[g], o.timeout_s); })
+                    ? CombineStep([&](GpuShare& gpu_share, int) { nccl_sum(gpu_share, comms[g], o.timeout_s); })
                     : CombineStep([&](GpuShare&, int) { combine_group_driver(shares, comms, g, team, o.timeout_s); });
-            const MemberRecord record = run_iterations(team, g, share, combine, 1, o.iterations);
-            RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, 1);
+            const MemberRecord record = run_iterations(team, g, share, combine, kFirstIteration, o.iterations);
+            RunSummary summary = summarize(team, g, record, "04_nccl_threads", o.driver, kFirstIteration);
             if (g != 0) return;
             run = std::move(summary);
             if (with_reference) reference = run_reference(share, initial_model(p), o.iterations);

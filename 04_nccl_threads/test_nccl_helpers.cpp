@@ -158,7 +158,8 @@ TEST_CASE("the NCCL settings that take the time limit away are named, and only t
     CHECK(settings[0].find("NCCL_COMM_BLOCKING=0x1") == 0);
     CHECK(settings[1].find("NCCL_RUNTIME_CONNECT=1") == 0);
     CHECK(settings[2].find("NCCL_LAUNCH_MODE=group") == 0);
-    for (const std::string& setting : settings) CHECK(setting.find("--timeout cannot interrupt it") != std::string::npos);
+    for (const std::string& setting : settings)
+        CHECK(setting.find("--timeout cannot interrupt it") != std::string::npos);
     for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE"}) with(name, nullptr);
 }
 

@@ -70,7 +70,11 @@ void print_header(const char* what, const Options& o, int ranks) {
 
 int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     // 1. One GPU per rank, from the node-local rank; more ranks than shots is a usage error, found
-    //    before any GPU is touched.
+    //    before any GPU is touched. Without its checks (common/mpi_gpu.cu: a GPU per rank, by PCI bus id),
+    //    select_gpu_for_rank is:
+    //        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    //        MPI_Comm_rank(node, &node_rank);
+    //        cudaSetDevice(node_rank);
     const int rank = world_rank(), ranks = world_size();
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
@@ -85,21 +89,24 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     GpuShare share(p, mine, initial_model(p), with_reference ? Observed::all_shots : Observed::own_shots);
     team.wait_for_member0_setup(rank, setup_timer.seconds());
 
-    // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast.
+    // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast. Without its
+    //    time limits and checks (common/nccl_mpi.cpp), nccl_bootstrap_over_mpi is:
+    //        ncclUniqueId id;
+    //        if (rank == 0) ncclGetUniqueId(&id);
+    //        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    //        ncclCommInitRank(&comm, ranks, id, rank);
     trigger_test_fault(fault, FaultPoint::bootstrap, rank, o.timeout_s);  // a test hook, as below
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
 
     // 4. The FWI loop, the combine being one NCCL allreduce.
+    const CombineStep combine = [&](GpuShare& gpu_share, int iteration) {
+        // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
+        if (iteration == kFirstIteration) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
+        nccl_sum(gpu_share, comm, o.timeout_s);
+    };
     const HostTimer run_timer;
-    const MemberRecord record = run_iterations(
-        team, rank, share,
-        [&](GpuShare& mine_share, int iteration) {
-            // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
-            if (iteration == 1) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
-            nccl_sum(mine_share, comm, o.timeout_s);
-        },
-        1, o.iterations);
-    const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", 1);
+    const MemberRecord record = run_iterations(team, rank, share, combine, kFirstIteration, o.iterations);
+    const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", kFirstIteration);
     nccl_destroy_all({comm}, o.timeout_s);
     const double run_seconds = run_timer.seconds();
 

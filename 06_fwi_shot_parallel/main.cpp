@@ -117,6 +117,12 @@ void remove_old_checkpoint(const std::string& out) {
                                "': " + error.message());
 }
 
+// Rank 0's work on files (the checkpoint read, the files written) while the other ranks wait for it under
+// --timeout: its own, shorter limit names a stalled file system here, before they blame "another rank".
+WaitTimeout file_system_guard(const std::string& what, double timeout_s) {
+    return WaitTimeout(what, 0.8 * timeout_s, kFileSystemCause);
+}
+
 // Rank 0 reads the checkpoint and sends its bytes to every rank, so the folder need only be visible to
 // rank 0 (no shared file system across nodes). Every rank checks it against its own flags.
 FwiState starting_state(const Problem& p, const Options& o, int ranks) {
@@ -128,11 +134,10 @@ FwiState starting_state(const Problem& p, const Options& o, int ranks) {
         const WaitTimeout guard("the checkpoint " + checkpoint_path(o.resume) + " (read by rank 0, sent to every rank)",
                                 o.timeout_s);
         // read_checkpoint refuses a file larger than this problem's checkpoint can be: at most 16384^2 floats
-        // and a few MiB, so the count fits MPI's int. Its own, shorter limit names the file system on rank 0
-        // before the others blame "another rank".
+        // and a few MiB, so the count fits MPI's int.
         if (world_rank() == 0) {
-            const WaitTimeout read_guard("reading the checkpoint " + checkpoint_path(o.resume), 0.8 * o.timeout_s,
-                                         kFileSystemCause);
+            const WaitTimeout read_guard =
+                file_system_guard("reading the checkpoint " + checkpoint_path(o.resume), o.timeout_s);
             bytes = encode_checkpoint(read_checkpoint(o.resume, largest_checkpoint_bytes(p)));
         }
         uint64_t size = bytes.size();
@@ -152,16 +157,14 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
     return [&p, &o, ranks, &state](const IterationDone& done) {
         state.iterations_done = done.iteration;
         state.misfits.push_back(done.misfit);
-        state.iteration_seconds.push_back(done.phases.iteration());
+        state.iteration_seconds.push_back(done.phases.iteration_seconds());
         const bool snapshot = o.save_every > 0 && done.iteration % o.save_every == 0;
         const bool checkpoint =
             o.checkpoint_every > 0 && (done.iteration % o.checkpoint_every == 0 || done.iteration == o.iterations);
         if (!snapshot && !checkpoint) return;
-        // The other ranks wait for these files at the next iteration's start, under --timeout and from
-        // about now: this guard is shorter, so that a stalled file system is named here, on rank 0, before
-        // they blame "another rank".
-        const WaitTimeout writes_guard("this iteration's files in --out " + shown_path(o.out), 0.8 * o.timeout_s,
-                                       kFileSystemCause);
+        // (The other ranks wait for these files at the next iteration's start.)
+        const WaitTimeout writes_guard =
+            file_system_guard("this iteration's files in --out " + shown_path(o.out), o.timeout_s);
         state.velocity = done.share.download_model();
         require_finite_model(p, state.velocity, done.iteration);  // never save a diverged model
         if (snapshot) {
@@ -185,9 +188,8 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
 // The run's first changes to --out, once every rank is set up: --overwrite's removal of the old checkpoint,
 // the snapshots this run replaces, and the true and initial models.
 void write_first_files(const Problem& p, const Options& o, int iterations_done) {
-    // The other ranks wait at the first combine under --timeout: this shorter guard names the file system.
-    const WaitTimeout writes_guard("the first files in --out " + shown_path(o.out), 0.8 * o.timeout_s,
-                                   kFileSystemCause);
+    // (The other ranks wait for them at the first combine.)
+    const WaitTimeout writes_guard = file_system_guard("the first files in --out " + shown_path(o.out), o.timeout_s);
     if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
     // Snapshots at or before the start are this run's only in the folder it continues.
     remove_snapshots_after(o.out, resumes_in_out(o) ? iterations_done : 0);
@@ -197,10 +199,8 @@ void write_first_files(const Problem& p, const Options& o, int iterations_done) 
 
 void write_final_files(const Problem& p, const Options& o, const FwiState& state, const MemberRecord& record,
                        int first_iteration) {
-    // The other ranks wait for rank 0 under --timeout and more (wait_for_rank0_to_finish): this guard names
-    // the file system first.
-    const WaitTimeout writes_guard("the final files in --out " + shown_path(o.out), 0.8 * o.timeout_s,
-                                   kFileSystemCause);
+    // (The other ranks wait for them in wait_for_rank0_to_finish.)
+    const WaitTimeout writes_guard = file_system_guard("the final files in --out " + shown_path(o.out), o.timeout_s);
     write_model_npy(p, o.out, "final_model.npy", state.velocity);
     write_model_npy(p, o.out, "first_gradient.npy", record.first_gradient);
     write_model_npy(p, o.out, "final_gradient.npy", record.final_gradient);
@@ -273,10 +273,10 @@ int run_fwi(const Problem& p, const Options& o) {
     // 5. The FWI loop from where the checkpoint left it (iteration 1 without one); the combine is one NCCL
     //    allreduce.
     const int first_iteration = start.iterations_done + 1;
+    const CombineStep combine = [&](GpuShare& gpu_share, int) { nccl_sum(gpu_share, comm, o.timeout_s); };
     const HostTimer run_timer;
-    const MemberRecord record = run_iterations(
-        team, rank, share, [&](GpuShare& this_share, int) { nccl_sum(this_share, comm, o.timeout_s); }, first_iteration,
-        o.iterations, rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
+    const MemberRecord record = run_iterations(team, rank, share, combine, first_iteration, o.iterations,
+                                               rank == 0 ? save_progress(p, o, ranks, state) : AfterIteration());
     const RunSummary run = summarize(team, rank, record, "06_fwi_shot_parallel", "", first_iteration);
     nccl_destroy_all({comm}, o.timeout_s);
     const double run_seconds = run_timer.seconds();
@@ -289,7 +289,7 @@ int run_fwi(const Problem& p, const Options& o) {
         const ReferenceRun reference = with_reference
                                            ? run_reference(share, start.velocity, o.iterations - start.iterations_done)
                                            : ReferenceRun{};
-        const WaitTimeout report_guard("the report (--json)", 0.8 * o.timeout_s, kFileSystemCause);
+        const WaitTimeout report_guard = file_system_guard("the report (--json)", o.timeout_s);
         report(p, run, with_reference ? &reference : nullptr, o.json);
     }
     wait_for_rank0_to_finish(run_seconds, o.timeout_s);

@@ -128,7 +128,7 @@ void print_progress(const IterationDone& done, double first_misfit, double media
         "iteration %3d/%d  misfit %.6e (%.4f of first)  compute %7.2f  wait %5.2f  combine %6.3f  update %5.2f ms  "
         "iteration %7.2f ms  ETA %.1f s\n",
         done.iteration, done.iterations, done.misfit, first_misfit > 0.0 ? done.misfit / first_misfit : 1.0,
-        1e3 * t.compute, 1e3 * t.wait, 1e3 * t.combine, 1e3 * t.update, 1e3 * t.iteration(),
+        1e3 * t.compute, 1e3 * t.wait, 1e3 * t.combine, 1e3 * t.update, 1e3 * t.iteration_seconds(),
         median_iteration * (done.iterations - done.iteration));
     std::fflush(stdout);
 }
@@ -182,7 +182,7 @@ MemberRecord run_iterations(Team& team, int member, GpuShare& share, const Combi
         if (!std::isfinite(record.misfits.back()))
             throw VerificationError("the misfit is " + format_number(record.misfits.back()) + " at iteration " +
                                     std::to_string(it) + ": the model or the wave fields are no longer finite");
-        iteration_seconds.push_back(t.iteration());
+        iteration_seconds.push_back(t.iteration_seconds());
         if (member == 0) {
             IterationDone done{it, last_iteration, record.misfits.back(), t, share};
             print_progress(done, record.misfits.front(), median(iteration_seconds));
@@ -202,15 +202,13 @@ ReferenceRun run_reference(GpuShare& share, const std::vector<float>& model, int
     NvtxRange range("single-GPU reference");
     const std::vector<int> own_shots = share.shots();
     const std::vector<int> every_shot = all_shots(share.problem().nshots);
-    std::printf("\nreference: the same %d iteration%s on one GPU, all %zu shots (--no-reference skips this)\n",
-                iterations, iterations > 1 ? "s" : "", every_shot.size());
+    std::printf("\nreference: the same %s on one GPU, all %zu shots (--no-reference skips this)\n",
+                count_of(iterations, "iteration").c_str(), every_shot.size());
     std::fflush(stdout);
     share.set_shots(every_shot);
     share.set_model(model);
-    // One member: its barriers return at once, so the timeout (any will do) is never reached.
-    constexpr double kUnreachedTimeoutSeconds = 60.0;
-    ThreadTeam alone(1, kUnreachedTimeoutSeconds);
-    const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), 1, iterations);
+    ThreadTeam alone = team_of_one();
+    const MemberRecord record = run_iterations(alone, 0, share, CombineStep(), kFirstIteration, iterations);
     share.set_shots(own_shots);
     ReferenceRun reference;
     std::vector<double> gradient_seconds;
@@ -266,7 +264,7 @@ RunSummary summarize(Team& team, int member, const MemberRecord& record, const s
     const size_t n = record.phases.size();
     std::vector<double> mine;
     for (const Phases& t : record.phases) mine.push_back(t.gradient_seconds());
-    for (const Phases& t : record.phases) mine.push_back(t.iteration());
+    for (const Phases& t : record.phases) mine.push_back(t.iteration_seconds());
     const auto median_of = [&](double Phases::*phase) {
         std::vector<double> values;
         for (const Phases& t : record.phases) values.push_back(t.*phase);

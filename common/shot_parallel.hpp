@@ -112,7 +112,7 @@ constexpr int kWarmUpCombine = 0;
 struct Phases {
     double compute = 0.0, wait = 0.0, combine = 0.0, update = 0.0;
     double gradient_seconds() const { return compute + wait + combine; }  // the time per gradient
-    double iteration() const { return gradient_seconds() + update; }
+    double iteration_seconds() const { return gradient_seconds() + update; }
 };
 
 // What the first member sees after each iteration (progress, snapshots, checkpoints).
@@ -140,6 +140,8 @@ struct MemberRecord {
 // (VerificationError), with or without a reference run; one that hands back an earlier call's result would
 // hand the first iteration that pattern, not a gradient sum, which the check against the reference sees.
 // Every member calls it; `after` is called on member 0 only.
+// The first iteration of a run that does not resume from a checkpoint.
+constexpr int kFirstIteration = 1;
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after = {});
 

@@ -72,4 +72,8 @@ private:
     std::vector<std::vector<float>> models_;   // same_on_all's slots
 };
 
+// The team of one GPU (01, and the single-GPU reference): its barriers return at once, so its timeout
+// (any will do) is never reached.
+inline ThreadTeam team_of_one() { return ThreadTeam(1, 60.0); }
+
 }  // namespace fwi
