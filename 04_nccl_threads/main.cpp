@@ -73,7 +73,7 @@ void combine_group_driver(const std::vector<std::optional<GpuShare>>& shares, co
 
 void print_setup(const Problem& p, const Options& o, const std::vector<ShotRange>& split) {
     const int gpus = static_cast<int>(split.size());
-    std::printf("04_nccl_threads: %s on %d GPU%s, driver %s, %s\n", p.summary().c_str(), gpus, gpus > 1 ? "s" : "",
+    std::printf("04_nccl_threads: %s on %s, driver %s, %s\n", p.summary().c_str(), count_of(gpus, "GPU").c_str(),
                 o.driver.c_str(), nccl_version_string().c_str());
     for (int g = 0; g < gpus; ++g)
         std::printf("  GPU %d: %s, shots %s\n", g, describe_device(g).c_str(), split[g].text().c_str());

@@ -60,7 +60,7 @@ struct Options : ShotParallelOptions {
 
 // `what`: the problem's summary, or "--bench-allreduce".
 void print_header(const char* what, const Options& o, int ranks) {
-    std::printf("05_nccl_mpi: %s, %d rank%s (one GPU each), %s\n", what, ranks, ranks > 1 ? "s" : "",
+    std::printf("05_nccl_mpi: %s, %s (one GPU each), %s\n", what, count_of(ranks, "rank").c_str(),
                 nccl_version_string().c_str());
     std::printf("  %s\n", o.transport_line.c_str());
     if (o.verbose) std::printf("  %s\n", nccl_transport_hint().c_str());

@@ -252,9 +252,9 @@ int run_fwi(const Problem& p, const Options& o) {
     // 2. One GPU per rank, from the node-local rank.
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
     if (rank == 0)
-        std::printf("06_fwi_shot_parallel: %s, %d iterations on %d rank%s, one GPU each (%s)\n%s\n",
-                    p.summary().c_str(), o.iterations, ranks, ranks > 1 ? "s" : "", nccl_version_string().c_str(),
-                    transport.c_str());
+        std::printf("06_fwi_shot_parallel: %s, %s on %s, one GPU each (%s)\n%s\n", p.summary().c_str(),
+                    count_of(o.iterations, "iteration").c_str(), count_of(ranks, "rank").c_str(),
+                    nccl_version_string().c_str(), transport.c_str());
     print_rank_placement(device, ", shots " + mine.text(), o.timeout_s);
     if (out_folder) out_folder->keep();
     // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference).

@@ -139,7 +139,7 @@ VisibleDevices visible_devices_case(int shown, const std::string& cuda_visible_d
 }  // namespace
 
 std::string visible_devices_text(int shown, const std::string& cuda_visible_devices) {
-    const std::string gpus = std::to_string(shown) + " GPU" + (shown == 1 ? "" : "s");
+    const std::string gpus = count_of(shown, "GPU");
     const std::string variable = "CUDA_VISIBLE_DEVICES=" + shown_value(cuda_visible_devices);
     switch (visible_devices_case(shown, cuda_visible_devices)) {
         case VisibleDevices::mig_instances:
@@ -155,8 +155,7 @@ std::string visible_devices_text(int shown, const std::string& cuda_visible_devi
 
 std::string too_few_gpus_hint(int visible, const char* cuda_visible_devices) {
     if (!cuda_visible_devices)
-        return "this machine shows CUDA " + std::to_string(visible) + " GPU" + (visible > 1 ? "s" : "") +
-               ": ask for fewer, or run on a machine with more";
+        return "this machine shows CUDA " + count_of(visible, "GPU") + ": ask for fewer, or run on a machine with more";
     const std::string shown = visible_devices_text(visible, cuda_visible_devices);
     switch (visible_devices_case(visible, cuda_visible_devices)) {
         case VisibleDevices::mig_instances:

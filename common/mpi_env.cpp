@@ -436,8 +436,7 @@ GpusOnNode gpus_on_node(const std::vector<std::string>& bus_ids, int local_rank)
 }
 
 std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct) {
-    return std::to_string(ranks) + " ranks on host " + host + " share " + std::to_string(distinct) + " GPU" +
-           (distinct > 1 ? "s" : "");
+    return std::to_string(ranks) + " ranks on host " + host + " share " + count_of(distinct, "GPU");
 }
 
 std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct) {

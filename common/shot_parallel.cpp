@@ -122,6 +122,17 @@ void require_combine_check(const GpuShare& share, int member, int members) {
     throw VerificationError(what);
 }
 
+// The warm-up combine, not timed: a first collective pays costs the later ones do not (run_iterations in the
+// header). It sums a known pattern, which each member checks. A combine may queue work on the other members'
+// streams (04's group driver: GPU 0's thread issues every GPU's allreduce), so every pattern must be in place
+// first, as every gradient is in place before an iteration's combine.
+void warm_up_and_check_combine(Team& team, int member, GpuShare& share, const CombineStep& combine) {
+    share.load_combine_check(member);
+    team.barrier(member, "every GPU's check pattern");
+    combine(share, kWarmUpCombine);
+    require_combine_check(share, member, team.size());
+}
+
 void print_progress(const IterationDone& done, double first_misfit, double median_iteration) {
     const Phases& t = done.phases;
     std::printf(
@@ -137,18 +148,9 @@ void print_progress(const IterationDone& done, double first_misfit, double media
 
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after) {
-    // Warm-up, not timed: a first collective pays costs the later ones do not (run_iterations in the header).
-    // It sums a known pattern, which each member checks; the first iteration computes its gradient afresh.
     team.barrier(member, "the other GPUs' set-up");
-    if (combine) {
-        share.load_combine_check(member);
-        // A combine may queue work on the other members' streams (04's group driver: GPU 0's thread issues
-        // every GPU's allreduce), so every pattern must be in place first, as every gradient is in place
-        // before an iteration's combine.
-        team.barrier(member, "every GPU's check pattern");
-        combine(share, kWarmUpCombine);
-        require_combine_check(share, member, team.size());
-    }
+    // (The pattern it sums leaves the gradient wrong: the first iteration computes its gradient afresh.)
+    if (combine) warm_up_and_check_combine(team, member, share, combine);
 
     MemberRecord record;
     DeviceBuffer<float> first_gradient(share.gradient_count());
@@ -423,7 +425,7 @@ JsonObject fwi_result(const Problem& p, const RunSummary& run, ReferenceFields f
 }  // namespace
 
 void report(const Problem& p, const RunSummary& run, const ReferenceRun* reference, const std::string& json_path) {
-    const std::string gpus = std::to_string(run.gpus) + " GPU" + (run.gpus > 1 ? "s" : "");
+    const std::string gpus = count_of(run.gpus, "GPU");
     std::vector<std::string> failures = run_failures(run);
     ReferenceFields fields = compare_with_reference(p, run, reference, gpus, failures);
     print_phases(run, gpus);

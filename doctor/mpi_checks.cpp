@@ -638,8 +638,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         return finding;
     }
     char text[200];
-    std::snprintf(text, sizeof text, "%d rank%s, one GPU each; NCCL allreduce of %zu MiB over MPI correct, %.0f us",
-                  ranks, ranks > 1 ? "s" : "", options.nccl_bytes >> 20, outcomes[0].seconds * 1e6);
+    std::snprintf(text, sizeof text, "%s, one GPU each; NCCL allreduce of %zu MiB over MPI correct, %.0f us",
+                  count_of(ranks, "rank").c_str(), options.nccl_bytes >> 20, outcomes[0].seconds * 1e6);
     finding.summary = text;
     finding.facts.add("nccl_time_us", outcomes[0].seconds * 1e6);
     if (ranks > 1 && outcomes[0].seconds > 0.0) {

@@ -262,7 +262,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
 
     Finding finding;
     finding.id = "nccl";
-    const std::string what = version + ": allreduce over " + std::to_string(n) + " GPU" + (n > 1 ? "s" : "");
+    const std::string what = version + ": allreduce over " + count_of(n, "GPU");
     finding.facts.add("version", version).add("timing", rows_json(rows, n, timing));
     if (rows.back().wrong > 0) {
         finding.status = Status::fail;

@@ -17,6 +17,7 @@
 #include "cuda_check.hpp"
 #include "cuda_timing.hpp"
 #include "device.hpp"
+#include "errors.hpp"
 #include "gpu_checks.hpp"
 #include "gpu_resources.hpp"
 #include "gpu_waits.hpp"
@@ -555,8 +556,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::string model_list;
     for (const auto& [name, how_many] : models)
         model_list += (model_list.empty() ? "" : ", ") + std::to_string(how_many) + "x " + name;
-    finding.summary = std::to_string(count) + " GPU" + (count > 1 ? "s" : "") + " (" + model_list + "); " +
-                      versions_line(driver, runtime, nvml);
+    finding.summary = count_of(count, "GPU") + " (" + model_list + "); " + versions_line(driver, runtime, nvml);
     finding.facts.add("cuda_architectures", build_cuda_architectures());
     const Finding build = build_code_verdict(codes, build_cuda_architectures());
     const Finding old_driver = driver_verdict(driver, runtime, codes);
