@@ -74,22 +74,8 @@ void finish_within(const CudaStream& stream, double timeout_s, const std::string
 
 double gpu_work_limit_seconds(double cell_updates) {
     constexpr double kBaseSeconds = 60.0, kSlowestUpdatesPerSecond = 1e8;
-    // FWI_TEST_GPU_WORK_BASE_S: a shorter base, for the tests of a GPU that hangs (tests/hung_kernel_wait.cu),
-    // from 0.1 to 60 s; any other value is refused, rather than a test waiting a minute without saying why.
-    static const double base = [] {
-        const char* text = std::getenv("FWI_TEST_GPU_WORK_BASE_S");
-        if (!text) return kBaseSeconds;
-        char* end = nullptr;
-        const double value = std::strtod(text, &end);
-        if (end == text || *end != '\0' || !(value >= 0.1 && value <= kBaseSeconds))
-            throw BadSettingError("FWI_TEST_GPU_WORK_BASE_S: '" + shown_value(text) +
-                                  "' is not a number of seconds from 0.1 to 60 (unset it outside the tests)");
-        // Set by accident, it would report a healthy GPU as one that hangs: said once.
-        print_warning("FWI_TEST_GPU_WORK_BASE_S=" + format_number(value) +
-                      " is set, a test setting: GPU waits end after " + format_number(value) +
-                      " s plus the work's own time, not 60 s (unset it outside the tests)");
-        return value;
-    }();
+    // FWI_TEST_GPU_WORK_BASE_S: a shorter base, for the tests of a GPU that hangs (tests/hung_kernel_wait.cu).
+    static const double base = test_limit_seconds("FWI_TEST_GPU_WORK_BASE_S", kBaseSeconds, 0.1, "GPU waits");
     return base + cell_updates / kSlowestUpdatesPerSecond;
 }
 

@@ -204,6 +204,21 @@ std::string format_at_most(double value) {
 
 double gib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
+double test_limit_seconds(const char* variable, double normal_s, double least_s, const std::string& what) {
+    const char* text = std::getenv(variable);
+    if (!text) return normal_s;
+    char* end = nullptr;
+    const double value = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(value >= least_s && value <= normal_s))
+        throw BadSettingError(std::string(variable) + ": '" + shown_value(text) + "' is not a number of seconds from " +
+                              format_number(least_s) + " to " + format_number(normal_s) +
+                              " (unset it outside the tests)");
+    print_warning(std::string(variable) + "=" + format_number(value) + " is set, a test setting: the limit on " + what +
+                  " starts from " + format_number(value) + " s, not " + format_number(normal_s) +
+                  " s (unset it outside the tests)");
+    return value;
+}
+
 std::string count_of(long long count, const std::string& noun) {
     return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
 }

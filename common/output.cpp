@@ -237,7 +237,17 @@ std::string temporary_name(const std::string& path) {
     return path + suffix;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+namespace {
+
+// How long one file may take (its bytes, fsync and rename): 2 minutes, and a second more for every 10 MB.
+// Only a file system that stalls (a network mount whose server went away) comes near it, and without a
+// limit it would hold the program forever. FWI_TEST_FILE_WRITE_BASE_S: a shorter base, for its test.
+double file_write_limit_seconds(size_t bytes) {
+    static const double base = test_limit_seconds("FWI_TEST_FILE_WRITE_BASE_S", 120.0, 0.1, "file writes");
+    return base + double(bytes) / 10e6;
+}
+
+void write_file_atomically_unlimited(const std::string& path, const std::string& bytes) {
     const std::string temporary = temporary_name(path);
     const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) throw_write_error("create", temporary, errno);
@@ -276,6 +286,17 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     ::close(folder_fd);
     if (status != 0) throw_write_error("fsync", folder, error);
     remove_stale_temporaries(path);
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+    const double limit_s = file_write_limit_seconds(bytes.size());
+    end_process_if_late(limit_s,
+                        std::string(running_program_name()) + ": environment: writing '" + shown_path(path) +
+                            "' did not finish within " + format_seconds(limit_s) +
+                            " s: the file system is stalled or very slow; ending the process\n",
+                        [&] { write_file_atomically_unlimited(path, bytes); });
 }
 
 namespace {

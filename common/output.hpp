@@ -109,7 +109,8 @@ void write_model_npy(const Problem& problem, const std::string& dir, const std::
 // the same folder (PATH.tmp.PID.N), which is fsynced and renamed over PATH, and the folder is fsynced.
 // A process killed at any moment leaves PATH as its previous whole version or the new whole one, never
 // torn (at worst a stray PATH.tmp.* file, which the next write of PATH removes). Throws EnvironmentError
-// naming PATH.
+// naming PATH. A write that has not finished after 2 minutes (and a second for every 10 MB) ends the
+// process with exit 3, naming PATH and a stalled file system (end_process_if_late).
 void write_file_atomically(const std::string& path, const std::string& bytes);
 // PATH.tmp.PID.N: unique among processes (PID) and among the threads and calls of one (N, 8 hex digits,
 // so that every temporary of a process has the same length), so two writers never share a temporary
