@@ -39,7 +39,7 @@ endfunction()
 #               [ENVIRONMENT <VAR=value>...] [OUTPUT <text>...] [NOT_OUTPUT <text>] COMMAND <program> <args>...)
 # Passes when the command exits with CODE, its stderr contains TEXT (and not NOT_TEXT) and its stdout each OUTPUT text
 # (and not NOT_OUTPUT) (tests/expect_exit.cmake): the bad-input and bad-launch tests of every program, and what --help prints.
-# LABELS default to cpu, TIMEOUT to 120 s.
+# LABELS default to cpu (cpu and mpi for a COMMAND that starts with MPIEXEC_EXECUTABLE), TIMEOUT to 120 s.
 # An empty TEXT ("" where any message will do) sets WHOLE_TEXT to "" rather than unsetting it: the same to
 # the function, and without the warning of CMake 3.31 and later (functions keep the policies of their
 # definition).
@@ -52,13 +52,23 @@ function(add_exit_test name)
   # 1..2"), and the parse above kept only the part before the first.
   cmake_parse_arguments(PARSE_ARGV 1 WHOLE "" "TEXT;NOT_TEXT" "")
   if(NOT ARG_LABELS)
-    set(ARG_LABELS cpu)
+    list(GET ARG_COMMAND 0 program)
+    if(program STREQUAL MPIEXEC_EXECUTABLE)  # a command under the MPI launcher: -L mpi selects it
+      set(ARG_LABELS cpu mpi)
+    else()
+      set(ARG_LABELS cpu)
+    endif()
   endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
+  # The command's own limit, a little under the test's: expect_exit.cmake then says which command overstayed.
+  math(EXPR command_timeout "${ARG_TIMEOUT} - 5")
+  if(command_timeout LESS 5)
+    set(command_timeout ${ARG_TIMEOUT})
+  endif()
   add_test(NAME ${name}
-           COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${ARG_COMMAND}" -DEXPECTED_CODE=${ARG_CODE}
+           COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${ARG_COMMAND}" -DEXPECTED_CODE=${ARG_CODE} -DTIMEOUT=${command_timeout}
                    "-DEXPECTED_TEXT=${WHOLE_TEXT}" "-DUNEXPECTED_TEXT=${WHOLE_NOT_TEXT}"
                    "-DEXPECTED_OUTPUT=${ARG_OUTPUT}" "-DUNEXPECTED_OUTPUT=${ARG_NOT_OUTPUT}"
                    -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)

@@ -37,6 +37,12 @@ foreach(program 01_single_gpu 02_allreduce_primitives 03_host_staged_mpi 04_nccl
                 06_fwi_shot_parallel doctor)
   add_help_test(${program})
 endforeach()
+# An unknown flag, named (01's and 06's are beside their programs' other tests). The MPI programs on 2 ranks.
+add_cli_test(02_unknown_flag 02_allreduce_primitives "unknown flag '--frobnicate'" --frobnicate)
+add_cli_test(04_unknown_flag 04_nccl_threads "unknown flag '--frobnicate'" --frobnicate)
+add_cli_test(doctor_unknown_flag doctor "unknown flag '--frobnicate'" --frobnicate)
+add_cli_mpi_test(03_unknown_flag 2 03_host_staged_mpi "unknown flag '--frobnicate'" --frobnicate)
+add_cli_mpi_test(05_unknown_flag 2 05_nccl_mpi "unknown flag '--frobnicate'" --frobnicate)
 
 # 01: every rule of the parser, and the pre-scans (--problem's preset, --verify) that must agree with it.
 add_cli_test(01_repeated_flag 01_single_gpu "--nz given twice" --nz 64 --nz 80)

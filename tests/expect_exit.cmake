@@ -1,6 +1,8 @@
 # Runs COMMAND (a ;-list) and checks its exit code is EXPECTED_CODE, its stderr contains EXPECTED_TEXT and
 # not UNEXPECTED_TEXT (when given), and its stdout each text of the ;-list EXPECTED_OUTPUT (none when it is
 # not given) and not UNEXPECTED_OUTPUT (when given).
+# COMMAND runs at most TIMEOUT seconds (60 when not given; add_exit_test passes a little less than the
+# test's own limit, so that this script, not CTest, reports the command that overstayed).
 # Usage: cmake -DCOMMAND="prog;--flag;value" -DEXPECTED_CODE=2 -DEXPECTED_TEXT="--flag" -P expect_exit.cmake
 # Fails when `stream` (stdout or stderr, its text in `content`) contains `text`; nothing to check for "".
 function(require_absent stream text content)
@@ -12,7 +14,10 @@ function(require_absent stream text content)
   endif()
 endfunction()
 
-execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT DEFINED TIMEOUT)
+  set(TIMEOUT 60)
+endif()
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${TIMEOUT})
 if(NOT code STREQUAL "${EXPECTED_CODE}")
   message(FATAL_ERROR "exit code ${code}, expected ${EXPECTED_CODE}\nstdout: ${out}\nstderr: ${err}")
 endif()

@@ -4,7 +4,8 @@
 # (That a run on idle GPUs says nothing is not tested: under ctest -j other tests share the GPU.) Skips
 # (77) where NVML cannot list the GPU's processes (a container that hides them): visible_gpus says so.
 #
-# usage: other_processes_warning.sh BIN_DIR MPIRUN...
+# usage: other_processes_warning.sh BIN_DIR MPIRUN...   (MPIRUN: the launcher, its flags and its flag for the
+#        number of processes, last: `mpirun -np`, `srun -n`)
 set -uo pipefail
 bin=$1
 shift
@@ -45,5 +46,5 @@ small=(--problem small --iterations 1)
 expect 01_single_gpu "01_single_gpu: warning: other processes hold a GPU this run uses; where they compute, the times it measures are slower and vary: " \
     "$bin/01_single_gpu/01_single_gpu" "${small[@]}" --out "$work/01"
 expect 05_nccl_mpi "05_nccl_mpi (rank 0): warning: on host " \
-    "${mpirun[@]}" -np 1 "$bin/05_nccl_mpi/05_nccl_mpi" "${small[@]}" --no-reference
+    "${mpirun[@]}" 1 "$bin/05_nccl_mpi/05_nccl_mpi" "${small[@]}" --no-reference
 exit $failed
