@@ -148,13 +148,15 @@ class FakePyplot:
 
 
 def check_chart_of_failed_run(scripts_dir, work_dir):
-    """A run that failed gets its status in the chart, not a bar as if it had been measured, and the
-    legend's 'measured' comes with the first bar drawn, whichever row that is."""
+    """A run that failed gets its status in the chart, not a bar as if it had been measured, also one that
+    wrote no RESULT (a timeout: no speedup at all), and the legend's 'measured' comes with the first bar
+    drawn, whichever row that is."""
     sys.path.insert(0, scripts_dir)
     import compare
     rows = []
     for pattern, variant, speedup, status in (("01_single_gpu", "", 1.0, "ok"),
                                               ("03_host_staged_mpi", "pinned", 1.8, "FAILED (exit 1: verification failed)"),
+                                              ("05_nccl_mpi", "", None, "TIMEOUT"),
                                               ("06_fwi_shot_parallel", "", 1.9, "ok")):
         rows.append(dict(pattern=pattern, variant=variant, gpus=1 if pattern == "01_single_gpu" else 2,
                          speedup=speedup, predicted_speedup=1.95, combine_share=0.01, status=status))
@@ -165,8 +167,9 @@ def check_chart_of_failed_run(scripts_dir, work_dir):
     measured = [kwargs for name, args, kwargs in plt.calls if name == "barh" and kwargs.get("color") == "tab:blue"]
     if len(measured) != 1 or measured[0].get("label") != "measured":
         fail("one measured bar, 06's, labelled for the legend, expected: %s" % measured)
-    if not any(name == "text" and args[2] == "FAILED (exit 1: verification failed)" for name, args, _ in plt.calls):
-        fail("the failed run's status is not written where its bar would be")
+    for status in ("FAILED (exit 1: verification failed)", "TIMEOUT"):
+        if not any(name == "text" and args[2] == status for name, args, _ in plt.calls):
+            fail("the status %s is not written where its run's bar would be" % status)
 
 
 # Appended to a copy of scripts/common.sh: its helpers stay, the build is replaced.

@@ -390,7 +390,7 @@ def describe_inputs(inputs, rows):
              "shots on one GPU + combine of G bytes (alpha + G/beta, from the pattern's allreduce sweep)"]
     if inputs.compute_of_shots:
         lines.append("  compute on one GPU (01_single_gpu, --nshots): " + ", ".join(
-            "%d shots %.2f ms (%.2f per shot)" % (k, 1e3 * t, 1e3 * t / k)
+            "%d shot%s %.2f ms (%.2f per shot)" % (k, "" if k == 1 else "s", 1e3 * t, 1e3 * t / k)
             for k, t in sorted(inputs.compute_of_shots.items(), reverse=True)))
     if inputs.update_s is not None:
         lines.append("  update (01_single_gpu, not divided by N): %.3f ms" % (1e3 * inputs.update_s))
@@ -453,11 +453,13 @@ def draw_chart(plt, path, rows, title, machine):
     """One panel per GPU count: per pattern and variant, the measured speedup (solid bar) beside the model's
     (hatched), with the ideal, N, as a dotted line; the combine share is written at the end of each bar. A run
     that did not finish verified gets its status in red instead of a measured bar."""
-    counts = sorted({r["gpus"] for r in rows if r["pattern"] != BASELINE and r["speedup"] is not None})
+    # A run drawn: one with a speedup, or one that did not finish verified (its status is written instead;
+    # one that wrote no RESULT, a timeout say, has no speedup).
+    drawn = [r for r in rows if r["pattern"] != BASELINE and (r["speedup"] is not None or r["status"] != "ok")]
+    counts = sorted({r["gpus"] for r in drawn})
     if not counts:
         return False
-    labels = sorted({r["pattern"] + (" " + r["variant"] if r["variant"] else "") for r in rows
-                     if r["pattern"] != BASELINE and r["speedup"] is not None})
+    labels = sorted({r["pattern"] + (" " + r["variant"] if r["variant"] else "") for r in drawn})
     fig, axes = plt.subplots(1, len(counts), figsize=(6.5 * len(counts), 0.45 * len(labels) + 2.2), squeeze=False)
     in_legend = set()
 
@@ -472,7 +474,7 @@ def draw_chart(plt, path, rows, title, machine):
                     if r["gpus"] == gpus and r["pattern"] != BASELINE}
         for k, label in enumerate(labels):
             row = by_label.get(label)
-            if row is None or row["speedup"] is None:
+            if row is None or (row["speedup"] is None and row["status"] == "ok"):
                 continue
             if row["predicted_speedup"] is not None:
                 ax.barh(k - 0.2, row["predicted_speedup"], height=0.4, color="white", edgecolor="tab:orange",

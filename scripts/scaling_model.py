@@ -20,7 +20,8 @@ need the N-GPU run.
                      model, so it does not shrink with N)
     predicted speedup = 01's gradient / predicted gradient(N)
 
-Against the ideal, 01's gradient / N, the prediction loses three things, which add up to the difference:
+Against the ideal, 01's compute phase / N (its gradient but for a few microseconds of wait), the prediction
+loses three things, which add up to the difference:
     batch efficiency  b * (compute(m)/m - compute(S)/S), b = S/N: the per-shot cost of smaller batches
     imbalance         (m - b) * compute(m)/m: the GPUs with fewer shots idle while the largest share runs
     combine           combine(G, N)
@@ -73,22 +74,27 @@ def combine_time(alpha, beta, nbytes):
 def combine_from_sweep(sweep_result, gradient_bytes):
     """The model's combine of a G-byte gradient from one allreduce sweep: a dict with alpha_s, beta_Bps and
     predicted_s, the time at G on the line through the two sizes bracketing G (G and the next size when the
-    sweep has G; the two nearest sizes on one side when G lies outside the sweep)."""
+    sweep has G; the two nearest sizes on one side when G lies outside the sweep). Below the sweep's smallest
+    size, never less than that size's time: the line, taken further down, can fall below zero, and an
+    allreduce that small takes about the latency anyway."""
     points = sorted((row["bytes"], row["time_s"]) for row in sweep_result["sizes"])
     if len(points) < 2:
         raise ValueError("the sweep has %d size(s); the model needs two" % len(points))
     above = next((k for k, (n, _) in enumerate(points) if n > gradient_bytes), len(points) - 1)
     above = max(above, 1)
     alpha, beta = line_through(points[above - 1], points[above])
-    return {"alpha_s": alpha, "beta_Bps": beta, "predicted_s": combine_time(alpha, beta, gradient_bytes),
+    predicted = combine_time(alpha, beta, gradient_bytes)
+    if gradient_bytes < points[0][0]:
+        predicted = max(predicted, points[0][1])
+    return {"alpha_s": alpha, "beta_Bps": beta, "predicted_s": predicted,
             "sizes": (points[above - 1][0], points[above][0])}
 
 
 def predict(shots, gpus, compute_of_shots, combine_s, update_s):
     """The model's figures for one row. compute_of_shots: {shots on one GPU: compute seconds}, holding the
     problem's S and ceil(S/gpus). Returns a dict of seconds: compute, combine, gradient, iteration, ideal
-    (01's gradient / N, with 01's gradient = compute(S)), and losses {batch efficiency, imbalance,
-    combine}."""
+    (01's compute phase / N: compute(S) / N), and losses {batch efficiency, imbalance, combine}, which add up
+    to gradient - ideal."""
     m = largest_share(shots, gpus)
     balanced = shots / gpus
     compute_all, compute_share = compute_of_shots[shots], compute_of_shots[m]

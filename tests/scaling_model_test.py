@@ -59,10 +59,15 @@ def check_combine_from_sweep(model):
     beyond = model.combine_from_sweep(kinked, 16000)["predicted_s"]
     if not close(beyond, 1.7e-4 + 8000 * 8e-5 / 4000):
         fail("combine at 16000 B past the sweep: %g" % beyond)
-    # G below the first size: the first two sizes (the sweep's smallest, not its ends).
+    # G below the first size: the first two sizes (the sweep's smallest, not its ends), but never less than
+    # the first size's time: the line falls to 5e-6 s at 500 B here, and below zero on a steeper sweep.
     below = model.combine_from_sweep(kinked, 500)
-    if not close(below["predicted_s"], 5e-6) or below["sizes"] != (1000, 2000):
-        fail("combine at 500 B below the sweep: %s, expected 5e-6 s through 1000 and 2000 B" % below)
+    if not close(below["predicted_s"], 1e-5) or below["sizes"] != (1000, 2000):
+        fail("combine at 500 B below the sweep: %s, expected 1e-5 s (the first size's) through 1000 and 2000 B"
+             % below)
+    steep = model.combine_from_sweep(sweep([(1000, 1e-5), (2000, 3e-5)]), 400)["predicted_s"]
+    if not close(steep, 1e-5):
+        fail("combine at 400 B below a steep sweep (the line gives -2e-6 s): %g, expected 1e-5" % steep)
     try:
         model.combine_from_sweep(sweep([(4000, 1e-4)]), 4000)
         fail("a sweep of one size must be refused")
