@@ -30,6 +30,41 @@ std::string ranks_text(const std::vector<int>& ranks) {  // "0,1"
     return join(parts, ",");
 }
 
+// What the ranks of this rank's node see, gathered from all of them (collective over `comm`).
+struct NodeGpus {
+    NodeLocalRank local;                            // this rank's place among them
+    std::vector<std::vector<std::string>> visible;  // each rank's GPUs, by PCI bus id, in its CUDA order
+    std::vector<unsigned> job_processes;            // their process ids: a rank of this job is no "other process"
+};
+
+NodeGpus gather_node_gpus(MPI_Comm comm, int gpus) {
+    // Every rank of the node says which GPUs it sees, by bus id: a launcher may show each rank another set.
+    // (Up to kMostGpusSeen of them, the rest of the array left empty: no node has more.)
+    std::vector<BusId> mine(kMostGpusSeen, BusId{});
+    for (int d = 0; d < std::min(gpus, kMostGpusSeen); ++d)
+        CUDA_CHECK(cudaDeviceGetPCIBusId(mine[size_t(d)].data(), int(BusId().size()), d));
+    MPI_Comm node_comm = node_local_communicator(comm);
+    NodeGpus node;
+    NodeLocalRank& local = node.local;
+    MPI_CHECK(MPI_Comm_rank(node_comm, &local.rank));
+    MPI_CHECK(MPI_Comm_size(node_comm, &local.size));
+    std::vector<BusId> all(mine.size() * size_t(local.size));
+    const int bytes = int(mine.size() * sizeof(BusId));
+    int gathered = MPI_Allgather(mine.data(), bytes, MPI_CHAR, all.data(), bytes, MPI_CHAR, node_comm);
+    // The node's ranks' process ids too: a rank of this job on the same GPU is not "another process".
+    const unsigned my_pid = static_cast<unsigned>(getpid());
+    node.job_processes.resize(size_t(local.size));
+    if (gathered == MPI_SUCCESS)
+        gathered = MPI_Allgather(&my_pid, 1, MPI_UNSIGNED, node.job_processes.data(), 1, MPI_UNSIGNED, node_comm);
+    const int freed = MPI_Comm_free(&node_comm);
+    MPI_CHECK(gathered);
+    MPI_CHECK(freed);
+    node.visible.resize(size_t(local.size));
+    for (size_t i = 0; i < all.size(); ++i)
+        if (all[i][0] != '\0') node.visible[i / mine.size()].emplace_back(all[i].data());
+    return node;
+}
+
 }  // namespace
 
 int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
@@ -41,36 +76,14 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
         throw EnvironmentError(
             "rank " + std::to_string(rank) + " on host " + mpi_processor_name() +
             " sees no CUDA GPU (check nvidia-smi, CUDA_VISIBLE_DEVICES and the launcher's GPU binding)");
-    // Every rank of the node says which GPUs it sees, by bus id: a launcher may show each rank another set.
-    // (Up to kMostGpusSeen of them, the rest of the array left empty: no node has more.)
-    std::vector<BusId> mine(kMostGpusSeen, BusId{});
-    for (int d = 0; d < std::min(gpus, kMostGpusSeen); ++d)
-        CUDA_CHECK(cudaDeviceGetPCIBusId(mine[size_t(d)].data(), int(BusId().size()), d));
-    MPI_Comm node_comm = node_local_communicator(comm);
-    NodeLocalRank local;
-    MPI_CHECK(MPI_Comm_rank(node_comm, &local.rank));
-    MPI_CHECK(MPI_Comm_size(node_comm, &local.size));
-    std::vector<BusId> all(mine.size() * size_t(local.size));
-    const int bytes = int(mine.size() * sizeof(BusId));
-    int gathered = MPI_Allgather(mine.data(), bytes, MPI_CHAR, all.data(), bytes, MPI_CHAR, node_comm);
-    // The node's ranks' process ids too: a rank of this job on the same GPU is not "another process".
-    const unsigned my_pid = static_cast<unsigned>(getpid());
-    std::vector<unsigned> job_processes(size_t(local.size));
-    if (gathered == MPI_SUCCESS)
-        gathered = MPI_Allgather(&my_pid, 1, MPI_UNSIGNED, job_processes.data(), 1, MPI_UNSIGNED, node_comm);
-    const int freed = MPI_Comm_free(&node_comm);
-    MPI_CHECK(gathered);
-    MPI_CHECK(freed);
-
-    std::vector<std::vector<std::string>> visible(size_t(local.size));
-    for (size_t i = 0; i < all.size(); ++i)
-        if (all[i][0] != '\0') visible[i / mine.size()].emplace_back(all[i].data());
-    const std::vector<int> chosen = choose_gpus_on_node(visible);
+    const NodeGpus node = gather_node_gpus(comm, gpus);
+    const NodeLocalRank& local = node.local;
+    const std::vector<int> chosen = choose_gpus_on_node(node.visible);
     const int device = chosen[size_t(local.rank)];
 
     // Every rank has one (a rank that sees no GPU stops above, before the collective).
     std::vector<std::string> bus_ids;
-    for (int r = 0; r < local.size; ++r) bus_ids.push_back(visible[size_t(r)][size_t(chosen[size_t(r)])]);
+    for (int r = 0; r < local.size; ++r) bus_ids.push_back(node.visible[size_t(r)][size_t(chosen[size_t(r)])]);
     const GpusOnNode on_node = gpus_on_node(bus_ids, local.rank);
     if (on_node.distinct < local.size && sharing == GpuSharing::refuse) {
         // Ranks on instances of one MIG-mode GPU land here too: the instances share the GPU's PCI address.
@@ -82,7 +95,7 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
                                     : std::string()));
     }
     // The warning's program name says which rank this is.
-    warn_of_other_processes(device, 1, job_processes, "on host " + mpi_processor_name() + ", ");
+    warn_of_other_processes(device, 1, node.job_processes, "on host " + mpi_processor_name() + ", ");
     CUDA_CHECK(cudaSetDevice(device));
     if (on_node.distinct == local.size) return device;
     // The first of the ranks on a GPU says so for all of them.
