@@ -79,19 +79,17 @@ MPI_Request start_chunk_sum(float* host, const Chunk& chunk, int in_flight, MPI_
 CombineTimes combine_whole(StagingCopies& copies, size_t count, MPI_Comm comm) {
     const Chunk whole{0, count};
     CombineTimes times;
-    HostTimer wall, phase;
+    LapTimer clock;
     copies.begin(1);
     copies.start_to_host(0, whole);
     copies.wait_on_host(0);
-    times.to_host = phase.seconds();
-    phase.restart();
+    times.to_host = clock.lap();
     sum_chunk_over_ranks(copies.host(), whole, comm);
-    times.mpi = phase.seconds();
-    phase.restart();
+    times.mpi = clock.lap();
     copies.start_to_device(0, whole);
     copies.wait_on_device();
-    times.to_device = phase.seconds();
-    times.wall = wall.seconds();
+    times.to_device = clock.lap();
+    times.wall = times.to_host + times.mpi + times.to_device;
     return times;
 }
 

@@ -87,20 +87,6 @@ void GpuShare::set_model(const std::vector<float>& model) { propagator_.set_velo
 
 namespace {
 
-// Seconds since the last call (or construction).
-class LapTimer {
-public:
-    double lap() {
-        const double now = timer_.seconds(), lap = now - last_;
-        last_ = now;
-        return lap;
-    }
-
-private:
-    HostTimer timer_;
-    double last_ = 0.0;
-};
-
 // Throws VerificationError unless `share` holds, element by element, the sum over `members` members of what
 // GpuShare::load_combine_check loaded, and their misfits' sum, 1 + 2 + ... + members.
 void require_combine_check(const GpuShare& share, int member, int members) {

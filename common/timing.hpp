@@ -19,6 +19,20 @@ private:
     Clock::time_point start_;
 };
 
+// Seconds since the last lap (or construction): one phase after another, each timed from where the last ended.
+class LapTimer {
+public:
+    double lap() {
+        const double now = timer_.seconds(), lap = now - last_;
+        last_ = now;
+        return lap;
+    }
+
+private:
+    HostTimer timer_;
+    double last_ = 0.0;
+};
+
 // Median of a non-empty set of samples (the mean of the two middle ones for an even count).
 inline double median(std::vector<double> samples) {
     std::sort(samples.begin(), samples.end());
