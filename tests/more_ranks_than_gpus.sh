@@ -23,29 +23,16 @@ output=$(timeout -k 5 120 "$mpiexec" --oversubscribe -np "$ranks" -x NCCL_NVLS_E
     --problem small --nshots "$ranks" --iterations 1 --no-reference --timeout 10 "$@" 2>&1)
 code=$?
 echo "$output"
+fail() { echo "FAILED: $*"; exit 1; }
 if [ "$expect" = shared ]; then
-    if [ "$code" -ne 0 ]; then
-        echo "FAILED: $ranks ranks on $have GPU(s) gave exit $code, expected 0 (two ranks sharing a GPU)"
-        exit 1
-    fi
-    if ! grep -q "share GPU .*so timings are not those of one rank per GPU" <<<"$output"; then
-        echo "FAILED: no warning that two ranks share a GPU"
-        exit 1
-    fi
+    [ "$code" -eq 0 ] || fail "$ranks ranks on $have GPU(s) gave exit $code, expected 0 (two ranks sharing a GPU)"
+    grep -q "share GPU .*so timings are not those of one rank per GPU" <<<"$output" ||
+        fail "no warning that two ranks share a GPU"
     echo "ok: $ranks ranks on $have GPU(s) ran, with the warning that two share a GPU"
     exit 0
 fi
-if [ "$code" -ne 3 ]; then
-    echo "FAILED: $ranks ranks on $have GPU(s) gave exit $code, expected 3"
-    exit 1
-fi
+[ "$code" -eq 3 ] || fail "$ranks ranks on $have GPU(s) gave exit $code, expected 3"
 # The refusal itself, not a warning about sharing followed by NCCL failing on the shared GPU (exit 3 too).
-if ! grep -q "this program needs one GPU per rank" <<<"$output"; then
-    echo "FAILED: no refusal saying that the program needs one GPU per rank"
-    exit 1
-fi
-if grep -q "NCCL call" <<<"$output"; then
-    echo "FAILED: NCCL was started (an 'NCCL call' failed) before the refusal"
-    exit 1
-fi
+grep -q "this program needs one GPU per rank" <<<"$output" || fail "no refusal saying that the program needs one GPU per rank"
+! grep -q "NCCL call" <<<"$output" || fail "NCCL was started (an 'NCCL call' failed) before the refusal"
 echo "ok: $ranks ranks on $have GPU(s) refused with exit 3"
