@@ -81,7 +81,8 @@ bool parse_options(int argc, char** argv, Options& options) {
     parser.add_used_only(
         {"--one-shot-max-bytes"}, [variants_include] { return variants_include("p2p_kernel"); },
         "when --variants includes p2p_kernel");
-    parser.add_string("--json", &options.json_path, "also write the RESULT object to this file (the last variant's)");
+    parser.add_string("--json", &options.json_path,
+                      "also write the RESULT object to this file (the last variant's, or the first wrong one's)");
     if (!parser.parse(argc, argv)) return false;
     refuse_launch_as_several_ranks("02 drives every GPU from one process: run it without mpirun");
     validate_allreduce_sweep_options(options.sweep);
@@ -187,6 +188,7 @@ int run(int argc, char** argv) {
     for (const auto& name : names) {
         const auto variant = make_variant(name, group, options.variant);
         all.push_back(run_allreduce_sweep(*variant, options.sweep, layout));
+        keep_json_of_first_wrong_sweep(layout, all.back());
     }
     print_summary(all, group.size());
 

@@ -149,8 +149,7 @@ int run_bench_allreduce(const std::vector<VariantSpec>& specs, const AllreduceSw
     for (const VariantSpec& spec : specs) {
         CombineSweepVariant variant(spec, max_count, timeout_s);
         all.push_back(run_allreduce_sweep(variant, options, layout));
-        // --json keeps the last variant's sweep, or the first one with wrong elements (as the FWI run does).
-        if (all.back().wrong_total() > 0) layout.json_path.clear();
+        keep_json_of_first_wrong_sweep(layout, all.back());
     }
     if (layout.reports) print_summary(specs, all);
 

@@ -18,7 +18,7 @@ bool parse_options(int argc, char** argv, Problem& problem, Options& o) {
     ArgParser parser("03_host_staged_mpi",
                      "One MPI rank per GPU (mpirun -np N); the gradients are summed through host memory.");
     const std::vector<std::string> problem_flags = add_problem_flags(parser, problem);
-    add_shot_parallel_flags(parser, o, " (with several variants: the last one's)");
+    add_shot_parallel_flags(parser, o, " (with several variants: the last one's, or the first failed one's)");
     parser.add_string("--combine", &o.combine, "all, or a comma list of pageable, pinned, pipelined, cuda_aware");
     parser.add_string("--chunk-kb", &o.chunk_kb,
                       "pipelined: chunk size in KiB (" + std::to_string(kMinChunkKb) + ".." +

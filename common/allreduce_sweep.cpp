@@ -186,6 +186,10 @@ JsonObject sweep_result_json(const SweepResult& result, const SweepLayout& layou
     return json;
 }
 
+void keep_json_of_first_wrong_sweep(SweepLayout& layout, const SweepResult& result) {
+    if (result.wrong_total() > 0) layout.json_path.clear();
+}
+
 SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout) {
     SweepResult result{variant.name(), variant.unavailable_reason(), {}};

@@ -181,6 +181,10 @@ struct SweepResult {
 // every participant calls it with the same options; the result is the same on each.
 SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);
+// After each variant's sweep, with several variants: the --json file keeps the last variant's RESULT, or
+// the first one with wrong elements (later sweeps no longer write it), so that it never says "#wrong 0"
+// of a run that exits 1.
+void keep_json_of_first_wrong_sweep(SweepLayout& layout, const SweepResult& result);
 
 // One size of that sweep, measured the same way (setup, one checked allreduce, the warm-up, `repeats` timed
 // batches of batch_iterations(bytes, iters) allreduces, the median), without printing anything: doctor's
