@@ -188,7 +188,7 @@ AfterIteration save_progress(const Problem& p, const Options& o, int ranks, FwiS
 // The run's first changes to --out, once every rank is set up: --overwrite's removal of the old checkpoint,
 // the snapshots this run replaces, and the true and initial models.
 void write_first_files(const Problem& p, const Options& o, int iterations_done) {
-    // (The other ranks wait for them at the first combine.)
+    // (The other ranks wait for them at run_iterations' first barrier, "the other GPUs' set-up".)
     const WaitTimeout writes_guard = file_system_guard("the first files in --out " + shown_path(o.out), o.timeout_s);
     if (o.overwrite) remove_old_checkpoint(o.out);  // see check_checkpoint_kept
     // Snapshots at or before the start are this run's only in the folder it continues.
@@ -210,7 +210,9 @@ void write_final_files(const Problem& p, const Options& o, const FwiState& state
     const int last_snapshot = o.save_every > 0 ? o.iterations - o.iterations % o.save_every : 0;
     const bool snapshots_written = o.save_every > 0 && last_snapshot >= first_iteration;
     const std::string snapshots =
-        snapshots_written ? "the model every " + std::to_string(o.save_every) + " iterations, " : std::string();
+        snapshots_written
+            ? "the model every " + (o.save_every == 1 ? "iteration" : count_of(o.save_every, "iteration")) + ", "
+            : std::string();
     std::printf(
         "wrote the true, initial and final model, %sthe first and final gradient and the loss history (.csv, .json) to "
         "%s/\n",
@@ -238,7 +240,7 @@ int run_fwi(const Problem& p, const Options& o) {
                          " is not after the checkpoint's " + std::to_string(start.iterations_done) +
                          " iterations, so it would never fire; allowed a multiple of --checkpoint-every after " +
                          std::to_string(start.iterations_done) + " and below --iterations");
-    std::optional<OutputFolder> out_folder;  // rank 0's; removed again if the run is refused before step 3
+    std::optional<OutputFolder> out_folder;  // rank 0's; removed again if the run fails before its first files
     if (rank == 0) {
         out_folder.emplace(o.out);
         check_writable(o.json, "--json");  // written at the end: refused now, not after the run
@@ -256,7 +258,6 @@ int run_fwi(const Problem& p, const Options& o) {
                     count_of(o.iterations, "iteration").c_str(), count_of(ranks, "rank").c_str(),
                     nccl_version_string().c_str(), transport.c_str());
     print_rank_placement(device, ", shots " + mine.text(), o.timeout_s);
-    if (out_folder) out_folder->keep();
     // 3. This rank's share of the shots (rank 0's with every shot's data, for the reference).
     const bool with_reference = rank == 0 && !o.no_reference;
     MpiTeam team(MPI_COMM_WORLD, o.timeout_s);
@@ -268,7 +269,10 @@ int run_fwi(const Problem& p, const Options& o) {
     // 4. NCCL bootstrapped over MPI, as in 05. Only then does rank 0 change --out: a run that fails in its
     //    set-up (no GPU, another rank out of memory, NCCL) leaves the folder as it was.
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
-    if (rank == 0) write_first_files(p, o, start.iterations_done);
+    if (rank == 0) {
+        write_first_files(p, o, start.iterations_done);
+        out_folder->keep();
+    }
 
     // 5. The FWI loop from where the checkpoint left it (iteration 1 without one); the combine is one NCCL
     //    allreduce.
