@@ -167,7 +167,7 @@ void require_gpus(int needed) {
     const std::string hint =
         count >= 1 ? too_few_gpus_hint(count, std::getenv("CUDA_VISIBLE_DEVICES")) : gpu_count_hint(status);
     throw EnvironmentError("this program needs " + count_of(needed, "CUDA GPU") + " and " + std::to_string(count) +
-                           " are visible (" + hint + ")");
+                           (count == 1 ? " is" : " are") + " visible (" + hint + ")");
 }
 
 void warn_of_other_processes(int first, int count, const std::vector<unsigned>& job_processes,

@@ -240,10 +240,10 @@ std::string GpuPropagator::memory_report() const {
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     char text[256];
     std::snprintf(text, sizeof text,
-                  "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): %d shots, forward %d "
+                  "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): %s, forward %d "
                   "and adjoint %d at a time; %.1f of %.1f GiB free",
-                  gib(gradient_bytes_per_shot()), problem_.nshots, gradient_batch_, adjoint_group_, gib(free_bytes),
-                  gib(total_bytes));
+                  gib(gradient_bytes_per_shot()), count_of(problem_.nshots, "shot").c_str(), gradient_batch_,
+                  adjoint_group_, gib(free_bytes), gib(total_bytes));
     return text;
 }
 

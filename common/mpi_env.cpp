@@ -441,8 +441,7 @@ std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct)
 
 std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct) {
     return ranks_sharing_gpus(ranks, host, distinct) + "; this program needs one GPU per rank: start at most " +
-           std::to_string(distinct) + (distinct > 1 ? " ranks" : " rank") +
-           " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)";
+           count_of(distinct, "rank") + " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)";
 }
 
 }  // namespace fwi

@@ -12,7 +12,7 @@ namespace fwi {
 
 std::string Problem::summary() const {
     std::ostringstream text;
-    text << nz << "x" << nx << ", " << nshots << " shots, nt " << nt;
+    text << nz << "x" << nx << ", " << count_of(nshots, "shot") << ", nt " << nt;
     return text.str();
 }
 

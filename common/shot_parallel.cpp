@@ -96,8 +96,8 @@ void require_combine_check(const GpuShare& share, int member, int members) {
         if (sum[i] != allreduce_expected_sum(members, i) && wrong++ == 0) first_wrong = i;
     const double misfit = share.download_misfit(), expected_misfit = 0.5 * members * (members + 1.0);
     if (wrong == 0 && misfit == expected_misfit) return;
-    std::string what = "the combine is wrong: summing a known pattern over the " + std::to_string(members) +
-                       " GPUs (the untimed first combine), member " + std::to_string(member) + " holds ";
+    std::string what = "the combine is wrong: summing a known pattern over the " + count_of(members, "GPU") +
+                       " (the untimed first combine), member " + std::to_string(member) + " holds ";
     if (wrong > 0)
         what += std::to_string(wrong) + " wrong elements of " + std::to_string(sum.size()) + " (element " +
                 std::to_string(first_wrong) + ": " + format_number(sum[first_wrong]) + ", expected " +

@@ -132,6 +132,9 @@ struct MemberRecord {
     std::vector<float> first_gradient, final_model, final_gradient;  // combined gradients
 };
 
+// The first iteration of a run that does not resume from a checkpoint.
+constexpr int kFirstIteration = 1;
+
 // Iterations first_iteration..last_iteration (1-based) of the FWI loop on team member `member`:
 // compute, wait, combine, update, timed as above. One combine first, not timed (the warm-up: a first
 // collective pays once for loading NCCL's kernels, and for connecting the ranks where NCCL connects them
@@ -140,8 +143,6 @@ struct MemberRecord {
 // (VerificationError), with or without a reference run; one that hands back an earlier call's result would
 // hand the first iteration that pattern, not a gradient sum, which the check against the reference sees.
 // Every member calls it; `after` is called on member 0 only.
-// The first iteration of a run that does not resume from a checkpoint.
-constexpr int kFirstIteration = 1;
 MemberRecord run_iterations(Team& team, int member, GpuShare& share, const CombineStep& combine, int first_iteration,
                             int last_iteration, const AfterIteration& after = {});
 

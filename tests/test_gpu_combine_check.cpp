@@ -94,7 +94,7 @@ TEST_CASE("the first combine sums a known pattern, and a combine that gets it wr
                               cudaMemcpyHostToDevice));
     });
     MESSAGE(doubled_gradient);
-    CHECK(doubled_gradient.find("the combine is wrong: summing a known pattern over the 1 GPUs") == 0);
+    CHECK(doubled_gradient.find("the combine is wrong: summing a known pattern over the 1 GPU") == 0);
     CHECK(doubled_gradient.find("member 0 holds") != std::string::npos);
     CHECK(doubled_gradient.find("wrong elements of 6144") != std::string::npos);
     CHECK(doubled_gradient.find("misfit") == std::string::npos);
