@@ -2,7 +2,8 @@
 // timeout; after it (or on an asynchronous NCCL error) the communicators are aborted (ncclCommAbort) and
 // an EnvironmentError (exit 3) names the operation and the ranks that waited.
 //
-// Every communicator is made in two steps, both within one timeout:
+// Every communicator is made in two steps within one timeout (and the finalize of the first step's
+// communicator gets at least 5 s, even where the steps used all of it):
 //   1. a non-blocking one (ncclConfig_t blocking = 0, NCCL >= 2.14, which the build requires): NCCL makes
 //      it in the background, and any call on it may return ncclInProgress; the operation is done (for a
 //      collective: on the stream) once ncclCommGetAsyncError no longer reports ncclInProgress, which is what
@@ -98,7 +99,7 @@ ncclUniqueId nccl_unique_id();
 // Communicators made as the top of this file says, one per device, all in this process (what
 // ncclCommInitAll does, but ncclCommInitAll has no config variant: ncclGetUniqueId, then
 // ncclCommInitRankConfig per device inside one ncclGroupStart/End, and the splits likewise). Rank r drives
-// devices[r]. Both steps end within timeout_s.
+// devices[r]. Both steps end within timeout_s (the finalize after them: at least 5 s more).
 std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double timeout_s);
 // One communicator, made likewise, for `rank` of `nranks` on the current device (one process per GPU).
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s);

@@ -12,7 +12,8 @@ need the N-GPU run.
                      0.02-0.08 ms that its sweep leaves out, where NCCL's combine sums the misfit in the
                      gradient's group): the line through the sweep's two sizes
                      that bracket G, the gradient's bytes (G itself and 2G: compare.sh's sweeps include G, so
-                     the model takes the sweep's time at G; alpha and beta say how it splits into a start-up
+                     the model takes the sweep's time at G, and below the sweep's smallest size at least that
+                     size's time; alpha and beta say how it splits into a start-up
                      time and a bandwidth there). Not one line fitted to all sizes: MPI libraries switch
                      algorithms between sizes (Open MPI's host allreduce runs at 1.5 GB/s to 16 MiB and at
                      0.9 GB/s from 64 MiB on 2 x H200), which no single alpha and beta describe

@@ -6,6 +6,9 @@
 FWI_REPO="${FWI_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 # NVLink multicast (NVLS) stays off in everything this suite starts.
 export NCCL_NVLS_ENABLE=0
+# The C locale, as in scripts/common.sh: the checks of counts and names read [0-9] and [A-Za-z] as ASCII
+# (in other locales a bracket range also takes "²" or "ï").
+export LC_ALL=C
 
 # The programs that run one MPI rank per GPU (doctor with --mpi); hostfile-run.sh starts any of them.
 # shellcheck disable=SC2034
@@ -51,8 +54,7 @@ fwi_is_one_of() {
 
 # A node, GPU or rank count: 1..999999 (a longer number is no real count, and would overflow the shell's
 # arithmetic when multiplied).
-# (The digits spelled out: in a locale other than C, a bracket range such as [0-9] also takes "²" or "５".)
-fwi_positive_integer() { [[ "$1" =~ ^[123456789][0123456789]{0,5}$ ]]; }
+fwi_positive_integer() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }
 
 # --bin-dir given twice is refused, as the programs refuse a repeated flag, also across calls of
 # fwi_recipe_options (hostfile-run.sh calls it again for a --bin-dir among its own options).
