@@ -4,8 +4,9 @@
 usage: test_compare.py PATH/TO/scripts WORK_DIR
 
 The table (compare.py, on fake RESULT files): speedup and efficiency are taken against 01's run,
-failed, timed-out and unbuilt runs are shown as such (and make compare.py exit 1), and the CSV, JSON
-and Markdown files hold the same rows; the chart shows a failed run's status, not a bar.
+failed, timed-out and unbuilt runs are shown as such (and make compare.py exit 1), runs of another
+iteration count or grid than 01's are named under the table, and the CSV, JSON and Markdown files hold
+the same rows; the chart shows a failed run's status, not a bar.
 The runner (compare.sh, on a copy of the scripts whose build step does nothing, with fake visible_gpus,
 nvidia-smi, mpirun and programs that print a RESULT): bad flags exit 2, no GPU exits 3 with one line,
 and with 2 fake GPUs every pattern runs on 1 and 2 GPUs with the right launcher and flags, the scaling
@@ -102,6 +103,27 @@ def check_all_ok(script, work_dir):
     with open(os.path.join(directory, "comparison.md")) as f:
         if len([line for line in f if line.startswith("| 06_fwi_shot_parallel")]) != 3:
             fail("comparison.md does not hold the 3 rows of 06")
+    if "unlike 01's" in output:
+        fail("runs of one problem and iteration count were called unlike 01's")
+
+
+def check_unlike_runs_named(script, work_dir):
+    """A run of another iteration count or grid than 01's (a folder put together by hand) is named under the
+    table: its speedup divides unlike things."""
+    directory = os.path.join(work_dir, "unlike")
+    longer = dict(result("06_fwi_shot_parallel", "", 2, 0.040), iterations=20)
+    other_grid = dict(result("05_nccl_mpi", "", 2, 0.040), grid=[256, 512])
+    make_runs(directory, [
+        ("01_single_gpu", "", 1, "0", result("01_single_gpu", "", 1, 0.080)),
+        ("06_fwi_shot_parallel", "", 2, "0", longer),
+        ("05_nccl_mpi", "", 2, "0", other_grid),
+    ])
+    _, output = run_compare(script, directory)
+    for text in ("runs unlike 01's, so their speedups and the model's figures compare unlike things",
+                 "fwi 06_fwi_shot_parallel - 2 GPU(s) (06_fwi_shot_parallel-none-2.log): iterations 20 against 3",
+                 "fwi 05_nccl_mpi - 2 GPU(s) (05_nccl_mpi-none-2.log): grid [256, 512] against [384, 512]"):
+        if text not in output:
+            fail("the note of runs unlike 01's lacks '%s'" % text)
 
 
 def check_failures_shown(script, work_dir):
@@ -378,6 +400,7 @@ def main():
     script = os.path.join(scripts_dir, "compare.py")
     check_all_ok(script, work_dir)
     check_failures_shown(script, work_dir)
+    check_unlike_runs_named(script, work_dir)
     check_chart_of_failed_run(scripts_dir, os.path.join(work_dir, "chart"))
     check_runner(scripts_dir, work_dir)
     print("PASSED")

@@ -163,12 +163,42 @@ def gpu_sharing_note(runs_dir):
                 group[0] + " " + ", ".join(group[1:]) if len(group) > 1 else group[0] for group in groups))
 
 
-def table_notes(directory, rows, inputs):
+# What every run of one comparison shares with 01's: its speedup divides 01's time by the run's, and the
+# model adds up 01's runs of fewer shots, so a run of another problem or iteration count compares unlike things.
+LIKE_01 = ("problem", "grid", "nt", "iterations")
+
+
+def unlike_runs_note(runs):
+    """A note naming the verified runs (rows and the model's 01 runs) whose problem, grid, time steps or
+    iteration count differ from 01's own run, or "" (compare.sh runs them all alike; a folder put together by
+    hand may not)."""
+    baseline = next((r for e, r, s in runs if e["role"] == "fwi" and e["pattern"] == BASELINE and s == "ok"), None)
+    if baseline is None:
+        return ""
+    unlike = []
+    for entry, result, status in runs:
+        if result is None or status != "ok" or entry["role"] not in ("fwi", "batch") or result is baseline:
+            continue
+        differences = ["%s %s against %s" % (key, json.dumps(result.get(key)), json.dumps(baseline.get(key)))
+                       for key in LIKE_01 if result.get(key) != baseline.get(key)]
+        if differences:
+            unlike.append("%s %s %s %s GPU(s) (%s): %s" % (entry["role"], entry["pattern"], entry["variant"] or "-",
+                                                       entry["gpus"], entry["log"], ", ".join(differences)))
+    if not unlike:
+        return ""
+    return ("runs unlike 01's, so their speedups and the model's figures compare unlike things: " +
+            "; ".join(unlike))
+
+
+def table_notes(directory, rows, inputs, runs):
     """The notes under the table: the rows the model could not predict or missed by more than its tolerance
-    (this fills the rows' predicted columns), then the other processes seen on the runs' GPUs."""
+    (this fills the rows' predicted columns), runs unlike 01's, then the other processes seen on the runs'
+    GPUs."""
     notes = add_predictions(rows, inputs)
-    sharing = gpu_sharing_note(os.path.join(directory, "runs"))
-    return notes + [sharing] if sharing else notes
+    for note in (unlike_runs_note(runs), gpu_sharing_note(os.path.join(directory, "runs"))):
+        if note:
+            notes.append(note)
+    return notes
 
 
 def field(result, path):
@@ -540,7 +570,7 @@ def main(argv):
         return 2
     rows = build_rows(runs)
     inputs = ModelInputs(runs)
-    notes = table_notes(directory, rows, inputs)
+    notes = table_notes(directory, rows, inputs, runs)
     try:
         machine = read_json(os.path.join(directory, "machine.json"))
     except BadManifest as error:

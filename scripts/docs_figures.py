@@ -189,7 +189,7 @@ def comparison_inputs(directory):
     runs = compare.read_runs(os.path.join(path, "runs"))
     rows = compare.build_rows(runs)
     inputs = compare.ModelInputs(runs)
-    notes = compare.table_notes(path, rows, inputs)
+    notes = compare.table_notes(path, rows, inputs, runs)
     machine = read_json(os.path.join(path, "machine.json"))
     return path, rows, inputs, notes, checked_env(machine, os.path.join(directory, "machine.json"))
 
