@@ -43,9 +43,7 @@ int index_factor(size_t index) {
     mixed ^= mixed >> 29;
     return 1 + int(mixed % 7);
 }
-}  // namespace
 
-namespace {
 constexpr long long kRankValues = 64;  // the ranks' inputs repeat every 64 ranks
 }  // namespace
 
