@@ -168,11 +168,16 @@ def gpu_sharing_note(runs_dir):
 LIKE_01 = ("problem", "grid", "nt", "iterations")
 
 
+def baseline_result(runs):
+    """01's own verified RESULT in this comparison, the one every speedup divides, or None."""
+    return next((r for e, r, s in runs if e["role"] == "fwi" and e["pattern"] == BASELINE and s == "ok"), None)
+
+
 def unlike_runs_note(runs):
     """A note naming the verified runs (rows and the model's 01 runs) whose problem, grid, time steps or
     iteration count differ from 01's own run, or "" (compare.sh runs them all alike; a folder put together by
     hand may not)."""
-    baseline = next((r for e, r, s in runs if e["role"] == "fwi" and e["pattern"] == BASELINE and s == "ok"), None)
+    baseline = baseline_result(runs)
     if baseline is None:
         return ""
     unlike = []
@@ -288,8 +293,7 @@ def read_runs(runs_dir):
 
 def build_rows(runs):
     """One row per FWI run, in manifest order, with speedup and efficiency against 01's run."""
-    baseline = next((field(r, "time_per_gradient_s") for e, r, s in runs
-                     if e["role"] == "fwi" and e["pattern"] == BASELINE and s == "ok"), None)
+    baseline = field(baseline_result(runs) or {}, "time_per_gradient_s")
     rows = []
     for entry, result, status in runs:
         if entry["role"] != "fwi":
