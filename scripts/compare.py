@@ -493,7 +493,11 @@ def draw_chart(plt, path, rows, title, machine):
     counts = sorted({r["gpus"] for r in drawn})
     if not counts:
         return False
-    labels = sorted({r["pattern"] + (" " + r["variant"] if r["variant"] else "") for r in drawn})
+
+    def bar_label(row):  # "03_host_staged_mpi pinned", "05_nccl_mpi"
+        return row["pattern"] + (" " + row["variant"] if row["variant"] else "")
+
+    labels = sorted({bar_label(r) for r in drawn})
     fig, axes = plt.subplots(1, len(counts), figsize=(6.5 * len(counts), 0.45 * len(labels) + 2.2), squeeze=False)
     in_legend = set()
 
@@ -504,8 +508,7 @@ def draw_chart(plt, path, rows, title, machine):
         return name
 
     for ax, gpus in zip(axes[0], counts):
-        by_label = {r["pattern"] + (" " + r["variant"] if r["variant"] else ""): r for r in rows
-                    if r["gpus"] == gpus and r["pattern"] != BASELINE}
+        by_label = {bar_label(r): r for r in rows if r["gpus"] == gpus and r["pattern"] != BASELINE}
         for k, label in enumerate(labels):
             row = by_label.get(label)
             if row is None or (row["speedup"] is None and row["status"] == "ok"):
