@@ -40,11 +40,16 @@ public:
     std::string description() const override { return "ncclAllReduce over one process's communicators (reference)"; }
 
     void run(size_t count) override {
-        NCCL_CHECK(ncclGroupStart());
-        for (int rank = 0; rank < group_.size(); ++rank)
-            NCCL_CHECK(ncclAllReduce(group_.send(rank), group_.recv(rank), count, ncclFloat, ncclSum, comms_[rank],
-                                     group_.stream(rank)));
-        NCCL_CHECK(ncclGroupEnd());
+        try {
+            nccl_group(comms_, "the nccl variant's ncclAllReduce", [&] {
+                for (int rank = 0; rank < group_.size(); ++rank)
+                    NCCL_CHECK(ncclAllReduce(group_.send(rank), group_.recv(rank), count, ncclFloat, ncclSum,
+                                             comms_[rank], group_.stream(rank)));
+            });
+        } catch (...) {
+            comms_.clear();  // nccl_group aborted them: nothing is left to end
+            throw;
+        }
     }
 
 private:

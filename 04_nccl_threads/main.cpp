@@ -60,9 +60,9 @@ struct Options : ShotParallelOptions {
 void combine_group_driver(const std::vector<std::optional<GpuShare>>& shares, const std::vector<ncclComm_t>& comms,
                           int g, ThreadTeam& team, double timeout_s) {
     if (g == 0) {
-        NCCL_CHECK(ncclGroupStart());
-        for (size_t other = 0; other < shares.size(); ++other) enqueue_nccl_sum(*shares[other], comms[other]);
-        nccl_check_or_abort(ncclGroupEnd(), comms, "the group of every GPU's allreduces (group driver)");
+        nccl_group(comms, "the group of every GPU's allreduces (group driver)", [&] {
+            for (size_t other = 0; other < shares.size(); ++other) enqueue_nccl_sum(*shares[other], comms[other]);
+        });
     }
     team.barrier(g, "GPU 0's thread to issue the group of allreduces");
     wait_for_nccl({comms[g]}, {shares[g]->stream()}, "ncclAllReduce of the gradient and misfit (group driver)",

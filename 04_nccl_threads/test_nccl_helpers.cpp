@@ -14,6 +14,7 @@
 
 #include "cli.hpp"
 #include "errors.hpp"
+#include "nccl_check.hpp"
 #include "nccl_comm.hpp"
 #include "run_env.hpp"
 #include "shot_parallel.hpp"
@@ -194,6 +195,24 @@ TEST_CASE("an NCCL setting left empty or out of range is NCCL's default, and pre
     CHECK(settings[0].find("NCCL_COMM_BLOCKING=1\\x0afake line makes") == 0);
     for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT", "NCCL_LAUNCH_MODE", "NCCL_NVLS_ENABLE"})
         with(name, nullptr);
+}
+
+TEST_CASE("a call that fails inside nccl_group closes the group, so this thread's next NCCL calls are its own") {
+    // A call with no communicator fails at once, with no GPU; NCCL's answer to a group end outside any group
+    // shows whether the failed group was closed.
+    float value = 0.0f;
+    CHECK_THROWS_AS(
+        nccl_group({}, "a test's allreduce",
+                   [&] { NCCL_CHECK(ncclAllReduce(&value, &value, 1, ncclFloat, ncclSum, nullptr, nullptr)); }),
+        EnvironmentError);
+    CHECK(ncclGroupEnd() == ncclInvalidUsage);
+    // Another exception inside the group closes it too.
+    CHECK_THROWS_AS(nccl_group({}, "a test's calls", [] { throw EnvironmentError("a CUDA call failed"); }),
+                    EnvironmentError);
+    CHECK(ncclGroupEnd() == ncclInvalidUsage);
+    // An empty group is fine.
+    CHECK(nccl_group({}, "nothing", [] {}) == ncclSuccess);
+    CHECK(ncclGroupEnd() == ncclInvalidUsage);
 }
 
 TEST_CASE("the NCCL version string reads like NCCL 2.x.y") {

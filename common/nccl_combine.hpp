@@ -30,9 +30,7 @@ inline void enqueue_nccl_sum(const GpuShare& share, ncclComm_t comm) {
 // forever.
 inline void nccl_sum(GpuShare& share, ncclComm_t comm, double timeout_s) {
     const std::string what = "ncclAllReduce of the gradient and misfit";
-    NCCL_CHECK(ncclGroupStart());
-    enqueue_nccl_sum(share, comm);
-    nccl_check_or_abort(ncclGroupEnd(), {comm}, what);  // a failed launch may leave part of it queued
+    nccl_group({comm}, what, [&] { enqueue_nccl_sum(share, comm); });
     wait_for_nccl({comm}, {share.stream()}, what, timeout_s);
 }
 

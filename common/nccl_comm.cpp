@@ -283,6 +283,21 @@ ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm
     abort_and_throw(comms, what, WaitOutcome::failed, 0.0, nccl_error_text(status));
 }
 
+ncclResult_t nccl_group(const std::vector<ncclComm_t>& comms, const std::string& what,
+                        const std::function<void()>& calls) {
+    NCCL_CHECK(ncclGroupStart());
+    try {
+        calls();
+    } catch (...) {
+        // Closes the group: after an NCCL error it launches nothing and returns that error again; after
+        // another (a CUDA call's) it may launch part of the group, which the aborts then stop.
+        ncclGroupEnd();
+        for (ncclComm_t comm : comms) nccl_abort(comm, kNcclAbortLimitSeconds, "a call failed in " + what);
+        throw;
+    }
+    return nccl_check_or_abort(ncclGroupEnd(), comms, what);
+}
+
 ncclUniqueId nccl_unique_id() {
     prepare_nccl();
     ncclUniqueId id;
@@ -341,16 +356,12 @@ void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
     // One thread finalizing several ranks must issue them together, like their creation. On a non-blocking
     // communicator (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the environment, which overrides the
     // configuration) the finalize goes on in the background, and the wait below polls it.
-    try {
-        end_process_if_late(limit_s, too_late("NCCL communicator finalize"), [&] {
-            NCCL_CHECK(ncclGroupStart());
+    // (A failed finalize ends them as a failed wait does: nccl_group aborts them.)
+    end_process_if_late(limit_s, too_late("NCCL communicator finalize"), [&] {
+        nccl_group(comms, "NCCL communicator finalize", [&] {
             for (ncclComm_t comm : comms) NCCL_CHECK(ncclCommFinalize(comm));
-            NCCL_CHECK(ncclGroupEnd());
         });
-    } catch (const EnvironmentError&) {
-        for (ncclComm_t comm : comms) nccl_abort(comm);  // a failed finalize ends them as a failed wait does
-        throw;
-    }
+    });
     wait_for_nccl(comms, {}, "NCCL communicator finalize", timeout_s);
     end_process_if_late(limit_s, too_late("NCCL communicator destroy"), [&] {
         for (ncclComm_t comm : comms) {

@@ -84,6 +84,14 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
 // otherwise (ncclSuccess, or ncclInProgress on a non-blocking communicator). `what` names the call.
 ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what);
 
+// One group of NCCL calls on `comms`: ncclGroupStart, `calls`, ncclGroupEnd, whose status goes through
+// nccl_check_or_abort (so it returns ncclSuccess, or ncclInProgress on non-blocking communicators). A call
+// that fails inside the group (a communicator returns an earlier error from its next call) first closes the
+// group, which would otherwise take in this thread's later NCCL calls, then aborts the communicators, whose
+// earlier groups may be queued behind it, and the error goes on. `what` names the calls.
+ncclResult_t nccl_group(const std::vector<ncclComm_t>& comms, const std::string& what,
+                        const std::function<void()>& calls);
+
 // ncclCommAbort, the way every abort of the suite goes: one at a time in the process, as NCCL before 2.19
 // does not support aborts from several threads at once, and within a limit, as some versions hang in the
 // abort itself (joining a proxy thread stuck in the network). Past `limit_s` the process ends with exit 3
