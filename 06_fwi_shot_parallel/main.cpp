@@ -18,7 +18,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -240,9 +239,11 @@ int run_fwi(const Problem& p, const Options& o) {
                          " is not after the checkpoint's " + std::to_string(start.iterations_done) +
                          " iterations, so it would never fire; allowed a multiple of --checkpoint-every after " +
                          std::to_string(start.iterations_done) + " and below --iterations");
-    std::optional<OutputFolder> out_folder;  // rank 0's; removed again if the run fails before its first files
     if (rank == 0) {
-        out_folder.emplace(o.out);
+        // --out made (where missing) and written to as a check, then removed again until every rank is set
+        // up: a rank that fails before then ends the job at once (MPI_Abort), rank 0 with it, and a folder
+        // made now would stay behind.
+        const OutputFolder out_check(o.out);
         check_writable(o.json, "--json");  // written at the end: refused now, not after the run
         check_not_a_run_file(o.json, "--json", o.out, "--out");
         check_not_a_run_file(o.json, "--json", o.resume, "--resume");
@@ -266,12 +267,13 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) std::printf("memory (rank 0): %s\n", share.propagator().memory_report().c_str());
     team.wait_for_member0_setup(rank, setup_timer.seconds());
 
-    // 4. NCCL bootstrapped over MPI, as in 05. Only then does rank 0 change --out: a run that fails in its
-    //    set-up (no GPU, another rank out of memory, NCCL) leaves the folder as it was.
+    // 4. NCCL bootstrapped over MPI, as in 05. Only then does rank 0 make or change --out: a run that fails
+    //    in its set-up (no GPU, another rank out of memory, NCCL) leaves the folder as it was, or missing.
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
     if (rank == 0) {
+        OutputFolder out_folder(o.out);  // removed again if the first files fail
         write_first_files(p, o, start.iterations_done);
-        out_folder->keep();
+        out_folder.keep();
     }
 
     // 5. The FWI loop from where the checkpoint left it (iteration 1 without one); the combine is one NCCL

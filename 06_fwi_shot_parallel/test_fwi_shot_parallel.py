@@ -347,6 +347,23 @@ def test_failed_setup(args):
         fail("the failed run changed --out: %s" % changed)
     print("a run whose NCCL could not start (exit 3) left the earlier run's %d files as they were" % len(after))
 
+    # A rank that fails before the others are set up (here: one that sees no GPU) ends the job at once
+    # (MPI_Abort), rank 0 with it, before rank 0 could remove a folder it had made: a new --out is made only
+    # once every rank is set up, so none is left behind.
+    never_made = os.path.join(args.work_dir, "never-made")
+    shutil.rmtree(never_made, ignore_errors=True)
+    flags[flags.index(folder)] = never_made
+    command = mpirun(args, args.ranks, flags) + \
+        [":", "-np", "1", "-x", "NCCL_NVLS_ENABLE=0", "env", "CUDA_VISIBLE_DEVICES=", args.program06] + flags
+    code, output = run(command)
+    if code == 0:
+        fail("the run with a rank that sees no GPU exited 0")
+    if "sees no CUDA GPU" not in output:
+        fail("the run with a rank that sees no GPU did not say so")
+    if os.path.exists(never_made):
+        fail("the failed run left its new --out folder behind: %s" % never_made)
+    print("a run with a rank that sees no GPU (exit %d) left no --out folder behind" % code)
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
