@@ -4,7 +4,9 @@
 // With --env-json it prints the env object of a RESULT instead (run_env.hpp: this machine, its GPUs and
 // the build), which scripts/compare.sh keeps as the comparison's machine.json. With --other-processes, a
 // line for each process with a context on a visible GPU (other_processes.hpp), which compare.sh warns of;
-// exit 3 where they cannot be listed (no NVML, or MIG instances named in CUDA_VISIBLE_DEVICES).
+// exit 3 where they cannot be listed (no NVML, or MIG instances named in CUDA_VISIBLE_DEVICES). With
+// --memory-mib, each visible GPU's memory in MiB, one line each in CUDA's order (nvidia-smi's order and
+// numbers ignore CUDA_VISIBLE_DEVICES), which the tests that size a sweep to a GPU read.
 #include <unistd.h>
 
 #include <cstdio>
@@ -43,11 +45,17 @@ int main(int argc, char** argv) {
             return fwi::kExitOk;
         }
         if (argc == 2 && is(argv[1], "--other-processes")) return print_other_processes();
+        if (argc == 2 && is(argv[1], "--memory-mib")) {
+            const int count = fwi::visible_gpu_count_checked();
+            for (int device = 0; device < count; ++device) std::printf("%zu\n", fwi::device_memory_bytes(device) >> 20);
+            return fwi::kExitOk;
+        }
         const char* usage =
-            "usage: visible_gpus [--env-json | --other-processes]\n"
+            "usage: visible_gpus [--env-json | --other-processes | --memory-mib]\n"
             "  prints how many CUDA GPUs this process sees, with --env-json this machine's description\n"
-            "  (the env object of a RESULT), or with --other-processes a line for each process with a\n"
-            "  context on a visible GPU (exit 3 where they cannot be listed)\n";
+            "  (the env object of a RESULT), with --other-processes a line for each process with a\n"
+            "  context on a visible GPU (exit 3 where they cannot be listed), or with --memory-mib each\n"
+            "  visible GPU's memory in MiB, one line each in CUDA's order\n";
         if (argc == 2 && (is(argv[1], "--help") || is(argv[1], "-h"))) {
             std::fputs(usage, stdout);
             return fwi::kExitOk;

@@ -186,11 +186,15 @@ if(NOT launcher_name STREQUAL "srun")
 endif()
 
 # visible_gpus, which the scripts and the GPU tests ask how many GPUs there are.
-add_exit_test(cli_visible_gpus_help CODE 0 TEXT "" OUTPUT "usage: visible_gpus [--env-json | --other-processes]"
-              "the env object of a RESULT" "context on a visible GPU" COMMAND $<TARGET_FILE:visible_gpus> --help)
-# No GPU visible: no other process to list, and no error.
+add_exit_test(cli_visible_gpus_help CODE 0 TEXT ""
+              OUTPUT "usage: visible_gpus [--env-json | --other-processes | --memory-mib]"
+              "the env object of a RESULT" "context on a visible GPU" "memory in MiB, one line each in CUDA's order"
+              COMMAND $<TARGET_FILE:visible_gpus> --help)
+# No GPU visible: no other process to list, no memory to give, and no error.
 add_exit_test(cli_visible_gpus_other_processes_no_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:visible_gpus> --other-processes)
+add_exit_test(cli_visible_gpus_memory_no_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+              COMMAND $<TARGET_FILE:visible_gpus> --memory-mib)
 add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "visible_gpus: error: unknown argument '-v'" COMMAND $<TARGET_FILE:visible_gpus> -v)
 add_exit_test(cli_visible_gpus_two_arguments CODE 2 TEXT "visible_gpus: error: at most one argument, 2 given" COMMAND $<TARGET_FILE:visible_gpus> --env-json x)
 
