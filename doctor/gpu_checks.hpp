@@ -154,6 +154,12 @@ struct P2pOptions {
 // Check 3: a staged copy, a direct peer copy and a peer-read kernel for every ordered pair, verified.
 Finding check_p2p(const GpuSystem& system, const P2pOptions& options, const Deadline& deadline);
 
+// The GPUs that take no more work, after a check's CUDA error: CUDA keeps some errors (a kernel's illegal
+// address, which is how a peer read the IOMMU refuses ends) in the GPU's context for the rest of the process,
+// and returns them from every later call there. "GPU 0 (cudaErrorIllegalAddress)" for each, comma-separated;
+// "" when every GPU takes work (errors it does not keep are cleared).
+std::string gpus_refusing_work(const GpuSystem& system);
+
 struct BandwidthOptions {
     size_t bytes = size_t(64) << 20;  // per copy
     int repeats = 5;                  // timed copies per cell (the median is shown), after one warm-up

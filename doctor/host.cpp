@@ -35,12 +35,13 @@ Injection parse_injection(const std::string& text) {
     Injection injection;
     injection.text = text;
     if (text.empty()) return injection;  // unset or empty: no fault
-    for (const std::string& name :
-         split_choice_list("FWI_DOCTOR_INJECT", text,
-                           {"corrupt-peer", "hang-peer-kernel", "hang-nccl", "fail-rank1", "nccl-no-memory"},
-                           "fault")) {  // as a flag's list
+    for (const std::string& name : split_choice_list(
+             "FWI_DOCTOR_INJECT", text,
+             {"corrupt-peer", "hang-peer-kernel", "fault-peer-kernel", "hang-nccl", "fail-rank1", "nccl-no-memory"},
+             "fault")) {  // as a flag's list
         injection.corrupt_peer |= name == "corrupt-peer";
         injection.hang_peer_kernel |= name == "hang-peer-kernel";
+        injection.fault_peer_kernel |= name == "fault-peer-kernel";
         injection.hang_nccl |= name == "hang-nccl";
         injection.fail_rank1 |= name == "fail-rank1";
         injection.nccl_no_memory |= name == "nccl-no-memory";
@@ -339,6 +340,20 @@ bool iommu_translates(const std::vector<std::string>& group_types, const IommuHi
     return active && !hints.passthrough;
 }
 
+std::vector<std::string> gpu_iommu_group_types(const std::string& sysfs_root, const std::vector<PciePair>& pairs) {
+    const std::filesystem::path devices = std::filesystem::path(sysfs_root) / "bus" / "pci" / "devices";
+    std::vector<std::string> gpus, types;
+    for (const PciePair& pair : pairs)
+        for (const std::string& gpu : {pair.first, pair.second})
+            if (std::find(gpus.begin(), gpus.end(), gpu) == gpus.end()) gpus.push_back(gpu);
+    for (const std::string& gpu : gpus) {
+        const std::string type = first_line_of((devices / gpu / "iommu_group" / "type").string());
+        if (type.empty()) return {};
+        types.push_back(type);
+    }
+    return types;
+}
+
 HostProblem shared_memory_problem(double total_bytes, double free_bytes) {
     constexpr double kLeast = 1024.0 * 1024 * 1024;
     if (total_bytes < kLeast)
@@ -405,38 +420,49 @@ void add_limits(Finding& finding, std::vector<HostProblem>& problems) {
         problems.push_back({locked_problem, "ulimit -l unlimited (in a container: --ulimit memlock=-1)"});
 }
 
-// Adds a problem when the IOMMU translates device addresses (active, not in passthrough mode) while
-// some GPU pairs talk over PCIe. Returns whether it translates.
-bool add_iommu(Finding& finding, std::vector<HostProblem>& problems, bool pcie_peer_pairs) {
+// "2 DMA, 3 identity": how many groups of each type, by type.
+std::string counted_types(const std::vector<std::string>& types) {
+    std::map<std::string, int> counts;
+    for (const std::string& type : types) ++counts[type];
+    std::string text;
+    for (const auto& [type, count] : counts) text += (text.empty() ? "" : ", ") + std::to_string(count) + " " + type;
+    return text;
+}
+
+// Adds a problem when the IOMMU translates the addresses of GPUs whose pairs talk over PCIe (`pcie_pairs`:
+// known, as check 2 ran): their own groups decide where sysfs names them, else the machine's. Returns
+// whether it translates any device's addresses.
+bool add_iommu(Finding& finding, std::vector<HostProblem>& problems, const std::vector<PciePair>& pcie_pairs) {
     const IommuHints hints = parse_iommu_hints(first_line_of("/proc/cmdline"));
     std::error_code error;
     int groups = 0;
     std::vector<std::string> types;
-    std::map<std::string, int> type_counts;
     for (auto it = std::filesystem::directory_iterator("/sys/kernel/iommu_groups", error);
          !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
         ++groups;
         const std::string type = first_line_of((it->path() / "type").string());
-        if (type.empty()) continue;
-        types.push_back(type);
-        ++type_counts[type];
+        if (!type.empty()) types.push_back(type);
     }
-    std::string options, type_text;
+    std::string options;
     for (const auto& option : hints.options) options += (options.empty() ? "" : " ") + option;
-    for (const auto& [type, count] : type_counts)
-        type_text += (type_text.empty() ? "" : ", ") + std::to_string(count) + " " + type;
     const bool active = groups > 0 || (hints.enabled_by_option && !hints.disabled_by_option);
     const bool translating = iommu_translates(types, hints, groups);
-    finding.details.push_back("IOMMU: " + std::string(active ? "active" : "not active") + " (" +
-                              std::to_string(groups) + " IOMMU groups" +
-                              (type_text.empty() ? "" : " of types " + type_text) +
-                              "; kernel options: " + (options.empty() ? "none" : options) + ")" +
-                              (translating ? ", translating device addresses" : ""));
+    // A host may translate for some devices only (iommu=pt with a few devices in DMA domains): the GPUs'
+    // own groups are what their peer traffic meets.
+    const std::vector<std::string> gpu_types = gpu_iommu_group_types("/sys", pcie_pairs);
+    const bool gpus_translated = gpu_types.empty() ? translating : iommu_translates(gpu_types, hints, groups);
+    const std::string type_text = counted_types(types), gpu_type_text = counted_types(gpu_types);
+    finding.details.push_back(
+        "IOMMU: " + std::string(active ? "active" : "not active") + " (" + std::to_string(groups) + " IOMMU groups" +
+        (type_text.empty() ? "" : " of types " + type_text) + "; kernel options: " +
+        (options.empty() ? "none" : options) + ")" + (translating ? ", translating device addresses" : "") +
+        (gpu_type_text.empty() ? "" : "; the GPUs paired over PCIe, by their group's type: " + gpu_type_text));
     finding.facts.add("iommu_groups", groups)
         .add("iommu_group_types", type_text)
         .add("iommu_kernel_options", options)
-        .add("iommu_translating", translating);
-    if (translating && pcie_peer_pairs)
+        .add("iommu_translating", translating)
+        .add("iommu_gpu_group_types", gpu_type_text);
+    if (gpus_translated && !pcie_pairs.empty())
         problems.push_back(
             {"the IOMMU translates PCIe peer traffic",
              "PCIe P2P through a translating IOMMU is slow or returns wrong data: boot with iommu=pt (intel_iommu=on "
@@ -495,7 +521,7 @@ Finding check_host(const PeerPairs& pairs) {
     add_shared_memory(finding, problems);
     add_limits(finding, problems);
     std::vector<std::string> unjudged;  // what could not be read or related to the GPU pairs
-    const bool translating = add_iommu(finding, problems, pairs.checked && !pairs.pcie.empty());
+    const bool translating = add_iommu(finding, problems, pairs.checked ? pairs.pcie : std::vector<PciePair>{});
     if (translating && !pairs.checked)
         unjudged.push_back(
             "whether the translating IOMMU is on a GPU pair's path (the pairs are known only when check "

@@ -15,6 +15,8 @@ namespace fwi::doctor {
 // Test-only fault injection, from the environment variable FWI_DOCTOR_INJECT, a comma list of:
 //   corrupt-peer      the P2P check's first pair sees half of its peer-read data zeroed
 //   hang-peer-kernel  the P2P check's first peer-read kernel spins forever on a flag that is never set
+//   fault-peer-kernel the P2P check's first peer-read kernel reads an address that maps to nothing, as a peer
+//                     read that the IOMMU refuses does: an error that CUDA keeps for the rest of the process
 //   hang-nccl         after a first correct allreduce, GPU 0 (rank 0 under --mpi) leaves the next one
 //                     out, so the other GPUs wait for it (needs 2 or more GPUs)
 //   fail-rank1        under --mpi, rank 1 fails check 7 before its first collective, so rank 0 waits for
@@ -26,6 +28,7 @@ namespace fwi::doctor {
 struct Injection {
     bool corrupt_peer = false;
     bool hang_peer_kernel = false;
+    bool fault_peer_kernel = false;
     bool hang_nccl = false;
     bool fail_rank1 = false;
     bool nccl_no_memory = false;
@@ -111,6 +114,12 @@ IommuHints parse_iommu_hints(const std::string& kernel_command_line);
 // "DMA" and "DMA-FQ" translate; translating when any group does), which also covers a passthrough default
 // built into the kernel. Without those files, from the command line's options and the group count.
 bool iommu_translates(const std::vector<std::string>& group_types, const IommuHints& hints, int groups);
+
+// The types of the IOMMU groups that hold the GPUs of `pairs`, each GPU once, read under `sysfs_root` ("/sys",
+// or a tree made by a test: bus/pci/devices/<GPU>/iommu_group/type): the translation that their peer traffic
+// meets, whatever other devices' groups do. Empty where sysfs does not say for some GPU (no IOMMU group, a
+// container that hides the GPU, Linux before 5.11): then only the whole machine's groups can judge.
+std::vector<std::string> gpu_iommu_group_types(const std::string& sysfs_root, const std::vector<PciePair>& pairs);
 
 // What is wrong with the stack limit for NCCL `nccl_version` ("2.28.3"), "" when nothing. Before NCCL
 // 2.28, glibc sizes NCCL's threads' stacks from the limit: under 8 MiB (`limit_bytes`) they get less, and

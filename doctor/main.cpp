@@ -259,15 +259,26 @@ private:
             host = checked("host", [&](const Deadline&) { return check_host(system_.peer_pairs()); });
             report_.hold(host);
         }
+        // Set when a check's CUDA error stays in a GPU's context: every later GPU check would fail with it.
+        std::string after_error;
         for (const std::string id : {"p2p", "bandwidth", "nccl"}) {
-            if (!selected(id))
+            if (!selected(id)) {
                 skip(id, "not selected (--checks)");
-            else if (options_.mpi)
+            } else if (options_.mpi) {
                 skip(id, single_process_only);
-            else if (!gpus)
+            } else if (!gpus) {
                 skip(id, no_gpu);
-            else
+            } else if (!after_error.empty()) {
+                skip(id, after_error);
+            } else {
                 run_check(id, [&](const Deadline& deadline) { return run_gpu_check(id, deadline); });
+                const std::string refusing = gpus_refusing_work(system_);
+                if (!refusing.empty())
+                    after_error = "after check " + std::to_string(check_number(id)) +
+                                  "'s CUDA error, which CUDA keeps for the rest of the process, these GPUs take no "
+                                  "more work: " +
+                                  refusing + "; fix its cause, then run doctor again";
+            }
         }
 
         if (selected("host")) {

@@ -89,9 +89,12 @@ namespace {
 void add_setting_notes(Finding& finding, const Variables& variables, const GpuSystem& system) {
     for (const auto& note : nccl_setting_notes(variables)) {
         finding.details.push_back("setting: " + note.text());
-        // A P2P level below NCCL's default takes P2P away only where some pair's link is beyond it.
-        const bool slows =
-            note.name == "NCCL_P2P_LEVEL" ? p2p_level_limits_pairs(value_of(variables, note.name), system) : note.slows;
+        // A P2P level below NCCL's default takes P2P away only where some pair's link is beyond it, and
+        // NCCL_P2P_DISABLE=1 only where some pair has peer access.
+        const bool slows = note.name == "NCCL_P2P_LEVEL"
+                               ? p2p_level_limits_pairs(value_of(variables, note.name), system)
+                           : note.name == "NCCL_P2P_DISABLE" ? note.slows && some_pair_has_peer_access(system)
+                                                             : note.slows;
         if (slows && finding.status == Status::pass) {
             finding.status = Status::warn;
             finding.summary += "; but " + note.setting + " is set";
@@ -146,11 +149,12 @@ public:
         // FWI_DOCTOR_INJECT=hang-nccl: the call after the first, checked one leaves GPU 0 out, so the other
         // GPUs wait for it until the deadline, as they would for a GPU or rank that hung.
         const bool leave_out_gpu_0 = hang_nccl_ && ++runs_ == 2;
-        NCCL_CHECK(ncclGroupStart());
-        for (size_t rank = 0; rank < buffers_.size(); ++rank)
-            if (!(leave_out_gpu_0 && rank == 0)) buffers_[rank].allreduce(comms_[rank], streams_[rank].get(), count);
-        // A failed group end aborts the communicators, as a failed wait does: earlier batches may still be queued.
-        const ncclResult_t status = nccl_check_or_abort(ncclGroupEnd(), comms_, "issuing the " + what());
+        // A failure aborts the communicators, as a failed wait does: earlier batches may still be queued.
+        const ncclResult_t status = nccl_group(comms_, "issuing the " + what(), [&] {
+            for (size_t rank = 0; rank < buffers_.size(); ++rank)
+                if (!(leave_out_gpu_0 && rank == 0))
+                    buffers_[rank].allreduce(comms_[rank], streams_[rank].get(), count);
+        });
         if (status == ncclInProgress) wait_for_nccl(comms_, {}, "issuing the " + what(), deadline_.remaining());
         if (leave_out_gpu_0) wait();
     }

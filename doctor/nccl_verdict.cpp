@@ -152,6 +152,14 @@ bool p2p_level_limits_pairs(const std::string& level, const GpuSystem& system) {
     return false;
 }
 
+bool some_pair_has_peer_access(const GpuSystem& system) {
+    if (system.can_access.size() != size_t(system.count) * system.count) return true;
+    for (int i = 0; i < system.count; ++i)
+        for (int j = 0; j < system.count; ++j)
+            if (i != j && system.peer(i, j)) return true;
+    return false;
+}
+
 PeerLinkCause nccl_peer_link_cause(const std::string& family, const NcclLog& log, const Variables& variables) {
     // The settings that take P2P away, and for the network transport also shared memory, with the values
     // that do so.

@@ -84,6 +84,9 @@ constexpr const char* kPeerLinksUnusedAdvice =
 // whose PCIe path is more than one switch. A level at NCCL's default or above takes nothing away. True
 // when check 2 did not learn the pairs' links (it may then).
 bool p2p_level_limits_pairs(const std::string& level, const GpuSystem& system);
+// Whether some pair of GPUs has peer access, which NCCL_P2P_DISABLE=1 would take away (true when check 2 did
+// not learn it). Where none has (PCIe cards without P2P, most VMs), NCCL goes through host memory anyway.
+bool some_pair_has_peer_access(const GpuSystem& system);
 
 // Why NCCL would use `family` (SHM or NET) rather than P2P: the settings that take P2P away (and for NET,
 // shared memory too) as NCCL's log reports them, else as doctor's environment has them (when the log was

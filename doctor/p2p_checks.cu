@@ -75,7 +75,14 @@ public:
             cudaGetLastError();  // clear it: enabled before, and left so
             return;
         }
-        CUDA_CHECK(status);
+        if (status != cudaSuccess) {  // (an IOMMU or hypervisor in the way, or too many peers)
+            cudaGetLastError();
+            const std::string hint = cuda_error_hint(status);
+            throw EnvironmentError("GPU " + std::to_string(reader) + " cannot enable peer access to GPU " +
+                                   std::to_string(owner) +
+                                   ", which cudaDeviceCanAccessPeer reports possible: " + cudaGetErrorName(status) +
+                                   " (" + cudaGetErrorString(status) + ")" + (hint.empty() ? "" : ": " + hint));
+        }
         enabled_ = true;
     }
     ~OneWayPeerAccess() {
@@ -125,14 +132,35 @@ const char* const kPeerHangAdvice =
     "afterwards, reset it (`nvidia-smi -r`, as root: it ends every job on that GPU); meanwhile NCCL_P2P_DISABLE=1 "
     "avoids P2P";
 
-// Runs a check body; a transfer that hangs gets the P2P advice attached on its way to the runner.
+const char* const kPeerErrorAdvice =
+    "peer access refused, or a peer transfer that ends in a CUDA error (an illegal address: the IOMMU refused the "
+    "peer's address, or the link failed): in a VM the hypervisor must support P2P; on PCIe, disable ACS on the "
+    "switches between the GPUs and boot with iommu=pt (or the IOMMU off); "
+    "`dmesg | grep -i -e xid -e dmar -e amd-vi -e io_page_fault` names the fault; until fixed, NCCL_P2P_DISABLE=1 "
+    "keeps NCCL off P2P";
+const char* const kStagedErrorAdvice =
+    "even a copy staged through the host ends in a CUDA error: suspect the GPU or its driver, not P2P: `dmesg | grep "
+    "-i xid`, `nvidia-smi -q -d ECC`, and NVIDIA's DCGM diagnostics (dcgmi diag -r 2)";
+
+// Runs a check body; a transfer that hangs gets the P2P advice attached on its way to the runner, and one
+// that ends in a CUDA error (check 4's: check 3 reports its transfers' own), or peer access refused, a FAIL
+// with the P2P advice.
 template <typename Body>
-Finding with_peer_hang_advice(const Body& body) {
+Finding with_peer_advice(const std::string& id, const Body& body) {
     try {
         return body();
     } catch (DeviceHang& hang) {
         hang.next_step = kPeerHangAdvice;
         throw;
+    } catch (const DeviceMemoryError&) {
+        throw;  // the buffers, not the path: the runner's FAIL names the memory
+    } catch (const EnvironmentError& error) {
+        Finding finding;
+        finding.id = id;
+        finding.status = Status::fail;
+        finding.summary = error.what();
+        finding.next = kPeerErrorAdvice;
+        return finding;
     }
 }
 
@@ -165,7 +193,10 @@ public:
         if (transfer == kKernel) {
             if (first_pair && options_.injection.hang_peer_kernel)
                 wait_for_peer_flag_kernel<<<1, 1, 0, stream>>>(flags_[source].data());
-            read_peer_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(sources_[source].data(), destination, words_);
+            // (Address 0 maps to nothing on any GPU: the read faults, as a peer read the IOMMU refuses does.)
+            const uint32_t* peer =
+                first_pair && options_.injection.fault_peer_kernel ? nullptr : sources_[source].data();
+            read_peer_kernel<<<blocks_for(words_), kThreads, 0, stream>>>(peer, destination, words_);
             CUDA_CHECK_LAUNCH();
             if (first_pair && options_.injection.corrupt_peer)
                 CUDA_CHECK(
@@ -377,13 +408,27 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
     const int n = system.count;
     std::vector<std::vector<PatternCheck>> results(kTransfers, std::vector<PatternCheck>(size_t(n) * n));
     std::vector<std::vector<bool>> ran(kTransfers, std::vector<bool>(size_t(n) * n, false));
+    std::vector<std::vector<bool>> failed(kTransfers, std::vector<bool>(size_t(n) * n, false));
     PeerDataTest test(system, options, deadline);
     bool complete = true;
+    // The first transfer that ends in a CUDA error, and the error: the transfers stop there, as the error may
+    // stay in the reading GPU's CUDA context for the rest of the process (doctor then skips the later checks).
+    std::string error_line;
+    bool staged_error = false;
     const auto run = [&](int reader, int source, Transfer transfer) {
-        complete = complete && !past_start_budget(deadline);
+        complete = complete && !past_start_budget(deadline) && error_line.empty();
         if (!complete) return;
-        results[transfer][size_t(reader) * n + source] = test.run(reader, source, transfer);
-        ran[transfer][size_t(reader) * n + source] = true;
+        const size_t at = size_t(reader) * n + source;
+        try {
+            results[transfer][at] = test.run(reader, source, transfer);
+            ran[transfer][at] = true;
+        } catch (const DeviceMemoryError&) {
+            throw;  // the host's copy of what arrived: the runner's FAIL names the memory
+        } catch (const EnvironmentError& error) {
+            failed[transfer][at] = true;
+            staged_error = transfer == kStaged;
+            error_line = gpu(reader) + " <- " + gpu(source) + ", " + kTransferTexts[transfer] + ": " + error.what();
+        }
     };
     disable_peer_access(system);
     for (int reader = 0; reader < n; ++reader)
@@ -416,15 +461,17 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
                 finding.details.push_back(line);
             }
         }
+    if (!error_line.empty()) finding.details.push_back(error_line);
     finding.details.push_back(
         "row = the GPU that receives, column = the GPU whose memory is read; S D K = staged copy, peer copy, peer-read "
-        "kernel: + correct, x wrong, - not run (no peer access, or past the time budget)");
+        "kernel: + correct, x wrong, E a CUDA error, - not run (no peer access, after an error, or past the time "
+        "budget)");
     for (const auto& line : format_matrix(n, "", 7, [&](int reader, int source) {
              if (reader == source) return std::string("X");
              std::string cell;
              for (int transfer = 0; transfer < kTransfers; ++transfer) {
                  const size_t at = size_t(reader) * n + source;
-                 cell += !ran[transfer][at] ? '-' : results[transfer][at].ok() ? '+' : 'x';
+                 cell += failed[transfer][at] ? 'E' : !ran[transfer][at] ? '-' : results[transfer][at].ok() ? '+' : 'x';
              }
              return cell;
          }))
@@ -432,10 +479,19 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
     for (int transfer = 0; transfer < kTransfers; ++transfer)
         finding.facts.add(kTransferNames[transfer], matrix_json(n, false, [&](int reader, int source) {
                               const size_t at = size_t(reader) * n + source;
-                              return ran[transfer][at] ? describe(results[transfer][at]) : std::string("not run");
+                              return failed[transfer][at] ? std::string("CUDA error")
+                                     : ran[transfer][at]  ? describe(results[transfer][at])
+                                                          : std::string("not run");
                           }));
     finding.facts.add("pattern_bytes", static_cast<long long>(options.pattern_bytes));
 
+    if (!error_line.empty()) {
+        finding.status = Status::fail;
+        finding.summary =
+            error_line + (wrong > 0 ? " (and " + std::to_string(wrong) + " transfers wrong before it)" : "");
+        finding.next = staged_error ? kStagedErrorAdvice : kPeerErrorAdvice;
+        return finding;
+    }
     if (wrong > 0) {
         finding.status = Status::fail;
         finding.summary += " (" + std::to_string(wrong) + " of " + std::to_string(transfers) + " transfers wrong)";
@@ -523,12 +579,12 @@ Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, co
 
 Finding check_p2p(const GpuSystem& system, const P2pOptions& options, const Deadline& deadline) {
     if (system.count < 2) return skipped("p2p", "one GPU visible: no pairs to check");
-    return with_peer_hang_advice([&] { return verify_peer_data(system, options, deadline); });
+    return with_peer_advice("p2p", [&] { return verify_peer_data(system, options, deadline); });
 }
 
 Finding check_bandwidth(GpuSystem& system, const BandwidthOptions& options, const Deadline& deadline) {
     if (system.count < 2) return skipped("bandwidth", "one GPU visible: no pairs to measure");
-    return with_peer_hang_advice([&] { return measure_bandwidth(system, options, deadline); });
+    return with_peer_advice("bandwidth", [&] { return measure_bandwidth(system, options, deadline); });
 }
 
 }  // namespace fwi::doctor

@@ -728,4 +728,29 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
     return finding;
 }
 
+std::string gpus_refusing_work(const GpuSystem& system) {
+    std::vector<std::string> refusing;
+    int current = 0;
+    const bool restore = cudaGetDevice(&current) == cudaSuccess;
+    for (int device = 0; device < system.count; ++device) {
+        cudaGetLastError();  // an error CUDA does not keep ends here
+        // A stream of its own, with an event recorded on it: the smallest work that reaches the context.
+        cudaStream_t stream = nullptr;
+        cudaEvent_t event = nullptr;
+        cudaError_t status = cudaSetDevice(device);
+        if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        if (status == cudaSuccess) status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+        if (status == cudaSuccess) status = cudaEventRecord(event, stream);
+        if (status == cudaSuccess) status = cudaEventQuery(event);
+        if (status == cudaErrorNotReady) status = cudaSuccess;  // taken, not yet done
+        if (event != nullptr) cudaEventDestroy(event);
+        if (stream != nullptr) cudaStreamDestroy(stream);
+        if (status != cudaSuccess)
+            refusing.push_back("GPU " + std::to_string(device) + " (" + cudaGetErrorName(status) + ")");
+    }
+    cudaGetLastError();
+    if (restore) cudaSetDevice(current);
+    return join(refusing, ", ");
+}
+
 }  // namespace fwi::doctor

@@ -255,6 +255,11 @@ TEST_CASE("the watchdog's advice reruns a stuck check as doctor takes it") {
         }
         if (std::string(check.id) == "mpi")
             CHECK(contains(advice, "mpirun -x NCCL_DEBUG=INFO -np <ranks> doctor --mpi"));
+        // NCCL's log only where the check calls NCCL; the P2P checks get the P2P path's advice instead.
+        const bool p2p = std::string(check.id) == "p2p" || std::string(check.id) == "bandwidth";
+        const bool calls_nccl = std::string(check.id) == "nccl" || std::string(check.id) == "mpi";
+        CHECK(contains(advice, "NCCL_DEBUG=INFO") == calls_nccl);
+        CHECK(contains(advice, "NCCL_P2P_DISABLE=1") == p2p);
     }
     CHECK(contains(rerun_stuck_check_advice("devices"), "one GPU at a time"));
 }
@@ -288,6 +293,8 @@ TEST_CASE("fault injection: known names switch faults on, anything else is a usa
     CHECK(both.hang_nccl);
     CHECK(!both.hang_peer_kernel);
     CHECK(parse_injection("hang-peer-kernel").hang_peer_kernel);
+    CHECK(parse_injection("fault-peer-kernel").fault_peer_kernel);
+    CHECK(!both.fault_peer_kernel);
     CHECK(!both.fail_rank1);
     CHECK(parse_injection("fail-rank1").fail_rank1);
     CHECK(parse_injection("nccl-no-memory").nccl_no_memory);
@@ -370,7 +377,9 @@ TEST_CASE("a locked-memory limit is a problem only where there are InfiniBand de
           "locked memory is limited to 8 MiB on a host with InfiniBand devices, whose transport locks NCCL's buffers");
 }
 
-TEST_CASE("an NCCL_P2P_LEVEL below the default takes P2P away only where a pair's link is beyond it") {
+TEST_CASE(
+    "an NCCL_P2P_LEVEL below the default takes P2P away only where a pair's link is beyond it, NCCL_P2P_DISABLE only "
+    "where a pair has peer access") {
     const auto two_gpus = [](Link link) {
         GpuSystem system;
         system.count = 2;
@@ -394,6 +403,13 @@ TEST_CASE("an NCCL_P2P_LEVEL below the default takes P2P away only where a pair'
     GpuSystem unknown = nvlink;
     unknown.links.clear();
     CHECK(p2p_level_limits_pairs("NVL", unknown));
+    // NCCL_P2P_DISABLE=1 takes P2P away only where a pair has it.
+    CHECK(some_pair_has_peer_access(across_cpus));
+    GpuSystem without_access = across_cpus;
+    std::fill(without_access.can_access.begin(), without_access.can_access.end(), 0);
+    CHECK_FALSE(some_pair_has_peer_access(without_access));
+    unknown.can_access.clear();
+    CHECK(some_pair_has_peer_access(unknown));
 }
 
 TEST_CASE("the stack limit: under 8 MiB or unlimited is a problem before NCCL 2.28, which sizes its threads itself") {
@@ -623,6 +639,39 @@ TEST_CASE("ACS read from a sysfs tree: redirecting ports named once, unreadable 
     CHECK(clean.unread.empty());
     CHECK(contains(acs_verdict(AcsReading{}, 1).line, "no PCIe switch port between them"));
     CHECK(contains(acs_verdict(AcsReading{{}, {}, {}, 2}, 2).line, "not read (the GPUs are not in /sys/bus/pci"));
+}
+
+TEST_CASE("the IOMMU groups of the GPUs in PCIe pairs: each GPU's once, none where one is not in sysfs") {
+    const std::filesystem::path root =
+        std::filesystem::temp_directory_path() / ("doctor-iommu-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(root);
+    // Three GPUs in groups 5 and 6 (passthrough), a NIC in group 7 (translating), as with iommu=pt and one
+    // device kept in a DMA domain; a fourth GPU in no group.
+    const auto add_group = [&](const std::string& function, int group, const std::string& type) {
+        add_pci_function(root, {"0000:00:01.0", function}, config_space(0));
+        const std::filesystem::path group_dir = root / "kernel" / "iommu_groups" / std::to_string(group);
+        std::filesystem::create_directories(group_dir);
+        std::ofstream(group_dir / "type") << type << "\n";
+        std::filesystem::create_directory_symlink(group_dir,
+                                                  root / "bus" / "pci" / "devices" / function / "iommu_group");
+    };
+    add_group("0000:01:00.0", 5, "identity");
+    add_group("0000:02:00.0", 6, "identity");
+    add_group("0000:03:00.0", 6, "identity");
+    add_group("0000:04:00.0", 7, "DMA-FQ");
+    add_pci_function(root, {"0000:00:01.0", "0000:05:00.0"}, config_space(0));
+    const std::vector<PciePair> pairs{{"0000:01:00.0", "0000:02:00.0"}, {"0000:01:00.0", "0000:03:00.0"}};
+    const std::vector<std::string> types = gpu_iommu_group_types(root.string(), pairs);
+    CHECK(types == std::vector<std::string>{"identity", "identity", "identity"});
+    // The machine translates for one device, the GPUs' peer traffic does not meet it.
+    CHECK(iommu_translates({"identity", "identity", "DMA-FQ"}, parse_iommu_hints("iommu=pt"), 3));
+    CHECK_FALSE(iommu_translates(types, parse_iommu_hints("iommu=pt"), 3));
+    CHECK(gpu_iommu_group_types(root.string(), {{"0000:01:00.0", "0000:04:00.0"}}) ==
+          std::vector<std::string>{"identity", "DMA-FQ"});
+    // A GPU without a group (or missing from sysfs): the GPUs' groups cannot judge.
+    CHECK(gpu_iommu_group_types(root.string(), {{"0000:01:00.0", "0000:05:00.0"}}).empty());
+    CHECK(gpu_iommu_group_types(root.string(), {{"0000:01:00.0", "0000:0f:00.0"}}).empty());
+    std::filesystem::remove_all(root);
 }
 
 TEST_CASE("check 6 names ACS as not judged where it could not relate it to the pairs, not where there is none") {

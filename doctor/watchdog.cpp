@@ -44,7 +44,13 @@ std::string rerun_stuck_check_advice(const std::string& id) {
         return "checks 1 and 2 always run: rerun doctor --checks host (the fewest checks after them) with one GPU at "
                "a time (CUDA_VISIBLE_DEVICES=0, then 1, ...) to find the GPU that hangs";
     if (id == "mpi") return "rerun this check alone: mpirun -x NCCL_DEBUG=INFO -np <ranks> doctor --mpi --checks mpi";
-    return "rerun this check alone: NCCL_DEBUG=INFO doctor --checks " + id;
+    // Checks 3 and 4 make no NCCL call: what hangs there is a copy or a kernel between two GPUs.
+    if (id == "p2p" || id == "bandwidth")
+        return "rerun this check alone: doctor --checks " + id +
+               "; a transfer between GPUs that never ends is a broken P2P path (IOMMU or ACS on PCIe, an NVLink down: "
+               "`nvidia-smi nvlink -s`), and NCCL_P2P_DISABLE=1 keeps NCCL off it meanwhile";
+    if (id == "nccl") return "rerun this check alone: NCCL_DEBUG=INFO doctor --checks nccl";
+    return "rerun this check alone: doctor --checks " + id;  // check 6 reads only the host's files
 }
 
 void Watchdog::watch() {
