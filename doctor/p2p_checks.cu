@@ -425,6 +425,7 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
         } catch (const DeviceMemoryError&) {
             throw;  // the host's copy of what arrived: the runner's FAIL names the memory
         } catch (const EnvironmentError& error) {
+            complete = false;  // nothing more: not even the next pair's peer access (the error may stay)
             failed[transfer][at] = true;
             staged_error = transfer == kStaged;
             error_line = gpu(reader) + " <- " + gpu(source) + ", " + kTransferTexts[transfer] + ": " + error.what();
