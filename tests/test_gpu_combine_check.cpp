@@ -87,11 +87,14 @@ void sum_by_member0(std::array<std::optional<GpuShare>, 2>& shares, GpuShare& sh
 
 TEST_CASE("the first combine sums a known pattern, and a combine that gets it wrong stops the run") {
     CHECK(run_with([](GpuShare&, int) {}) == "");  // one member: its own input is the sum
+    // The copies go on the share's stream and are waited for: a cudaMemcpy from pageable memory may return
+    // before its data has arrived, and the share's stream does not wait for the default stream's work.
     const std::string doubled_gradient = run_with([](GpuShare& share, int) {
         std::vector<float> gradient = share.download_gradient();
         for (float& value : gradient) value *= 2.0f;
-        CUDA_CHECK(cudaMemcpy(share.device_gradient(), gradient.data(), gradient.size() * sizeof(float),
-                              cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpyAsync(share.device_gradient(), gradient.data(), gradient.size() * sizeof(float),
+                                   cudaMemcpyHostToDevice, share.stream()));
+        CUDA_CHECK(cudaStreamSynchronize(share.stream()));
     });
     MESSAGE(doubled_gradient);
     CHECK(doubled_gradient.find("the combine is wrong: summing a known pattern over the 1 GPU") == 0);
@@ -100,7 +103,9 @@ TEST_CASE("the first combine sums a known pattern, and a combine that gets it wr
     CHECK(doubled_gradient.find("misfit") == std::string::npos);
     const std::string doubled_misfit = run_with([](GpuShare& share, int) {
         const double misfit = 2.0 * share.download_misfit();
-        CUDA_CHECK(cudaMemcpy(share.device_misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice));
+        CUDA_CHECK(
+            cudaMemcpyAsync(share.device_misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, share.stream()));
+        CUDA_CHECK(cudaStreamSynchronize(share.stream()));
     });
     MESSAGE(doubled_misfit);
     CHECK(doubled_misfit.find("member 0 holds the misfit's sum 2, expected 1") != std::string::npos);
