@@ -40,19 +40,38 @@ public:
     std::string description() const override { return "ncclAllReduce over one process's communicators (reference)"; }
 
     void run(size_t count) override {
-        try {
-            nccl_group(comms_, "the nccl variant's ncclAllReduce", [&] {
+        ending_comms_on_failure([&] {
+            nccl_group(comms_, kWhat, [&] {
                 for (int rank = 0; rank < group_.size(); ++rank)
                     NCCL_CHECK(ncclAllReduce(group_.send(rank), group_.recv(rank), count, ncclFloat, ncclSum,
                                              comms_[rank], group_.stream(rank)));
             });
+        });
+    }
+    // NCCL reports a failed collective through its communicators, not the streams, whose kernels then never
+    // end: so the wait polls both (wait_for_nccl), and an NCCL error ends it at once, with NCCL's text, not
+    // after --timeout as a hang.
+    void wait() override {
+        std::vector<cudaStream_t> streams;
+        for (int rank = 0; rank < group_.size(); ++rank) streams.push_back(group_.stream(rank));
+        ending_comms_on_failure([&] { wait_for_nccl(comms_, streams, kWhat, group_.timeout_s()); });
+    }
+
+private:
+    static constexpr const char* kWhat = "the nccl variant's ncclAllReduce";
+
+    // Runs `step`; after its failure the communicators are gone (nccl_group and wait_for_nccl abort them),
+    // and nothing is left for the destructor to end.
+    template <typename Step>
+    void ending_comms_on_failure(const Step& step) {
+        try {
+            step();
         } catch (...) {
-            comms_.clear();  // nccl_group aborted them: nothing is left to end
+            comms_.clear();
             throw;
         }
     }
 
-private:
     std::vector<ncclComm_t> comms_;
 };
 
