@@ -199,6 +199,7 @@ std::string apply_nccl_transport(const std::string& transport) {
 }
 
 void nccl_abort(ncclComm_t comm, double limit_s, const std::string& why) {
+    if (comm == nullptr) return;  // never made (a group that failed before its call)
     static std::mutex one_at_a_time;
     const std::lock_guard<std::mutex> serial(one_at_a_time);
     // The reason first: the exception that would have carried it is never thrown.
@@ -242,10 +243,11 @@ std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, d
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
     std::vector<ncclComm_t> children(parents.size(), nullptr);
-    NCCL_CHECK(ncclGroupStart());
-    for (size_t i = 0; i < parents.size(); ++i)
-        NCCL_CHECK(ncclCommSplit(parents[i], 0, registered_rank(parents[i]).rank, &children[i], &config));
-    NCCL_CHECK(ncclGroupEnd());  // ncclInProgress: the split goes on in the background
+    // (ncclInProgress: the split goes on in the background. A failure aborts the parents.)
+    nccl_group(parents, "NCCL communicator creation (the split into a blocking one)", [&] {
+        for (size_t i = 0; i < parents.size(); ++i)
+            NCCL_CHECK(ncclCommSplit(parents[i], 0, registered_rank(parents[i]).rank, &children[i], &config));
+    });
     wait_for_nccl(parents, {},
                   "NCCL communicator creation (the split into a blocking one, in what was left of the limit)",
                   seconds_left(start, timeout_s));
@@ -314,14 +316,15 @@ std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double ti
     int current_device = 0;
     CUDA_CHECK(cudaGetDevice(&current_device));
     // One thread creating n ranks of one communicator: each init waits for the others, so they must be
-    // issued together in a group (what ncclCommInitAll does inside).
-    NCCL_CHECK(ncclGroupStart());
-    for (int rank = 0; rank < n; ++rank) {
-        CUDA_CHECK(cudaSetDevice(devices[rank]));
-        NCCL_CHECK(ncclCommInitRankConfig(&comms[rank], n, id, rank, &config));
-        remember(comms[rank], rank, n);
-    }
-    NCCL_CHECK(ncclGroupEnd());  // ncclInProgress: the init goes on in the background
+    // issued together in a group (what ncclCommInitAll does inside). ncclInProgress: the init goes on in the
+    // background. A failure aborts those already made.
+    nccl_group(comms, "NCCL communicator creation", [&] {
+        for (int rank = 0; rank < n; ++rank) {
+            CUDA_CHECK(cudaSetDevice(devices[rank]));
+            NCCL_CHECK(ncclCommInitRankConfig(&comms[rank], n, id, rank, &config));
+            remember(comms[rank], rank, n);
+        }
+    });
     CUDA_CHECK(cudaSetDevice(current_device));
     wait_for_nccl(comms, {}, "NCCL communicator creation", timeout_s);
     return split_blocking(comms, start, timeout_s);

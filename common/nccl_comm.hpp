@@ -96,7 +96,7 @@ ncclResult_t nccl_group(const std::vector<ncclComm_t>& comms, const std::string&
 // does not support aborts from several threads at once, and within a limit, as some versions hang in the
 // abort itself (joining a proxy thread stuck in the network). Past `limit_s` the process ends with exit 3
 // and a line saying so, after `why` (what made the caller abort) where given, rather than hang on its way
-// out.
+// out. A null communicator (one a failed group never made) is left alone.
 constexpr double kNcclAbortLimitSeconds = 30.0;
 void nccl_abort(ncclComm_t comm, double limit_s = kNcclAbortLimitSeconds, const std::string& why = "");
 
