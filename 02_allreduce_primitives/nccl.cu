@@ -25,6 +25,7 @@ public:
     ~Nccl() override {
         // A hung communicator cannot be finalized (that waits for its work); aborting does not wait for it.
         // So abort after a timeout, and on the way out of any error, which may have left an allreduce queued.
+        if (comms_.empty()) return;  // aborted already (ending_comms_on_failure)
         if (gpu_work_abandoned() || std::uncaught_exceptions() > 0) {
             for (ncclComm_t comm : comms_) nccl_abort(comm);
             return;
@@ -60,10 +61,13 @@ public:
 private:
     static constexpr const char* kWhat = "the nccl variant's ncclAllReduce";
 
-    // Runs `step`; after its failure the communicators are gone (nccl_group and wait_for_nccl abort them),
-    // and nothing is left for the destructor to end.
+    // Runs `step`; after its failure the communicators are gone (nccl_group and wait_for_nccl abort them):
+    // nothing is left for the destructor to end, and a later case of the benchmark, which keeps this
+    // variant, is refused.
     template <typename Step>
     void ending_comms_on_failure(const Step& step) {
+        if (comms_.empty())
+            throw EnvironmentError(std::string(kWhat) + ": an earlier failure aborted the communicators");
         try {
             step();
         } catch (...) {
