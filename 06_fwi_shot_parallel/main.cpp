@@ -242,7 +242,7 @@ int run_fwi(const Problem& p, const Options& o) {
     if (rank == 0) {
         // --out made (where missing) and written to as a check, then removed again until every rank is set
         // up: a rank that fails before then ends the job at once (MPI_Abort), rank 0 with it, and a folder
-        // made now would stay behind.
+        // made now would stay behind. (The barrier below keeps the others from their set-up meanwhile.)
         const OutputFolder out_check(o.out);
         check_writable(o.json, "--json");  // written at the end: refused now, not after the run
         check_not_a_run_file(o.json, "--json", o.out, "--out");
@@ -251,6 +251,7 @@ int run_fwi(const Problem& p, const Options& o) {
             std::printf("resuming from %s after iteration %d of %d\n", checkpoint_path(o.resume).c_str(),
                         start.iterations_done, o.iterations);
     }
+    barrier_with_timeout(MPI_COMM_WORLD, "rank 0's check of --out and --json", o.timeout_s);
 
     // 2. One GPU per rank, from the node-local rank.
     const int device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::refuse, o.timeout_s);
