@@ -179,14 +179,16 @@ private:
     // Runs one check under its deadline and the watchdog, and reports it; an error becomes a FAIL, a hung
     // GPU the end.
     template <typename Body>
-    void run_check(const std::string& id, const Body& body) {
+    void run_check(const std::string& id, const Body& body, bool probe_gpus = false) {
         report_.begin(id);
-        report_.add(checked(id, body));
+        report_.add(checked(id, body, probe_gpus));
     }
 
-    // The finding of one check run under its deadline and the watchdog (run_check without the report).
+    // The finding of one check run under its deadline and the watchdog (run_check without the report). With
+    // probe_gpus, each GPU is then asked for a little work, still under the watchdog (gpus_refusing_work):
+    // where a check's CUDA error stays in a GPU's context, every later GPU check would fail with it.
     template <typename Body>
-    Finding checked(const std::string& id, const Body& body) {
+    Finding checked(const std::string& id, const Body& body, bool probe_gpus = false) {
         const Deadline deadline(options_.timeout_s);
         watchdog_.arm(id, options_.timeout_s + kWatchdogGrace);
         Finding finding;
@@ -205,6 +207,14 @@ private:
             finding.status = Status::fail;
             finding.summary = error.what();
             finding.next = "a failing CUDA, NCCL or MPI call: its message names it; see README's table of symptoms";
+        }
+        if (probe_gpus) {
+            const std::string refusing = gpus_refusing_work(system_);
+            if (!refusing.empty())
+                after_gpu_error_ = "after check " + std::to_string(check_number(id)) +
+                                   "'s CUDA error, which CUDA keeps for the rest of the process, these GPUs take "
+                                   "no more work: " +
+                                   refusing + "; fix its cause, then run doctor again";
         }
         watchdog_.disarm();
         finding.facts.add("seconds", deadline.elapsed());
@@ -259,26 +269,18 @@ private:
             host = checked("host", [&](const Deadline&) { return check_host(system_.peer_pairs()); });
             report_.hold(host);
         }
-        // Set when a check's CUDA error stays in a GPU's context: every later GPU check would fail with it.
-        std::string after_error;
         for (const std::string id : {"p2p", "bandwidth", "nccl"}) {
-            if (!selected(id)) {
+            if (!selected(id))
                 skip(id, "not selected (--checks)");
-            } else if (options_.mpi) {
+            else if (options_.mpi)
                 skip(id, single_process_only);
-            } else if (!gpus) {
+            else if (!gpus)
                 skip(id, no_gpu);
-            } else if (!after_error.empty()) {
-                skip(id, after_error);
-            } else {
-                run_check(id, [&](const Deadline& deadline) { return run_gpu_check(id, deadline); });
-                const std::string refusing = gpus_refusing_work(system_);
-                if (!refusing.empty())
-                    after_error = "after check " + std::to_string(check_number(id)) +
-                                  "'s CUDA error, which CUDA keeps for the rest of the process, these GPUs take no "
-                                  "more work: " +
-                                  refusing + "; fix its cause, then run doctor again";
-            }
+            else if (!after_gpu_error_.empty())
+                skip(id, after_gpu_error_);
+            else
+                run_check(
+                    id, [&](const Deadline& deadline) { return run_gpu_check(id, deadline); }, true);
         }
 
         if (selected("host")) {
@@ -359,6 +361,7 @@ private:
     std::unique_ptr<Nvml> nvml_;
     std::vector<unsigned> own_processes_;
     GpuSystem system_;
+    std::string after_gpu_error_;  // why the GPU checks left are skipped: a CUDA error stayed (checked)
 };
 
 }  // namespace

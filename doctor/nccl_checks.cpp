@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "allreduce_sweep.hpp"
 #include "bandwidth.hpp"
@@ -235,12 +236,9 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
     layout.gpus = layout.ranks = n;
     layout.reports = false;
     std::vector<SweepRow> rows;
+    std::optional<AllGpusAllreduce> variant;
     try {
-        AllGpusAllreduce variant(comms, sizes.back() / sizeof(float), deadline, options.injection);
-        for (const size_t bytes : sizes) {
-            rows.push_back(measure_allreduce_size(variant, bytes, timing, layout));
-            if (rows.back().wrong > 0) break;  // a wrong sum makes its timing meaningless
-        }
+        variant.emplace(comms, sizes.back() / sizeof(float), deadline, options.injection);
     } catch (const DeviceMemoryError& error) {  // the buffers of --nccl-mib: the communicators are still up
         for (const ncclComm_t comm : comms) nccl_abort(comm);
         Finding finding;
@@ -252,7 +250,13 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
                        std::to_string(options.largest_bytes >> 20) +
                        " MiB): give a smaller one, or end what else uses the GPUs' memory";
         return finding;
-    } catch (const EnvironmentError& error) {  // wait_for_nccl or nccl_check_or_abort aborted the communicators
+    }
+    try {
+        for (const size_t bytes : sizes) {
+            rows.push_back(measure_allreduce_size(*variant, bytes, timing, layout));
+            if (rows.back().wrong > 0) break;  // a wrong sum makes its timing meaningless
+        }
+    } catch (const EnvironmentError& error) {  // nccl_group or wait_for_nccl aborted the communicators
         return nccl_failure(version, error, capture);
     }
     try {

@@ -415,8 +415,17 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
     // stay in the reading GPU's CUDA context for the rest of the process (doctor then skips the later checks).
     std::string error_line;
     bool staged_error = false;
+    // Marks `transfers` of the pair failed with `error`: nothing more runs, not even the next pair's peer
+    // access (the error may stay in a context).
+    const auto stop_at_error = [&](int reader, int source, std::vector<Transfer> transfers, const std::string& what,
+                                   const std::exception& error) {
+        complete = false;
+        for (Transfer transfer : transfers) failed[transfer][size_t(reader) * n + source] = true;
+        staged_error = transfers.front() == kStaged;
+        error_line = gpu(reader) + " <- " + gpu(source) + ", " + what + ": " + error.what();
+    };
     const auto run = [&](int reader, int source, Transfer transfer) {
-        complete = complete && !past_start_budget(deadline) && error_line.empty();
+        complete = complete && !past_start_budget(deadline);
         if (!complete) return;
         const size_t at = size_t(reader) * n + source;
         try {
@@ -425,10 +434,7 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
         } catch (const DeviceMemoryError&) {
             throw;  // the host's copy of what arrived: the runner's FAIL names the memory
         } catch (const EnvironmentError& error) {
-            complete = false;  // nothing more: not even the next pair's peer access (the error may stay)
-            failed[transfer][at] = true;
-            staged_error = transfer == kStaged;
-            error_line = gpu(reader) + " <- " + gpu(source) + ", " + kTransferTexts[transfer] + ": " + error.what();
+            stop_at_error(reader, source, {transfer}, kTransferTexts[transfer], error);
         }
     };
     disable_peer_access(system);
@@ -438,7 +444,13 @@ Finding verify_peer_data(const GpuSystem& system, const P2pOptions& options, con
     for (int reader = 0; reader < n && complete; ++reader)
         for (int source = 0; source < n && complete; ++source)
             if (reader != source && system.peer(reader, source)) {
-                const PairPeerAccess access(system, reader, source);
+                std::optional<PairPeerAccess> access;
+                try {
+                    access.emplace(system, reader, source);
+                } catch (const EnvironmentError& error) {  // refused: an IOMMU or hypervisor in the way
+                    stop_at_error(reader, source, {kDirect, kKernel}, "peer access", error);
+                    break;
+                }
                 for (Transfer transfer : {kDirect, kKernel}) run(reader, source, transfer);
             }
 
