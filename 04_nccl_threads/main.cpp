@@ -56,9 +56,9 @@ struct Options : ShotParallelOptions {
 // the calls only record the work; ncclGroupEnd launches them all together, so no call waits for a GPU
 // whose call has not been made yet. nccl_group (common/nccl_comm.hpp) is that bracket: ncclGroupStart, the
 // calls, ncclGroupEnd; where a call fails inside, it also closes the group and aborts the communicators.
-// The other threads wait at the barrier until it is issued, then for
-// their GPU: waiting before, on a stream still empty, would return at once, and update() would then be
-// queued ahead of the allreduce and read the gradient before it is summed.
+// The other threads wait at the barrier until it is issued, then for their GPU: waiting before, on a stream
+// still empty, would return at once, and update() would then be queued ahead of the allreduce and read the
+// gradient before it is summed.
 void combine_group_driver(const std::vector<std::optional<GpuShare>>& shares, const std::vector<ncclComm_t>& comms,
                           int g, ThreadTeam& team, double timeout_s) {
     if (g == 0) {

@@ -270,17 +270,18 @@ private:
             report_.hold(host);
         }
         for (const std::string id : {"p2p", "bandwidth", "nccl"}) {
-            if (!selected(id))
+            if (!selected(id)) {
                 skip(id, "not selected (--checks)");
-            else if (options_.mpi)
+            } else if (options_.mpi) {
                 skip(id, single_process_only);
-            else if (!gpus)
+            } else if (!gpus) {
                 skip(id, no_gpu);
-            else if (!after_gpu_error_.empty())
+            } else if (!after_gpu_error_.empty()) {
                 skip(id, after_gpu_error_);
-            else
-                run_check(
-                    id, [&](const Deadline& deadline) { return run_gpu_check(id, deadline); }, true);
+            } else {
+                const auto body = [&](const Deadline& deadline) { return run_gpu_check(id, deadline); };
+                run_check(id, body, /*probe_gpus=*/true);
+            }
         }
 
         if (selected("host")) {
