@@ -64,13 +64,6 @@ repeated_item() {
     done
 }
 
-# The CUDA toolkit is a prerequisite; put its nvcc on PATH if it is installed in the usual place
-# (FWI_CUDA_BIN: another place, which the tests use to stand for a machine without CUDA).
-FWI_CUDA_BIN="${FWI_CUDA_BIN:-/usr/local/cuda/bin}"
-if ! command -v nvcc >/dev/null 2>&1 && [ -x "$FWI_CUDA_BIN/nvcc" ]; then
-    export PATH="$FWI_CUDA_BIN:$PATH"
-fi
-
 # Version floors: cmake_minimum_required in CMakeLists.txt, the CUDA the suite is built and tested with,
 # and find_package(NCCL 2.14) (ncclCommInitRankConfig, ncclCommFinalize, non-blocking communicators).
 FWI_CMAKE_MIN=3.24
@@ -106,6 +99,29 @@ nvcc_path() {
     fi
 }
 nvcc_version() { "$(nvcc_path)" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\).*/\1/p' | head -n 1 || true; }
+
+# The CUDA toolkit is a prerequisite; put its nvcc on PATH if it is installed in the usual place
+# (FWI_CUDA_BIN: another place, which the tests use to stand for a machine without CUDA). Also where the
+# nvcc on PATH is older than the floor and that one is not: Ubuntu's own nvidia-cuda-toolkit puts CUDA 12.0
+# (11.5 on 22.04) in /usr/bin, beside NVIDIA's newer toolkit in /usr/local/cuda. A compiler the user chose
+# (CUDACXX, CUDAToolkit_ROOT) stays.
+FWI_CUDA_BIN="${FWI_CUDA_BIN:-/usr/local/cuda/bin}"
+put_usual_cuda_on_path() {
+    [ -x "$FWI_CUDA_BIN/nvcc" ] || return 0
+    if ! command -v nvcc >/dev/null 2>&1; then
+        export PATH="$FWI_CUDA_BIN:$PATH"
+        return 0
+    fi
+    [ -z "${CUDACXX:-}" ] && [ -z "${CUDAToolkit_ROOT:-}" ] || return 0
+    local on_path usual
+    on_path="$(nvcc_version)"
+    version_at_least "$on_path" "$FWI_CUDA_MIN" && return 0
+    usual="$(PATH="$FWI_CUDA_BIN:$PATH" nvcc_version)"
+    version_at_least "$usual" "$FWI_CUDA_MIN" || return 0
+    echo "note: the nvcc on PATH ($(command -v nvcc)) is CUDA ${on_path:-of an unknown version}, older than CUDA $FWI_CUDA_MIN: using CUDA $usual from $FWI_CUDA_BIN" >&2
+    export PATH="$FWI_CUDA_BIN:$PATH"
+}
+put_usual_cuda_on_path
 
 # Where CMake's find_path(nccl.h) looks (cmake/FindNCCL.cmake), one folder a line: NCCL_ROOT (and
 # NCCL_HOME), the CUDA toolkit of the nvcc CMake uses, then the system folders (CMake looks in NCCL_ROOT
@@ -242,6 +258,26 @@ install_dry_run() {
     esac
 }
 
+# apt_get_update [sudo]: apt-get update -qq, its errors on stderr. Another apt holding the package lists' lock
+# (apt-daily or cloud-init on a freshly booted machine) fails it at once (DPkg::Lock::Timeout waits only for
+# dpkg's lock, in the installs): it is run again every FWI_APT_LOCK_RETRY_S seconds (10), for at most 5 minutes.
+apt_get_update() {
+    local sudo="${1:-}" errors status waited=0 pause="${FWI_APT_LOCK_RETRY_S:-10}"
+    while :; do
+        status=0
+        errors="$($sudo apt-get update -qq 2>&1 >/dev/null)" || status=$?
+        if [ "$status" -ne 0 ] && grep -qE 'Could not get lock|Unable to lock' <<<"$errors" &&
+            [ "$waited" -lt 300 ]; then
+            [ "$waited" -gt 0 ] || echo "another apt holds the package lists: waiting for it (at most 5 minutes)" >&2
+            sleep "$pause"
+            waited=$((waited + 10))
+            continue
+        fi
+        [ -z "$errors" ] || printf '%s\n' "$errors" >&2
+        return "$status"
+    done
+}
+
 # A fresh machine may never have run apt-get update (or has just been given NVIDIA's repository): refresh
 # the package lists once before concluding that no package provides WHAT. Not in a dry run. Says on stderr
 # what it does (sudo may ask for a password) and apt-get's first error or warning: without it a later
@@ -256,7 +292,7 @@ refresh_apt_lists() {
     fi
     echo "refreshing apt's package lists to look for $what${sudo:+ (with sudo)}" >&2
     local status=0 first
-    why="$($sudo apt-get update -qq 2>&1 >/dev/null)" || status=$?
+    why="$(apt_get_update "$sudo" 2>&1)" || status=$?
     # The first error or warning says why (a failed fetch), not apt's closing summary; apt-get may report a
     # failed fetch as a warning and exit 0.
     first="$(grep -m 1 -E '^(E|W|Err):|Failed to fetch' <<<"$why")"
@@ -374,21 +410,39 @@ plan_missing_packages() {
     echo "${missing[*]}"
 }
 
+# What the suite leaves out without PACKAGE, where it can go without it (nothing: it needs it). matplotlib
+# draws the charts and pictures. doctest and Google Benchmark build the tests and the benchmarks, which the
+# main job neither builds nor runs without them (CMakeLists.txt leaves them out); the scripts that run them
+# set FWI_NEEDS_TEST_TOOLS=1, and then need them.
+left_out_without() {
+    case "$1" in
+        python3-matplotlib) echo "the charts and pictures" ;;
+        doctest-dev) [ "${FWI_NEEDS_TEST_TOOLS:-0}" = 1 ] || echo "the tests" ;;
+        libbenchmark-dev) [ "${FWI_NEEDS_TEST_TOOLS:-0}" = 1 ] || echo "the benchmarks" ;;
+    esac
+}
+
 # Installs the Debian/Ubuntu packages that are missing, and only those, so it also runs where nothing
 # can be installed as long as everything is already there. FWI_INSTALL_DRY_RUN=1 prints the plan
 # without running apt: "nothing to install" (and returns), or "would install: ..." and exit 3, since the
-# build would only fail later without them (cmake: command not found). matplotlib is optional (the charts
-# and pictures are skipped without it): it is installed only where that needs no password (root, or sudo
-# that asks none, as after the other packages' install), a failed install of it is a warning, and a dry
-# run that would install only it goes on.
+# build would only fail later without them (cmake: command not found). The optional packages
+# (left_out_without) are installed only where that needs no password (root, or sudo that asks none, as
+# after the other packages' install); where they cannot be, or their install fails, that is a warning
+# naming what is left out, and a dry run that would install only them goes on.
 install_missing_packages() {
     local plan dry_run=0
     install_dry_run && dry_run=1
     plan="$(plan_missing_packages)" || exit $?
-    local missing=() needed=() optional=() package
+    local missing=() needed=() optional=() package left_out="" part
     read -r -a missing <<<"$plan"
     for package in "${missing[@]}"; do
-        if [ "$package" = python3-matplotlib ]; then optional+=("$package"); else needed+=("$package"); fi
+        part="$(left_out_without "$package")"
+        if [ -z "$part" ]; then
+            needed+=("$package")
+        else
+            optional+=("$package")
+            left_out+="${left_out:+, }$part"
+        fi
     done
     if [ ${#needed[@]} -gt 0 ] && ! command -v apt-get >/dev/null 2>&1; then
         echo "error: missing (by Debian's package names): ${needed[*]}; there is no apt-get here to install them: install them with this system's package manager and run again (Rocky, RHEL, Fedora: dnf install cmake gcc-c++ make openmpi-devel python3-matplotlib, doctest-devel and google-benchmark-devel from EPEL, then \`module load mpi/openmpi-$(uname -m)\` to put mpicxx and mpirun on PATH)" >&2
@@ -397,7 +451,7 @@ install_missing_packages() {
     if [ "$dry_run" = 1 ]; then
         if [ ${#missing[@]} -eq 0 ]; then echo "nothing to install"; return 0; fi
         echo "would install: ${missing[*]}"
-        [ ${#needed[@]} -gt 0 ] || { echo "(optional: the charts and pictures are skipped without it)"; return 0; }
+        [ ${#needed[@]} -gt 0 ] || { echo "(optional: without them $left_out are left out)"; return 0; }
         echo "error: a dry run (FWI_INSTALL_DRY_RUN=1) installs nothing, and the suite needs these; stopping" >&2
         exit 3
     fi
@@ -415,7 +469,7 @@ install_missing_packages() {
         # dialog would then wait for an answer.
         # A dpkg lock held by another install (unattended-upgrades on a freshly booted machine) is waited for,
         # for at most 5 minutes, rather than failing at once.
-        if ! { $sudo apt-get update -qq &&
+        if ! { apt_get_update "$sudo" &&
                $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=300 -y -qq "${needed[@]}"; }; then
             echo "error: could not install ${needed[*]}; install them and run again" >&2
             exit 3
@@ -423,17 +477,17 @@ install_missing_packages() {
     fi
     if [ ${#optional[@]} -gt 0 ]; then
         if ! command -v apt-get >/dev/null 2>&1; then
-            echo "warning: ${optional[*]} is not installed (no apt-get here to install it): the charts and pictures will be skipped; install matplotlib for them" >&2
+            echo "warning: not installed: ${optional[*]} (no apt-get here to install them): $left_out will be left out until they are installed (Rocky, RHEL, Fedora: python3-matplotlib, doctest-devel, google-benchmark-devel)" >&2
         elif [ -n "$no_sudo" ]; then
-            echo "warning: ${optional[*]} is not installed, and this user is not root and has no sudo: the charts and pictures will be skipped; install it for them" >&2
+            echo "warning: not installed: ${optional[*]}, and this user is not root and has no sudo: $left_out will be left out until they are installed" >&2
         elif [ -n "$sudo" ] && ! sudo -n true >/dev/null 2>&1; then
-            echo "warning: ${optional[*]} is not installed, and sudo would ask for a password: the charts and pictures will be skipped; install it for them (sudo apt-get install ${optional[*]})" >&2
+            echo "warning: not installed: ${optional[*]}, and sudo would ask for a password: $left_out will be left out until they are installed (sudo apt-get install ${optional[*]})" >&2
         else
             echo "installing missing packages: ${optional[*]}"
             # The lists were refreshed above where something else was installed.
-            { [ ${#needed[@]} -gt 0 ] || $sudo apt-get update -qq; } &&
+            { [ ${#needed[@]} -gt 0 ] || apt_get_update "$sudo"; } &&
                 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=300 -y -qq "${optional[@]}" ||
-                echo "warning: could not install ${optional[*]}: the charts and pictures will be skipped; install it for them" >&2
+                echo "warning: could not install ${optional[*]}: $left_out will be left out until they are installed" >&2
         fi
     fi
     # The distribution's CMake may be older than the floor (Ubuntu 22.04 has 3.22).

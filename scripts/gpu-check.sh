@@ -20,6 +20,7 @@
 # no program, or an out/gpu-check that cannot be written (all before any runs).
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
+export FWI_NEEDS_TEST_TOOLS=1  # doctest and Google Benchmark: the tests and benchmarks it runs need them
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 all_steps=(build tests faults sanitizers benchmarks main)
 steps=("$@")

@@ -17,6 +17,7 @@
 # script's (it builds and tests the default preset in build/; run ctest yourself for another).
 set -euo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
+export FWI_NEEDS_TEST_TOOLS=1  # doctest and Google Benchmark: the tests and benchmarks it runs need them
 
 bad_flag() { echo "run-tests: $1 (scripts/run-tests.sh --help lists what it passes to ctest)" >&2; exit 2; }
 

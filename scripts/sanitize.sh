@@ -12,6 +12,7 @@
 # build here: a tool missing, or a repository path holding a space, comma or colon (clone it elsewhere).
 set -euo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/common.sh" || exit 3
+export FWI_NEEDS_TEST_TOOLS=1  # doctest and Google Benchmark: the tests and benchmarks it runs need them
 
 bad_flag() { echo "sanitize: $1 (scripts/sanitize.sh --help)" >&2; exit 2; }
 

@@ -76,9 +76,14 @@ fake dpkg-query '[ -n "${FAKE_LIBNCCL2:-}" ] || { echo "dpkg-query: no packages 
 printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"; printf "hold ok installed|%s\\n" "$FAKE_LIBNCCL2"'
 # apt-get logs its calls; its update makes libnccl-dev known when FAKE_APT_UPDATE_ADDS_NCCL=yes (a fresh
 # machine whose lists were never fetched), and cmake of version FAKE_APT_UPDATE_ADDS_CMAKE where set, and fails as without a network when FAKE_APT_UPDATE_FAILS=yes;
-# its install always fails. sudo runs what it is given.
+# its install always fails; its update fails on the lists' lock as many times as $tmp/lock-left says (another
+# apt running). sudo runs what it is given.
 export FAKE_APT_LISTED="$tmp/nccl-listed"
 fake apt-get "echo \"\$*\" >>'$tmp/apt-get.log'
+[ \"\$1\" = update ] && [ \"\$(cat '$tmp/lock-left' 2>/dev/null || echo 0)\" -gt 0 ] &&
+  { echo \$((\$(cat '$tmp/lock-left') - 1)) >'$tmp/lock-left'
+    echo 'E: Could not get lock /var/lib/apt/lists/lock. It is held by process 812 (apt-get)' >&2
+    echo 'E: Unable to lock directory /var/lib/apt/lists/' >&2; exit 100; }
 [ \"\$1\" = update ] && [ \"\${FAKE_APT_UPDATE_FAILS:-no}\" = yes ] &&
   { echo 'Err:1 http://archive.ubuntu.com/ubuntu noble InRelease' >&2
     echo 'E: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/noble/InRelease  Temporary failure resolving' >&2
@@ -103,10 +108,12 @@ nccl_header() {
 failures=0
 out="" code=0
 # detect [VAR=VALUE...]: runs install_missing_packages as scripts/run-tests.sh does (set -euo pipefail,
-# common.sh sourced), in a dry run, with the fake PATH and the given environment; sets out and code.
+# common.sh sourced), in a dry run, with the fake PATH and the given environment; sets out and code. As the
+# main job does (FWI_NEEDS_TEST_TOOLS unset), and with no CUDA toolkit in the usual place (FWI_CUDA_BIN).
 detect() {
     out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDA_PATH -u CUDA_HOME -u CUDAToolkit_ROOT -u CUDACXX -u CMAKE_PREFIX_PATH \
-               PATH="$fake_path" FWI_INSTALL_DRY_RUN=1 FWI_NCCL_SEARCH_DIRS="$sys" FWI_INCLUDE_DIRS="$sys" "$@" \
+               -u FWI_NEEDS_TEST_TOOLS PATH="$fake_path" FWI_CUDA_BIN="$tmp/no-cuda" FWI_INSTALL_DRY_RUN=1 \
+               FWI_NCCL_SEARCH_DIRS="$sys" FWI_INCLUDE_DIRS="$sys" "$@" \
                "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages' bash "$common" 2>&1)"
     code=$?
 }
@@ -208,11 +215,15 @@ for missing in cmake:cmake g++:g++ mpicxx:libopenmpi-dev mpirun:openmpi-bin; do
     check "missing_$tool" 3 "^would install: $(sed 's/[+.]/\\&/g' <<<"${missing#*:}")\$"
     mv "$tmp/tool.hidden" "$bin/$tool"
 done
-for missing in doctest/doctest.h:doctest-dev benchmark/benchmark.h:libbenchmark-dev; do
-    header="${missing%%:*}"
+# doctest and Google Benchmark: needed by the scripts that run the tests and benchmarks; the main job goes on
+# without them (CMake leaves the tests and benchmarks out), so a user who cannot install them can run it.
+for missing in doctest/doctest.h:doctest-dev:tests benchmark/benchmark.h:libbenchmark-dev:benchmarks; do
+    IFS=: read -r header package part <<<"$missing"
     mv "$sys/$header" "$tmp/header.hidden"
+    detect FWI_NEEDS_TEST_TOOLS=1
+    check "missing_${header%%/*}" 3 "^would install: $package\$"
     detect
-    check "missing_${header%%/*}" 3 "^would install: ${missing#*:}\$"
+    check "missing_${header%%/*}_optional_for_the_main_job" 0 "^\(optional: without them the $part are left out\)\$"
     mv "$tmp/header.hidden" "$sys/$header"
 done
 
@@ -260,6 +271,19 @@ detect FAKE_CUDA_VERSION=12.4
 check "cuda_at_floor" 0 '^nothing to install$'
 detect FAKE_CUDA_VERSION=13.0
 check "cuda_newer_major" 0 '^nothing to install$'
+# An old nvcc on PATH (Ubuntu's nvidia-cuda-toolkit in /usr/bin) and NVIDIA's newer toolkit in the usual
+# place: the scripts take the newer one and say so; where the usual place's is old too, exit 3 as before.
+mkdir -p "$tmp/cuda-usual-12.8" "$tmp/cuda-usual-11.5"
+printf '#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n' >"$tmp/cuda-usual-12.8/nvcc"
+printf '#!/bin/sh\necho "Cuda compilation tools, release 11.5, V11.5.119"\n' >"$tmp/cuda-usual-11.5/nvcc"
+chmod +x "$tmp/cuda-usual-12.8/nvcc" "$tmp/cuda-usual-11.5/nvcc"
+detect FAKE_CUDA_VERSION=12.0 FWI_CUDA_BIN="$tmp/cuda-usual-12.8"
+check "cuda_old_on_path_newer_in_usual_place" 0 'note: the nvcc on PATH .* is CUDA 12\.0, older than CUDA 12\.4: using CUDA 12\.8 from'
+check "cuda_old_on_path_newer_in_usual_place_plan" 0 '^nothing to install$'
+detect FAKE_CUDA_VERSION=12.0 FWI_CUDA_BIN="$tmp/cuda-usual-11.5"
+check "cuda_old_on_path_and_in_usual_place" 3 'CUDA 12\.0.*CUDA 12\.4' 'note:'
+detect FAKE_CUDA_VERSION=12.0 FWI_CUDA_BIN="$tmp/cuda-usual-12.8" CUDACXX=nvcc
+check "cuda_old_chosen_by_CUDACXX_stays" 3 'CUDA 12\.0.*CUDA 12\.4' 'note:'
 # No nvcc at all: exit 3 before anything is planned (apt cannot install CUDA), even with packages missing.
 mv "$bin/nvcc" "$tmp/nvcc.hidden"
 rm "$bin/mpirun"
@@ -311,7 +335,8 @@ check "run_tests_dry_run_stops" 3 '^would install: openmpi-bin doctest-dev libnc
 # Nothing was installed above (every case was a dry run, or had nothing missing).
 [ ! -e "$tmp/apt-get.log" ] || { echo "FAIL: apt-get was run in a dry run: $(cat "$tmp/apt-get.log")"; failures=$((failures + 1)); }
 real_run() {
-    out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT -u FWI_INSTALL_DRY_RUN PATH="$fake_path" FWI_NCCL_SEARCH_DIRS="$sys" \
+    out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT -u FWI_INSTALL_DRY_RUN -u FWI_NEEDS_TEST_TOOLS \
+               PATH="$fake_path" FWI_CUDA_BIN="$tmp/no-cuda" FWI_APT_LOCK_RETRY_S=0 FWI_NCCL_SEARCH_DIRS="$sys" \
                FWI_INCLUDE_DIRS="$sys" "$@" "$BASH" -c 'set -euo pipefail; source "$1"; install_missing_packages' bash "$common" 2>&1)"
     code=$?
 }
@@ -325,7 +350,15 @@ check "fresh_lists_real_run" 3 "could not install libnccl-dev;"
 if [ "$(id -u)" -eq 0 ]; then expected_sudo=""; else expected_sudo="sudo sudo sudo"; fi
 [ "$(paste -sd' ' "$FAKE_SUDO_LOG" 2>/dev/null)" = "$expected_sudo" ] ||
     { echo "FAIL fresh_lists_real_run: sudo used $(grep -c . "$FAKE_SUDO_LOG" 2>/dev/null || echo 0) time(s) as user $(id -u)"; failures=$((failures + 1)); }
+# Another apt holds the package lists' lock (apt-daily on a freshly booted machine): the update is run
+# again until it is free, not read as a failed fetch (then "no package provides libnccl-dev").
 rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
+echo 2 >"$tmp/lock-left"
+real_run FAKE_APT_UPDATE_ADDS_NCCL=yes
+check "lists_locked_real_run" 3 "could not install libnccl-dev;"
+[ "$(cut -d' ' -f1 "$tmp/apt-get.log" 2>/dev/null | paste -sd' ')" = "update update update update install" ] ||
+    { echo "FAIL lists_locked_real_run: apt-get calls: $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED" "$FAKE_SUDO_LOG"
 real_run
 check "no_package_after_update_real_run" 3 'no package here provides libnccl-dev.*NCCL_ROOT' 'installing'
 [ "$(cat "$tmp/apt-get.log" 2>/dev/null)" = "update -qq" ] ||
@@ -349,6 +382,22 @@ rm "$bin/id"
 mv "$tmp/sudo.hidden" "$bin/sudo"
 check "not_root_no_sudo_real_run" 3 'missing \(by Debian.s package names\): libnccl-dev; this user is not root and there is no sudo' 'installing'
 [ ! -e "$tmp/apt-get.log" ] || { echo "FAIL not_root_no_sudo_real_run: ran apt-get $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
+# ... where only doctest and Google Benchmark are missing, the main job goes on without the tests and
+# benchmarks, saying so; run-tests.sh (FWI_NEEDS_TEST_TOOLS=1) still stops.
+mv "$sys/doctest/doctest.h" "$sys/benchmark/benchmark.h" "$tmp/"
+nccl_header "$sys" 2.28.3
+mv "$bin/sudo" "$tmp/sudo.hidden"
+fake id '[ "$1" = -u ] && echo 1000 || exec "'"$(command -v id)"'" "$@"'
+real_run
+check "not_root_no_sudo_test_tools_real_run" 0 'not installed: doctest-dev libbenchmark-dev, and this user is not root and has no sudo: the tests, the benchmarks will be left out' 'installing'
+real_run FWI_NEEDS_TEST_TOOLS=1
+check "not_root_no_sudo_test_tools_run_tests_real_run" 3 'missing \(by Debian.s package names\): doctest-dev libbenchmark-dev; this user is not root' 'installing'
+rm "$bin/id"
+mv "$tmp/sudo.hidden" "$bin/sudo"
+mv "$tmp/doctest.h" "$sys/doctest/"
+mv "$tmp/benchmark.h" "$sys/benchmark/"
+rm "$sys/nccl.h"
+[ ! -e "$tmp/apt-get.log" ] || { echo "FAIL not_root_no_sudo_test_tools_real_run: ran apt-get $(paste -sd'|' "$tmp/apt-get.log")"; failures=$((failures + 1)); }
 # apt-get update fails (no network): its own words are shown, not only the missing package they led to.
 rm -f "$tmp/apt-get.log" "$FAKE_APT_LISTED"
 real_run FAKE_APT_UPDATE_FAILS=yes
@@ -362,7 +411,7 @@ check "lists_refresh_warns_real_run" 3 "warning: apt-get update: W: Failed to fe
 out="$(env PATH="$fake_path" "$BASH" -c 'set -euo pipefail; source "$1"; plan_missing_packages() { echo python3-matplotlib; }
     install_missing_packages; echo "the build would follow"' bash "$common" 2>&1)"
 code=$?
-check "matplotlib_optional" 0 'warning: .*python3-matplotlib.*the charts and pictures will be skipped'
+check "matplotlib_optional" 0 'warning: .*python3-matplotlib.*the charts and pictures will be left out'
 check "matplotlib_optional_goes_on" 0 '^the build would follow$'
 out="$(env PATH="$fake_path" FWI_INSTALL_DRY_RUN=1 "$BASH" -c 'set -euo pipefail; source "$1"
     plan_missing_packages() { echo python3-matplotlib; }; install_missing_packages; echo "the build would follow"' \
@@ -409,7 +458,7 @@ out="$(env PATH="$no_apt_path" "$BASH" -c 'set -euo pipefail; source "$1"
     plan_missing_packages() { echo python3-matplotlib; }; install_missing_packages; echo "the build would follow"' \
     bash "$common" 2>&1)"
 code=$?
-check "no_apt_get_matplotlib_optional" 0 'no apt-get here to install it' 'command not found'
+check "no_apt_get_matplotlib_optional" 0 'no apt-get here to install them' 'command not found'
 check "no_apt_get_matplotlib_goes_on" 0 '^the build would follow$'
 mkdir -p "$tmp/no-nccl"
 out="$(env -u NCCL_ROOT -u NCCL_HOME -u CUDACXX -u CUDAToolkit_ROOT PATH="$no_apt_path" FWI_NCCL_SEARCH_DIRS="$tmp/no-nccl" \
