@@ -171,6 +171,17 @@ expect_refusal "a --cpus-per-task that is not a count" 2 "--cpus-per-task: 'x' i
 expect_refusal "--ntasks-per-node unlike --gpus-per-node" 2 "--ntasks-per-node=2 with --gpus-per-node=4" \
     SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=2 SLURM_GPUS_PER_NODE=4 FWI_BIN_DIR="$build" \
     -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+expect_line "--gres=gpu:4 in place of --gpus-per-node: the GPUs on the node (SLURM_GPUS_ON_NODE)" \
+    "srun --mpi=pmix --export=ALL --kill-on-bad-exit=1 --cpu-bind=none $build/05_nccl_mpi/05_nccl_mpi" \
+    SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 SLURM_GPUS_ON_NODE=4 FWI_BIN_DIR="$build" \
+    -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+expect_line "--gres=gpu:4 where Slurm lists the GPUs only (SLURM_JOB_GPUS)" \
+    "srun --mpi=pmix --export=ALL --kill-on-bad-exit=1 --cpu-bind=none $build/05_nccl_mpi/05_nccl_mpi" \
+    SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 SLURM_JOB_GPUS=0,1,2,3 FWI_BIN_DIR="$build" \
+    -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
+expect_refusal "--gres=gpu:2 with --ntasks-per-node=4" 2 "--ntasks-per-node=4 with --gpus-per-node=2" \
+    SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 SLURM_JOB_GPUS=0,1 FWI_BIN_DIR="$build" \
+    -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
 expect_refusal "no --gpus-per-node in the allocation" 2 "--gpus-per-node: '' is not a count" \
     SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 FWI_BIN_DIR="$build" \
     -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run

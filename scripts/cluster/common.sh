@@ -179,6 +179,13 @@ fwi_slurm_run() {
         nodes="${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-}}"
         tasks_per_node="${SLURM_NTASKS_PER_NODE:-}"
         gpus_per_node="${SLURM_GPUS_PER_NODE:-}"
+        # A job given its GPUs with --gres=gpu:N (older clusters' way) has no SLURM_GPUS_PER_NODE: the GPUs
+        # given on this node, as a count or as their list.
+        if [ -z "$gpus_per_node" ] && [ -n "${SLURM_GPUS_ON_NODE:-}" ]; then
+            gpus_per_node="$SLURM_GPUS_ON_NODE"
+        elif [ -z "$gpus_per_node" ] && [ -n "${SLURM_JOB_GPUS:-}" ]; then
+            gpus_per_node="$(tr ',' '\n' <<<"$SLURM_JOB_GPUS" | grep -c .)"
+        fi
         ranks="${SLURM_NTASKS:-}"
         cpus_per_task="${SLURM_CPUS_PER_TASK:-}"
     elif fwi_dry_run; then
@@ -203,7 +210,7 @@ fwi_slurm_run() {
     fwi_positive_integer "$tasks_per_node" ||
         fwi_die 2 "--ntasks-per-node: '$tasks_per_node' is not a count (1..999999); give it, equal to --gpus-per-node"
     fwi_positive_integer "$gpus_per_node" ||
-        fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999); give it, equal to --ntasks-per-node"
+        fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999); give it (or --gres=gpu:N), equal to --ntasks-per-node"
     [ "$tasks_per_node" = "$gpus_per_node" ] ||
         fwi_die 2 "--ntasks-per-node=$tasks_per_node with --gpus-per-node=$gpus_per_node: these recipes run one" \
             "task per GPU, so give both the same value"
