@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
 #   run_doctor_test.sh [--min-gpus N] [--needs-peer-access] [--needs-one-model] [--needs-idle-gpus]
-#                      [--skip-if-warns IDS] [--exit CODE] [--max-seconds S] [--expect TEXT]... [--pass IDS]
+#                      [--first-gpu-only] [--skip-if-warns IDS] [--exit CODE] [--max-seconds S] [--expect TEXT]... [--pass IDS]
 #                      [--warn IDS] -- COMMAND...
-# The command gets `--json FILE` appended. The test is skipped (exit 77) with fewer than N GPUs visible
+# The command gets `--json FILE` appended. With --first-gpu-only it sees only the first of the GPUs the test
+# was given (CUDA_VISIBLE_DEVICES's first entry, GPU 0 where it is unset): a user's own choice of GPUs holds. The test is skipped (exit 77) with fewer than N GPUs visible
 # (doctor's own count, from the JSON); with --needs-peer-access where a pair of GPUs has no peer access
 # (PCIe cards without P2P, a server with more GPUs than one can reach), with --needs-one-model where the
 # GPUs are not all one model, and with --needs-idle-gpus where check 1 found another process on them
@@ -15,7 +16,7 @@
 # WARN.
 set -uo pipefail
 min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
-skip_if_warns=""
+skip_if_warns="" first_gpu_only=0
 expected=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -24,6 +25,7 @@ while [ $# -gt 0 ]; do
         --needs-one-model) needs_one_model=1; shift ;;
         --needs-idle-gpus) needs_idle_gpus=1; shift ;;
         --skip-if-warns) skip_if_warns="$2"; shift 2 ;;
+        --first-gpu-only) first_gpu_only=1; shift ;;
         --exit) expected_exit="$2"; shift 2 ;;
         --max-seconds) max_seconds="$2"; shift 2 ;;
         --expect) expected+=("$2"); shift 2 ;;
@@ -33,6 +35,10 @@ while [ $# -gt 0 ]; do
         *) echo "run_doctor_test.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
+if [ "$first_gpu_only" -eq 1 ]; then
+    visible="${CUDA_VISIBLE_DEVICES-0}"
+    export CUDA_VISIBLE_DEVICES="${visible%%,*}"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 json="$work/doctor.json"
