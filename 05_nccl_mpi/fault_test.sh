@@ -43,9 +43,21 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The processes whose command line holds TEXT: pgrep -f's answer, read from /proc, since a minimal image has
+# no procps (pgrep not found would read as none left running).
+processes_with() {
+    local cmdline line
+    for cmdline in /proc/[0-9]*/cmdline; do
+        line="$({ tr '\0' ' ' <"$cmdline"; } 2>/dev/null)" || continue  # a process may end meanwhile
+        if [[ "$line" == *"$1"* ]]; then
+            cmdline="${cmdline#/proc/}"
+            echo "${cmdline%/cmdline}"
+        fi
+    done
+}
 passed=0
 for trial in $(seq 1 "$trials"); do
-    marker="$work/trial-$trial.json"  # unique on the command line: how pgrep finds this trial's processes
+    marker="$work/trial-$trial.json"  # unique on the command line: how this trial's processes are found
     start_ns=$(date +%s%N)
     timeout -k 5 "$limit_s" "$mpiexec" --oversubscribe -np 2 "${launch_flags[@]}" -x NCCL_NVLS_ENABLE=0 \
         "$program" "${program_args[@]}" --timeout "$timeout_s" \
@@ -53,7 +65,7 @@ for trial in $(seq 1 "$trials"); do
     code=$?
     elapsed_s=$(( ($(date +%s%N) - start_ns) / 1000000000 ))
     sleep 1
-    left=$(pgrep -f "$marker" | tr '\n' ' ')
+    left=$(processes_with "$marker" | tr '\n' ' ')
 
     problem=""
     if [ "$code" -eq 0 ]; then problem="exit 0 although rank 1 failed"; fi
