@@ -37,8 +37,9 @@ void finish_within(const CudaStream& stream, double timeout_s, const std::string
 
 // The limit finish_within gets for work of `cell_updates` updates of a cell by a time step (cells x steps x
 // shots, each pass counted): a minute plus the work at 1e8 updates a second, a rate far below any GPU the
-// suite runs on (an H200 makes about 2e11 in the gradient), so that only a GPU that hangs reaches it. (The
-// tests of a GPU that hangs shorten the minute: FWI_TEST_GPU_WORK_BASE_S.)
+// suite runs on (an H200 makes about 2e11 in the gradient), so that only a GPU that hangs reaches it; 20 times
+// that under compute-sanitizer, which slows GPU work many times over. (The tests of a GPU that hangs shorten
+// the minute: gpu_work_base_seconds, errors.hpp.)
 double gpu_work_limit_seconds(double cell_updates);
 
 // Number of visible CUDA GPUs; 0 when there are none or the driver cannot be reached.

@@ -157,6 +157,8 @@ int run_and_report(const char* program_name, const std::function<int()>& body) {
     set_running_program_name(program_name);
     int code = kExitOk;
     try {
+        gpu_work_base_seconds();
+        file_write_base_seconds();
         code = body();
     } catch (...) {
         code = report_error(program_name, std::current_exception());
@@ -204,6 +206,7 @@ std::string format_at_most(double value) {
 
 double gib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
+namespace {
 double test_limit_seconds(const char* variable, double normal_s, double least_s, const std::string& what) {
     const char* text = std::getenv(variable);
     if (!text) return normal_s;
@@ -217,6 +220,17 @@ double test_limit_seconds(const char* variable, double normal_s, double least_s,
                   " starts from " + format_number(value) + " s, not " + format_number(normal_s) +
                   " s (unset it outside the tests)");
     return value;
+}
+}  // namespace
+
+double gpu_work_base_seconds() {
+    static const double base = test_limit_seconds("FWI_TEST_GPU_WORK_BASE_S", 60.0, 0.1, "GPU waits");
+    return base;
+}
+
+double file_write_base_seconds() {
+    static const double base = test_limit_seconds("FWI_TEST_FILE_WRITE_BASE_S", 120.0, 0.1, "file writes");
+    return base;
 }
 
 std::string count_of(long long count, const std::string& noun) {

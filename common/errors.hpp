@@ -123,11 +123,14 @@ std::string format_at_most(double value);
 // A computed time limit in seconds, to a tenth ("10", "27.3"), not rounded to whole seconds ("1.5", not "2").
 std::string format_seconds(double seconds);
 double gib(size_t bytes);
-// A time limit that a test may shorten through the environment variable `variable` (FWI_TEST_...): the
-// value it holds, from `least_s` to `normal_s` seconds, with a warning that names the variable and `what`
-// it limits (set by accident, it would report healthy work as stuck); `normal_s` where it is unset.
-// Throws BadSettingError for any other value, rather than a test waiting out the normal limit unexplained.
-double test_limit_seconds(const char* variable, double normal_s, double least_s, const std::string& what);
+// The bases of the suite's limits on its waits for GPU work (a minute) and on a file's write (two minutes),
+// which the tests of a GPU or a file system that hangs shorten through FWI_TEST_GPU_WORK_BASE_S and
+// FWI_TEST_FILE_WRITE_BASE_S: from 0.1 s to the normal base, with a warning that names the variable (set by
+// accident, it would report healthy work as stuck). Read once; run_and_report reads both before the
+// program's body, so that any other value is refused (BadSettingError, exit 2) before any work, not at the
+// first wait or write after it.
+double gpu_work_base_seconds();
+double file_write_base_seconds();
 // A count and its noun, plural where it is not 1: count_of(1, "shot") is "1 shot", count_of(3, "rank") "3 ranks".
 std::string count_of(long long count, const std::string& noun);
 

@@ -258,6 +258,14 @@ install_dry_run() {
     esac
 }
 
+# gpu_device_nodes_present: whether the GPUs' device nodes are there (nvidia0, ...; dxg under WSL) in
+# FWI_DEV_DIR (/dev; another folder in the tests): where nvidia-smi is not installed (a container without
+# NVIDIA's utility capability), CUDA may still see GPUs there, and nowhere else.
+gpu_device_nodes_present() {
+    local dev="${FWI_DEV_DIR:-/dev}"
+    compgen -G "$dev/nvidia[0-9]*" >/dev/null || [ -e "$dev/dxg" ]
+}
+
 # apt_get_update [sudo]: apt-get update -qq, its errors on stderr. Another apt holding the package lists' lock
 # (apt-daily or cloud-init on a freshly booted machine) fails it at once (DPkg::Lock::Timeout waits only for
 # dpkg's lock, in the installs): it is run again every FWI_APT_LOCK_RETRY_S seconds (10), for at most 5 minutes.

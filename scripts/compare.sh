@@ -29,9 +29,10 @@
 #                  out/ or a build folder (default: out/compare-PROBLEM); the runs' logs and JSON go to
 #                  DIR/runs/
 #   (each flag may also be given as --flag=value)
-# Without a GPU (nvidia-smi lists none) it says so in one line and exits 3, before it builds; also exit 3
-# when CUDA sees none after the build (CUDA_VISIBLE_DEVICES, a driver older than the runtime, or no GPU
-# where nvidia-smi is not installed to tell before). Exit 1 when
+# Without a GPU (nvidia-smi lists none, or where it is not installed, there is no GPU device node) it says so
+# in one line and exits 3, before it builds; also exit 3 when CUDA sees none after the build
+# (CUDA_VISIBLE_DEVICES, a driver older than the runtime, or no GPU behind device nodes that nvidia-smi is
+# not installed to list). Exit 1 when
 # any run failed or was not verified.
 # DIR/runs is replaced on every comparison, so one the comparison did not make is refused (exit 2), as is a
 # DIR that cannot be written.
@@ -108,12 +109,14 @@ no_gpu() {
 }
 # Without a GPU there is nothing to compare: said before the build, which would take minutes for nothing.
 # Where nvidia-smi is not installed (a container without NVIDIA's utility capability), CUDA may still see
-# GPUs: CUDA's count after the build decides.
+# GPUs where their device nodes are: CUDA's count after the build decides.
 have_nvidia_smi=yes
 command -v nvidia-smi >/dev/null 2>&1 || have_nvidia_smi=no
 if [ "$have_nvidia_smi" = yes ]; then
     quick_query nvidia-smi -L >/dev/null 2>&1 || no_gpu "nvidia-smi -L fails or does not answer"
 else
+    gpu_device_nodes_present ||
+        no_gpu "nvidia-smi is not installed, and there is no GPU device node such as ${FWI_DEV_DIR:-/dev}/nvidia0"
     echo "compare: nvidia-smi is not installed: whether CUDA sees a GPU is known after the build" >&2
 fi
 # Set but empty, CUDA_VISIBLE_DEVICES hides every GPU from CUDA, whatever nvidia-smi lists.

@@ -100,12 +100,10 @@ step() {
 # nodes are there (a container without NVIDIA's utility capability), where CUDA may still see GPUs, counted once
 # the build has made the counter (as compare.sh does): the faults step then fails where CUDA sees none, and
 # the sanitizers, benchmarks and main steps fail by themselves (their programs exit 3 without a GPU).
-# (FWI_DEV_DIR, /dev by default, is for the tests.)
 gpu_listed=yes
-dev="${FWI_DEV_DIR:-/dev}"
 if ! command -v nvidia-smi >/dev/null 2>&1; then
-    no_listing="nvidia-smi is not installed, and there is no GPU device node such as $dev/nvidia0"
-    if compgen -G "$dev/nvidia[0-9]*" >/dev/null || [ -e "$dev/dxg" ]; then gpu_listed=unknown; else gpu_listed=no; fi
+    no_listing="nvidia-smi is not installed, and there is no GPU device node such as ${FWI_DEV_DIR:-/dev}/nvidia0"
+    if gpu_device_nodes_present; then gpu_listed=unknown; else gpu_listed=no; fi
 elif ! gpus="$(quick_query nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)"; then
     no_listing="nvidia-smi fails or does not answer"
     gpu_listed=no

@@ -43,11 +43,16 @@ while [ $# -gt 0 ]; do
             fi
             case "$1" in
                 -L|-LE|-R|-E)
-                    # Checked as an extended regular expression (status 2: it does not compile), which catches
-                    # what ctest would refuse only after the build, such as an unmatched bracket.
+                    # Checked before the build, which ctest would refuse only after it: as an extended regular
+                    # expression (status 2: it does not compile, e.g. an unmatched bracket), and where CMake is
+                    # installed already, by CMake's own regular expressions, which ctest uses and which refuse
+                    # more (a nested repeat, 'a**').
                     regex_status=0
                     [[ "" =~ $2 ]] || regex_status=$?
-                    [ "$regex_status" -ne 2 ] || bad_flag "$1: '$2' is not a regular expression (an unmatched bracket or parenthesis?)" ;;
+                    [ "$regex_status" -ne 2 ] || bad_flag "$1: '$2' is not a regular expression (an unmatched bracket or parenthesis?)"
+                    if command -v cmake >/dev/null 2>&1 && ! cmake "-DREGEX=$2" -P "$ROOT/cmake/check_regex.cmake" >/dev/null 2>&1; then
+                        bad_flag "$1: '$2' is not a regular expression ctest takes (a nested repeat such as '**' or '+*'?)"
+                    fi ;;
                 -j|--parallel) [[ "$2" =~ ^[1-9][0-9]{0,3}$ ]] || bad_flag "$1: '$2' is not a number of tests in 1..9999" ;;
                 --timeout) [[ "$2" =~ ^[1-9][0-9]{0,5}$ ]] || bad_flag "--timeout: '$2' is not a number of seconds in 1..999999" ;;
                 --repeat) [[ "$2" =~ ^(until-fail|until-pass|after-timeout):[1-9][0-9]{0,3}$ ]] ||

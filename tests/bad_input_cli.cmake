@@ -283,6 +283,9 @@ add_exit_test(cli_run_tests_parallel_twice CODE 2 TEXT "run-tests: --parallel gi
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -j4 --parallel 8)
 add_exit_test(cli_run_tests_bad_regex CODE 2 TEXT "run-tests: -R: '(' is not a regular expression" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu -R "(")
+# ... and one that bash's regular expressions take and ctest's (CMake's) do not: a nested repeat.
+add_exit_test(cli_run_tests_regex_ctest_refuses CODE 2 TEXT "run-tests: -E: 'x++' is not a regular expression ctest takes"
+              TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu -E "x++")
 add_exit_test(cli_run_tests_own_preset CODE 2 TEXT "run-tests: --preset is the script's own" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh --preset ci)
 add_exit_test(cli_run_tests_own_config CODE 2 TEXT "run-tests: -C is the script's own" TIMEOUT 20
@@ -387,3 +390,17 @@ add_empty_value_test(compare_empty_out compare.sh --out)
 add_empty_value_test(run_main_empty_gpus run-main.sh --gpus)
 add_empty_value_test(record_results_empty_out record-results.sh --out)
 add_empty_value_test(run_tests_empty_label run-tests.sh -L)
+
+# The tests' settings that shorten the limits on GPU waits and file writes, given a bad value: refused at the
+# start (exit 2), before any work, by every program; not at the first wait or write, after the set-up or
+# (doctor) after every check.
+add_exit_test(cli_01_bad_gpu_wait_test_limit CODE 2
+              TEXT "FWI_TEST_GPU_WORK_BASE_S: '1e9' is not a number of seconds from 0.1 to 60"
+              ENVIRONMENT "FWI_TEST_GPU_WORK_BASE_S=1e9" COMMAND $<TARGET_FILE:01_single_gpu> --problem small)
+add_exit_test(cli_doctor_bad_file_write_test_limit CODE 2
+              TEXT "FWI_TEST_FILE_WRITE_BASE_S: 'garbage' is not a number of seconds" NOT_TEXT "doctor on"
+              ENVIRONMENT "FWI_TEST_FILE_WRITE_BASE_S=garbage" COMMAND $<TARGET_FILE:doctor> --checks host)
+add_exit_test(cli_06_bad_file_write_test_limit CODE 2
+              TEXT "FWI_TEST_FILE_WRITE_BASE_S: '0' is not a number of seconds" LABELS cpu mpi
+              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} FWI_TEST_FILE_WRITE_BASE_S=0
+              COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:06_fwi_shot_parallel> --problem small)

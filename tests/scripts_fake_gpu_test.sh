@@ -99,14 +99,21 @@ run FAKE_GPUS=0 -- bash "$scratch/scripts/compare.sh" --out "$tmp/compare/of/tod
 expect compare_no_gpu 3 "compare: no CUDA GPU visible (nvidia-smi -L fails"
 [ -z "$built" ] || fail "compare_no_gpu: built before saying there is no GPU ($built)"
 [ ! -e "$tmp/compare" ] || fail "compare_no_gpu: left the --out folder (or its parents) it made to check it"
-# No nvidia-smi at all (a container without NVIDIA's utility capability): CUDA may still see GPUs, so the
-# build goes ahead and CUDA's count decides (here none: exit 3 after the build).
+# No nvidia-smi at all (a container without NVIDIA's utility capability): where the GPUs' device nodes are,
+# CUDA may still see GPUs, so the build goes ahead and CUDA's count decides (here none: exit 3 after the
+# build); without device nodes there is no GPU, said before the build.
 mkdir -p "$tmp/no-smi" && for tool in bash dirname readlink sed grep mkdir rm rmdir cat head tail sort uniq tr \
     paste date mktemp mv cp ls basename seq timeout id nproc env cut wc awk touch realpath python3 nvcc; do
     real="$(command -v "$tool")" && ln -sf "$real" "$tmp/no-smi/$tool"
 done
+mkdir -p "$tmp/dev-none" "$tmp/dev-gpus" && touch "$tmp/dev-gpus/nvidia0"
 rm -f "$calls"
-out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" FAKE_VISIBLE=0 bash "$scratch/scripts/compare.sh" --out "$tmp/compare-no-smi" 2>&1)"
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" FWI_DEV_DIR="$tmp/dev-none" bash "$scratch/scripts/compare.sh" --out "$tmp/compare-no-smi" 2>&1)"
+code=$?
+built="$(cat "$calls" 2>/dev/null)"; rm -f "$calls"
+expect compare_without_nvidia_smi_or_device_nodes 3 "compare: no CUDA GPU visible (nvidia-smi is not installed, and there is no GPU device node such as $tmp/dev-none/nvidia0)"
+[ -z "$built" ] || fail "compare_without_nvidia_smi_or_device_nodes: built before saying there is no GPU ($built)"
+out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" FWI_DEV_DIR="$tmp/dev-gpus" FAKE_VISIBLE=0 bash "$scratch/scripts/compare.sh" --out "$tmp/compare-no-smi" 2>&1)"
 code=$?
 built="$(cat "$calls" 2>/dev/null)"; rm -f "$calls"
 expect compare_without_nvidia_smi 3 "nvidia-smi is not installed: whether CUDA sees a GPU is known after the build"
@@ -285,7 +292,6 @@ expect gpu_check_no_gpu 3 "gpu-check: no GPU visible (nvidia-smi fails or does n
 [ ! -e "$scratch/out" ] || fail "gpu_check_no_gpu: left the logs' folder it made to check it ($(ls -R "$scratch/out"))"
 # No nvidia-smi at all: gpu-check and record-results say so, not that it failed. gpu-check also looks for the
 # GPUs' device nodes: without them a GPU step is refused at once ...
-mkdir -p "$tmp/dev-none" "$tmp/dev-gpus" && touch "$tmp/dev-gpus/nvidia0"
 out="$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/no-smi" FWI_DEV_DIR="$tmp/dev-none" bash "$scratch/scripts/gpu-check.sh" faults 2>&1)"
 code=$?
 expect gpu_check_without_nvidia_smi 3 "gpu-check: no GPU visible (nvidia-smi is not installed, and there is no GPU device node such as $tmp/dev-none/nvidia0)"
