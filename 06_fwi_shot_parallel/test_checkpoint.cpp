@@ -150,6 +150,12 @@ TEST_CASE("--resume given the checkpoint file, not its folder, says that it take
               "' is a file; --resume takes the folder that holds the checkpoint (the run's --out folder)");
 }
 
+TEST_CASE("--resume given a device or a pipe says that it takes a folder (not: no checkpoint in it)") {
+    CHECK(usage_error_text([&] { read_small("/dev/null"); }) ==
+          "--resume: '/dev/null' is not a folder; --resume takes the folder that holds the checkpoint (the run's "
+          "--out folder)");
+}
+
 TEST_CASE("a checkpoint that is there but cannot be opened is refused as unreadable, not as missing") {
     const TemporaryFolder folder;
     const std::string path = checkpoint_path(folder.str());

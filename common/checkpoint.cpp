@@ -178,6 +178,10 @@ Checkpoint read_checkpoint(const std::string& dir, size_t max_bytes) {
     if (std::filesystem::is_regular_file(dir, ignored))
         throw UsageError("--resume: '" + shown_path(dir) +
                          "' is a file; --resume takes the folder that holds the checkpoint (the run's --out folder)");
+    if (std::filesystem::exists(dir, ignored) && !std::filesystem::is_directory(dir, ignored))
+        throw UsageError("--resume: '" + shown_path(dir) +
+                         "' is not a folder; --resume takes the folder that holds the checkpoint (the run's --out "
+                         "folder)");
     // A file that is there but cannot be opened (no permission, a loop of links) is not "no checkpoint".
     std::error_code lookup_error;
     const bool exists = std::filesystem::exists(path, lookup_error);

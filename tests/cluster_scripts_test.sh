@@ -264,6 +264,8 @@ expect_refusal "hostfile: no PROGRAM" 2 "no PROGRAM" -- bash "$hostfile_run" --h
 expect_refusal "hostfile: a program that is not the suite's" 2 "PROGRAM: 'hostname' is not one of" \
     -- bash "$hostfile_run" --hostfile "$tmp/hosts" --gpus-per-node 4 hostname
 expect_refusal "hostfile: no hostfile" 2 "--hostfile: missing" -- bash "$hostfile_run" --gpus-per-node 4 05_nccl_mpi
+expect_refusal "hostfile: no --gpus-per-node" 2 "--gpus-per-node: missing; the GPUs of each node" \
+    -- bash "$hostfile_run" --dry-run --hostfile "$tmp/hosts" 05_nccl_mpi
 expect_refusal "hostfile: a hostfile that does not exist" 2 "--hostfile: '$tmp/none' is not a file" \
     -- bash "$hostfile_run" --hostfile "$tmp/none" --gpus-per-node 4 05_nccl_mpi
 expect_refusal "hostfile: GPUs per node not a count" 2 "--gpus-per-node: 'four' is not a count (1..999999)" \

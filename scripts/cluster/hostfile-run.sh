@@ -67,6 +67,7 @@ fwi_is_one_of "$program" "${FWI_CLUSTER_PROGRAMS[@]}" ||
 [ -n "$hostfile" ] || fwi_die 2 "--hostfile: missing; a file with one node a line (node1 slots=4)"
 [ -f "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' is not a file"
 [ -r "$hostfile" ] || fwi_die 2 "--hostfile: '$hostfile' cannot be read"
+[ -n "$gpus_per_node" ] || fwi_die 2 "--gpus-per-node: missing; the GPUs of each node, one rank on each"
 fwi_positive_integer "$gpus_per_node" || fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999)"
 # CUDA_VISIBLE_DEVICES goes to every node (fwi_mpirun_exports): it must name a GPU for each rank of a node.
 if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
