@@ -321,6 +321,9 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
     try {  // copies started by mpirun would time each other on the same GPU
         refuse_launch_as_several_ranks("the benchmarks run on one GPU: run them without mpirun");
+        // The tests' limit settings, as run_and_report reads them: a bad one refused now, not in every case.
+        gpu_work_base_seconds();
+        file_write_base_seconds();
     } catch (const UsageError& several) {
         std::fprintf(stderr, "%s: %s\n", program, several.what());
         return finish_out(kExitBadInput);

@@ -126,9 +126,10 @@ double gib(size_t bytes);
 // The bases of the suite's limits on its waits for GPU work (a minute) and on a file's write (two minutes),
 // which the tests of a GPU or a file system that hangs shorten through FWI_TEST_GPU_WORK_BASE_S and
 // FWI_TEST_FILE_WRITE_BASE_S: from 0.1 s to the normal base, with a warning that names the variable (set by
-// accident, it would report healthy work as stuck). Read once; run_and_report reads both before the
-// program's body, so that any other value is refused (BadSettingError, exit 2) before any work, not at the
-// first wait or write after it.
+// accident, it would report healthy work as stuck). Read once; run_and_report (and the benchmarks' main) reads
+// both before the program's body, so that any other value is refused (BadSettingError, exit 2) before any
+// work, --help included, not at the first wait or write after it; every program then warns that one is set,
+// visible_gpus too.
 double gpu_work_base_seconds();
 double file_write_base_seconds();
 // A count and its noun, plural where it is not 1: count_of(1, "shot") is "1 shot", count_of(3, "rank") "3 ranks".

@@ -113,6 +113,7 @@ put_usual_cuda_on_path() {
         return 0
     fi
     [ -z "${CUDACXX:-}" ] && [ -z "${CUDAToolkit_ROOT:-}" ] || return 0
+    [ ! "$(command -v nvcc)" -ef "$FWI_CUDA_BIN/nvcc" ] || return 0  # the usual one already
     local on_path usual
     on_path="$(nvcc_version)"
     version_at_least "$on_path" "$FWI_CUDA_MIN" && return 0
@@ -266,24 +267,25 @@ gpu_device_nodes_present() {
     compgen -G "$dev/nvidia[0-9]*" >/dev/null || [ -e "$dev/dxg" ]
 }
 
-# apt_get_update [sudo]: apt-get update -qq, its errors on stderr. Another apt holding the package lists' lock
-# (apt-daily or cloud-init on a freshly booted machine) fails it at once (DPkg::Lock::Timeout waits only for
-# dpkg's lock, in the installs): it is run again every FWI_APT_LOCK_RETRY_S seconds (10), for at most 5 minutes.
+# apt_get_update SUDO [quiet]: apt-get update -qq; its error output in apt_update_errors, and on stderr unless
+# quiet (the caller shows it). Another apt holding the package lists' lock (apt-daily or cloud-init on a
+# freshly booted machine) fails it at once (DPkg::Lock::Timeout waits only for dpkg's lock, in the installs):
+# it is tried 30 times, FWI_APT_LOCK_RETRY_S seconds apart (10: 5 minutes), saying so on stderr.
+apt_update_errors=""
 apt_get_update() {
-    local sudo="${1:-}" errors status waited=0 pause="${FWI_APT_LOCK_RETRY_S:-10}"
-    while :; do
+    local sudo="$1" quiet="${2:-}" status attempt
+    for ((attempt = 1; ; attempt++)); do
         status=0
-        errors="$($sudo apt-get update -qq 2>&1 >/dev/null)" || status=$?
-        if [ "$status" -ne 0 ] && grep -qE 'Could not get lock|Unable to lock' <<<"$errors" &&
-            [ "$waited" -lt 300 ]; then
-            [ "$waited" -gt 0 ] || echo "another apt holds the package lists: waiting for it (at most 5 minutes)" >&2
-            sleep "$pause"
-            waited=$((waited + 10))
-            continue
+        apt_update_errors="$($sudo apt-get update -qq 2>&1 >/dev/null)" || status=$?
+        if [ "$status" -eq 0 ] || [ "$attempt" -ge 30 ] ||
+            ! grep -qE 'Could not get lock|Unable to lock' <<<"$apt_update_errors"; then
+            break
         fi
-        [ -z "$errors" ] || printf '%s\n' "$errors" >&2
-        return "$status"
+        [ "$attempt" -gt 1 ] || echo "another apt holds the package lists: waiting for it (at most 30 tries)" >&2
+        sleep "${FWI_APT_LOCK_RETRY_S:-10}"
     done
+    [ -n "$quiet" ] || [ -z "$apt_update_errors" ] || printf '%s\n' "$apt_update_errors" >&2
+    return "$status"
 }
 
 # A fresh machine may never have run apt-get update (or has just been given NVIDIA's repository): refresh
@@ -300,7 +302,8 @@ refresh_apt_lists() {
     fi
     echo "refreshing apt's package lists to look for $what${sudo:+ (with sudo)}" >&2
     local status=0 first
-    why="$(apt_get_update "$sudo" 2>&1)" || status=$?
+    apt_get_update "$sudo" quiet || status=$?
+    why="$apt_update_errors"
     # The first error or warning says why (a failed fetch), not apt's closing summary; apt-get may report a
     # failed fetch as a warning and exit 0.
     first="$(grep -m 1 -E '^(E|W|Err):|Failed to fetch' <<<"$why")"
@@ -441,7 +444,7 @@ install_missing_packages() {
     local plan dry_run=0
     install_dry_run && dry_run=1
     plan="$(plan_missing_packages)" || exit $?
-    local missing=() needed=() optional=() package left_out="" part
+    local missing=() needed=() optional=() parts=() package part left_out="" i
     read -r -a missing <<<"$plan"
     for package in "${missing[@]}"; do
         part="$(left_out_without "$package")"
@@ -449,7 +452,16 @@ install_missing_packages() {
             needed+=("$package")
         else
             optional+=("$package")
-            left_out+="${left_out:+, }$part"
+            parts+=("$part")
+        fi
+    done
+    for ((i = 0; i < ${#parts[@]}; i++)); do  # "a", "a and b", "a, b and c"
+        if ((i == 0)); then
+            left_out="${parts[i]}"
+        elif ((i == ${#parts[@]} - 1)); then
+            left_out+=" and ${parts[i]}"
+        else
+            left_out+=", ${parts[i]}"
         fi
     done
     if [ ${#needed[@]} -gt 0 ] && ! command -v apt-get >/dev/null 2>&1; then

@@ -283,7 +283,15 @@ add_exit_test(cli_run_tests_parallel_twice CODE 2 TEXT "run-tests: --parallel gi
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -j4 --parallel 8)
 add_exit_test(cli_run_tests_bad_regex CODE 2 TEXT "run-tests: -R: '(' is not a regular expression" TIMEOUT 20
               COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu -R "(")
-# ... and one that bash's regular expressions take and ctest's (CMake's) do not: a nested repeat.
+# ... and one that bash's regular expressions take and ctest's (CMake's) do not: a nested repeat. The check
+# itself takes what ctest takes, a regex that matches the empty string too ('.*': run-tests.sh refused it).
+add_test(NAME cli_run_tests_regex_check_takes_what_ctest_takes
+         COMMAND ${BASH_EXECUTABLE} -c "for r in '.*' 'a*' '^$' 'cpu|gpu' 'a;b'; do \
+                 ${CMAKE_COMMAND} \"-DREGEX=$r\" -P \"$0\" || { echo \"refused: $r\"; exit 1; }; done; \
+                 for r in 'x++' 'a**' '(' '['; do \
+                 ! ${CMAKE_COMMAND} \"-DREGEX=$r\" -P \"$0\" 2>/dev/null || { echo \"taken: $r\"; exit 1; }; done"
+                 ${PROJECT_SOURCE_DIR}/cmake/check_regex.cmake)
+set_tests_properties(cli_run_tests_regex_check_takes_what_ctest_takes PROPERTIES LABELS cpu TIMEOUT 30)
 add_exit_test(cli_run_tests_regex_ctest_refuses CODE 2 TEXT "run-tests: -E: 'x++' is not a regular expression ctest takes"
               TIMEOUT 20 COMMAND ${BASH_EXECUTABLE} ${scripts}/run-tests.sh -L cpu -E "x++")
 add_exit_test(cli_run_tests_own_preset CODE 2 TEXT "run-tests: --preset is the script's own" TIMEOUT 20

@@ -95,6 +95,10 @@ foreach(bench bench_propagator bench_allreduce)
   # Listing the benchmarks runs none, so it needs no GPU.
   add_exit_test(cli_${bench}_list_without_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
                 OUTPUT ${${bench}_cases} COMMAND $<TARGET_FILE:${bench}> --benchmark_list_tests)
+  # The tests' limit settings, as the programs read them: a bad one refused at the start (exit 2), not as a
+  # failure of every case (exit 3).
+  add_exit_test(cli_${bench}_bad_gpu_wait_test_limit CODE 2 TEXT "FWI_TEST_GPU_WORK_BASE_S: 'x' is not a number"
+                ENVIRONMENT "FWI_TEST_GPU_WORK_BASE_S=x" COMMAND $<TARGET_FILE:${bench}>)
 endforeach()
 
 # The flags of scripts/gpu-check.sh's benchmarks step parse with the Google Benchmark installed, and the run

@@ -179,7 +179,7 @@ expect_line "--gres=gpu:4 where Slurm lists the GPUs only (SLURM_JOB_GPUS)" \
     "srun --mpi=pmix --export=ALL --kill-on-bad-exit=1 --cpu-bind=none $build/05_nccl_mpi/05_nccl_mpi" \
     SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 SLURM_JOB_GPUS=0,1,2,3 FWI_BIN_DIR="$build" \
     -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
-expect_refusal "--gres=gpu:2 with --ntasks-per-node=4" 2 "--ntasks-per-node=4 with --gpus-per-node=2" \
+expect_refusal "--gres=gpu:2 with --ntasks-per-node=4" 2 "--ntasks-per-node=4 with --gres=gpu:2" \
     SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=4 SLURM_JOB_GPUS=0,1 FWI_BIN_DIR="$build" \
     -- bash "$cluster/05_nccl_mpi.sbatch" --dry-run
 expect_refusal "no --gpus-per-node in the allocation" 2 "--gpus-per-node: '' is not a count" \

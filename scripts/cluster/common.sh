@@ -171,7 +171,7 @@ fwi_sbatch_option() {
 # MPI's mpirun, which reads the nodes from Slurm. Outside an allocation only a dry run works; it takes the
 # counts from SCRIPT's #SBATCH lines.
 fwi_slurm_run() {
-    local script=$1 program=$2 nodes tasks_per_node gpus_per_node cpus_per_task ranks path
+    local script=$1 program=$2 nodes tasks_per_node gpus_per_node cpus_per_task ranks path gpus_flag=--gpus-per-node=
     shift 2
     FWI_RECIPE="${FWI_RECIPE:-$(basename "$script")}"
     fwi_recipe_options "$@"
@@ -182,9 +182,9 @@ fwi_slurm_run() {
         # A job given its GPUs with --gres=gpu:N (older clusters' way) has no SLURM_GPUS_PER_NODE: the GPUs
         # given on this node, as a count or as their list.
         if [ -z "$gpus_per_node" ] && [ -n "${SLURM_GPUS_ON_NODE:-}" ]; then
-            gpus_per_node="$SLURM_GPUS_ON_NODE"
+            gpus_per_node="$SLURM_GPUS_ON_NODE" gpus_flag=--gres=gpu:
         elif [ -z "$gpus_per_node" ] && [ -n "${SLURM_JOB_GPUS:-}" ]; then
-            gpus_per_node="$(tr ',' '\n' <<<"$SLURM_JOB_GPUS" | grep -c .)"
+            gpus_per_node="$(tr ',' '\n' <<<"$SLURM_JOB_GPUS" | grep -c .)" gpus_flag=--gres=gpu:
         fi
         ranks="${SLURM_NTASKS:-}"
         cpus_per_task="${SLURM_CPUS_PER_TASK:-}"
@@ -212,7 +212,7 @@ fwi_slurm_run() {
     fwi_positive_integer "$gpus_per_node" ||
         fwi_die 2 "--gpus-per-node: '$gpus_per_node' is not a count (1..999999); give it (or --gres=gpu:N), equal to --ntasks-per-node"
     [ "$tasks_per_node" = "$gpus_per_node" ] ||
-        fwi_die 2 "--ntasks-per-node=$tasks_per_node with --gpus-per-node=$gpus_per_node: these recipes run one" \
+        fwi_die 2 "--ntasks-per-node=$tasks_per_node with $gpus_flag$gpus_per_node: these recipes run one" \
             "task per GPU, so give both the same value"
     ranks="${ranks:-$((nodes * tasks_per_node))}"
     # SLURM_NTASKS: what mpirun's -np gets (FWI_LAUNCHER=mpirun), so checked as the counts above are.
