@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
 #   run_doctor_test.sh [--min-gpus N] [--needs-peer-access] [--needs-one-model] [--needs-idle-gpus]
-#                      [--first-gpu-only] [--skip-if-warns IDS] [--exit CODE] [--max-seconds S] [--expect TEXT]... [--pass IDS]
-#                      [--warn IDS] -- COMMAND...
+#                      [--first-gpu-only] [--skip-if-warns IDS] [--exit CODE] [--max-seconds S]
+#                      [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
 # The command gets `--json FILE` appended. With --first-gpu-only it sees only the first of the GPUs the test
-# was given (CUDA_VISIBLE_DEVICES's first entry, GPU 0 where it is unset): a user's own choice of GPUs holds. The test is skipped (exit 77) with fewer than N GPUs visible
-# (doctor's own count, from the JSON); with --needs-peer-access where a pair of GPUs has no peer access
-# (PCIe cards without P2P, a server with more GPUs than one can reach), with --needs-one-model where the
-# GPUs are not all one model, and with --needs-idle-gpus where check 1 found another process on them
-# (someone else's job), and where a check in the IDS of --skip-if-warns WARNs (check 1 does on many healthy
-# machines: a driver older than the build's CUDA, a PCIe link below its widest, a GPU in MIG mode or held
-# back by its clocks): what those tests expect holds only on such machines. Then: the exit
-# code must be CODE, the run must end within S seconds (wall clock), every TEXT must appear in the
-# output, and every check in the IDS of --pass (a comma list) must be PASS, every one in those of --warn
-# WARN.
+# was given (CUDA_VISIBLE_DEVICES's first entry, GPU 0 where it is unset): a user's own choice of GPUs holds.
+# The test is skipped (exit 77) with fewer than N GPUs visible (doctor's own count, from the JSON); with
+# --needs-peer-access where a pair of GPUs has no peer access (PCIe cards without P2P, a server with more
+# GPUs than one can reach), with --needs-one-model where the GPUs are not all one model, with
+# --needs-idle-gpus where check 1 found another process on them (someone else's job), and where a check in
+# the IDS of --skip-if-warns WARNs (check 1 does on many healthy machines: a driver older than the build's
+# CUDA, a PCIe link below its widest, a GPU in MIG mode or held back by its clocks): what those tests expect
+# holds only on such machines. Then: the exit code must be CODE, the run must end within S seconds (wall
+# clock), every TEXT must appear in the output, and every check in the IDS of --pass (a comma list) must be
+# PASS, every one in those of --warn WARN.
 set -uo pipefail
 min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
 skip_if_warns="" first_gpu_only=0
