@@ -144,16 +144,25 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
     }
 }
 
-// Every GPU holds a send and a receive buffer of the sweep's largest size, and via_gpu0 adds one for each
-// other GPU on GPU 0.
+// Every GPU holds a send and a receive buffer of the sweep's largest size, ring adds its scratch segment
+// (1/n of one) on every GPU, and via_gpu0 one buffer for each other GPU on GPU 0.
 void require_buffers_fit(const GpuGroup& group, size_t largest_bytes, const std::vector<std::string>& variants) {
-    const auto require = [&](int rank, size_t buffers, const std::string& needs, const std::string& or_else) {
+    const auto require = [&](int rank, double buffers, const std::string& needs, const std::string& or_else) {
         require_sweep_fits(largest_bytes, buffers, device_memory_bytes(rank), needs,
                            "GPU " + std::to_string(rank) + "'s", or_else);
     };
     // Every GPU's pair first, so that leaving via_gpu0 out is advised only where that would do.
     for (int rank = 0; rank < group.size(); ++rank) require(rank, 2, "a send and a receive buffer on every GPU", "");
-    if (std::find(variants.begin(), variants.end(), "via_gpu0") != variants.end()) {
+    const auto chosen = [&](const char* variant) {
+        return std::find(variants.begin(), variants.end(), variant) != variants.end();
+    };
+    if (chosen("ring") && group.size() > 1)
+        for (int rank = 0; rank < group.size(); ++rank)
+            require(rank, 2.0 + 1.0 / group.size(),
+                    "a send and a receive buffer on every GPU, and with ring a scratch segment of 1/" +
+                        std::to_string(group.size()) + " of one",
+                    ", or leave ring out of --variants");
+    if (chosen("via_gpu0")) {
         const size_t buffers = size_t(group.size()) + 1;
         require(0, buffers,
                 std::to_string(buffers) +

@@ -40,13 +40,18 @@ public:
     std::string name() const override { return "nccl"; }
     std::string description() const override { return "ncclAllReduce over one process's communicators (reference)"; }
 
+    // On a non-blocking communicator (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0) the group may return
+    // ncclInProgress while NCCL's thread still issues it: nothing may be issued on the communicators, nor an
+    // event recorded behind the kernels, before that is done, so wait for it here (as 05's benchmark does).
     void run(size_t count) override {
         ending_comms_on_failure([&] {
-            nccl_group(comms_, kWhat, [&] {
+            const ncclResult_t status = nccl_group(comms_, kWhat, [&] {
                 for (int rank = 0; rank < group_.size(); ++rank)
                     NCCL_CHECK(ncclAllReduce(group_.send(rank), group_.recv(rank), count, ncclFloat, ncclSum,
                                              comms_[rank], group_.stream(rank)));
             });
+            if (status == ncclInProgress)
+                wait_for_nccl(comms_, {}, std::string("issuing ") + kWhat, group_.timeout_s());
         });
     }
     // NCCL reports a failed collective through its communicators, not the streams, whose kernels then never

@@ -341,6 +341,14 @@ TEST_CASE("a largest size that the buffers cannot hold is bad input naming --max
               "--max-bytes: the largest size, 64 GiB, needs a send and a receive buffer on every GPU, more than GPU "
               "1's 80 GiB of memory; give less than 1/2 of it, or leave via_gpu0 out");
     }
+    // A part of a buffer (the ring's scratch, half a buffer on 2 GPUs) counts: 32 GiB 2.5 times is not 80 GiB.
+    CHECK_NOTHROW(require_sweep_fits(32 * gib, 2.5, 80 * gib, "2.5 buffers", "GPU 0's"));
+    try {
+        require_sweep_fits(33 * gib, 2.5, 80 * gib, "2.5 buffers", "GPU 0's");
+        FAIL("33 GiB 2.5 times fits no 80 GiB");
+    } catch (const UsageError& e) {
+        CHECK(std::string(e.what()).find("give less than 1/2.5 of it") != std::string::npos);
+    }
 }
 
 TEST_CASE("algbw = bytes / time, busbw = algbw * 2(n-1)/n") {

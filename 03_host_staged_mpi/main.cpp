@@ -64,7 +64,7 @@ void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, Stagin
         times.to_device.push_back(t.to_device);
     }
     CUDA_CHECK(cudaMemcpyAsync(share.device_misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, share.stream()));
-    CUDA_CHECK(cudaStreamSynchronize(share.stream()));
+    share.propagator().finish("the copy of the combined misfit");  // before `misfit` goes: a wait with a limit
 }
 
 // ---- one variant's FWI run -------------------------------------------------------------------------
@@ -201,6 +201,8 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// run_mpi_program (common/mpi_env.hpp): MPI_Init, run(), MPI_Finalize; a rank that throws ends the whole job
+// (MPI_Abort) with the exception's exit code.
 int main(int argc, char** argv) {
     return run_mpi_program("03_host_staged_mpi", argc, argv, [&] { return run(argc, argv); });
 }

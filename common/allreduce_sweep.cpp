@@ -91,12 +91,13 @@ void validate_allreduce_sweep_options(const AllreduceSweepOptions& options) {
                          std::to_string(options.max_bytes) + ")");
 }
 
-void require_sweep_fits(size_t largest_bytes, size_t buffers, size_t capacity_bytes, const std::string& needs,
+void require_sweep_fits(size_t largest_bytes, double buffers, size_t capacity_bytes, const std::string& needs,
                         const std::string& memory, const std::string& or_else) {
-    if (capacity_bytes == 0 || buffers * largest_bytes <= capacity_bytes) return;  // 0: the system did not say
+    // 0: the system did not say
+    if (capacity_bytes == 0 || buffers * double(largest_bytes) <= double(capacity_bytes)) return;
     throw UsageError("--max-bytes: the largest size, " + format_number(gib(largest_bytes)) + " GiB, needs " + needs +
                      ", more than " + memory + " " + format_number(gib(capacity_bytes)) +
-                     " GiB of memory; give less than 1/" + std::to_string(buffers) + " of it" + or_else);
+                     " GiB of memory; give less than 1/" + format_number(buffers) + " of it" + or_else);
 }
 
 std::vector<size_t> sweep_byte_sizes(size_t min_bytes, size_t max_bytes, double step_factor, size_t extra_bytes) {

@@ -66,11 +66,12 @@ std::string fwi_gradient_marker(size_t bytes);
 // The sizes a sweep with these options runs; the last is the largest buffer a variant needs.
 std::vector<size_t> allreduce_sweep_sizes(const AllreduceSweepOptions& options);
 
-// A sweep whose largest size, held `buffers` times, is more than `capacity_bytes` of memory is bad input:
+// A sweep whose largest size, held `buffers` times (2.5: a send, a receive and half of one more), is more
+// than `capacity_bytes` of memory is bad input:
 // a UsageError naming --max-bytes, rather than a failed allocation blamed on other processes. `needs` says
 // what the buffers are ("a send and a receive buffer on every GPU"), `memory` whose memory it is ("GPU 0's",
 // "this machine's"), `or_else` any other way out (", or leave via_gpu0 out of --variants").
-void require_sweep_fits(size_t largest_bytes, size_t buffers, size_t capacity_bytes, const std::string& needs,
+void require_sweep_fits(size_t largest_bytes, double buffers, size_t capacity_bytes, const std::string& needs,
                         const std::string& memory, const std::string& or_else = "");
 
 // Allreduces in one timed batch of `bytes`: `iters`, fewer when a batch would move more than 1 GiB.
