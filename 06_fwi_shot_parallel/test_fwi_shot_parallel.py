@@ -18,6 +18,7 @@ timeout, and a run that overstays it is terminated with its whole process group.
 import argparse
 import array
 import ast
+import glob
 import os
 import shutil
 import signal
@@ -295,8 +296,10 @@ def test_kill_and_resume(args):
         fail("the killed run left a checkpoint of iteration %s, expected 4" % checkpoint_iteration)
     if os.path.exists(os.path.join(killed, "final_model.npy")):
         fail("the killed run wrote a final model")
-    if os.path.exists(os.path.join(killed, "checkpoint.fwi.tmp")):
-        fail("a temporary checkpoint file was left behind")
+    # A temporary is named after its file, the writer's pid and a random suffix (common/output.cpp).
+    leftovers = glob.glob(os.path.join(killed, "checkpoint.fwi.tmp*"))
+    if leftovers:
+        fail("a temporary checkpoint file was left behind: %s" % leftovers)
 
     # The resumed run also checks itself against the single-GPU run of its 2 iterations.
     code, output = run(mpirun(args, args.ranks, common + ["--out", killed, "--resume", killed]))
@@ -339,8 +342,9 @@ def test_failed_setup(args):
     code, output = run(mpirun(args, args.ranks, flags, environment=["NCCL_SOCKET_IFNAME=no_such_interface"]))
     if code != 3:
         fail("the run whose NCCL cannot start exited %d, expected 3" % code)
-    if "NCCL" not in output:
-        fail("the run whose NCCL cannot start did not name NCCL")
+    # NCCL's own reason, not the banner's "NCCL 2.x" that every run prints before its set-up.
+    if "ncclGetUniqueId" not in output:
+        fail("the run whose NCCL cannot start did not say that NCCL's id could not be made (ncclGetUniqueId)")
     after = folder_contents(folder)
     if after != before:
         changed = sorted(set(before) ^ set(after) | {n for n in before if n in after and before[n] != after[n]})

@@ -217,6 +217,23 @@ PciAddress gpu_pci_address(int device) {
     return address;
 }
 
+bool gpu_takes_one_process(int device) {
+    int mode = cudaComputeModeDefault;
+    CUDA_CHECK(cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device));
+    return mode == cudaComputeModeExclusiveProcess;
+}
+
+bool every_pair_has_peer_access(int count) {
+    for (int device = 0; device < count; ++device)
+        for (int peer = 0; peer < count; ++peer) {
+            if (peer == device) continue;
+            int possible = 0;
+            CUDA_CHECK(cudaDeviceCanAccessPeer(&possible, device, peer));
+            if (!possible) return false;
+        }
+    return true;
+}
+
 std::string describe_device(int device) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

@@ -69,6 +69,15 @@ std::string describe_device(int device);
 // The GPU's PCI address, as NVML (nvml.hpp) finds it. Asks no context of the GPU.
 PciAddress gpu_pci_address(int device);
 
+// Whether GPU `device` is in exclusive-process compute mode (common on clusters): one process at a time may
+// hold a context on it, and the next one's first CUDA call fails with cudaErrorDevicesUnavailable. Asks no
+// context of the GPU.
+bool gpu_takes_one_process(int device);
+
+// Whether every pair of GPUs 0..count-1 may have peer access, both ways (cudaDeviceCanAccessPeer: PCIe
+// cards without P2P, or GPUs under different CPU sockets, may not). Asks no context of the GPUs.
+bool every_pair_has_peer_access(int count);
+
 // All of GPU `device`'s memory in bytes, not only what is free now.
 size_t device_memory_bytes(int device);
 

@@ -6,7 +6,9 @@
 // line for each process with a context on a visible GPU (other_processes.hpp), which compare.sh warns of;
 // exit 3 where they cannot be listed (no NVML, or MIG instances named in CUDA_VISIBLE_DEVICES). With
 // --memory-mib, each visible GPU's memory in MiB, one line each in CUDA's order (nvidia-smi's order and
-// numbers ignore CUDA_VISIBLE_DEVICES), which the tests that size a sweep to a GPU read.
+// numbers ignore CUDA_VISIBLE_DEVICES), which the tests that size a sweep to a GPU read. With --peer-access,
+// 1 where every pair of visible GPUs may have peer access (cudaDeviceCanAccessPeer, both ways), else 0:
+// doctor's tests skip on 0 by this answer, not by doctor's own (which they test).
 #include <unistd.h>
 
 #include <cstdio>
@@ -45,17 +47,22 @@ int main(int argc, char** argv) {
             return fwi::kExitOk;
         }
         if (argc == 2 && is(argv[1], "--other-processes")) return print_other_processes();
+        if (argc == 2 && is(argv[1], "--peer-access")) {
+            std::printf("%d\n", fwi::every_pair_has_peer_access(fwi::visible_gpu_count_checked()) ? 1 : 0);
+            return fwi::kExitOk;
+        }
         if (argc == 2 && is(argv[1], "--memory-mib")) {
             const int count = fwi::visible_gpu_count_checked();
             for (int device = 0; device < count; ++device) std::printf("%zu\n", fwi::device_memory_bytes(device) >> 20);
             return fwi::kExitOk;
         }
         const char* usage =
-            "usage: visible_gpus [--env-json | --other-processes | --memory-mib]\n"
+            "usage: visible_gpus [--env-json | --other-processes | --memory-mib | --peer-access]\n"
             "  prints how many CUDA GPUs this process sees, with --env-json this machine's description\n"
             "  (the env object of a RESULT), with --other-processes a line for each process with a\n"
             "  context on a visible GPU (exit 3 where they cannot be listed), or with --memory-mib each\n"
-            "  visible GPU's memory in MiB, one line each in CUDA's order\n";
+            "  visible GPU's memory in MiB, one line each in CUDA's order, or with --peer-access 1 where\n"
+            "  every pair of visible GPUs may have peer access, else 0\n";
         if (argc == 2 && (is(argv[1], "--help") || is(argv[1], "-h"))) {
             std::fputs(usage, stdout);
             return fwi::kExitOk;

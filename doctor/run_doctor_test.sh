@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
-#   run_doctor_test.sh [--min-gpus N] [--needs-peer-access] [--needs-one-model] [--needs-idle-gpus]
-#                      [--first-gpu-only] [--skip-if-warns IDS] [--exit CODE] [--max-seconds S]
-#                      [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
+#   run_doctor_test.sh [--visible-gpus PROGRAM] [--min-gpus N] [--needs-peer-access] [--needs-one-model]
+#                      [--needs-idle-gpus] [--first-gpu-only] [--skip-if-warns IDS] [--exit CODE]
+#                      [--max-seconds S] [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
 # The command gets `--json FILE` appended. With --first-gpu-only it sees only the first of the GPUs the test
 # was given (CUDA_VISIBLE_DEVICES's first entry, GPU 0 where it is unset): a user's own choice of GPUs holds.
-# The test is skipped (exit 77) with fewer than N GPUs visible (doctor's own count, from the JSON); with
-# --needs-peer-access where a pair of GPUs has no peer access (PCIe cards without P2P, a server with more
-# GPUs than one can reach), with --needs-one-model where the GPUs are not all one model, with
+# The test is skipped (exit 77) with fewer than N GPUs visible, and with --needs-peer-access where a pair of
+# GPUs has no peer access (PCIe cards without P2P, a server with more GPUs than one can reach): both asked
+# of PROGRAM (common/visible_gpus), not of doctor, whose count and peer access are what the tests test; a
+# doctor whose count differs from PROGRAM's fails. (Without --visible-gpus, doctor's count decides: the
+# harness's own tests, on a stand-in for doctor.) With --needs-one-model where the GPUs are not all one model, with
 # --needs-idle-gpus where check 1 found another process on them (someone else's job), and where a check in
 # the IDS of --skip-if-warns WARNs (check 1 does on many healthy machines: a driver older than the build's
 # CUDA, a PCIe link below its widest, a GPU in MIG mode or held back by its clocks): what those tests expect
@@ -15,11 +17,12 @@
 # clock), every TEXT must appear in the output, and every check in the IDS of --pass (a comma list) must be
 # PASS, every one in those of --warn WARN.
 set -uo pipefail
-min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
+visible_gpus="" min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
 skip_if_warns="" first_gpu_only=0
 expected=()
 while [ $# -gt 0 ]; do
     case "$1" in
+        --visible-gpus) visible_gpus="$2"; shift 2 ;;
         --min-gpus) min_gpus="$2"; shift 2 ;;
         --needs-peer-access) needs_peer_access=1; shift ;;
         --needs-one-model) needs_one_model=1; shift ;;
@@ -38,6 +41,21 @@ done
 if [ "$first_gpu_only" -eq 1 ]; then
     visible="${CUDA_VISIBLE_DEVICES-0}"
     export CUDA_VISIBLE_DEVICES="${visible%%,*}"
+fi
+if [ -n "$visible_gpus" ]; then
+    source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
+    cuda_gpus=$(count_visible_gpus "$visible_gpus") || exit 3  # a broken counter fails the test
+    if [ "$cuda_gpus" -lt "$min_gpus" ]; then
+        echo "SKIPPED: needs $min_gpus GPU(s), $cuda_gpus visible"
+        exit 77
+    fi
+    if [ "$needs_peer_access" -eq 1 ]; then
+        peer_access=$(quick_query "$visible_gpus" --peer-access) || { echo "FAILED: $visible_gpus --peer-access"; exit 1; }
+        if [ "$peer_access" != 1 ]; then
+            echo "SKIPPED: a pair of GPUs has no peer access (cudaDeviceCanAccessPeer); this test needs every pair to have it"
+            exit 77
+        fi
+    fi
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -65,12 +83,16 @@ if [ -z "$gpus" ]; then  # a JSON without the count is a broken doctor, not a ma
     echo "FAILED: doctor's JSON has no \"gpus\" count"
     exit 1
 fi
+if [ -n "$visible_gpus" ] && [ "$gpus" -ne "$cuda_gpus" ]; then
+    echo "FAILED: doctor counted $gpus GPU(s), CUDA has $cuda_gpus visible"
+    exit 1
+fi
 if [ "$gpus" -lt "$min_gpus" ]; then
     echo "SKIPPED: needs $min_gpus GPU(s), doctor saw $gpus"
     exit 77
 fi
-# Check 2's peer_access matrix, from its key to the next one: any "false" is a pair without peer access.
-if [ "$needs_peer_access" -eq 1 ] &&
+# Without a counter: check 2's peer_access matrix, from its key to the next one ("false": a pair without).
+if [ -z "$visible_gpus" ] && [ "$needs_peer_access" -eq 1 ] &&
    tr -d '\n' < "$json" | grep -o '"peer_access": {.*"performance_rank"' | grep -q false; then
     echo "SKIPPED: a pair of GPUs has no peer access (see check 2); this test needs every pair to have it"
     exit 77

@@ -187,14 +187,18 @@ endif()
 
 # visible_gpus, which the scripts and the GPU tests ask how many GPUs there are.
 add_exit_test(cli_visible_gpus_help CODE 0 TEXT ""
-              OUTPUT "usage: visible_gpus [--env-json | --other-processes | --memory-mib]"
+              OUTPUT "usage: visible_gpus [--env-json | --other-processes | --memory-mib | --peer-access]"
               "the env object of a RESULT" "context on a visible GPU" "memory in MiB, one line each in CUDA's order"
+              "every pair of visible GPUs may have peer access"
               COMMAND $<TARGET_FILE:visible_gpus> --help)
 # No GPU visible: no other process to list, no memory to give, and no error.
 add_exit_test(cli_visible_gpus_other_processes_no_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:visible_gpus> --other-processes)
 add_exit_test(cli_visible_gpus_memory_no_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:visible_gpus> --memory-mib)
+# No pair of GPUs: none lacks peer access.
+add_exit_test(cli_visible_gpus_peer_access_no_gpu CODE 0 TEXT "" OUTPUT "1" NOT_OUTPUT "0" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+              COMMAND $<TARGET_FILE:visible_gpus> --peer-access)
 add_exit_test(cli_visible_gpus_unknown_flag CODE 2 TEXT "visible_gpus: error: unknown argument '-v'" COMMAND $<TARGET_FILE:visible_gpus> -v)
 add_exit_test(cli_visible_gpus_two_arguments CODE 2 TEXT "visible_gpus: error: at most one argument, 2 given" COMMAND $<TARGET_FILE:visible_gpus> --env-json x)
 

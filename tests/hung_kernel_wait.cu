@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <string>
 
 #include "cuda_check.hpp"
 #include "device.hpp"
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
         return fwi::run_program("hung_kernel_wait", spin_before_forward);
     if (argc < 2 || std::strcmp(argv[1], "--mpi") != 0) return fwi::run_program("hung_kernel_wait", spin_and_give_up);
     return fwi::run_mpi_program("hung_kernel_wait", argc, argv, [] {
+        // As jobs of one rank each (a launcher of another MPI library), no rank would wait for another.
+        if (fwi::world_size() != 2)
+            throw fwi::EnvironmentError("--mpi needs one MPI job of 2 ranks, not " + std::to_string(fwi::world_size()));
         if (fwi::world_rank() == 0) return spin_and_give_up();
         fwi::barrier_with_timeout(MPI_COMM_WORLD, "rank 0, whose kernel spins", 60.0);
         return int(fwi::kExitOk);
