@@ -108,7 +108,20 @@ TEST_CASE("a timeout message names the operation, the ranks, the timeout and wha
     CHECK(message.find("ncclAllReduce of the gradient on rank 0 of 2") == 0);
     CHECK(message.find("not finished after 10 s (--timeout)") != std::string::npos);
     CHECK(message.find("aborted the communicator") != std::string::npos);
-    CHECK(message.find("Hint:") != std::string::npos);
+    CHECK(message.find("Hint: another rank has probably died") != std::string::npos);
+}
+
+TEST_CASE("a creation between processes that all started it blames the connections when it times out") {
+    const std::string message = nccl_wait_failure_message("NCCL communicator creation", {1}, 2, WaitOutcome::timed_out,
+                                                          10.0, "", kNcclConnectHint);
+    CHECK(message.find("not finished after 10 s (--timeout); aborted the communicator. Hint: every rank had "
+                       "started it") != std::string::npos);
+    CHECK(message.find("NCCL_SOCKET_IFNAME") != std::string::npos);
+    CHECK(message.find("another rank has probably died") == std::string::npos);
+    // A failure keeps NCCL's own text and its hint: the connection hint is for a timeout only.
+    CHECK(nccl_wait_failure_message("NCCL communicator creation", {1}, 2, WaitOutcome::failed, 10.0, "remote error",
+                                    kNcclConnectHint)
+              .find("Hint: a peer rank or its GPU failed") != std::string::npos);
 }
 
 TEST_CASE("a failure message carries NCCL's error") {

@@ -46,9 +46,9 @@ inline std::string current_gpu_compute_capability() {
     return " (compute capability " + std::to_string(major) + "." + std::to_string(minor) + ")";
 }
 
-// What to do about a GPU out of memory, too many peers, a driver older than the build, and the errors of
-// a build made for other GPUs than this one (`gpu`: what current_gpu_compute_capability says); "" for every
-// other error.
+// What to do about a GPU out of memory, one held by another process in exclusive-process mode, too many peers, a driver
+// older than the build, and the errors of a build made for other GPUs than this one (`gpu`: what
+// current_gpu_compute_capability says); "" for every other error.
 inline std::string cuda_error_hint(cudaError_t status, const std::string& gpu = "") {
     if (status == cudaErrorMemoryAllocation)
         return "the GPU's free memory is taken: by other processes, or other ranks on this GPU (nvidia-smi lists "
@@ -56,6 +56,11 @@ inline std::string cuda_error_hint(cudaError_t status, const std::string& gpu = 
     if (status == cudaErrorNoKernelImageForDevice)
         return "this build (CUDA architectures " + build_cuda_architectures() + ") has no code for this GPU" + gpu +
                "; " + kRebuildForTheseGpus;
+    if (status == cudaErrorDevicesUnavailable)
+        return "the GPU takes one process at a time (its compute mode is exclusive-process, common on clusters; "
+               "nvidia-smi -q shows it) and another process holds it, or it is in prohibited mode: wait for that "
+               "process (nvidia-smi lists it), or choose another GPU with CUDA_VISIBLE_DEVICES; in this mode two "
+               "ranks cannot share a GPU";
     if (status == cudaErrorTooManyPeers)
         return "a GPU can have peer access to only so many others at once (8 on a machine without NVSwitch): on a "
                "machine with more GPUs, give CUDA_VISIBLE_DEVICES at most 9 of them";

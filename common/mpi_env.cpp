@@ -54,7 +54,14 @@ std::string mpi_library_version() {
 }
 
 // How long the ranks may take to meet once MPI_Init has returned (it returns when every rank has started).
+// Not --timeout, which is not parsed yet.
 constexpr double kStartTimeoutSeconds = 60.0;
+// Why that first message may not arrive: MPI_Init exchanges its addresses through the launcher, so the
+// first message between the ranks is the first to cross MPI's own network.
+constexpr const char* kFirstMessageCause =
+    "the first message between the ranks; across nodes, the network interface MPI picked for its messages "
+    "(Open MPI: OMPI_MCA_btl_tcp_if_include=<interface>, or OMPI_MCA_btl_tcp_if_exclude=docker0,virbr0,lo) or a "
+    "firewall between the nodes; else another rank failed or hung at its start";
 
 // A hash (FNV-1a) of the program's name and argv[1..], each with its terminating NUL ("ab" "c" is not
 // "a" "bc"): what every rank of a job must agree on.
@@ -71,7 +78,7 @@ void require_same_command_line(const char* name, int argc, char** argv) {
     const std::uint64_t mine = hash_of_command_line(name, argc, argv);
     std::uint64_t largest[2] = {mine, ~mine};  // the largest hash, and the complement of the smallest
     {
-        const WaitTimeout guard("the other ranks' command lines", kStartTimeoutSeconds);
+        const WaitTimeout guard("the other ranks' command lines", kStartTimeoutSeconds, kFirstMessageCause);
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, largest, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
     }
     if (largest[0] != ~largest[1])

@@ -120,7 +120,8 @@ std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int dis
 
 // cudaSetDevice(the GPU choose_gpus_on_node gives this rank) and returns the device; warns first of other
 // processes on that GPU (warn_of_other_processes). No visible GPU: EnvironmentError naming the rank and
-// host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse).
+// host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse); an
+// EnvironmentError either way on the ranks that share a GPU in exclusive-process compute mode.
 // Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own
 // CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`,
 // under a WaitTimeout of `timeout_s`: a rank that never gets there (a GPU that hangs in CUDA's start, a

@@ -94,15 +94,23 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
                                           "NCCL does not run between them; the multi-GPU programs need whole GPUs)"
                                     : std::string()));
     }
+    const bool shared = on_node.sharing_mine.size() > 1;
+    const std::string shared_gpu = ranks_sharing_gpus(local.size, mpi_processor_name(), on_node.distinct) +
+                                   "; node-local ranks " + ranks_text(on_node.sharing_mine) + " share GPU " +
+                                   std::to_string(device) + " (" + bus_ids[size_t(local.rank)] + ")";
+    // Every rank on such a GPU says so, before cudaSetDevice, where all but one of them would fail with a
+    // bare cudaErrorDevicesUnavailable: the one that wins the GPU is not always the one that warns below.
+    if (shared && gpu_takes_one_process(device))
+        throw EnvironmentError(shared_gpu +
+                               ", whose compute mode is exclusive-process: one process at a time; start at most " +
+                               count_of(on_node.distinct, "rank") +
+                               " per node (mpirun -np N --map-by ppr:" + std::to_string(on_node.distinct) + ":node)");
+    // The first of the ranks on a GPU says so for all of them.
+    if (shared && on_node.sharing_mine.front() == local.rank)
+        print_warning(shared_gpu + ", so timings are not those of one rank per GPU");
     // The warning's program name says which rank this is.
     warn_of_other_processes(device, 1, node.job_processes, "on host " + mpi_processor_name() + ", ");
     CUDA_CHECK(cudaSetDevice(device));
-    if (on_node.distinct == local.size) return device;
-    // The first of the ranks on a GPU says so for all of them.
-    if (on_node.sharing_mine.front() == local.rank && on_node.sharing_mine.size() > 1)
-        print_warning(ranks_sharing_gpus(local.size, mpi_processor_name(), on_node.distinct) + "; node-local ranks " +
-                      ranks_text(on_node.sharing_mine) + " share GPU " + std::to_string(device) + " (" +
-                      bus_ids[size_t(local.rank)] + "), so timings are not those of one rank per GPU");
     return device;
 }
 

@@ -226,10 +226,11 @@ namespace {
 // aborts (which never wait for peers: they stop this rank's kernels and free the communicators, so the
 // program can exit instead of hanging on a rank that will never answer), then the exception.
 [[noreturn]] void abort_and_throw(const std::vector<ncclComm_t>& comms, const std::string& what, WaitOutcome outcome,
-                                  double timeout_s, const std::string& detail) {
+                                  double timeout_s, const std::string& detail, const char* timeout_hint = nullptr) {
     int nranks = 0;
     const std::vector<int> ranks = ranks_of(comms, nranks);
-    const std::string message = nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail);
+    const std::string message =
+        nccl_wait_failure_message(what, ranks, nranks, outcome, timeout_s, detail, timeout_hint);
     for (ncclComm_t comm : comms) nccl_abort(comm, kNcclAbortLimitSeconds, message);
     throw EnvironmentError(message);
 }
@@ -237,8 +238,10 @@ namespace {
 // Step 2 of the top of nccl_comm.hpp: from each non-blocking communicator a blocking one of the same ranks
 // in the same order, all in one group (one thread making several ranks must issue them together, like their
 // creation); then the non-blocking ones are finalized and destroyed, so their buffers do not stay beside the
-// new ones'. The split ends within what is left of the limit that began at `start`; the finalize gets at least 5 s.
-std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, double start, double timeout_s) {
+// new ones'. The split ends within what is left of the limit that began at `start` (a timeout says
+// `timeout_hint`, where given); the finalize gets at least 5 s.
+std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, double start, double timeout_s,
+                                       const char* timeout_hint) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
@@ -250,7 +253,7 @@ std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, d
     });
     wait_for_nccl(parents, {},
                   "NCCL communicator creation (the split into a blocking one, in what was left of the limit)",
-                  seconds_left(start, timeout_s));
+                  seconds_left(start, timeout_s), timeout_hint);
     for (size_t i = 0; i < parents.size(); ++i) {
         const RankOf rank = registered_rank(parents[i]);
         remember(children[i], rank.rank, rank.nranks);
@@ -261,7 +264,7 @@ std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, d
     nccl_destroy_all(parents, std::max(seconds_left(start, timeout_s), kLeastFinalizeSeconds));
     return children;
 #else
-    (void)start, (void)timeout_s;
+    (void)start, (void)timeout_s, (void)timeout_hint;
     return parents;  // no ncclCommSplit: the non-blocking communicators themselves
 #endif
 }
@@ -269,7 +272,7 @@ std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, d
 }  // namespace
 
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
-                   const std::string& what, double timeout_s) {
+                   const std::string& what, double timeout_s, const char* timeout_hint) {
     std::string detail;
     const WaitOutcome outcome = poll_until_done([&] { return poll_comms_and_streams(comms, streams, detail); },
                                                 timeout_s, steady_seconds, adaptive_pause());
@@ -277,7 +280,7 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
         nccl_warnings_so_far_succeeded();
         return;
     }
-    abort_and_throw(comms, what, outcome, timeout_s, detail);
+    abort_and_throw(comms, what, outcome, timeout_s, detail, timeout_hint);
 }
 
 ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what) {
@@ -327,7 +330,7 @@ std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double ti
     });
     CUDA_CHECK(cudaSetDevice(current_device));
     wait_for_nccl(comms, {}, "NCCL communicator creation", timeout_s);
-    return split_blocking(comms, start, timeout_s);
+    return split_blocking(comms, start, timeout_s, nullptr);
 }
 
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s) {
@@ -337,8 +340,8 @@ ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double t
     ncclComm_t comm = nullptr;
     NCCL_CHECK(ncclCommInitRankConfig(&comm, nranks, id, rank, &config));
     remember(comm, rank, nranks);
-    wait_for_nccl({comm}, {}, "NCCL communicator creation", timeout_s);
-    return split_blocking({comm}, start, timeout_s).front();
+    wait_for_nccl({comm}, {}, "NCCL communicator creation", timeout_s, kNcclConnectHint);
+    return split_blocking({comm}, start, timeout_s, kNcclConnectHint).front();
 }
 
 void nccl_destroy_all(const std::vector<ncclComm_t>& comms, double timeout_s) {
@@ -380,14 +383,21 @@ std::string describe_ranks(const std::vector<int>& ranks, int nranks) {
     return text + " of " + (nranks > 0 ? std::to_string(nranks) : "?");
 }
 
+const char* const kNcclConnectHint =
+    "every rank had started it (they met just before), so they most likely cannot connect: across nodes, the "
+    "network NCCL picked (NCCL_SOCKET_IFNAME; NCCL_IB_HCA for InfiniBand) or a firewall between the nodes; "
+    "doctor --mpi checks the connections, and NCCL_DEBUG=INFO shows what NCCL tried";
+
 std::string nccl_wait_failure_message(const std::string& what, const std::vector<int>& ranks, int nranks,
-                                      WaitOutcome outcome, double timeout_s, const std::string& detail) {
+                                      WaitOutcome outcome, double timeout_s, const std::string& detail,
+                                      const char* timeout_hint) {
     const std::string aborted = ranks.size() == 1 ? "aborted the communicator" : "aborted the communicators";
     std::string message = what + " on " + describe_ranks(ranks, nranks) + ": ";
     if (outcome == WaitOutcome::timed_out)
-        message += "not finished after " + format_number(timeout_s) + " s (--timeout); " + aborted +
-                   ". Hint: another rank has probably died, hung or never made the same call; look for its error "
-                   "above, or rerun with NCCL_DEBUG=WARN";
+        message += "not finished after " + format_number(timeout_s) + " s (--timeout); " + aborted + ". Hint: " +
+                   (timeout_hint ? timeout_hint
+                                 : "another rank has probably died, hung or never made the same call; look for its "
+                                   "error above, or rerun with NCCL_DEBUG=WARN");
     else
         message += "failed: " + detail + "; " + aborted +
                    ". Hint: a peer rank or its GPU failed; rerun with NCCL_DEBUG=WARN for NCCL's own message";

@@ -42,7 +42,7 @@ class ArgParser;  // cli.hpp
 std::string nccl_version_number();
 std::string nccl_version_string();
 
-// Before a communicator is made (the functions below call it themselves): NVLink SHARP (multicast) stays
+// Before a communicator is made (the functions below call it themselves): NVLS (NVLink SHARP, multicast) stays
 // off unless the user set NCCL_NVLS_ENABLE, NCCL connects the ranks while making a communicator unless the
 // user set NCCL_RUNTIME_CONNECT (see the top of this file), and the env of every later RESULT records which
 // NCCL runs.
@@ -73,9 +73,10 @@ std::string apply_nccl_transport(const std::string& transport);
 // be empty: init, finalize). On an error or after timeout_s it aborts the comms (ncclCommAbort) and throws
 // EnvironmentError naming `what` and the ranks; the comms are gone then: do not use or destroy them.
 // The ranks are known for communicators made by the functions below (NCCL will not tell them while an
-// operation is in progress or after an error); others show as "?".
+// operation is in progress or after an error); others show as "?". `timeout_hint`, where given, replaces
+// the message's hint for a wait that timed out.
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
-                   const std::string& what, double timeout_s);
+                   const std::string& what, double timeout_s, const char* timeout_hint = nullptr);
 
 // For a call on communicators that may have collectives queued (a timed batch): NCCL reports a peer's
 // failure at the next call, and the kernels already queued then wait for that peer without a limit (as
@@ -100,8 +101,8 @@ ncclResult_t nccl_group(const std::vector<ncclComm_t>& comms, const std::string&
 constexpr double kNcclAbortLimitSeconds = 30.0;
 void nccl_abort(ncclComm_t comm, double limit_s = kNcclAbortLimitSeconds, const std::string& why = "");
 
-// ncclGetUniqueId (the id every rank of a new communicator must be given), after keeping NVLink SHARP
-// (multicast) off: NCCL_NVLS_ENABLE=0 unless the user set it. Every program of the suite runs that way.
+// ncclGetUniqueId (the id every rank of a new communicator must be given), after keeping NVLS (NVLink SHARP,
+// multicast) off: NCCL_NVLS_ENABLE=0 unless the user set it. Every program of the suite runs that way.
 ncclUniqueId nccl_unique_id();
 
 // Communicators made as the top of this file says, one per device, all in this process (what
@@ -109,7 +110,9 @@ ncclUniqueId nccl_unique_id();
 // ncclCommInitRankConfig per device inside one ncclGroupStart/End, and the splits likewise). Rank r drives
 // devices[r]. Both steps end within timeout_s (the finalize after them: at least 5 s more).
 std::vector<ncclComm_t> nccl_init_all(const std::vector<int>& devices, double timeout_s);
-// One communicator, made likewise, for `rank` of `nranks` on the current device (one process per GPU).
+// One communicator, made likewise, for `rank` of `nranks` on the current device (one process per GPU). The
+// caller has lined the ranks up just before it (nccl_bootstrap_over_mpi), so a creation that does not
+// finish in time is blamed on the connections between them, not on a rank that never came.
 ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, double timeout_s);
 
 // The clean end: ncclCommFinalize (flushes outstanding work), then ncclCommDestroy. Call it only after every
@@ -131,6 +134,9 @@ std::string describe_ranks(const std::vector<int>& ranks, int nranks);
 // finished after 10 s (--timeout); aborted the communicator. Hint: ..." `detail` is NCCL's error string
 // for a failure.
 std::string nccl_wait_failure_message(const std::string& what, const std::vector<int>& ranks, int nranks,
-                                      WaitOutcome outcome, double timeout_s, const std::string& detail);
+                                      WaitOutcome outcome, double timeout_s, const std::string& detail,
+                                      const char* timeout_hint = nullptr);
+// The hint of a creation between processes that all started it (nccl_init_rank) and did not finish in time.
+extern const char* const kNcclConnectHint;
 
 }  // namespace fwi

@@ -76,6 +76,8 @@ struct Nvml::Api {
     NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;  // current, pending
     NvmlReturn (*p2p_status)(NvmlDevice, NvmlDevice, int, int*) = nullptr;
     NvmlReturn (*pcie_replays)(NvmlDevice, unsigned*) = nullptr;
+    NvmlReturn (*enforced_power_limit)(NvmlDevice, unsigned*) = nullptr;  // milliwatts
+    NvmlReturn (*default_power_limit)(NvmlDevice, unsigned*) = nullptr;   // milliwatts
 
     // Whether the GPU is in MIG mode now (a GPU without MIG answers "not supported": not).
     bool mig_enabled(NvmlDevice handle) const {
@@ -180,6 +182,9 @@ Nvml::Nvml() : api_(new Api) {
     api_->mig_mode = load<decltype(api_->mig_mode)>(library, "nvmlDeviceGetMigMode");  // drivers since 450
     api_->p2p_status = load<decltype(api_->p2p_status)>(library, "nvmlDeviceGetP2PStatus");
     api_->pcie_replays = load<decltype(api_->pcie_replays)>(library, "nvmlDeviceGetPcieReplayCounter");
+    api_->enforced_power_limit = load<decltype(api_->enforced_power_limit)>(library, "nvmlDeviceGetEnforcedPowerLimit");
+    api_->default_power_limit =
+        load<decltype(api_->default_power_limit)>(library, "nvmlDeviceGetPowerManagementDefaultLimit");
     if (!api_->init || !api_->shutdown || !api_->handle_by_bus_id) {
         error_ = "NVML not available (libnvidia-ml.so.1 lacks nvmlInit / nvmlDeviceGetHandleByPciBusId)";
         return;
@@ -282,6 +287,16 @@ long long Nvml::pcie_replays(const PciAddress& gpu) const {
     unsigned replays = 0;
     return api_->pcie_replays && api_->pcie_replays(handle, &replays) == kNvmlSuccess ? static_cast<long long>(replays)
                                                                                       : -1;
+}
+
+Nvml::PowerLimits Nvml::power_limits(const PciAddress& gpu) const {
+    if (!available_) throw std::runtime_error(error_);
+    const NvmlDevice handle = api_->device(gpu);
+    const auto watts = [&](NvmlReturn (*call)(NvmlDevice, unsigned*)) {
+        unsigned milliwatts = 0;
+        return call && call(handle, &milliwatts) == kNvmlSuccess ? milliwatts / 1000.0 : 0.0;
+    };
+    return {watts(api_->enforced_power_limit), watts(api_->default_power_limit)};
 }
 
 int Nvml::active_nvlinks(const PciAddress& gpu) const {

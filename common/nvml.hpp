@@ -64,6 +64,12 @@ public:
     // riser, slot or cable), -1 where NVML cannot say (a VM may not); throws std::runtime_error when NVML cannot
     // find the GPU.
     long long pcie_replays(const PciAddress& gpu) const;
+    // The GPU's power limit now (what `nvidia-smi -pl` or the board sets) and its default, in watts; 0 each
+    // where NVML cannot say; throws std::runtime_error when NVML cannot find the GPU.
+    struct PowerLimits {
+        double enforced_w = 0.0, default_w = 0.0;
+    };
+    PowerLimits power_limits(const PciAddress& gpu) const;
 
     // Whether the driver lets the GPUs at `a` and `b` read each other's memory: peer access as
     // cudaDeviceCanAccessPeer reports it, for GPUs that CUDA_VISIBLE_DEVICES hides too (doctor --mpi's ranks may

@@ -110,6 +110,12 @@ double pcie_link_gbps(int generation, int width);
 // collective; else PASS. Idleness and the power cap under load are not faults, so not judged.
 Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long long>>& reasons);
 
+// Check 1's verdict on the GPUs' power limits (Nvml::power_limits, one per visible GPU; an unknown one is left
+// out): WARN where a GPU's limit is set below 90% of its default (`nvidia-smi -pl`: a site's cap, or one
+// left behind), as that GPU computes slower whenever it reaches the limit, and sets the pace of every
+// collective; else PASS.
+Finding power_limit_verdict(const std::vector<std::pair<int, Nvml::PowerLimits>>& limits);
+
 // Check 1's verdict on the GPUs in MIG mode (Nvml::gpus_in_mig_mode, their PCI addresses): WARN where any of
 // the `visible` GPUs is (CUDA gives an instance its GPU's address), as CUDA then sees a GPU's instances, not
 // the GPU, and neither peer access nor NCCL works between instances (NCCL takes them for one GPU: they share

@@ -35,15 +35,16 @@ Injection parse_injection(const std::string& text) {
     Injection injection;
     injection.text = text;
     if (text.empty()) return injection;  // unset or empty: no fault
-    for (const std::string& name : split_choice_list(
-             "FWI_DOCTOR_INJECT", text,
-             {"corrupt-peer", "hang-peer-kernel", "fault-peer-kernel", "hang-nccl", "fail-rank1", "nccl-no-memory"},
-             "fault")) {  // as a flag's list
+    for (const std::string& name : split_choice_list("FWI_DOCTOR_INJECT", text,
+                                                     {"corrupt-peer", "hang-peer-kernel", "fault-peer-kernel",
+                                                      "hang-nccl", "fail-rank1", "busy-gpu-rank1", "nccl-no-memory"},
+                                                     "fault")) {  // as a flag's list
         injection.corrupt_peer |= name == "corrupt-peer";
         injection.hang_peer_kernel |= name == "hang-peer-kernel";
         injection.fault_peer_kernel |= name == "fault-peer-kernel";
         injection.hang_nccl |= name == "hang-nccl";
         injection.fail_rank1 |= name == "fail-rank1";
+        injection.busy_gpu_rank1 |= name == "busy-gpu-rank1";
         injection.nccl_no_memory |= name == "nccl-no-memory";
     }
     return injection;

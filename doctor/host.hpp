@@ -21,6 +21,8 @@ namespace fwi::doctor {
 //                     out, so the other GPUs wait for it (needs 2 or more GPUs)
 //   fail-rank1        under --mpi, rank 1 fails check 7 before its first collective, so rank 0 waits for
 //                     it (needs no GPU)
+//   busy-gpu-rank1    under --mpi, rank 1 cannot take the GPU chosen for it, as where another process
+//                     holds it in exclusive-process mode, so the other ranks go on without it (needs a GPU)
 //   nccl-no-memory    check 5's buffers are refused as if the GPUs had no memory for them, once its
 //                     communicators are up
 // so that tests can prove doctor reports FAIL (or, for the memory, a WARN naming --nccl-mib) and ends
@@ -31,6 +33,7 @@ struct Injection {
     bool fault_peer_kernel = false;
     bool hang_nccl = false;
     bool fail_rank1 = false;
+    bool busy_gpu_rank1 = false;
     bool nccl_no_memory = false;
     std::string text;  // the variable's value, "" when unset
 };

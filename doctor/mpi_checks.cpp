@@ -203,6 +203,19 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
     return shared;
 }
 
+std::vector<std::string> gpus_check_1_did_not_see(const std::vector<RankRecord>& records,
+                                                  const std::vector<std::string>& seen) {
+    std::vector<std::string> unseen;
+    for (size_t r = 0; r < records.size(); ++r) {
+        const RankRecord& record = records[r];
+        if (record.bus_id[0] == '\0') continue;  // no GPU taken: said elsewhere
+        const bool on_rank0_host = std::strcmp(record.host, records[0].host) == 0;
+        if (on_rank0_host && std::find(seen.begin(), seen.end(), record.bus_id) != seen.end()) continue;
+        unseen.push_back("rank " + std::to_string(r) + " (" + record.host + " " + record.bus_id + ")");
+    }
+    return unseen;
+}
+
 namespace {
 // `lines` into `target`, one per line, whole ones only while they fit; returns how many did not.
 template <size_t N>
@@ -368,7 +381,9 @@ Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& l
     verdict.summary = "hosts that both have InfiniBand devices connect over TCP sockets: " + list(unused_infiniband);
     verdict.next =
         "check NCCL_IB_DISABLE, NCCL_IB_HCA and NCCL_NET on every rank, that libibverbs (rdma-core) is installed in "
-        "the job's environment and the ports are Active (`ibstat`); on a network that needs NCCL's net plugin "
+        "the job's environment and the ports are Active (`ibstat`); in a container, that it was given the devices "
+        "(`ls /dev/infiniband` lists uverbs0 and up; the host's HCAs show in /sys even without them); on a network "
+        "that needs NCCL's net plugin "
         "(AWS EFA: aws-ofi-nccl), that NCCL_NET_PLUGIN finds it; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET says "
         "why NCCL left IB out";
     return verdict;
@@ -481,8 +496,11 @@ std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
 }
 
 std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes) {
-    for (const RankOutcome& outcome : outcomes)
-        if (nccl_failure_advice(outcome.error) == kNcclInterfaceAdvice) return kNcclInterfaceAdvice;
+    // An advice read from a rank's error (NCCL's own warning) comes first: it names the cause.
+    for (const RankOutcome& outcome : outcomes) {
+        const std::string advice = nccl_failure_advice(outcome.error);
+        if (advice != kNcclAdvice) return advice;
+    }
     std::set<std::string> hosts;
     for (const RankRecord& record : records) hosts.insert(record.host);
     if (hosts.size() <= 1) return kNcclAdvice;
@@ -505,15 +523,31 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     for (int r = 0; r < ranks; ++r)
         if (before[r].visible_gpus == 0) without_gpu.push_back(r);
     if (without_gpu.empty()) {
-        mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
-        CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
+        try {
+            mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
+            CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
+            if (options.injection.busy_gpu_rank1 && world_rank() == 1)
+                throw EnvironmentError("GPU " + std::to_string(mine.device) +
+                                       " is held by another process in exclusive-process mode "
+                                       "(FWI_DOCTOR_INJECT=busy-gpu-rank1)");
+        } catch (const EnvironmentError& error) {
+            // The GPU chosen for this rank cannot be taken (exclusive-process mode: shared with another rank,
+            // or held by another process). Said in the finding: the other ranks would otherwise wait below
+            // for this one until the watchdog ends them.
+            mine.device = -1;
+            mine.bus_id[0] = '\0';
+            std::snprintf(mine.gpu_error, sizeof mine.gpu_error, "%s", error.what());
+        }
     }
     const std::vector<RankRecord> records = all_gather(mine);
     const std::vector<std::string> shared = shared_gpus(records);
+    std::vector<int> without_own_gpu;
+    for (int r = 0; r < ranks; ++r)
+        if (records[r].gpu_error[0] != '\0') without_own_gpu.push_back(r);
 
     // NCCL refuses two ranks on one GPU, and needs a GPU on every rank.
     RankOutcome outcome;
-    const bool run_nccl = without_gpu.empty() && shared.empty();
+    const bool run_nccl = without_gpu.empty() && without_own_gpu.empty() && shared.empty();
     if (run_nccl) {
         outcome = nccl_over_mpi(mine.device, options, deadline);  // NVLS kept off by the bootstrap
         const Nvml nvml;
@@ -534,6 +568,25 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.details.push_back("the ranks differ: " + difference.line);
     const Finding other_hosts = other_hosts_verdict(records);
     finding.details.insert(finding.details.end(), other_hosts.details.begin(), other_hosts.details.end());
+    if (world_rank() == 0) {
+        std::vector<std::string> seen;
+        for (int d = 0; d < visible; ++d) {
+            char bus_id[32] = {};
+            CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, d));
+            seen.push_back(bus_id);
+        }
+        std::vector<std::string> unseen = gpus_check_1_did_not_see(records, seen);
+        constexpr size_t kNamed = 4;
+        if (unseen.size() > kNamed) {
+            const size_t more = unseen.size() - kNamed;
+            unseen.resize(kNamed);
+            unseen.push_back("and " + std::to_string(more) + " more");
+        }
+        if (!unseen.empty())
+            finding.details.push_back("check 1 examined only the GPUs rank 0 sees, not those of " + join(unseen, ", ") +
+                                      ": for their links, clocks and other processes, run doctor (without --mpi) on "
+                                      "their hosts, with their ranks' CUDA_VISIBLE_DEVICES");
+    }
     for (int r = 0; r < ranks; ++r)
         if (records[r].nccl_settings_left_out > 0)
             finding.details.push_back("rank " + std::to_string(r) + ": " +
@@ -608,6 +661,18 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.next =
             "on those ranks' hosts, what each line above says; else check the launcher's GPU binding and "
             "CUDA_VISIBLE_DEVICES there (table above)";
+        return finding;
+    }
+    if (!without_own_gpu.empty()) {
+        std::vector<std::string> list;
+        for (int r : without_own_gpu) {
+            list.push_back(std::to_string(r));
+            finding.details.push_back("rank " + std::to_string(r) + " on host " + records[r].host + ": " +
+                                      records[r].gpu_error);
+        }
+        finding.status = Status::fail;
+        finding.summary = "rank(s) " + join(list, ", ") + " could not take a GPU; NCCL over MPI not run";
+        finding.next = "what each line above says";
         return finding;
     }
     if (!shared.empty()) {

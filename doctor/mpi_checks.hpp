@@ -44,6 +44,7 @@ struct RankRecord {
     int nccl_setting_names_left_out = 0;
     int infiniband_devices = 0;   // 1 where its host has InfiniBand (or RoCE) devices
     char no_gpu_cause[512] = {};  // where it sees no GPU: why, as check 1 diagnoses it ("" otherwise)
+    char gpu_error[512] = {};     // where it sees GPUs but could not take one (exclusive-process mode): why
     // Check 6's shared memory and limits (check_host_memory_and_limits), run by the first rank of each host but
     // rank 0's, whose own check 6 doctor reports: its Status as an int, -1 where not run; its summary and
     // advice, cut to fit.
@@ -99,8 +100,8 @@ PeerLinkFindings peer_link_verdict(const std::vector<RankRecord>& records, const
 // InfiniBand devices (sockets are then all NCCL can use).
 Finding network_verdict(const std::vector<RankRecord>& records, const NcclLog& log);
 
-// What to try when NCCL over MPI failed: where a rank's error says NCCL found no network interface, the
-// interface's (nccl_failure_advice); else on one host, the advice of check 5 (P2P first); across hosts,
+// What to try when NCCL over MPI failed: where a rank's error names the cause (no network interface, or
+// /dev/shm), that cause's (nccl_failure_advice); else on one host, the advice of check 5 (P2P first); across hosts,
 // the network NCCL's bootstrap and transport cross (the interface, the ports, InfiniBand).
 std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes);
 
@@ -126,6 +127,11 @@ Finding other_hosts_verdict(const std::vector<RankRecord>& records);
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);
+// The ranks' GPUs that check 1 (run by rank 0 alone) did not examine: on another host than rank 0's, or on
+// its host but hidden from rank 0 (a CUDA_VISIBLE_DEVICES per rank), as "rank 3 (host-b 0000:18:00.0)".
+// `seen`: the PCI bus ids of the GPUs rank 0 sees.
+std::vector<std::string> gpus_check_1_did_not_see(const std::vector<RankRecord>& records,
+                                                  const std::vector<std::string>& seen);
 std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
                                        const std::vector<RankOutcome>& outcomes);
 

@@ -49,8 +49,11 @@ extern const char* const kNcclAdvice;
 // What to try when NCCL's bootstrap finds no network interface to use (NCCL's "no socket interface found"),
 // which no P2P setting changes.
 extern const char* const kNcclInterfaceAdvice;
+// What to try when NCCL cannot make its buffers in /dev/shm (a container's small default), where P2P
+// settings would only make it worse.
+extern const char* const kNcclSharedMemoryAdvice;
 // The advice for a failure that NCCL's message `message` explains: kNcclInterfaceAdvice where it names the
-// missing interface, else kNcclAdvice.
+// missing interface, kNcclSharedMemoryAdvice where it names /dev/shm, else kNcclAdvice.
 std::string nccl_failure_advice(const std::string& message);
 
 }  // namespace fwi::doctor

@@ -32,8 +32,17 @@ const char* const kNcclInterfaceAdvice =
     "set, must name an interface of every host (`ip -br addr` lists them; a leading ^ excludes, = matches exactly); "
     "unset it to let NCCL choose";
 
+const char* const kNcclSharedMemoryAdvice =
+    "NCCL could not make its buffers in /dev/shm, which is full or too small (Docker gives a container 64 MB): "
+    "start the container with --shm-size=8g or --ipc=host, or remove what killed jobs left in /dev/shm (check 6 "
+    "shows its size); disabling P2P would only send more through it";
+
 std::string nccl_failure_advice(const std::string& message) {
-    return message.find("no socket interface") != std::string::npos ? kNcclInterfaceAdvice : kNcclAdvice;
+    if (message.find("no socket interface") != std::string::npos) return kNcclInterfaceAdvice;
+    // NCCL's warnings name the segment's path ("Error while creating shared memory segment /dev/shm/nccl-...",
+    // "failed to extend /dev/shm/nccl-... to N bytes").
+    if (message.find("/dev/shm") != std::string::npos) return kNcclSharedMemoryAdvice;
+    return kNcclAdvice;
 }
 
 namespace {

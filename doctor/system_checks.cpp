@@ -321,6 +321,24 @@ Finding clock_slowdown_verdict(const std::vector<std::pair<int, unsigned long lo
     return verdict;
 }
 
+Finding power_limit_verdict(const std::vector<std::pair<int, Nvml::PowerLimits>>& limits) {
+    Finding verdict;
+    std::vector<std::string> lowered;
+    for (const auto& [device, limit] : limits)
+        if (limit.enforced_w > 0.0 && limit.default_w > 0.0 && limit.enforced_w < 0.9 * limit.default_w)
+            lowered.push_back("GPU " + std::to_string(device) + " to " + format_number(limit.enforced_w) +
+                              " W of its default " + format_number(limit.default_w) + " W");
+    if (lowered.empty()) return verdict;
+    verdict.status = Status::warn;
+    verdict.summary = "power limit lowered: " + join(lowered, ", ") +
+                      ": a GPU held below its default computes slower at its limit, and sets the pace of every "
+                      "collective";
+    verdict.next =
+        "`nvidia-smi -q -d POWER` shows the limits; where the cap is not the site's choice, an administrator "
+        "restores the default with `nvidia-smi -i <GPU> -pl <watts>`";
+    return verdict;
+}
+
 Finding mig_mode_verdict(const std::vector<std::string>& in_mig_mode, const std::vector<PciAddress>& visible) {
     Finding verdict;
     // Nvml::gpus_in_mig_mode writes the address in lower case, cudaDeviceGetPCIBusId in upper case.
@@ -410,17 +428,14 @@ namespace {
 // "pid 123 (python3), pid 456" for a GPU in exclusive-process mode that cannot be opened: the process that
 // holds it, as NVML lists it; "" in another mode, or where NVML cannot say.
 std::string holders_of(int device, const Nvml& nvml, const std::vector<unsigned>& own_processes) {
-    int mode = cudaComputeModeDefault;
-    cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
-    cudaGetLastError();
-    if (mode != cudaComputeModeExclusiveProcess) return "";
     std::string holders;
     try {
+        if (!gpu_takes_one_process(device)) return "";
         for (const OtherProcess& other :
              find_other_processes(nvml, {gpu_pci_address(device)}, own_processes, false).named)
             holders += (holders.empty() ? "" : ", ") + std::string("pid ") + std::to_string(other.pid) +
                        (other.name.empty() ? "" : " (" + other.name + ")");
-    } catch (const std::exception&) {  // the GPU's address or its list could not be read: not named, then
+    } catch (const std::exception&) {  // the GPU's mode, address or list could not be read: not named, then
     }
     return holders;
 }
@@ -459,6 +474,7 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     std::unique_ptr<PinnedBuffer<char>> host_copy_source;  // made once the first GPU is open (it needs a context)
     bool host_copy_source_tried = false;
     std::vector<std::pair<int, unsigned long long>> clock_reasons;
+    std::vector<std::pair<int, Nvml::PowerLimits>> power_limits;
     JsonObject devices;
     for (int device = 0; device < count; ++device) {
         // Create the GPU's context now, under this check's watchdog: a GPU in a bad state often hangs or
@@ -503,6 +519,10 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
             try {
                 reasons = static_cast<long long>(nvml.clock_event_reasons(system.pci.back()));
                 clock_reasons.emplace_back(device, static_cast<unsigned long long>(reasons));
+            } catch (const std::runtime_error&) {
+            }
+            try {
+                power_limits.emplace_back(device, nvml.power_limits(system.pci.back()));
             } catch (const std::runtime_error&) {
             }
         }
@@ -586,8 +606,8 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     }
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
-    for (const Finding& also :
-         {pcie_link_verdict(pcie_links, host_copies), clock_slowdown_verdict(clock_reasons), shared, mig_mode}) {
+    for (const Finding& also : {pcie_link_verdict(pcie_links, host_copies), clock_slowdown_verdict(clock_reasons),
+                                power_limit_verdict(power_limits), shared, mig_mode}) {
         if (also.status == Status::pass) continue;
         if (finding.status == Status::pass) finding.status = also.status;
         finding.summary += "; " + also.summary;

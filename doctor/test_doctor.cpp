@@ -297,6 +297,8 @@ TEST_CASE("fault injection: known names switch faults on, anything else is a usa
     CHECK(!both.fault_peer_kernel);
     CHECK(!both.fail_rank1);
     CHECK(parse_injection("fail-rank1").fail_rank1);
+    CHECK(parse_injection("busy-gpu-rank1").busy_gpu_rank1);
+    CHECK(!both.busy_gpu_rank1);
     CHECK(parse_injection("nccl-no-memory").nccl_no_memory);
     CHECK(!both.nccl_no_memory);
     try {
@@ -803,6 +805,17 @@ TEST_CASE("clocks lowered by the hardware or for heat warn, naming the GPU; idle
         "clocks lowered by GPU 3: hardware slowdown, hardware thermal slowdown; GPU 5: driver's thermal slowdown"));
     CHECK(contains(slowed.next, "nvidia-smi -q -d PERFORMANCE"));
     CHECK(contains(clock_slowdown_verdict({{1, 0x80}}).summary, "GPU 1: power brake"));
+}
+
+TEST_CASE("a power limit set below 90% of the default warns, naming the GPU; an unknown one is not judged") {
+    CHECK(power_limit_verdict({}).status == Status::pass);
+    CHECK(
+        power_limit_verdict({{0, {700.0, 700.0}}, {1, {640.0, 700.0}}, {2, {0.0, 700.0}}, {3, {300.0, 0.0}}}).status ==
+        Status::pass);
+    const Finding capped = power_limit_verdict({{0, {700.0, 700.0}}, {1, {350.0, 700.0}}});
+    CHECK(capped.status == Status::warn);
+    CHECK(contains(capped.summary, "power limit lowered: GPU 1 to 350 W of its default 700 W"));
+    CHECK(contains(capped.next, "nvidia-smi -q -d POWER"));
 }
 
 TEST_CASE("the bandwidth cross-check starts a pair only where its copies take at most half the time left") {
@@ -1497,6 +1510,11 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     const std::string stem(62, 'n');
     for (int r = 0; r < 4; ++r) std::snprintf(long_names[r].host, sizeof long_names[r].host, "%s-%d", stem.c_str(), r);
     CHECK(shared_gpus(long_names).empty());
+    // Check 1 ran on rank 0 and saw host a's 0000:18:00.0 only: the others' GPUs are named, once a rank.
+    CHECK(gpus_check_1_did_not_see(records, {"0000:18:00.0"}) ==
+          std::vector<std::string>{"rank 1 (a 0000:2A:00.0)", "rank 3 (b 0000:18:00.0)"});
+    CHECK(gpus_check_1_did_not_see(records, {"0000:18:00.0", "0000:2A:00.0"}) ==
+          std::vector<std::string>{"rank 3 (b 0000:18:00.0)"});
     // What must not differ between the ranks: here nothing (the records above leave it empty alike).
     CHECK(rank_differences(records).empty());
     // An NCCL_* variable exported on one host and not handed to the other's ranks, and another NCCL there.
@@ -1565,7 +1583,8 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     set_nccl_settings(newline, {"NCCL_DEBUG_FILE=a\nNCCL_B=1"});
     CHECK(std::string(newline.nccl_settings) == "NCCL_DEBUG_FILE=a\\x0aNCCL_B=1\n");
     // A failed NCCL over MPI: across hosts the advice is the network's, on one host check 5's; where NCCL
-    // found no network interface (rank 0 could not make its id), the interface's on either.
+    // found no network interface (rank 0 could not make its id), the interface's on either; where it could
+    // not make its shared memory, /dev/shm's.
     const std::vector<RankOutcome> failed(4);
     CHECK(contains(nccl_over_mpi_advice(records, failed), "the ranks are on 2 hosts"));
     CHECK(contains(nccl_over_mpi_advice(records, failed), "NCCL_SOCKET_IFNAME"));
@@ -1580,6 +1599,15 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     CHECK(nccl_over_mpi_advice(records, no_interface) == std::string(kNcclInterfaceAdvice));
     CHECK(nccl_failure_advice(no_interface[0].error) == std::string(kNcclInterfaceAdvice));
     CHECK(nccl_failure_advice("unhandled system error: connection refused") == std::string(kNcclAdvice));
+    // NCCL's shared memory in a container's small /dev/shm: its advice, not P2P's, on one host or several.
+    std::vector<RankOutcome> no_shared_memory(2);
+    std::snprintf(no_shared_memory[1].error, sizeof no_shared_memory[1].error, "%s",
+                  "NCCL communicator creation on rank 1 of 2: failed: unhandled system error (NCCL's last warning: "
+                  "Error while creating shared memory segment /dev/shm/nccl-3HGwkv (size 9637888), error: No space "
+                  "left on device (28))");
+    CHECK(nccl_failure_advice(no_shared_memory[1].error) == std::string(kNcclSharedMemoryAdvice));
+    CHECK(nccl_over_mpi_advice({records[0], records[1]}, no_shared_memory) == std::string(kNcclSharedMemoryAdvice));
+    CHECK(contains(kNcclSharedMemoryAdvice, "--shm-size"));
 
     std::vector<RankOutcome> outcomes(4);
     for (auto& outcome : outcomes) outcome.wrong = 0;

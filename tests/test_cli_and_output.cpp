@@ -212,7 +212,8 @@ TEST_CASE("messages show a number as it would be typed, not with six decimals") 
     CHECK(count_of(4, "rank") == "4 ranks");
 }
 
-TEST_CASE("CUDA errors of a build for other GPUs, a full GPU, too many peers or an old driver say what to do") {
+TEST_CASE(
+    "CUDA errors of a build for other GPUs, a full or exclusive GPU, too many peers or an old driver say what to do") {
     CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice).find("cmake --preset default --fresh") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorNoKernelImageForDevice, " (compute capability 9.0)")
               .find("this build (CUDA architectures " + build_cuda_architectures() +
@@ -220,6 +221,7 @@ TEST_CASE("CUDA errors of a build for other GPUs, a full GPU, too many peers or 
     CHECK(cuda_error_hint(cudaErrorUnsupportedPtxVersion).find("update the driver") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorMemoryAllocation).find("nvidia-smi lists them") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorTooManyPeers).find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+    CHECK(cuda_error_hint(cudaErrorDevicesUnavailable).find("exclusive-process") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorCallRequiresNewerDriver).find("update the driver") != std::string::npos);
     CHECK(cuda_error_hint(cudaErrorLaunchFailure).empty());
     CHECK(cuda_error_hint(cudaErrorInvalidValue).empty());
