@@ -29,6 +29,7 @@
 #include "gpu_group.hpp"
 #include "launch_env.hpp"
 #include "nccl_comm.hpp"
+#include "output.hpp"
 #include "run_env.hpp"
 
 using namespace fwi;
@@ -145,29 +146,46 @@ void print_summary(const std::vector<SweepResult>& all, int ranks) {
 }
 
 // Every GPU holds a send and a receive buffer of the sweep's largest size, ring adds its scratch segment
-// (1/n of one) on every GPU, and via_gpu0 one buffer for each other GPU on GPU 0.
+// (1/n of one) on every GPU, and via_gpu0 one buffer for each other GPU on GPU 0. A size too large is refused
+// with the most a variant needs, naming every variant that could be left out to make it fit.
 void require_buffers_fit(const GpuGroup& group, size_t largest_bytes, const std::vector<std::string>& variants) {
     const auto require = [&](int rank, double buffers, const std::string& needs, const std::string& or_else) {
         require_sweep_fits(largest_bytes, buffers, device_memory_bytes(rank), needs,
                            "GPU " + std::to_string(rank) + "'s", or_else);
     };
-    // Every GPU's pair first, so that leaving via_gpu0 out is advised only where that would do.
+    // Every GPU's pair first, so that leaving a variant out is advised only where that would do.
     for (int rank = 0; rank < group.size(); ++rank) require(rank, 2, "a send and a receive buffer on every GPU", "");
+    const int n = group.size();
+    struct More {  // a variant that needs more than the pair on a GPU
+        std::string variant;
+        double buffers;
+        std::string needs;
+    };
     const auto chosen = [&](const char* variant) {
         return std::find(variants.begin(), variants.end(), variant) != variants.end();
     };
-    if (chosen("ring") && group.size() > 1)
-        for (int rank = 0; rank < group.size(); ++rank)
-            require(rank, 2.0 + 1.0 / group.size(),
-                    "a send and a receive buffer on every GPU, and with ring a scratch segment of 1/" +
-                        std::to_string(group.size()) + " of one",
-                    ", or leave ring out of --variants");
-    if (chosen("via_gpu0")) {
-        const size_t buffers = size_t(group.size()) + 1;
-        require(0, buffers,
-                std::to_string(buffers) +
-                    " buffers of it on GPU 0 with via_gpu0 (a send, a receive and one for each other GPU)",
-                ", or leave via_gpu0 out of --variants");
+    for (int rank = 0; rank < n; ++rank) {
+        std::vector<More> more;
+        if (chosen("ring") && n > 1)
+            more.push_back({"ring", 2.0 + 1.0 / n,
+                            "a send and a receive buffer on every GPU, and with ring a scratch segment of 1/" +
+                                std::to_string(n) + " of one"});
+        if (chosen("via_gpu0") && rank == 0)
+            more.push_back(
+                {"via_gpu0", n + 1.0,
+                 std::to_string(n + 1) +
+                     " buffers of it on GPU 0 with via_gpu0 (a send, a receive and one for each other GPU)"});
+        // The most that a variant which does not fit needs, naming every such variant in the advice.
+        const double capacity = double(device_memory_bytes(rank));
+        const More* most = nullptr;
+        std::vector<std::string> too_large;
+        for (const More& variant : more)
+            if (capacity > 0 && variant.buffers * double(largest_bytes) > capacity) {
+                too_large.push_back(variant.variant);
+                if (!most || variant.buffers > most->buffers) most = &variant;
+            }
+        if (most)
+            require(rank, most->buffers, most->needs, ", or leave " + join(too_large, " and ") + " out of --variants");
     }
 }
 

@@ -40,9 +40,7 @@ public:
     std::string name() const override { return "nccl"; }
     std::string description() const override { return "ncclAllReduce over one process's communicators (reference)"; }
 
-    // On a non-blocking communicator (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0) the group may return
-    // ncclInProgress while NCCL's thread still issues it: nothing may be issued on the communicators, nor an
-    // event recorded behind the kernels, before that is done, so wait for it here (as 05's benchmark does).
+    // On non-blocking communicators the group may still be issued when it returns: wait_until_issued.
     void run(size_t count) override {
         ending_comms_on_failure([&] {
             const ncclResult_t status = nccl_group(comms_, kWhat, [&] {
@@ -50,8 +48,7 @@ public:
                     NCCL_CHECK(ncclAllReduce(group_.send(rank), group_.recv(rank), count, ncclFloat, ncclSum,
                                              comms_[rank], group_.stream(rank)));
             });
-            if (status == ncclInProgress)
-                wait_for_nccl(comms_, {}, std::string("issuing ") + kWhat, group_.timeout_s());
+            wait_until_issued(status, comms_, kWhat, group_.timeout_s());
         });
     }
     // NCCL reports a failed collective through its communicators, not the streams, whose kernels then never

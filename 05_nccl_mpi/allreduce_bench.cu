@@ -57,8 +57,8 @@ public:
                      std::numeric_limits<float>::quiet_NaN());
     }
     // With an NCCL before 2.18 the communicator is a non-blocking one, on which a call may return
-    // ncclInProgress; nothing may be issued on it or its stream before NCCL has finished issuing the call,
-    // so wait for that here. On the blocking one (nccl_comm.hpp) every call returns ncclSuccess once its
+    // ncclInProgress; nothing may be issued on it or its stream before NCCL has finished issuing the call
+    // (wait_until_issued). On the blocking one (nccl_comm.hpp) every call returns ncclSuccess once its
     // kernel is on the stream, and the calls run back to back. A call that fails (a rank that died, reported
     // at the next call) aborts the communicator: the batch's calls before it would wait for that rank.
     void run(size_t count) override {
@@ -66,8 +66,7 @@ public:
         const ncclResult_t status = nccl_check_or_abort(
             ncclAllReduce(send_.data(), recv_.data(), count, ncclFloat, ncclSum, comm_, stream_.get()), {comm_},
             "ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes");
-        if (status == ncclInProgress)
-            wait_for_nccl({comm_}, {}, "issuing ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes",
+        wait_until_issued(status, {comm_}, "ncclAllReduce of " + std::to_string(count * sizeof(float)) + " bytes",
                           timeout_s_);
     }
     void wait() override {

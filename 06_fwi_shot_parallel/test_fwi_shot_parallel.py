@@ -296,7 +296,7 @@ def test_kill_and_resume(args):
         fail("the killed run left a checkpoint of iteration %s, expected 4" % checkpoint_iteration)
     if os.path.exists(os.path.join(killed, "final_model.npy")):
         fail("the killed run wrote a final model")
-    # A temporary is named after its file, the writer's pid and a random suffix (common/output.cpp).
+    # A temporary is named after its file, the writer's pid and a counter (common/output.cpp).
     leftovers = glob.glob(os.path.join(killed, "checkpoint.fwi.tmp*"))
     if leftovers:
         fail("a temporary checkpoint file was left behind: %s" % leftovers)
@@ -342,7 +342,8 @@ def test_failed_setup(args):
     code, output = run(mpirun(args, args.ranks, flags, environment=["NCCL_SOCKET_IFNAME=no_such_interface"]))
     if code != 3:
         fail("the run whose NCCL cannot start exited %d, expected 3" % code)
-    # NCCL's own reason, not the banner's "NCCL 2.x" that every run prints before its set-up.
+    # That NCCL's id could not be made (the failed call, or rank 0's message relayed), not the banner's
+    # "NCCL 2.x" that every run prints before its set-up.
     if "ncclGetUniqueId" not in output:
         fail("the run whose NCCL cannot start did not say that NCCL's id could not be made (ncclGetUniqueId)")
     after = folder_contents(folder)

@@ -49,6 +49,12 @@ struct DeviceMemoryError : EnvironmentError {
     using EnvironmentError::EnvironmentError;
 };
 
+// The GPU chosen for this process cannot be taken: another process holds it in exclusive-process compute
+// mode (another rank of the job, or someone else's). An EnvironmentError that a check can report and go on.
+struct GpuUnavailableError : EnvironmentError {
+    using EnvironmentError::EnvironmentError;
+};
+
 // A result did not match its reference.
 struct VerificationError : std::runtime_error {
     using std::runtime_error::runtime_error;

@@ -446,9 +446,14 @@ std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct)
     return std::to_string(ranks) + " ranks on host " + host + " share " + count_of(distinct, "GPU");
 }
 
+std::string at_most_ranks_per_node(int gpus) {
+    return "start at most " + count_of(gpus, "rank") + " per node (mpirun -np N --map-by ppr:" + std::to_string(gpus) +
+           ":node)";
+}
+
 std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct) {
-    return ranks_sharing_gpus(ranks, host, distinct) + "; this program needs one GPU per rank: start at most " +
-           count_of(distinct, "rank") + " per node (mpirun -np N --map-by ppr:" + std::to_string(distinct) + ":node)";
+    return ranks_sharing_gpus(ranks, host, distinct) +
+           "; this program needs one GPU per rank: " + at_most_ranks_per_node(distinct);
 }
 
 }  // namespace fwi

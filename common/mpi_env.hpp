@@ -114,14 +114,17 @@ struct GpusOnNode {
 GpusOnNode gpus_on_node(const std::vector<std::string>& bus_ids, int local_rank);
 // "5 ranks on host node-a share 4 GPUs": the start of the refusal and of the warning.
 std::string ranks_sharing_gpus(int ranks, const std::string& host, int distinct);
+// "start at most 4 ranks per node (mpirun -np N --map-by ppr:4:node)", on nodes of `gpus` GPUs each.
+std::string at_most_ranks_per_node(int gpus);
 // The refusal when `ranks` ranks on `host` share `distinct` GPUs, for a program that needs one GPU per
 // rank: how many ranks to start instead.
 std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int distinct);
 
 // cudaSetDevice(the GPU choose_gpus_on_node gives this rank) and returns the device; warns first of other
 // processes on that GPU (warn_of_other_processes). No visible GPU: EnvironmentError naming the rank and
-// host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse); an
-// EnvironmentError either way on the ranks that share a GPU in exclusive-process compute mode.
+// host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse). A GPU that cannot
+// be taken: GpuUnavailableError, on the ranks that share one in exclusive-process compute mode, or where
+// cudaSetDevice fails (another process holds it); both come after every collective of the selection.
 // Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own
 // CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`,
 // under a WaitTimeout of `timeout_s`: a rank that never gets there (a GPU that hangs in CUDA's start, a

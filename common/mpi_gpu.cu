@@ -101,16 +101,20 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     // Every rank on such a GPU says so, before cudaSetDevice, where all but one of them would fail with a
     // bare cudaErrorDevicesUnavailable: the one that wins the GPU is not always the one that warns below.
     if (shared && gpu_takes_one_process(device))
-        throw EnvironmentError(shared_gpu +
-                               ", whose compute mode is exclusive-process: one process at a time; start at most " +
-                               count_of(on_node.distinct, "rank") +
-                               " per node (mpirun -np N --map-by ppr:" + std::to_string(on_node.distinct) + ":node)");
+        throw GpuUnavailableError(shared_gpu + ", whose compute mode is exclusive-process: one process at a time; " +
+                                  at_most_ranks_per_node(on_node.distinct));
     // The first of the ranks on a GPU says so for all of them.
     if (shared && on_node.sharing_mine.front() == local.rank)
         print_warning(shared_gpu + ", so timings are not those of one rank per GPU");
     // The warning's program name says which rank this is.
     warn_of_other_processes(device, 1, node.job_processes, "on host " + mpi_processor_name() + ", ");
-    CUDA_CHECK(cudaSetDevice(device));
+    try {
+        CUDA_CHECK(cudaSetDevice(device));  // where it makes the context: another process may hold the GPU
+    } catch (const DeviceMemoryError&) {
+        throw;
+    } catch (const EnvironmentError& error) {
+        throw GpuUnavailableError(error.what());
+    }
     return device;
 }
 

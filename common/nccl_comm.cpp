@@ -283,6 +283,11 @@ void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaS
     abort_and_throw(comms, what, outcome, timeout_s, detail, timeout_hint);
 }
 
+void wait_until_issued(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what,
+                       double timeout_s) {
+    if (status == ncclInProgress) wait_for_nccl(comms, {}, "issuing " + what, timeout_s);
+}
+
 ncclResult_t nccl_check_or_abort(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what) {
     if (status == ncclSuccess || status == ncclInProgress) return status;
     abort_and_throw(comms, what, WaitOutcome::failed, 0.0, nccl_error_text(status));

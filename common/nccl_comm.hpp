@@ -78,6 +78,13 @@ std::string apply_nccl_transport(const std::string& transport);
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
                    const std::string& what, double timeout_s, const char* timeout_hint = nullptr);
 
+// After a call or a group on non-blocking communicators (an NCCL before 2.18, or NCCL_COMM_BLOCKING=0 in the
+// environment) that returned ncclInProgress: NCCL's thread is still issuing it, and nothing may be issued on
+// the communicators, nor an event recorded behind its kernels, before that ends. Waits for it
+// (wait_for_nccl without streams, naming "issuing <what>"); returns at once for any other status.
+void wait_until_issued(ncclResult_t status, const std::vector<ncclComm_t>& comms, const std::string& what,
+                       double timeout_s);
+
 // For a call on communicators that may have collectives queued (a timed batch): NCCL reports a peer's
 // failure at the next call, and the kernels already queued then wait for that peer without a limit (as
 // would a cudaFree on the way out, or the process's end). So on an error the communicators are aborted

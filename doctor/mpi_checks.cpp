@@ -328,12 +328,12 @@ PeerLinkFindings peer_link_verdict(const std::vector<RankRecord>& records, const
             if (on_host(rank))
                 for (const auto& [name, value] : settings_of(outcomes[rank].nccl_log_settings))
                     log.settings.emplace(name, value);
-        const auto peer_access = [&](int i, int j) {
-            return on_host(i) && on_host(j) && outcomes[i].peers_known && outcomes[j].peers_known && lists(i, j) &&
-                   lists(j, i);
+        const auto known_on_host = [&](int i, int j) {
+            return on_host(i) && on_host(j) && outcomes[i].peers_known && outcomes[j].peers_known;
         };
-        const PeerLinkFindings found =
-            transports_around_peer_access(log, ranks, peer_access, settings_of(records[first].nccl_settings), "rank");
+        const auto peer_access = [&](int i, int j) { return known_on_host(i, j) && lists(i, j) && lists(j, i); };
+        const PeerLinkFindings found = transports_around_peer_access(
+            log, ranks, peer_access, settings_of(records[first].nccl_settings), "rank", known_on_host);
         findings.problems.insert(findings.problems.end(), found.problems.begin(), found.problems.end());
         findings.notes.insert(findings.notes.end(), found.notes.begin(), found.notes.end());
     }
@@ -527,16 +527,16 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
             mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
             CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
             if (options.injection.busy_gpu_rank1 && world_rank() == 1)
-                throw EnvironmentError("GPU " + std::to_string(mine.device) +
-                                       " is held by another process in exclusive-process mode "
-                                       "(FWI_DOCTOR_INJECT=busy-gpu-rank1)");
-        } catch (const EnvironmentError& error) {
+                throw GpuUnavailableError("GPU " + std::to_string(mine.device) +
+                                          " is held by another process in exclusive-process mode "
+                                          "(FWI_DOCTOR_INJECT=busy-gpu-rank1)");
+        } catch (const GpuUnavailableError& error) {
             // The GPU chosen for this rank cannot be taken (exclusive-process mode: shared with another rank,
             // or held by another process). Said in the finding: the other ranks would otherwise wait below
             // for this one until the watchdog ends them.
             mine.device = -1;
             mine.bus_id[0] = '\0';
-            std::snprintf(mine.gpu_error, sizeof mine.gpu_error, "%s", error.what());
+            copy_text(mine.gpu_error, error.what());
         }
     }
     const std::vector<RankRecord> records = all_gather(mine);

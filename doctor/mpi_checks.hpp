@@ -87,9 +87,10 @@ void set_peer_ranks(RankOutcome& outcome, const std::vector<RankRecord>& records
                     const std::function<bool(const std::string&, const std::string&)>& peer_access);
 
 // Check 7's verdict on ranks of one host whose GPUs have peer access (as both ranks' peer_ranks say) but that
-// NCCL connects through host memory or the network (connections: merged_connections), as check 5 judges the
-// GPUs of one process (transports_around_peer_access), host by host: the cause from the NCCL_* variables of
-// the host's first rank (records) and the settings its ranks' NCCL logs report (outcomes).
+// NCCL connects through host memory or the network, and on those without that it connects over the network
+// (connections: merged_connections), as check 5 judges the GPUs of one process (transports_around_peer_access), host by
+// host: the cause from the NCCL_* variables of the host's first rank (records) and the settings its ranks' NCCL logs
+// report (outcomes).
 PeerLinkFindings peer_link_verdict(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes,
                                    const NcclLog& connections);
 

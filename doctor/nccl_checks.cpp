@@ -153,7 +153,7 @@ public:
         for (size_t rank = 0; rank < buffers_.size(); ++rank) buffers_[rank].poison(streams_[rank].get(), count);
     }
     // With an NCCL before 2.18 the communicators are non-blocking ones, which may still be issuing the group
-    // when ncclGroupEnd returns (ncclInProgress); nothing may be issued on them before that ends, so wait here.
+    // when ncclGroupEnd returns: wait_until_issued.
     void run(size_t count) override {
         count_ = count;
         // FWI_DOCTOR_INJECT=hang-nccl: the call after the first, checked one leaves GPU 0 out, so the other
@@ -165,7 +165,7 @@ public:
                 if (!(leave_out_gpu_0 && rank == 0))
                     buffers_[rank].allreduce(comms_[rank], streams_[rank].get(), count);
         });
-        if (status == ncclInProgress) wait_for_nccl(comms_, {}, "issuing the " + what(), deadline_.remaining());
+        wait_until_issued(status, comms_, "the " + what(), deadline_.remaining());
         if (leave_out_gpu_0) wait();
     }
     void wait() override { wait_for_nccl(comms_, stream_handles_, what(), deadline_.remaining()); }
@@ -311,7 +311,8 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
         PeerLinkFindings around;
         if (system.can_access.size() == size_t(n) * n)  // check 2 knows which pairs have peer access
             around = transports_around_peer_access(
-                log, n, [&](int i, int j) { return system.peer(i, j); }, variables);
+                log, n, [&](int i, int j) { return system.peer(i, j); }, variables, "GPU",
+                [](int, int) { return true; });  // one process: one host
         for (const auto& note : around.notes) finding.details.push_back("note: " + note);
         std::vector<std::string> problems = around.problems;
         const bool around_links = !problems.empty();

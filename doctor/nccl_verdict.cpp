@@ -104,33 +104,46 @@ std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_
 
 PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
                                                const std::function<bool(int, int)>& peer_access,
-                                               const Variables& variables, const std::string& unit) {
+                                               const Variables& variables, const std::string& unit,
+                                               const std::function<bool(int, int)>& judged_without_peer_access) {
     constexpr size_t kPairsNamed = 3;
-    // "GPU 0 and GPU 1, which have peer access" (check 5); "rank 0 and rank 1, whose GPUs have peer access" (check 7).
     const bool gpus_named = unit == "GPU";
-    const std::string one_pair = gpus_named ? ", which have peer access" : ", whose GPUs have peer access";
-    const std::string several_pairs = gpus_named ? "GPUs that have peer access" : "ranks whose GPUs have peer access";
-    PeerLinkFindings findings;
-    for (const std::string family : {"SHM", "NET"}) {
+    const auto both_ways = [&](int i, int j) { return peer_access(i, j) && peer_access(j, i); };
+    // "NCCL uses SHM between GPU 0 and GPU 1, which have peer access: <cause>" (check 5); "... between rank 0
+    // and rank 1, whose GPUs have peer access: <cause>" (check 7); several pairs named up to kPairsNamed.
+    const auto line = [&](const std::string& family, const std::function<bool(int, int)>& judged, bool with_peers) {
         std::vector<std::string> pairs;
         for (int i = 0; i < gpus; ++i)
             for (int j = i + 1; j < gpus; ++j)
-                if (peer_access(i, j) && peer_access(j, i) &&
-                    (uses_family(log, i, j, family) || uses_family(log, j, i, family)))
+                if (judged(i, j) && (uses_family(log, i, j, family) || uses_family(log, j, i, family)))
                     pairs.push_back(unit + " " + std::to_string(i) + " and " + unit + " " + std::to_string(j));
-        if (pairs.empty()) continue;
+        if (pairs.empty()) return std::string();
+        const std::string have = with_peers ? "have peer access" : "have no peer access, on one host";
         std::string where;
         if (pairs.size() == 1) {
-            where = pairs.front() + one_pair;
+            where = pairs.front() + (gpus_named ? ", which " : ", whose GPUs ") + have;
         } else {
             const size_t more = pairs.size() > kPairsNamed ? pairs.size() - kPairsNamed : 0;
             pairs.resize(pairs.size() - more);
-            where = std::to_string(pairs.size() + more) + " pairs of " + several_pairs + " (" + join(pairs, ", ") +
+            where = std::to_string(pairs.size() + more) + " pairs of " +
+                    (gpus_named ? "GPUs that " : "ranks whose GPUs ") + have + " (" + join(pairs, ", ") +
                     (more ? ", and " + std::to_string(more) + " more" : "") + ")";
         }
-        const PeerLinkCause cause = nccl_peer_link_cause(family, log, variables);
-        (family == "SHM" && !cause.setting ? findings.notes : findings.problems)
-            .push_back("NCCL uses " + family + " between " + where + ": " + cause.text);
+        return "NCCL uses " + family + " between " + where + ": " + nccl_peer_link_cause(family, log, variables).text;
+    };
+    PeerLinkFindings findings;
+    for (const std::string family : {"SHM", "NET"}) {
+        const std::string found = line(family, both_ways, true);
+        if (found.empty()) continue;
+        const bool setting = nccl_peer_link_cause(family, log, variables).setting;
+        (family == "SHM" && !setting ? findings.notes : findings.problems).push_back(found);
+    }
+    // Without peer access, shared memory is the path within one host: the network there (NCCL_SHM_DISABLE,
+    // often left from a container's small /dev/shm) is as slow as between hosts.
+    if (judged_without_peer_access) {
+        const std::string found = line(
+            "NET", [&](int i, int j) { return judged_without_peer_access(i, j) && !both_ways(i, j); }, false);
+        if (!found.empty()) findings.problems.push_back(found);
     }
     return findings;
 }

@@ -65,13 +65,16 @@ std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_
 // (check 5), or MPI ranks of one GPU each with `unit` "rank" (check 7: "between rank 0 and rank 1, whose
 // GPUs have peer access"). A problem (the check WARNs) when a setting takes P2P away, or for NET, which
 // one node should not need; a note when NCCL chose SHM by itself, as it does by default where the PCIe
-// path between two GPUs crosses a CPU (P2P is often slower there): that is a healthy machine.
+// path between two GPUs crosses a CPU (P2P is often slower there): that is a healthy machine. And a problem
+// for NET between the pairs without peer access that `judged_without_peer_access` names (those of one host
+// whose peer access is known), whose path within a host is shared memory.
 struct PeerLinkFindings {
     std::vector<std::string> problems, notes;
 };
 PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
                                                const std::function<bool(int, int)>& peer_access,
-                                               const Variables& variables, const std::string& unit = "GPU");
+                                               const Variables& variables, const std::string& unit = "GPU",
+                                               const std::function<bool(int, int)>& judged_without_peer_access = {});
 
 // What to do where transports_around_peer_access finds problems.
 constexpr const char* kPeerLinksUnusedAdvice =

@@ -12,8 +12,8 @@
 # harness's own tests, on a stand-in for doctor.) With --needs-one-model where the GPUs are not all one model, with
 # --needs-idle-gpus where check 1 found another process on them (someone else's job), and where a check in
 # the IDS of --skip-if-warns WARNs (check 1 does on many healthy machines: a driver older than the build's
-# CUDA, a PCIe link below its widest, a GPU in MIG mode or held back by its clocks): what those tests expect
-# holds only on such machines. Then: the exit code must be CODE, the run must end within S seconds (wall
+# CUDA, a PCIe link below its widest, a GPU in MIG mode, held back by its clocks or below its default power
+# limit): what those tests expect holds only on such machines. Then: the exit code must be CODE, the run must end within S seconds (wall
 # clock), every TEXT must appear in the output, and every check in the IDS of --pass (a comma list) must be
 # PASS, every one in those of --warn WARN.
 set -uo pipefail
@@ -84,7 +84,7 @@ if [ -z "$gpus" ]; then  # a JSON without the count is a broken doctor, not a ma
     exit 1
 fi
 if [ -n "$visible_gpus" ] && [ "$gpus" -ne "$cuda_gpus" ]; then
-    echo "FAILED: doctor counted $gpus GPU(s), CUDA has $cuda_gpus visible"
+    echo "FAILED: doctor counted $gpus GPU(s), CUDA has $cuda_gpus visible (check 1: $(status_of devices))"
     exit 1
 fi
 if [ "$gpus" -lt "$min_gpus" ]; then

@@ -1113,6 +1113,20 @@ TEST_CASE("check 7 warns where NCCL goes around the peer access between the GPUs
     const PeerLinkFindings unknown = peer_link_verdict(records, outcomes, merged_connections(outcomes));
     CHECK(unknown.problems.size() == 1);  // node-b's pair only
     CHECK(unknown.notes.empty());
+
+    // The network between ranks of one host whose GPUs have no peer access (rank 2's GPU 03): shared memory
+    // was their path, and NCCL_SHM_DISABLE took it away. Across hosts (rank 2 to rank 3) NET is expected.
+    std::vector<RankOutcome> no_shm(records.size());
+    for (int r = 0; r < int(records.size()); ++r) set_peer_ranks(no_shm[r], records, r, peers);
+    set_connections(no_shm[0], log_of("h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+                                      "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[2] via NET/Socket/0\n"));
+    set_connections(no_shm[2], log_of("h:1:1 [2] NCCL INFO NCCL_SHM_DISABLE set by environment to 1\n"
+                                      "h:1:1 [2] NCCL INFO Channel 00/0 : 2[2] -> 3[0] via NET/Socket/0\n"));
+    const PeerLinkFindings network = peer_link_verdict(records, no_shm, merged_connections(no_shm));
+    REQUIRE(network.problems.size() == 1);
+    CHECK(network.problems[0] ==
+          "NCCL uses NET between rank 0 and rank 2, whose GPUs have no peer access, on one host: NCCL_SHM_DISABLE=1 "
+          "is set in an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
 }
 
 TEST_CASE("check 7 reports check 6 of the hosts other than rank 0's") {
@@ -1432,6 +1446,21 @@ TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; wit
     CHECK(contains(unexplained.notes[0], "NCCL ruled P2P out itself"));
     REQUIRE(unexplained.problems.size() == 1);
     CHECK(contains(unexplained.problems[0], "NCCL uses NET between GPU 0 and GPU 3"));
+    // Within one process (one host), NET between GPUs without peer access is a problem too, where asked to judge
+    // them: their path is shared memory, which NCCL_SHM_DISABLE takes away.
+    const auto everywhere = [](int, int) { return true; };
+    const PeerLinkFindings no_peers =
+        transports_around_peer_access(log, 4, without_gpu_1, {{"NCCL_SHM_DISABLE", "1"}}, "GPU", everywhere);
+    CHECK(no_peers.problems.size() == 1);  // NET between GPU 0 and GPU 3 (peer access): not this one
+    std::istringstream no_p2p_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/Socket/0\n");
+    const NcclLog no_p2p = parse_nccl_log(no_p2p_text);
+    const auto nobody = [](int, int) { return false; };
+    CHECK(transports_around_peer_access(no_p2p, 2, nobody, {{"NCCL_SHM_DISABLE", "1"}}).problems.empty());
+    const PeerLinkFindings crawling =
+        transports_around_peer_access(no_p2p, 2, nobody, {{"NCCL_SHM_DISABLE", "1"}}, "GPU", everywhere);
+    REQUIRE(crawling.problems.size() == 1);
+    CHECK(crawling.problems[0] ==
+          "NCCL uses NET between GPU 0 and GPU 1, which have no peer access, on one host: NCCL_SHM_DISABLE=1 is set");
 }
 
 TEST_CASE("the cause of SHM or NET: a setting from the environment or a config file, or what NCCL does itself") {
