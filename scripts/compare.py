@@ -10,8 +10,9 @@ role is "fwi" (a row of the table), "batch" (01_single_gpu with fewer shots: the
 "sweep" (an allreduce sweep: the model's combine); status is the run's exit code, "timeout" or
 "not-built"; json and log are paths relative to DIR/runs.
 Writes DIR/comparison.txt (the table and the model's inputs, as printed), comparison.md (the table as
-Markdown, to paste), comparison.csv, comparison.json (with DIR/machine.json, the env of the machine,
-when compare.sh wrote it), and comparison.png (one panel per GPU count: each pattern and variant's
+Markdown, to paste, with the same notes), comparison.csv, comparison.json (with DIR/machine.json, the env
+of the machine, when compare.sh wrote it, and failed_inputs where a model input did not finish verified),
+and comparison.png (one panel per GPU count: each pattern and variant's
 measured speedup beside the predicted one, as horizontal bars, with its combine share; left out with a
 warning when matplotlib is missing). A DIR in docs/results, the stored results the docs' figures are made
 from, is refused (exit 2): re-tabulate a copy of it.
@@ -46,6 +47,7 @@ BASELINE = "01_single_gpu"
 UNFINISHED = "unfinished"  # in runs/ while compare.sh runs (read_manifest)
 ROLE_KINDS = {"fwi": "fwi", "batch": "fwi", "sweep": "allreduce_sweep"}  # the RESULT each role of run writes
 EXIT_MEANINGS = {"1": "verification failed", "2": "bad input", "3": "environment"}
+FAILED_INPUTS = "model inputs that did not finish verified (their rows are not predicted)"
 
 
 def signed_percent(fraction):
@@ -347,7 +349,7 @@ class ModelInputs:
 
     def missing_for(self, row):
         """Why this row cannot be predicted ("" when it can)."""
-        source = scaling_model.COMBINE_SWEEP.get((row["pattern"], row["variant"]))
+        source = scaling_model.combine_sweep_for(row["pattern"], row["variant"], row["gpus"])
         if source is None:
             return "no combine sweep is known for this pattern"
         if row["shots"] is None or row["gradient_bytes"] is None:
@@ -362,7 +364,7 @@ class ModelInputs:
         return ""
 
     def predict(self, row):
-        sweep = self.sweeps[scaling_model.COMBINE_SWEEP[(row["pattern"], row["variant"])] + (row["gpus"],)]
+        sweep = self.sweeps[scaling_model.combine_sweep_for(row["pattern"], row["variant"], row["gpus"]) + (row["gpus"],)]
         fit = scaling_model.combine_from_sweep(sweep, row["gradient_bytes"])
         return scaling_model.predict(row["shots"], row["gpus"], self.compute_of_shots, fit["predicted_s"],
                                      self.update_s)
@@ -457,11 +459,17 @@ def format_table(rows):
     return "\n".join(line.rstrip() for line in lines)
 
 
-def format_markdown(rows):
+def format_markdown(rows, notes=(), failed_inputs=()):
+    """The table, then (as in comparison.txt) its notes and the model inputs that did not finish verified, one
+    paragraph each: pasted without them, a row's missed prediction or a GPU shared with another process would
+    go unsaid."""
     lines = ["| " + " | ".join(heading for _, heading, _ in COLUMNS) + " |",
              "|" + "|".join(" --- " for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(cell(r, k, f) for k, _, f in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines)
+    paragraphs = list(notes)
+    if failed_inputs:
+        paragraphs.append(FAILED_INPUTS + ": " + "; ".join(failed_inputs))
+    return "\n\n".join(["\n".join(lines)] + paragraphs)
 
 
 def write_text(path, text):
@@ -523,6 +531,7 @@ def draw_chart(plt, path, rows, title, machine):
             ax.text(max(row["speedup"], row["predicted_speedup"] or 0) + 0.02 * gpus, k,
                     "combine %.0f%%" % (100 * (row["combine_share"] or 0)), va="center", fontsize=8)
         ax.axvline(gpus, color="k", linestyle=":", linewidth=1, label="ideal (%d)" % gpus)
+        ax.set_ylim(-0.6, len(labels) - 0.4)  # every panel alike, so that its rows stay beside the first's labels
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels(labels if gpus == counts[0] else [""] * len(labels), fontsize=8)
         ax.set_xlim(0, gpus * 1.35)
@@ -593,23 +602,26 @@ def main(argv):
     failed_inputs = ["%s %s %s, %s GPU(s) (%s): %s" % (e["role"], e["pattern"], e["variant"], e["gpus"], s, e["log"])
                      for e, _, s in runs if e["role"] != "fwi" and s != "ok"]
     if failed_inputs:
-        text += "\nmodel inputs that did not finish verified (their rows are not predicted):\n  " + \
-            "\n  ".join(failed_inputs)
+        text += "\n" + FAILED_INPUTS + ":\n  " + "\n  ".join(failed_inputs)
     say(text, lost)
     written = "comparison.txt, .md, .csv, .json"
     try:
         write_text(os.path.join(directory, "comparison.txt"), text + "\n")
-        write_text(os.path.join(directory, "comparison.md"), format_markdown(rows) + "\n")
+        write_text(os.path.join(directory, "comparison.md"), format_markdown(rows, notes, failed_inputs) + "\n")
         write_csv(os.path.join(directory, "comparison.csv"), rows)
         write_text(os.path.join(directory, "comparison.json"),
-                   json.dumps(finite_or_null({"problem": title, "machine": machine, "rows": rows, "notes": notes,
-                                              "model": {"compute_of_shots_s": inputs.compute_of_shots,
-                                                        "update_s": inputs.update_s}}),
+                   json.dumps(finite_or_null(dict({"problem": title, "machine": machine, "rows": rows, "notes": notes,
+                                                   "model": {"compute_of_shots_s": inputs.compute_of_shots,
+                                                             "update_s": inputs.update_s}},
+                                                  **({"failed_inputs": failed_inputs} if failed_inputs else {}))),
                               indent=1, allow_nan=False) + "\n")
         if plt is None:
             print("compare: warning: matplotlib is not installed, so no chart (%s)" % MISSING_HINT, file=sys.stderr)
         elif draw_chart(plt, os.path.join(directory, "comparison.png"), rows, title, machine):
             written += ", .png"
+        else:
+            print("compare: warning: no multi-GPU run has a speedup or a failure to draw, so no chart",
+                  file=sys.stderr)
     except OSError as error:  # a folder in a file's place, a full disk, a read-only folder
         print("compare: error: cannot write the comparison in %s/: %s" % (directory, error), file=sys.stderr)
         return 3

@@ -147,8 +147,9 @@ else
 fi
 
 rm -rf "$runs"  # ours (checked above): the runs of an earlier comparison
-# And its results, so that a comparison stopped half-way leaves none that look like this one's.
-rm -f "$out"/comparison.{txt,md,csv,json,png}
+# And its results, so that a comparison stopped half-way leaves none that look like this one's; and its
+# machine's description, which this one writes again (where it cannot, none is better than another's).
+rm -f "$out"/comparison.{txt,md,csv,json,png} "$out/machine.json"
 mkdir -p "$runs"
 echo "made by scripts/compare.sh: the next comparison with this --out deletes this folder" >"$marker"
 # Until the last run is done: compare.py refuses a folder that has it, so that a comparison stopped half-way
@@ -312,8 +313,9 @@ else
             "${common_flags[@]}" --nshots "$share" --out "$runs/01_single_gpu-${share}-shots"
     done
     for n in $gpu_counts; do
-        run_one sweep 02_allreduce_primitives nccl "$n" direct "$bin/02_allreduce_primitives/02_allreduce_primitives" \
-            --variants nccl -g "$n" "${sweep_flags[@]}"
+        # 02 takes at most 8 GPUs; beyond, the model takes 04's combine from 05's sweep (scaling_model.py).
+        [ "$n" -gt 8 ] || run_one sweep 02_allreduce_primitives nccl "$n" direct \
+            "$bin/02_allreduce_primitives/02_allreduce_primitives" --variants nccl -g "$n" "${sweep_flags[@]}"
         for variant in pageable pinned pipelined; do
             run_one sweep 03_host_staged_mpi "$variant" "$n" mpi "$bin/03_host_staged_mpi/03_host_staged_mpi" \
                 --bench-allreduce --combine "$variant" "${sweep_flags[@]}"

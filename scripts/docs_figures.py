@@ -276,7 +276,7 @@ def figure_example(directory, pattern, variant, gpus):
     shots, n, m = row["shots"], row["gpus"], model["largest_share"]
     c = {k: 1e3 * t for k, t in inputs.compute_of_shots.items()}
     losses = {k: 1e3 * t for k, t in model["losses"].items()}
-    sweep = scaling_model.COMBINE_SWEEP[(pattern, variant)]
+    sweep = scaling_model.combine_sweep_for(pattern, variant, row["gpus"])
     lines = [
         "- %d shots on %d GPUs: the largest share is m = ceil(%d/%d) = %d shots, the balanced one b = %d/%d = %.2f."
         % (shots, n, shots, n, m, shots, n, shots / n),

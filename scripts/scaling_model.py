@@ -44,6 +44,19 @@ COMBINE_SWEEP = {
 }
 
 
+# 02 takes at most 8 GPUs (its hand-rolled kernels hold a pointer per GPU), so compare.sh sweeps it only up to
+# 8; beyond, 04's combine is taken from 05's sweep: NCCL's allreduce of the same bytes, over one process per GPU.
+ALLREDUCE_PRIMITIVES_MOST_GPUS = 8
+
+
+def combine_sweep_for(pattern, variant, gpus):
+    """(sweep program, sweep variant) that measures this row's combine, None for a pattern without one."""
+    source = COMBINE_SWEEP.get((pattern, variant))
+    if source is not None and source[0] == "02_allreduce_primitives" and gpus > ALLREDUCE_PRIMITIVES_MOST_GPUS:
+        return COMBINE_SWEEP[("05_nccl_mpi", "")]
+    return source
+
+
 def sweep_key(sweep_result):
     """(program, variant) of an allreduce_sweep RESULT, as COMBINE_SWEEP names it ("pipelined 1024KiB x1" is
     "pipelined")."""

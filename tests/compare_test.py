@@ -78,6 +78,8 @@ class Compare(unittest.TestCase):
             self.assertIn("\n" + note + "\n", f.read())
         with open(os.path.join(self.dir, "comparison.json")) as f:
             self.assertEqual(json.load(f)["notes"][-1], note)
+        with open(os.path.join(self.dir, "comparison.md")) as f:  # pasted, the table keeps its notes
+            self.assertIn("|\n\n" + note + "\n", f.read())
 
     def test_stored_results_are_refused(self):
         """The stored folder itself, or a link to it, is refused and left as it was; a recording's own is not."""
@@ -274,6 +276,12 @@ class Compare(unittest.TestCase):
         self.assertIn("): sweep-timeout.log", output)
         self.assertIn("batch 01_single_gpu 2-shots, 1 GPU(s) (NOT VERIFIED): batch-01_single_gpu-2-shots-1gpu.log",
                       output)
+        # In every output, not only the printed table: a JSON that showed every row "ok" would hide why the
+        # comparison exited 1.
+        with open(os.path.join(self.dir, "comparison.json")) as f:
+            self.assertEqual(len(json.load(f)["failed_inputs"]), 2)
+        with open(os.path.join(self.dir, "comparison.md")) as f:
+            self.assertIn("model inputs that did not finish verified (their rows are not predicted): ", f.read())
 
     def test_output_that_cannot_be_written(self):
         for name in ("comparison.txt", "comparison.json"):

@@ -101,6 +101,18 @@ def check_predict(model):
         fail("predict on one GPU: %s" % one)
 
 
+def check_combine_sweeps(model):
+    # 04's combine is 02's nccl sweep on up to 8 GPUs, which 02 takes at most; beyond, 05's (NCCL as well).
+    if model.combine_sweep_for("04_nccl_threads", "group", 8) != ("02_allreduce_primitives", "nccl"):
+        fail("04 on 8 GPUs: %s" % (model.combine_sweep_for("04_nccl_threads", "group", 8),))
+    if model.combine_sweep_for("04_nccl_threads", "threads", 16) != ("05_nccl_mpi", "nccl"):
+        fail("04 on 16 GPUs: %s" % (model.combine_sweep_for("04_nccl_threads", "threads", 16),))
+    if model.combine_sweep_for("03_host_staged_mpi", "pinned", 16) != ("03_host_staged_mpi", "pinned"):
+        fail("03 on 16 GPUs: %s" % (model.combine_sweep_for("03_host_staged_mpi", "pinned", 16),))
+    if model.combine_sweep_for("01_single_gpu", "", 1) is not None:
+        fail("01 has no combine sweep")
+
+
 def check_recorded(model, data_dir):
     with open(os.path.join(data_dir, "scaling_model_2xH200.json")) as f:
         data = json.load(f)
@@ -140,6 +152,7 @@ def main():
     check_line(model)
     check_combine_from_sweep(model)
     check_predict(model)
+    check_combine_sweeps(model)
     check_recorded(model, sys.argv[2])
     if model.line_through((1, 1.0), (2, 1.0)) != (1.0, math.inf):
         fail("a flat line starts at the first point's time and has an infinite bandwidth")
