@@ -190,9 +190,10 @@ int GpuPropagator::shots_that_fit_memory() const {
 }
 
 // Two batch sizes: the forward pass keeps the history of `gradient_batch_` shots, and the adjoint pass
-// works through them in groups of `adjoint_group_`. Each is as many shots as keep one step's working set
-// (the fields a step reads and writes again in the next one) within 45% of the L2 cache, because the step
-// kernels are fastest when those fields stay in L2, and only about half of it holds them: data that SMs all
+// works through them in groups of at most `adjoint_most_`, spread evenly over a call's batch (a call with
+// fewer shots, a GPU's share, is grouped as the plan for that many shots would group it). Each is as many shots as keep
+// one step's working set (the fields a step reads and writes again in the next one) within 45% of the L2 cache, because
+// the step kernels are fastest when those fields stay in L2, and only about half of it holds them: data that SMs all
 // over the chip read is kept twice, once near each half of the SMs (measured on an H200,
 // docs/PERFORMANCE.md). The forward's working set is about two thirds of the adjoint's. The shots are then
 // spread evenly over the batches (8 shots at most 5 at a time: 4 + 4, not 5 + 3). Measured in the second
@@ -213,14 +214,16 @@ void GpuPropagator::choose_batches() {
                                                   static_cast<int>(cache / (sizeof(float) * (2 * cells + 4 * frame))),
                                                   static_cast<int>(cache / (sizeof(float) * (3 * cells + 6 * frame))));
     gradient_batch_ = batches.gradient;
-    adjoint_group_ = batches.adjoint_group;
+    adjoint_most_ = batches.adjoint_most;
 }
 
 void GpuPropagator::set_batch_sizes(int gradient_batch, int adjoint_group) {
     if (gradient_batch < 1 || adjoint_group < 1) throw UsageError("batch sizes must be at least 1");
     gradient_batch_ = std::min({gradient_batch, problem_.nshots, shots_that_fit_memory()});
-    adjoint_group_ = std::min(adjoint_group, gradient_batch_);
+    adjoint_most_ = std::min(adjoint_group, gradient_batch_);
 }
+
+int GpuPropagator::adjoint_group_size() const { return even_batch(gradient_batch_, adjoint_most_); }
 
 GpuPropagator::~GpuPropagator() = default;  // here, where Workspace is complete
 
@@ -243,7 +246,7 @@ std::string GpuPropagator::memory_report() const {
                   "gradient needs %.2f GiB per shot (the imaging terms of every step are kept): %s, forward %d "
                   "and adjoint %d at a time; %.1f of %.1f GiB free",
                   gib(gradient_bytes_per_shot()), count_of(problem_.nshots, "shot").c_str(), gradient_batch_,
-                  adjoint_group_, gib(free_bytes), gib(total_bytes));
+                  adjoint_group_size(), gib(free_bytes), gib(total_bytes));
     return text;
 }
 
@@ -643,7 +646,7 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
     for (;;) {
         // (No shots: no batch runs, and the gradient and misfit are zero.)
         const int batch_size = shots == 0 ? 1 : even_batch(shots, gradient_batch_);
-        const int group_size = even_batch(batch_size, adjoint_group_);
+        const int group_size = even_batch(batch_size, adjoint_most_);
         try {
             ensure_workspace(Mode::gradient, batch_size, group_size);
             return {batch_size, group_size};
@@ -652,7 +655,7 @@ std::pair<int, int> GpuPropagator::ensure_gradient_workspace(int shots) {
             const int fits = std::min((batch_size + 1) / 2, shots_that_fit_memory());
             if (batch_size <= 1 || fits < 1) throw;
             gradient_batch_ = fits;
-            adjoint_group_ = std::min(adjoint_group_, gradient_batch_);
+            adjoint_most_ = std::min(adjoint_most_, gradient_batch_);
             print_note("the GPU's free memory no longer holds the gradient of " + std::to_string(batch_size) +
                        " shots at a time (other processes or ranks on this GPU took some): " +
                        std::to_string(gradient_batch_) + " at a time from now on");

@@ -78,10 +78,11 @@ public:
 
     // Device memory one shot of a gradient batch needs, and the batch sizes chosen: the forward pass runs
     // up to gradient_batch_size() shots at a time and keeps their history, and the adjoint pass works
-    // through them adjoint_group_size() at a time.
+    // through them adjoint_group_size() at a time (a call with fewer shots: groups of at most that many,
+    // spread evenly over them).
     size_t gradient_bytes_per_shot() const;
     int gradient_batch_size() const { return gradient_batch_; }
-    int adjoint_group_size() const { return adjoint_group_; }
+    int adjoint_group_size() const;
     // Sets the batch sizes in place of those chosen from the L2 cache, within what device memory allows:
     // up to gradient_batch shots at a time in the forward pass, up to adjoint_group of them in each
     // adjoint group (for tests and experiments, on any GPU's cache).
@@ -152,7 +153,7 @@ private:
     CudaStream stream_{current_device()};
     std::vector<Chain> chains_;  // kMaxChains of them
     CudaEvent loop_start_{current_device()};
-    int gradient_batch_ = 0, adjoint_group_ = 0;
+    int gradient_batch_ = 0, adjoint_most_ = 0;
     bool programmatic_steps_ = false;  // join the steps by programmatic edges (kernels built for >= 9.0)
     int forward_inner_places_ = 0;     // blocks of the 2-row forward inner kernel resident at once
     double last_forward_loop_seconds_ = 0.0;

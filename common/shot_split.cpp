@@ -40,7 +40,8 @@ ShotBatches plan_shot_batches(int nshots, int in_memory, int forward_in_cache, i
     if (most < 1) return {};
     ShotBatches batches;
     batches.gradient = even_batch(nshots, most);
-    batches.adjoint_group = even_batch(batches.gradient, std::min(batches.gradient, std::max(1, adjoint_in_cache)));
+    batches.adjoint_most = std::min(batches.gradient, std::max(1, adjoint_in_cache));
+    batches.adjoint_group = even_batch(batches.gradient, batches.adjoint_most);
     return batches;
 }
 

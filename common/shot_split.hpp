@@ -27,12 +27,16 @@ ShotRange split_shots(int nshots, int parts, int part, const std::string& what =
 int even_batch(int shots, int most);
 
 // How many shots a GPU's gradient advances at once: the forward pass `gradient` (and keeps their history),
-// the adjoint pass `adjoint_group` of those at a time. `in_memory`: the shots whose gradient fits the GPU's free
-// memory; `forward_in_cache` and `adjoint_in_cache`: the shots whose step working sets fit the part of the
-// L2 cache they may use (GpuPropagator::choose_batches says why). Both 0 when not one shot fits memory.
+// the adjoint pass `adjoint_group` of those at a time, spread evenly over the groups from at most
+// `adjoint_most`. `in_memory`: the shots whose gradient fits the GPU's free memory; `forward_in_cache` and
+// `adjoint_in_cache`: the shots whose step working sets fit the part of the L2 cache they may use
+// (GpuPropagator::choose_batches says why). All 0 when not one shot fits memory. A batch of fewer shots
+// (a GPU's share of them) is grouped from adjoint_most again: even_batch(its shots, adjoint_most), which is
+// what the plan for that many shots gives.
 struct ShotBatches {
     int gradient = 0;
     int adjoint_group = 0;
+    int adjoint_most = 0;
 };
 ShotBatches plan_shot_batches(int nshots, int in_memory, int forward_in_cache, int adjoint_in_cache);
 

@@ -72,3 +72,28 @@ TEST_CASE("a GPU's batches: the forward's by memory and cache, the adjoint's wit
     CHECK(b.gradient == 0);
     CHECK(b.adjoint_group == 0);
 }
+
+TEST_CASE("a GPU's share of the shots is batched as the plan for that many shots: what the model's compute(m) times") {
+    // GpuPropagator plans from the problem's S shots, and a call with a share of m of them batches
+    // even_batch(m, gradient) and groups even_batch(batch, adjoint_most): the same as 01 --nshots m, whose plan
+    // is for m (scripts/scaling_model.py takes its compute for the share's). E.g. a cache for 5 forward and 3
+    // adjoint shots: 8 shots are 4 + 4, grouped 2 + 2; a share of 3 is grouped 3, not 2 + 1.
+    const ShotBatches eight = plan_shot_batches(8, 100, 5, 3);
+    CHECK(eight.gradient == 4);
+    CHECK(eight.adjoint_group == 2);
+    CHECK(even_batch(even_batch(3, eight.gradient), eight.adjoint_most) ==
+          plan_shot_batches(3, 100, 5, 3).adjoint_group);
+    int differing = 0;
+    for (int shots = 1; shots <= 64; ++shots)
+        for (int forward = 1; forward <= 11; ++forward)
+            for (int adjoint = 1; adjoint <= 11; ++adjoint) {
+                const ShotBatches all = plan_shot_batches(shots, 1000, forward, adjoint);
+                for (int gpus = 1; gpus <= shots; ++gpus) {
+                    const int share = (shots + gpus - 1) / gpus;
+                    const ShotBatches alone = plan_shot_batches(share, 1000, forward, adjoint);
+                    const int batch = even_batch(share, all.gradient);
+                    differing += batch != alone.gradient || even_batch(batch, all.adjoint_most) != alone.adjoint_group;
+                }
+            }
+    CHECK(differing == 0);
+}
