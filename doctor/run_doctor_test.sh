@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
 #   run_doctor_test.sh [--visible-gpus PROGRAM] [--min-gpus N] [--needs-peer-access] [--needs-one-model]
-#                      [--needs-idle-gpus] [--first-gpu-only] [--skip-if-warns IDS] [--exit CODE]
+#                      [--needs-idle-gpus] [--first-gpu-only] [--shares-a-gpu] [--skip-if-warns IDS] [--exit CODE]
 #                      [--max-seconds S] [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
 # The command gets `--json FILE` appended. With --first-gpu-only it sees only the first of the GPUs the test
 # was given (CUDA_VISIBLE_DEVICES's first entry, GPU 0 where it is unset): a user's own choice of GPUs holds.
@@ -9,7 +9,9 @@
 # GPUs has no peer access (PCIe cards without P2P, a server with more GPUs than one can reach): both asked
 # of PROGRAM (common/visible_gpus), not of doctor, whose count and peer access are what the tests test; a
 # doctor whose count differs from PROGRAM's fails. (Without --visible-gpus, doctor's count decides: the
-# harness's own tests, on a stand-in for doctor.) With --needs-one-model where the GPUs are not all one model, with
+# harness's own tests, on a stand-in for doctor.) With --shares-a-gpu (a test that puts two ranks on one
+# GPU) it is skipped where nvidia-smi shows a GPU in exclusive-process compute mode, which takes one process
+# at a time. With --needs-one-model where the GPUs are not all one model, with
 # --needs-idle-gpus where check 1 found another process on them (someone else's job), and where a check in
 # the IDS of --skip-if-warns WARNs (check 1 does on many healthy machines: a driver older than the build's
 # CUDA, a PCIe link below its widest, a GPU in MIG mode, held back by its clocks or below its default power
@@ -17,7 +19,7 @@
 # clock), every TEXT must appear in the output, and every check in the IDS of --pass (a comma list) must be
 # PASS, every one in those of --warn WARN.
 set -uo pipefail
-visible_gpus="" min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
+visible_gpus="" shares_a_gpu=0 min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
 skip_if_warns="" first_gpu_only=0
 expected=()
 while [ $# -gt 0 ]; do
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
         --needs-idle-gpus) needs_idle_gpus=1; shift ;;
         --skip-if-warns) skip_if_warns="$2"; shift 2 ;;
         --first-gpu-only) first_gpu_only=1; shift ;;
+        --shares-a-gpu) shares_a_gpu=1; shift ;;
         --exit) expected_exit="$2"; shift 2 ;;
         --max-seconds) max_seconds="$2"; shift 2 ;;
         --expect) expected+=("$2"); shift 2 ;;
@@ -47,6 +50,10 @@ if [ -n "$visible_gpus" ]; then
     cuda_gpus=$(count_visible_gpus "$visible_gpus") || exit 3  # a broken counter fails the test
     if [ "$cuda_gpus" -lt "$min_gpus" ]; then
         echo "SKIPPED: needs $min_gpus GPU(s), $cuda_gpus visible"
+        exit 77
+    fi
+    if [ "$shares_a_gpu" -eq 1 ] && gpus_take_one_process; then
+        echo "SKIPPED: a GPU is in exclusive-process compute mode (one process at a time); this test puts two ranks on one"
         exit 77
     fi
     if [ "$needs_peer_access" -eq 1 ]; then

@@ -660,6 +660,12 @@ mpi_launcher() {
     [ "$(id -u)" -ne 0 ] || echo --allow-run-as-root
 }
 
+# gpus_take_one_process: succeeds where nvidia-smi reports a GPU in exclusive-process compute mode (common on
+# clusters), which takes one process at a time: tests run at once on it would fail each other.
+gpus_take_one_process() {
+    quick_query nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | grep -q Exclusive_Process
+}
+
 # count_visible_gpus COUNTER: how many GPUs CUDA shows this process, as the programs count them (COUNTER:
 # the build's common/visible_gpus), under quick_query's limit. The number on stdout; or, when the counter
 # fails, does not answer or prints no number (a broken build), a message on stderr and status 1.

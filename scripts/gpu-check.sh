@@ -164,6 +164,14 @@ lock_build_folder "$BUILD_DIR"  # another check, test run or comparison in build
 rm -f -- "$logs"/*.log "$logs/summary.txt"
 trap - EXIT
 
+# Three tests at a time, but one where a GPU takes one process at a time (exclusive-process compute mode).
+test_jobs=3
+if gpus_take_one_process; then
+    test_jobs=1
+    echo "gpu-check: a GPU is in exclusive-process compute mode (nvidia-smi), which takes one process at a time:" \
+         "the tests run one at a time"
+fi
+
 # The limits of the steps, in seconds: several times what each takes on one H100 (the build 5-10 min,
 # racecheck up to 10 min), so that only a hang reaches one.
 for s in "${steps[@]}"; do
@@ -171,11 +179,11 @@ for s in "${steps[@]}"; do
         build) step build build.log 3600 bash -c 'source "$1/scripts/common.sh" && configure_and_build default' bash "$ROOT" ;;
         tests)
             step cuda_sees_the_gpus tests.log - cuda_sees_the_gpus tests
-            step tests tests.log 3600 ctest --preset default -E fault -j3 --output-on-failure ;;
+            step tests tests.log 3600 ctest --preset default -E fault -j"$test_jobs" --output-on-failure ;;
         # 10 trials per kind of failure, each waiting for a timeout: minutes, so a step of its own.
         faults)
             step cuda_sees_the_gpus faults.log - cuda_sees_the_gpus faults
-            step fault_tests faults.log 3600 ctest --preset default -R fault -j3 --output-on-failure ;;
+            step fault_tests faults.log 3600 ctest --preset default -R fault -j"$test_jobs" --output-on-failure ;;
         sanitizers)
             step verify sanitizer.log 600 "${verify[@]}"
             step memcheck sanitizer.log 3600 compute-sanitizer --tool memcheck --error-exitcode 1 "${verify[@]}"

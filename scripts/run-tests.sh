@@ -7,7 +7,8 @@
 #   -L REGEX, -LE REGEX   the tests with (-L) or without (-LE) a label matching REGEX (cpu, gpu, multigpu,
 #                         mpi); each may be given more than once (ctest takes the tests matching all)
 #   -R REGEX, -E REGEX    the tests whose name matches (-R) or does not match (-E) REGEX
-#   -j N, -jN, --parallel N   N tests at a time
+#   -j N, -jN, --parallel N   N tests at a time (one at a time where nvidia-smi shows a GPU in exclusive-process
+#                         compute mode, which takes one process at a time)
 #   --timeout S           seconds a test may run where it sets no limit of its own
 #   --repeat MODE:N       MODE until-fail, until-pass or after-timeout, at most N runs of each test
 #   --output-on-failure, -V, -VV, --rerun-failed, --stop-on-failure, -N (list the tests, run none)
@@ -74,4 +75,21 @@ while [ $# -gt 0 ]; do
 done
 configure_and_build default
 cd "$ROOT"
+# A GPU in exclusive-process compute mode takes one process at a time: tests run at once would fail each
+# other there, so -j and --parallel give way to one at a time.
+if gpus_take_one_process; then
+    one_at_a_time=()
+    for ((i = 0; i < ${#ctest_args[@]}; i++)); do
+        case "${ctest_args[i]}" in
+            -j | --parallel) i=$((i + 1)) ;;
+            -j*) ;;
+            *) one_at_a_time+=("${ctest_args[i]}") ;;
+        esac
+    done
+    if [ ${#one_at_a_time[@]} -ne ${#ctest_args[@]} ]; then
+        echo "run-tests: a GPU is in exclusive-process compute mode (nvidia-smi), which takes one process at a" \
+             "time: the tests run one at a time"
+        ctest_args=("${one_at_a_time[@]}")
+    fi
+fi
 ctest --preset default "${ctest_args[@]}"

@@ -2,7 +2,8 @@
 # One rank more than there are GPUs. EXPECT "refused": the program (05_nccl_mpi, 06_fwi_shot_parallel)
 # must refuse (two ranks would share a GPU) with exit 3 and a message that says so, before NCCL is started.
 # EXPECT "shared": the program (03_host_staged_mpi) runs with two ranks on one GPU, exit 0, and warns that
-# they share it. Exits 77 (skipped) without a GPU or Open MPI's mpirun, 3 when the GPUs cannot be counted.
+# they share it. Exits 77 (skipped) without a GPU or Open MPI's mpirun, and for "shared" where a GPU is in
+# exclusive-process compute mode (one process at a time); 3 when the GPUs cannot be counted.
 # Usage: more_ranks_than_gpus.sh VISIBLE_GPUS PROGRAM MPIEXEC EXPECT [FLAG...]   (FLAGs: the program's, added)
 set -u
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
@@ -18,6 +19,10 @@ if [ "$have" -lt 1 ]; then
     exit 77
 fi
 skip_unless_open_mpi "$mpiexec"
+if [ "$expect" = shared ] && gpus_take_one_process; then
+    echo "a GPU is in exclusive-process compute mode (one process at a time), where two ranks cannot share one: skipped"
+    exit 77
+fi
 ranks=$((have + 1))
 output=$(timeout -k 5 120 "$mpiexec" --oversubscribe -np "$ranks" -x NCCL_NVLS_ENABLE=0 "$program" \
     --problem small --nshots "$ranks" --iterations 1 --no-reference --timeout 10 "$@" 2>&1)

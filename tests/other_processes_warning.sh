@@ -5,10 +5,16 @@
 # (77) where NVML cannot list the GPU's processes, or not by this PID namespace's ids (a container that
 # hides them, or shows them under the host's pids). Where nvidia-smi lists hold_gpu by its pid, visible_gpus
 # must too: the lessons' warning uses the same listing, so one that loses the holder fails, not skips.
+# Skips too where a GPU is in exclusive-process compute mode: the lessons could not open hold_gpu's GPU.
 #
 # usage: other_processes_warning.sh BIN_DIR MPIRUN...   (MPIRUN: the launcher, its flags and its flag for the
 #        number of processes, last: `mpirun -np`, `srun -n`)
 set -uo pipefail
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
+if gpus_take_one_process; then  # the lessons could not open the GPU hold_gpu holds
+    echo "SKIPPED: a GPU is in exclusive-process compute mode (one process at a time)"
+    exit 77
+fi
 bin=$1
 shift
 mpirun=("$@")

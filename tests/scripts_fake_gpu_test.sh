@@ -18,7 +18,8 @@
 # CUDA's count decides) and the sanitizers step without compute-sanitizer (exit 3), leaving the
 # last run's logs and removing the folders it made to check GPU_CHECK_OUT and its logs' folder; it fails a step
 # that fails and a tests step where CUDA sees no GPU (exit 1), copies into GPU_CHECK_OUT no comparison of an earlier
-# run, and says so where its logs cannot go (exit 3); sanitize.sh refuses a repository path its
+# run, and says so where its logs cannot go (exit 3); gpu-check.sh and run-tests.sh run the tests one at a
+# time where a GPU is in exclusive-process compute mode; sanitize.sh refuses a repository path its
 # sanitizers' logs cannot hold (exit 3). Then every script through a symbolic link. No GPU, nothing built
 # or installed. record-results.sh records each command as a line that can be pasted.
 #
@@ -46,13 +47,15 @@ printf '\nconfigure_and_build() { echo "configure_and_build $*" >>"%s"; [ -z "${
 # fake PATH NAME BODY: an executable shell script.
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$1" && chmod +x "$1"; }
 # nvidia-smi lists FAKE_GPUS GPUs (-L, --query-gpu) named FAKE_GPU_NAME (an H100 by default), each with
-# FAKE_MIG instances (-L: lines of their own, as in MIG mode; none by default), or fails when FAKE_GPUS is 0.
+# FAKE_MIG instances (-L: lines of their own, as in MIG mode; none by default) and in compute mode
+# FAKE_COMPUTE_MODE (Default), or fails when FAKE_GPUS is 0.
 # FAKE_L_TEXT: what -L prints instead, with success.
 fake "$tmp/bin/nvidia-smi" '[ "${FAKE_GPUS:-0}" -gt 0 ] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
 [ -z "${FAKE_L_TEXT:-}" ] || [ "$*" != -L ] || { echo "$FAKE_L_TEXT"; exit 0; }
 name="${FAKE_GPU_NAME:-NVIDIA H100 80GB HBM3}"
 for i in $(seq 0 $((FAKE_GPUS - 1))); do
   case "$*" in
+    *compute_mode*) echo "${FAKE_COMPUTE_MODE:-Default}" ;;
     -L) echo "GPU $i: $name (UUID: GPU-$i)"
         for m in $(seq 1 "${FAKE_MIG:-0}"); do echo "  MIG 1g.10gb     Device  $m: (UUID: MIG-$i-$m)"; done ;;
     *query-gpu*) echo "$name, 570.00, 81559 MiB" ;;
@@ -381,6 +384,23 @@ expect gpu_check_step_fails 1 "FAIL (exit 1)"
 fake "$tmp/bin/ctest" 'exit 0'
 run FAKE_GPUS=1 FAKE_VISIBLE=0 -- bash "$scratch/scripts/gpu-check.sh" tests
 expect gpu_check_cuda_sees_none 1 "nvidia-smi lists GPUs, but CUDA sees none"
+# GPUs in exclusive-process compute mode take one process at a time: gpu-check and run-tests run the tests one
+# at a time (ctest, faked, logs how it was called); in the default mode, as asked.
+fake "$tmp/bin/ctest" "echo \"ctest \$*\" >>\"$calls\""
+run FAKE_GPUS=2 FAKE_VISIBLE=2 FAKE_COMPUTE_MODE=Exclusive_Process -- bash "$scratch/scripts/gpu-check.sh" tests
+expect gpu_check_exclusive_process 0 "exclusive-process compute mode (nvidia-smi), which takes one process at a time"
+[[ "$built" == *"ctest --preset default -E fault -j1 "* ]] || fail "gpu_check_exclusive_process: ctest was called: $built"
+run FAKE_GPUS=2 FAKE_VISIBLE=2 -- bash "$scratch/scripts/gpu-check.sh" tests
+[[ "$built" == *"ctest --preset default -E fault -j3 "* ]] || fail "gpu_check_default_mode: ctest was called: $built"
+# (No -L or -R here: the scratch repository has no cmake/ to check their regexes with.)
+run FAKE_GPUS=2 FAKE_COMPUTE_MODE=Exclusive_Process -- bash "$scratch/scripts/run-tests.sh" --parallel 4 --output-on-failure
+expect run_tests_exclusive_process 0 "the tests run one at a time"
+[[ "$built" == *"ctest --preset default --output-on-failure" ]] || fail "run_tests_exclusive_process: ctest was called: $built"
+run FAKE_GPUS=2 FAKE_COMPUTE_MODE=Exclusive_Process -- bash "$scratch/scripts/run-tests.sh" -j4
+[[ "$built" == *"ctest --preset default" ]] || fail "run_tests_exclusive_process_jN: ctest was called: $built"
+run FAKE_GPUS=2 -- bash "$scratch/scripts/run-tests.sh" -j 4 --output-on-failure
+[[ "$built" == *"ctest --preset default -j 4 --output-on-failure" ]] ||
+    fail "run_tests_default_mode: ctest was called: $built"
 rm "$tmp/bin/ctest"
 
 # ---- gpu-check.sh where its logs cannot go (a file named out in the checkout): exit 3 before any step ----
