@@ -124,7 +124,8 @@ std::string one_gpu_per_rank_refusal(int ranks, const std::string& host, int dis
 // processes on that GPU (warn_of_other_processes). No visible GPU: EnvironmentError naming the rank and
 // host. More local ranks than GPUs: a warning on stderr (warn) or EnvironmentError (refuse). A GPU that cannot
 // be taken: GpuUnavailableError, on the ranks that share one in exclusive-process compute mode, or where
-// cudaSetDevice fails (another process holds it); both come after every collective of the selection.
+// cudaSetDevice fails (another process holds it), but DeviceMemoryError where it has no memory left for a
+// context; all of them come after every collective of the selection.
 // Sharing is judged by the GPUs' PCI bus ids, so a launcher that gives each rank its own
 // CUDA_VISIBLE_DEVICES (every rank sees "device 0") is not mistaken for sharing. Collective over `comm`,
 // under a WaitTimeout of `timeout_s`: a rank that never gets there (a GPU that hangs in CUDA's start, a

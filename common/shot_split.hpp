@@ -31,8 +31,8 @@ int even_batch(int shots, int most);
 // `adjoint_most`. `in_memory`: the shots whose gradient fits the GPU's free memory; `forward_in_cache` and
 // `adjoint_in_cache`: the shots whose step working sets fit the part of the L2 cache they may use
 // (GpuPropagator::choose_batches says why). All 0 when not one shot fits memory. A batch of fewer shots
-// (a GPU's share of them) is grouped from adjoint_most again: even_batch(its shots, adjoint_most), which is
-// what the plan for that many shots gives.
+// (a GPU's share of them) is grouped from adjoint_most again: even_batch(its shots, adjoint_most), which
+// for the largest share, ceil(shots / GPUs), is what the plan for that many shots gives.
 struct ShotBatches {
     int gradient = 0;
     int adjoint_group = 0;

@@ -332,10 +332,8 @@ PeerLinkFindings peer_link_verdict(const std::vector<RankRecord>& records, const
             return on_host(i) && on_host(j) && outcomes[i].peers_known && outcomes[j].peers_known;
         };
         const auto peer_access = [&](int i, int j) { return known_on_host(i, j) && lists(i, j) && lists(j, i); };
-        const PeerLinkFindings found = transports_around_peer_access(
-            log, ranks, peer_access, settings_of(records[first].nccl_settings), "rank", known_on_host);
-        findings.problems.insert(findings.problems.end(), found.problems.begin(), found.problems.end());
-        findings.notes.insert(findings.notes.end(), found.notes.begin(), found.notes.end());
+        findings.add(transports_around_peer_access(log, ranks, peer_access, settings_of(records[first].nccl_settings),
+                                                   "rank", known_on_host));
     }
     return findings;
 }
@@ -523,20 +521,30 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     for (int r = 0; r < ranks; ++r)
         if (before[r].visible_gpus == 0) without_gpu.push_back(r);
     if (without_gpu.empty()) {
-        try {
-            mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
-            CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
-            if (options.injection.busy_gpu_rank1 && world_rank() == 1)
-                throw GpuUnavailableError("GPU " + std::to_string(mine.device) +
-                                          " is held by another process in exclusive-process mode "
-                                          "(FWI_DOCTOR_INJECT=busy-gpu-rank1)");
-        } catch (const GpuUnavailableError& error) {
-            // The GPU chosen for this rank cannot be taken (exclusive-process mode: shared with another rank,
-            // or held by another process). Said in the finding: the other ranks would otherwise wait below
-            // for this one until the watchdog ends them.
+        // What fails once the selection's collectives are done is this rank's alone: said in the finding, as
+        // the other ranks would otherwise wait for this one below until the watchdog ends them.
+        const auto cannot_take = [&](const std::exception& error) {
             mine.device = -1;
             mine.bus_id[0] = '\0';
             copy_text(mine.gpu_error, error.what());
+        };
+        try {
+            mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
+        } catch (const GpuUnavailableError& error) {  // exclusive-process mode: another rank or process has it
+            cannot_take(error);
+        } catch (const DeviceMemoryError& error) {  // no memory left for a context: another job filled the GPU
+            cannot_take(error);
+        }
+        if (mine.device >= 0) {
+            try {
+                CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
+                if (options.injection.busy_gpu_rank1 && world_rank() == 1)
+                    throw GpuUnavailableError("GPU " + std::to_string(mine.device) +
+                                              " is held by another process in exclusive-process mode "
+                                              "(FWI_DOCTOR_INJECT=busy-gpu-rank1)");
+            } catch (const EnvironmentError& error) {
+                cannot_take(error);
+            }
         }
     }
     const std::vector<RankRecord> records = all_gather(mine);
@@ -736,7 +744,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     if (const auto& problems = around_peer_access.problems; !problems.empty())
         add_warning(problems.front() +
                         (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)" : ""),
-                    kPeerLinksUnusedAdvice);
+                    around_peer_access.advice());
     return finding;
 }
 

@@ -327,7 +327,7 @@ Finding allreduce_over_all_gpus(const GpuSystem& system, const Variables& variab
                 (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)" : "");
             for (const auto& problem : problems) finding.details.push_back("WARN: " + problem);
             finding.next = around_links
-                               ? kPeerLinksUnusedAdvice
+                               ? around.advice()
                                : "NCCL's connections are P2P yet slow: look for other processes on the GPUs "
                                  "(check 1 lists them), NCCL_ALGO / NCCL_PROTO settings and check 4's matrices";
         }

@@ -135,8 +135,9 @@ PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
     for (const std::string family : {"SHM", "NET"}) {
         const std::string found = line(family, both_ways, true);
         if (found.empty()) continue;
-        const bool setting = nccl_peer_link_cause(family, log, variables).setting;
-        (family == "SHM" && !setting ? findings.notes : findings.problems).push_back(found);
+        const bool problem = family == "NET" || nccl_peer_link_cause(family, log, variables).setting;
+        (problem ? findings.problems : findings.notes).push_back(found);
+        findings.peer_links_unused |= problem;
     }
     // Without peer access, shared memory is the path within one host: the network there (NCCL_SHM_DISABLE,
     // often left from a container's small /dev/shm) is as slow as between hosts.
@@ -144,8 +145,23 @@ PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
         const std::string found = line(
             "NET", [&](int i, int j) { return judged_without_peer_access(i, j) && !both_ways(i, j); }, false);
         if (!found.empty()) findings.problems.push_back(found);
+        findings.shared_memory_unused |= !found.empty();
     }
     return findings;
+}
+
+std::string PeerLinkFindings::advice() const {
+    std::vector<std::string> parts;
+    if (peer_links_unused) parts.push_back(kPeerLinksUnusedAdvice);
+    if (shared_memory_unused) parts.push_back(kSharedMemoryUnusedAdvice);
+    return join(parts, "; and ");
+}
+
+void PeerLinkFindings::add(const PeerLinkFindings& more) {
+    problems.insert(problems.end(), more.problems.begin(), more.problems.end());
+    notes.insert(notes.end(), more.notes.begin(), more.notes.end());
+    peer_links_unused |= more.peer_links_unused;
+    shared_memory_unused |= more.shared_memory_unused;
 }
 
 bool p2p_level_limits_pairs(const std::string& level, const GpuSystem& system) {

@@ -67,20 +67,30 @@ std::string low_bus_bandwidth(const SweepRow& largest, int gpus, double p2p_one_
 // one node should not need; a note when NCCL chose SHM by itself, as it does by default where the PCIe
 // path between two GPUs crosses a CPU (P2P is often slower there): that is a healthy machine. And a problem
 // for NET between the pairs without peer access that `judged_without_peer_access` names (those of one host
-// whose peer access is known), whose path within a host is shared memory.
+// whose peer access is known), whose path within a host is shared memory. advice() says what to do about
+// the problems found.
 struct PeerLinkFindings {
     std::vector<std::string> problems, notes;
+    bool peer_links_unused = false;     // a problem between GPUs with peer access
+    bool shared_memory_unused = false;  // NET between GPUs of one host without it
+    std::string advice() const;
+    void add(const PeerLinkFindings& more);  // another host's (check 7)
 };
 PeerLinkFindings transports_around_peer_access(const NcclLog& log, int gpus,
                                                const std::function<bool(int, int)>& peer_access,
                                                const Variables& variables, const std::string& unit = "GPU",
                                                const std::function<bool(int, int)>& judged_without_peer_access = {});
 
-// What to do where transports_around_peer_access finds problems.
+// What to do where transports_around_peer_access finds problems between GPUs with peer access, and where
+// it finds NET between GPUs of one host without.
 constexpr const char* kPeerLinksUnusedAdvice =
     "NCCL is not using the GPUs' peer links: unless you are diagnosing, unset the setting named (in the "
     "environment, NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf); with none named, NCCL_DEBUG=INFO "
     "NCCL_DEBUG_SUBSYS=INIT,GRAPH shows why NCCL left P2P out";
+constexpr const char* kSharedMemoryUnusedAdvice =
+    "NCCL sends over the network between GPUs of one host that have no peer access, where shared memory is "
+    "their path: unset NCCL_SHM_DISABLE (in the environment or an NCCL config file), and where it was set for a "
+    "container's small /dev/shm, give the container more (--shm-size=8g or --ipc=host)";
 
 // Whether NCCL_P2P_LEVEL=`level` keeps NCCL from P2P between some pair of this machine's GPUs that has peer
 // access: LOC (or 0) any pair; NVL, NVB and C2C a pair without NVLink; PIX (or 1) a pair without NVLink

@@ -1127,6 +1127,8 @@ TEST_CASE("check 7 warns where NCCL goes around the peer access between the GPUs
     CHECK(network.problems[0] ==
           "NCCL uses NET between rank 0 and rank 2, whose GPUs have no peer access, on one host: NCCL_SHM_DISABLE=1 "
           "is set in an NCCL config file (NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf)");
+    CHECK(network.advice() == kSharedMemoryUnusedAdvice);
+    CHECK(disabled.advice() == kPeerLinksUnusedAdvice);
 }
 
 TEST_CASE("check 7 reports check 6 of the hosts other than rank 0's") {
@@ -1461,6 +1463,10 @@ TEST_CASE("SHM or NET between GPUs with peer access is named with its cause; wit
     REQUIRE(crawling.problems.size() == 1);
     CHECK(crawling.problems[0] ==
           "NCCL uses NET between GPU 0 and GPU 1, which have no peer access, on one host: NCCL_SHM_DISABLE=1 is set");
+    // Each kind of problem gets its own advice: shared memory's here, the peer links' where they have some.
+    CHECK(crawling.advice() == kSharedMemoryUnusedAdvice);
+    CHECK(transports_around_peer_access(log, 4, all_peers, p2p_disabled).advice() == kPeerLinksUnusedAdvice);
+    CHECK(all_p2p.advice().empty());
 }
 
 TEST_CASE("the cause of SHM or NET: a setting from the environment or a config file, or what NCCL does itself") {

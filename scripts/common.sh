@@ -663,7 +663,9 @@ mpi_launcher() {
 # gpus_take_one_process: succeeds where nvidia-smi reports a GPU in exclusive-process compute mode (common on
 # clusters), which takes one process at a time: tests run at once on it would fail each other.
 gpus_take_one_process() {
-    quick_query nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | grep -q Exclusive_Process
+    local modes
+    modes=$(quick_query nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null) || true
+    [[ "$modes" == *Exclusive_Process* ]]
 }
 
 # count_visible_gpus COUNTER: how many GPUs CUDA shows this process, as the programs count them (COUNTER:

@@ -89,7 +89,7 @@ if gpus_take_one_process; then
     if [ ${#one_at_a_time[@]} -ne ${#ctest_args[@]} ]; then
         echo "run-tests: a GPU is in exclusive-process compute mode (nvidia-smi), which takes one process at a" \
              "time: the tests run one at a time"
-        ctest_args=("${one_at_a_time[@]}")
+        ctest_args=(${one_at_a_time[@]+"${one_at_a_time[@]}"})  # (bash before 4.4: an empty array is unset)
     fi
 fi
-ctest --preset default "${ctest_args[@]}"
+ctest --preset default ${ctest_args[@]+"${ctest_args[@]}"}

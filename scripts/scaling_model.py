@@ -24,7 +24,8 @@ need the N-GPU run.
 Against the ideal, 01's compute phase / N (its gradient but for a few microseconds of wait), the prediction
 loses three things, which add up to the difference:
     batch efficiency  b * (compute(m)/m - compute(S)/S), b = S/N: the per-shot cost of smaller batches
-    imbalance         (m - b) * compute(m)/m: the GPUs with fewer shots idle while the largest share runs
+    imbalance         (m - b) * compute(m)/m: what the largest share's extra shots cost at its rate per shot,
+                      the part of the wait of the GPUs with fewer shots that is not batch efficiency
     combine           combine(G, N)
 The largest of them is the row's biggest loss. Nothing here reads a GPU; compare.py feeds it the RESULT
 files of one comparison (docs/RESULT.md).

@@ -32,7 +32,8 @@ if ! listed=$("$bin/common/visible_gpus" --other-processes 2>&1); then
 fi
 if [[ "$listed" != *"pid $holder "* ]]; then
     # nvidia-smi, asked on its own: where it lists hold_gpu by this namespace's pid, so must visible_gpus.
-    if timeout 60 nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -qx " *$holder *"; then
+    smi_pids=$(quick_query nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null) || true
+    if grep -qx " *$holder *" <<<"$smi_pids"; then
         echo "FAILED: nvidia-smi lists hold_gpu (pid $holder), visible_gpus --other-processes does not: $listed"
         exit 1
     fi

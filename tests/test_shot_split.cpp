@@ -73,8 +73,9 @@ TEST_CASE("a GPU's batches: the forward's by memory and cache, the adjoint's wit
     CHECK(b.adjoint_group == 0);
 }
 
-TEST_CASE("a GPU's share of the shots is batched as the plan for that many shots: what the model's compute(m) times") {
-    // GpuPropagator plans from the problem's S shots, and a call with a share of m of them batches
+TEST_CASE(
+    "the largest share of the shots is batched as the plan for that many shots: what the model's compute(m) times") {
+    // GpuPropagator plans from the problem's S shots, and a call with the largest share, m = ceil(S / N), batches
     // even_batch(m, gradient) and groups even_batch(batch, adjoint_most): the same as 01 --nshots m, whose plan
     // is for m (scripts/scaling_model.py takes its compute for the share's). E.g. a cache for 5 forward and 3
     // adjoint shots: 8 shots are 4 + 4, grouped 2 + 2; a share of 3 is grouped 3, not 2 + 1.
