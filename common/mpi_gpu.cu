@@ -98,8 +98,8 @@ int select_gpu_for_rank(MPI_Comm comm, GpuSharing sharing, double timeout_s) {
     const std::string shared_gpu = ranks_sharing_gpus(local.size, mpi_processor_name(), on_node.distinct) +
                                    "; node-local ranks " + ranks_text(on_node.sharing_mine) + " share GPU " +
                                    std::to_string(device) + " (" + bus_ids[size_t(local.rank)] + ")";
-    // Every rank on such a GPU says so, before cudaSetDevice, where all but one of them would fail with a
-    // bare cudaErrorDevicesUnavailable: the one that wins the GPU is not always the one that warns below.
+    // In exclusive-process mode every rank that shares a GPU is refused, before cudaSetDevice: there all but
+    // one of them would fail with a bare cudaErrorDevicesUnavailable.
     if (shared && gpu_takes_one_process(device))
         throw GpuUnavailableError(shared_gpu + ", whose compute mode is exclusive-process: one process at a time; " +
                                   at_most_ranks_per_node(on_node.distinct));
