@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
-#   run_doctor_test.sh [--visible-gpus PROGRAM] [--min-gpus N] [--needs-peer-access] [--needs-one-model]
+#   run_doctor_test.sh --visible-gpus PROGRAM [--min-gpus N] [--needs-peer-access] [--needs-one-model]
 #                      [--needs-idle-gpus] [--first-gpu-only] [--shares-a-gpu] [--skip-if-warns IDS] [--exit CODE]
 #                      [--max-seconds S] [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
 # The command gets `--json FILE` appended. With --first-gpu-only it sees only the first of the GPUs the test
@@ -8,8 +8,7 @@
 # The test is skipped (exit 77) with fewer than N GPUs visible, and with --needs-peer-access where a pair of
 # GPUs has no peer access (PCIe cards without P2P, a server with more GPUs than one can reach): both asked
 # of PROGRAM (common/visible_gpus), not of doctor, whose count and peer access are what the tests test; a
-# doctor whose count differs from PROGRAM's fails. (Without --visible-gpus, doctor's count decides: the
-# harness's own tests, on a stand-in for doctor.) With --shares-a-gpu (a test that puts two ranks on one
+# doctor whose count differs from PROGRAM's fails. With --shares-a-gpu (a test that puts two ranks on one
 # GPU) it is skipped where nvidia-smi shows a GPU in exclusive-process compute mode, which takes one process
 # at a time. With --needs-one-model where the GPUs are not all one model, with
 # --needs-idle-gpus where check 1 found another process on them (someone else's job), and where a check in
@@ -41,27 +40,26 @@ while [ $# -gt 0 ]; do
         *) echo "run_doctor_test.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
+[ -n "$visible_gpus" ] || { echo "run_doctor_test.sh: --visible-gpus PROGRAM is required" >&2; exit 2; }
 if [ "$first_gpu_only" -eq 1 ]; then
     visible="${CUDA_VISIBLE_DEVICES-0}"
     export CUDA_VISIBLE_DEVICES="${visible%%,*}"
 fi
-if [ -n "$visible_gpus" ]; then
-    source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
-    cuda_gpus=$(count_visible_gpus "$visible_gpus") || exit 3  # a broken counter fails the test
-    if [ "$cuda_gpus" -lt "$min_gpus" ]; then
-        echo "SKIPPED: needs $min_gpus GPU(s), $cuda_gpus visible"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
+cuda_gpus=$(count_visible_gpus "$visible_gpus") || exit 3  # a broken counter fails the test
+if [ "$cuda_gpus" -lt "$min_gpus" ]; then
+    echo "SKIPPED: needs $min_gpus GPU(s), $cuda_gpus visible"
+    exit 77
+fi
+if [ "$shares_a_gpu" -eq 1 ] && gpus_take_one_process; then
+    echo "SKIPPED: a GPU is in exclusive-process compute mode (one process at a time); this test puts two ranks on one"
+    exit 77
+fi
+if [ "$needs_peer_access" -eq 1 ]; then
+    peer_access=$(quick_query "$visible_gpus" --peer-access) || { echo "FAILED: $visible_gpus --peer-access"; exit 1; }
+    if [ "$peer_access" != 1 ]; then
+        echo "SKIPPED: a pair of GPUs has no peer access (cudaDeviceCanAccessPeer); this test needs every pair to have it"
         exit 77
-    fi
-    if [ "$shares_a_gpu" -eq 1 ] && gpus_take_one_process; then
-        echo "SKIPPED: a GPU is in exclusive-process compute mode (one process at a time); this test puts two ranks on one"
-        exit 77
-    fi
-    if [ "$needs_peer_access" -eq 1 ]; then
-        peer_access=$(quick_query "$visible_gpus" --peer-access) || { echo "FAILED: $visible_gpus --peer-access"; exit 1; }
-        if [ "$peer_access" != 1 ]; then
-            echo "SKIPPED: a pair of GPUs has no peer access (cudaDeviceCanAccessPeer); this test needs every pair to have it"
-            exit 77
-        fi
     fi
 fi
 work="$(mktemp -d)"
@@ -90,19 +88,9 @@ if [ -z "$gpus" ]; then  # a JSON without the count is a broken doctor, not a ma
     echo "FAILED: doctor's JSON has no \"gpus\" count"
     exit 1
 fi
-if [ -n "$visible_gpus" ] && [ "$gpus" -ne "$cuda_gpus" ]; then
+if [ "$gpus" -ne "$cuda_gpus" ]; then
     echo "FAILED: doctor counted $gpus GPU(s), CUDA has $cuda_gpus visible (check 1: $(status_of devices))"
     exit 1
-fi
-if [ "$gpus" -lt "$min_gpus" ]; then
-    echo "SKIPPED: needs $min_gpus GPU(s), doctor saw $gpus"
-    exit 77
-fi
-# Without a counter: check 2's peer_access matrix, from its key to the next one ("false": a pair without).
-if [ -z "$visible_gpus" ] && [ "$needs_peer_access" -eq 1 ] &&
-   tr -d '\n' < "$json" | grep -o '"peer_access": {.*"performance_rank"' | grep -q false; then
-    echo "SKIPPED: a pair of GPUs has no peer access (see check 2); this test needs every pair to have it"
-    exit 77
 fi
 # Check 1's devices, one "name" each (the env's list of GPUs repeats them).
 if [ "$needs_one_model" -eq 1 ] && [ "$(grep -o '"name": "[^"]*"' "$json" | sort -u | wc -l)" -gt 1 ]; then
