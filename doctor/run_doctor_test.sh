@@ -51,10 +51,7 @@ if [ "$cuda_gpus" -lt "$min_gpus" ]; then
     echo "SKIPPED: needs $min_gpus GPU(s), $cuda_gpus visible"
     exit 77
 fi
-if [ "$shares_a_gpu" -eq 1 ] && gpus_take_one_process; then
-    echo "SKIPPED: a GPU is in exclusive-process compute mode (one process at a time); this test puts two ranks on one"
-    exit 77
-fi
+[ "$shares_a_gpu" -eq 0 ] || skip_where_gpus_take_one_process "this test puts two ranks on one"
 if [ "$needs_peer_access" -eq 1 ]; then
     peer_access=$(quick_query "$visible_gpus" --peer-access) || { echo "FAILED: $visible_gpus --peer-access"; exit 1; }
     if [ "$peer_access" != 1 ]; then

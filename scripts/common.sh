@@ -668,6 +668,14 @@ gpus_take_one_process() {
     [[ "$modes" == *Exclusive_Process* ]]
 }
 
+# skip_where_gpus_take_one_process WHY: for a test that puts two processes on one GPU: exits 77 (CTest:
+# skipped), saying so and WHY, where a GPU is in exclusive-process compute mode.
+skip_where_gpus_take_one_process() {
+    gpus_take_one_process || return 0
+    echo "SKIPPED: a GPU is in exclusive-process compute mode (one process at a time), and $1"
+    exit 77
+}
+
 # count_visible_gpus COUNTER: how many GPUs CUDA shows this process, as the programs count them (COUNTER:
 # the build's common/visible_gpus), under quick_query's limit. The number on stdout; or, when the counter
 # fails, does not answer or prints no number (a broken build), a message on stderr and status 1.

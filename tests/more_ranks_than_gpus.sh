@@ -19,10 +19,7 @@ if [ "$have" -lt 1 ]; then
     exit 77
 fi
 skip_unless_open_mpi "$mpiexec"
-if [ "$expect" = shared ] && gpus_take_one_process; then
-    echo "a GPU is in exclusive-process compute mode (one process at a time), where two ranks cannot share one: skipped"
-    exit 77
-fi
+[ "$expect" != shared ] || skip_where_gpus_take_one_process "two ranks cannot share one there"
 ranks=$((have + 1))
 output=$(timeout -k 5 120 "$mpiexec" --oversubscribe -np "$ranks" -x NCCL_NVLS_ENABLE=0 "$program" \
     --problem small --nshots "$ranks" --iterations 1 --no-reference --timeout 10 "$@" 2>&1)

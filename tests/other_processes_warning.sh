@@ -11,10 +11,7 @@
 #        number of processes, last: `mpirun -np`, `srun -n`)
 set -uo pipefail
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../scripts/common.sh" || exit 3
-if gpus_take_one_process; then  # the lessons could not open the GPU hold_gpu holds
-    echo "SKIPPED: a GPU is in exclusive-process compute mode (one process at a time)"
-    exit 77
-fi
+skip_where_gpus_take_one_process "the lessons could not open the GPU that hold_gpu holds"
 bin=$1
 shift
 mpirun=("$@")
