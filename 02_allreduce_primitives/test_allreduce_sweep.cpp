@@ -6,11 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -83,6 +85,8 @@ struct HostRanks {
 
 // The time a fake allreduce of `count` floats takes: 2 us plus 10 GB/s.
 double fake_seconds(size_t count, int participant) { return (2e-6 + count * sizeof(float) / 10e9) * (participant + 1); }
+// What a fake allreduce timed alone (--isolated) takes beyond that: the call's issue and the wait's notice.
+constexpr double kFakeHostLatency = 50e-6;
 
 // A variant over HostRanks with a fake clock: a batch takes fake_seconds per allreduce. Counts the calls
 // the sweep makes, so the tests can check the sequence per size.
@@ -106,10 +110,18 @@ public:
     void wait() override {}
     long long count_wrong(size_t count) override { return mine_.count_wrong(count); }
     std::string row_note(size_t count) override { return "note " + std::to_string(count); }
-    void begin_batch() override { runs_in_batch_ = 0; }
+    void begin_batch() override {
+        ++batches;
+        runs_in_batch_ = 0;
+    }
     double end_batch() override { return runs_in_batch_ * fake_seconds(last_count_, participant_); }
+    double time_alone(size_t count) override {
+        ++timed_alone;
+        run(count);
+        return kFakeHostLatency + fake_seconds(count, participant_);
+    }
 
-    int setups = 0, runs = 0;
+    int setups = 0, runs = 0, batches = 0, timed_alone = 0;
 
 protected:
     virtual void exchange_and_sum(size_t count) {
@@ -185,14 +197,19 @@ public:
     }
     // A timed batch that starts without a reduce since its setup did not line up with the other ranks.
     void begin_batch() override {
-        ++batches;
         if (wire_.reduces[participant_] == reduces_at_setup_) ++batches_not_lined_up;
         HostVariant::begin_batch();
     }
-    int batches = 0, batches_not_lined_up = 0;
+    // An allreduce timed alone without a reduce since the last one.
+    double time_alone(size_t count) override {
+        if (wire_.reduces[participant_] == reduces_at_last_alone_) ++alone_not_lined_up;
+        reduces_at_last_alone_ = wire_.reduces[participant_];
+        return HostVariant::time_alone(count);
+    }
+    int batches_not_lined_up = 0, alone_not_lined_up = 0;
 
 private:
-    int reduces_at_setup_ = 0;
+    int reduces_at_setup_ = 0, reduces_at_last_alone_ = 0;
     void exchange_and_sum(size_t count) override {
         wire_.barrier.arrive_and_wait();  // every rank's input is ready
         mine_.sum(wire_.inputs, count, skip_rank_);
@@ -200,6 +217,24 @@ private:
     }
     Wire& wire_;
 };
+
+// One sweep per rank, each on a thread of its own, meeting on the wire (03's and 05's layout): each rank's result.
+std::vector<SweepResult> sweep_on_threads(std::vector<std::unique_ptr<ThreadRankVariant>>& variants, Wire& wire,
+                                          const AllreduceSweepOptions& options) {
+    const int ranks = static_cast<int>(variants.size());
+    std::vector<SweepResult> results(ranks);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < ranks; ++rank)
+        threads.emplace_back([&, rank] {
+            SweepLayout layout;
+            layout.gpus = layout.ranks = ranks;
+            layout.reports = false;
+            layout.reduce = [&wire, rank](std::vector<double>& values, ReduceOp op) { wire.reduce(rank, values, op); };
+            results[rank] = run_allreduce_sweep(*variants[rank], options, layout);
+        });
+    for (auto& thread : threads) thread.join();
+    return results;
+}
 
 std::string read_file(const std::string& path) {
     std::ifstream file(path);
@@ -218,15 +253,17 @@ TEST_CASE("flags: one set of defaults, nccl-tests' names, bad input names the fl
     CHECK(defaults.warmup == 5);
     CHECK(defaults.iters == 20);
     CHECK(defaults.repeats == 5);
+    CHECK_FALSE(defaults.isolated);
 
     const AllreduceSweepOptions set = parsed({"--min-bytes", "64", "--max-bytes=4096", "--step-factor", "4", "--warmup",
-                                              "0", "--iters", "3", "--repeats", "7"});
+                                              "0", "--iters", "3", "--repeats", "7", "--isolated"});
     CHECK(set.min_bytes == 64);
     CHECK(set.max_bytes == 4096);
     CHECK(set.step_factor == 4.0);
     CHECK(set.warmup == 0);
     CHECK(set.iters == 3);
     CHECK(set.repeats == 7);
+    CHECK(set.isolated);
 
     CHECK(usage_error_of({"--min-bytes", "4096", "--max-bytes", "1024"}) ==
           "--min-bytes (4096) must not exceed --max-bytes (1024)");
@@ -522,20 +559,7 @@ TEST_CASE("one rank per participant: the slowest rank's time, #wrong summed, the
         std::vector<std::unique_ptr<ThreadRankVariant>> variants;
         for (int rank = 0; rank < ranks; ++rank)
             variants.push_back(std::make_unique<ThreadRankVariant>(mine[rank], rank, skip_rank, wire));
-        std::vector<SweepResult> results(ranks);
-        std::vector<std::thread> threads;
-        for (int rank = 0; rank < ranks; ++rank)
-            threads.emplace_back([&, rank] {
-                SweepLayout layout;
-                layout.pattern = "05_nccl_mpi";
-                layout.gpus = layout.ranks = ranks;
-                layout.reports = false;
-                layout.reduce = [&wire, rank](std::vector<double>& values, ReduceOp op) {
-                    wire.reduce(rank, values, op);
-                };
-                results[rank] = run_allreduce_sweep(*variants[rank], options, layout);
-            });
-        for (auto& thread : threads) thread.join();
+        const std::vector<SweepResult> results = sweep_on_threads(variants, wire, options);
 
         const std::vector<size_t> sizes = allreduce_sweep_sizes(options);
         for (int rank = 0; rank < ranks; ++rank) {
@@ -552,4 +576,55 @@ TEST_CASE("one rank per participant: the slowest rank's time, #wrong summed, the
             CHECK(variants[rank]->batches_not_lined_up == 0);
         }
     }
+}
+
+TEST_CASE("--isolated: each allreduce timed alone after the ranks line up; the median, the slowest rank's") {
+    const int ranks = 3;
+    AllreduceSweepOptions options = quick_options();
+    options.isolated = true;
+    const std::vector<size_t> sizes = allreduce_sweep_sizes(options);
+    Wire wire(ranks);
+    std::vector<HostRanks> mine;
+    for (int rank = 0; rank < ranks; ++rank) mine.emplace_back(rank, 1, ranks, sizes.back() / sizeof(float));
+    std::vector<std::unique_ptr<ThreadRankVariant>> variants;
+    for (int rank = 0; rank < ranks; ++rank)
+        variants.push_back(std::make_unique<ThreadRankVariant>(mine[rank], rank, -1, wire));
+    const std::vector<SweepResult> results = sweep_on_threads(variants, wire, options);
+
+    for (int rank = 0; rank < ranks; ++rank) {
+        CAPTURE(rank);
+        REQUIRE(results[rank].rows.size() == sizes.size());
+        int expected_alone = 0;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+            const SweepRow& row = results[rank].rows[k];
+            CHECK(row.seconds ==
+                  doctest::Approx(kFakeHostLatency + fake_seconds(sizes[k] / sizeof(float), ranks - 1)).scale(0));
+            CHECK(row.wrong == 0);
+            expected_alone += options.repeats * batch_iterations(sizes[k], options.iters);
+        }
+        CHECK(variants[rank]->timed_alone == expected_alone);
+        CHECK(variants[rank]->batches == 0);
+        CHECK(variants[rank]->alone_not_lined_up == 0);
+    }
+}
+
+TEST_CASE("an allreduce timed alone: the host's clock from the call to the end of its wait") {
+    // The variants' own time_alone, not the fakes': run() returns at once, wait() takes 20 ms.
+    struct SlowToFinish final : HostVariant {
+        using HostVariant::HostVariant;
+        void wait() override {
+            ++waits;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        double time_alone(size_t count) override { return AllreduceSweepVariant::time_alone(count); }
+        int waits = 0;
+    };
+    HostRanks all(0, 2, 2, 64);
+    SlowToFinish variant(all, 0, -1);
+    variant.setup(64);
+    const double seconds = variant.time_alone(64);
+    CHECK(seconds >= 0.020);
+    CHECK(variant.runs == 1);
+    CHECK(variant.waits == 1);
+    CHECK(all.count_wrong(64) == 0);
 }

@@ -32,17 +32,24 @@ SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, co
     const int iters = batch_iterations(bytes, options.iters);
     for (int i = 0; i < std::min(options.warmup, iters); ++i) variant.run(count);
     variant.wait();
-    std::vector<double> samples;
+    std::vector<double> samples;  // seconds per allreduce: of a batch, or of each call alone (--isolated)
     for (int repeat = 0; repeat < options.repeats; ++repeat) {
         variant.setup(count);
         variant.wait();
+        if (options.isolated) {
+            for (int i = 0; i < iters; ++i) {
+                line_up(layout);
+                samples.push_back(variant.time_alone(count));
+            }
+            continue;
+        }
         line_up(layout);
         variant.begin_batch();
         for (int i = 0; i < iters; ++i) variant.run(count);
         samples.push_back(variant.end_batch() / iters);
     }
     if (layout.reduce) {
-        layout.reduce(samples, ReduceOp::max);  // a batch is done when the slowest participant is
+        layout.reduce(samples, ReduceOp::max);  // an allreduce is done when the slowest participant is
         layout.reduce(wrong, ReduceOp::sum);
     }
     std::string note = variant.row_note(count);
@@ -64,6 +71,10 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
     parser.add_int("--iters", &options.iters, 1, kMaxBatchIterations,
                    "sweep: allreduces per timed batch (fewer when a batch would move more than 1 GiB)");
     parser.add_int("--repeats", &options.repeats, 1, 100, "sweep: timed batches per size; the median is reported");
+    parser.add_switch("--isolated", &options.isolated,
+                      "sweep: time each allreduce alone, as a run's combine is timed: the participants line up, then "
+                      "the host's clock runs from the call to the end of its wait (default: batches of --iters "
+                      "calls back to back, timed as nccl-tests does)");
     // nccl-tests' names, so that its command lines work here: -b 8 -e 256M -f 2 -n 20 -w 5 (-g 8 in 02).
     parser.add_alias("-b", "--min-bytes");
     parser.add_alias("-e", "--max-bytes");
@@ -199,7 +210,11 @@ SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceS
             std::printf("\n# %s: skipped: %s\n", result.variant.c_str(), result.skipped_because.c_str());
         return result;
     }
-    if (layout.reports) std::fputs(sweep_table_header(result.variant + ": " + variant.description()).c_str(), stdout);
+    if (layout.reports) {
+        const std::string timing =
+            options.isolated ? " (each allreduce timed alone, from its call to its wait's end)" : "";
+        std::fputs(sweep_table_header(result.variant + ": " + variant.description() + timing).c_str(), stdout);
+    }
     for (const size_t bytes : allreduce_sweep_sizes(options)) {
         result.rows.push_back(measure_allreduce_size(variant, bytes, options, layout));
         if (layout.reports) {

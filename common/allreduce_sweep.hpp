@@ -28,6 +28,12 @@ struct AllreduceSweepOptions {
     int warmup = 5;   // untimed allreduces per size before timing (at most one batch's worth)
     int iters = 20;   // allreduces per timed batch (fewer when a batch would move more than 1 GiB)
     int repeats = 5;  // timed batches per size; the median is reported
+    // --isolated: each allreduce timed alone, the way a run times its combine phase (the participants line
+    // up, then the host's clock runs from the call to the end of its wait), instead of batches of `iters`
+    // calls back to back (nccl-tests' way, the GPU's time per call). The scaling model takes its combine
+    // from sweeps timed so (scripts/compare.sh): a run's combine includes the call's issue and the wait's
+    // notice of its end, which a batch hides behind the calls before it.
+    bool isolated = false;
 };
 
 // The largest size --max-bytes allows.
@@ -40,7 +46,7 @@ constexpr long long kMaxSweepBytes = 64LL << 30;
 constexpr int kMaxBatchIterations = 500;
 
 // --min-bytes, --max-bytes (sizes with K, M, G: powers of 1024), --step-factor, --iters, --warmup,
-// --repeats, with nccl-tests' short names: -b, -e, -f, -n, -w; and -g for --gpus where the program
+// --repeats, --isolated, with nccl-tests' short names: -b, -e, -f, -n, -w; and -g for --gpus where the program
 // registered --gpus before this call (02; 03 and 05 run one GPU per rank and have no --gpus). Where the
 // sweep runs only on request (03 and 05: --bench-allreduce), `requested` is that switch's target and the
 // sweep's flags are refused without it.
@@ -132,6 +138,15 @@ public:
         wait();
         return batch_clock_.seconds();
     }
+    // One allreduce timed alone (--isolated), on the host's clock whatever the variant's batches use: from
+    // the call to the end of wait(), as a run's combine phase is timed. (Virtual only for the tests' fake
+    // clock.)
+    virtual double time_alone(size_t count) {
+        HostTimer clock;
+        run(count);
+        wait();
+        return clock.seconds();
+    }
 
 private:
     HostTimer batch_clock_;
@@ -178,8 +193,9 @@ struct SweepResult {
 // Every size of allreduce_sweep_sizes(options): setup, one allreduce and its check (#wrong); `warmup`
 // untimed allreduces (no more than a batch's); `repeats` batches, each started from fresh inputs (a
 // variant that sums in place grows its data n-fold per allreduce) and, with several participants, by all
-// of them together. The participant that reports prints the table and emits the RESULT. Collective:
-// every participant calls it with the same options; the result is the same on each.
+// of them together. --isolated times each allreduce of a batch alone, the participants lined up before
+// each, and reports the median of those times. The participant that reports prints the table and emits the RESULT.
+// Collective: every participant calls it with the same options; the result is the same on each.
 SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);
 // After each variant's sweep, with several variants: the --json file keeps the last variant's RESULT, or
@@ -188,7 +204,8 @@ SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceS
 void keep_json_of_first_wrong_sweep(SweepLayout& layout, const SweepResult& result);
 
 // One size of that sweep, measured the same way (setup, one checked allreduce, the warm-up, `repeats` timed
-// batches of batch_iterations(bytes, iters) allreduces, the median), without printing anything: doctor's
+// batches of batch_iterations(bytes, iters) allreduces, the median, each allreduce timed alone with
+// --isolated), without printing anything: doctor's
 // NCCL check times its few sizes with it.
 SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);

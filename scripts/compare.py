@@ -45,6 +45,7 @@ import scaling_model  # noqa: E402
 
 BASELINE = "01_single_gpu"
 UNFINISHED = "unfinished"  # in runs/ while compare.sh runs (read_manifest)
+ISOLATED = "--isolated"  # the sweeps' flag that times each allreduce alone, as a run times its combine
 ROLE_KINDS = {"fwi": "fwi", "batch": "fwi", "sweep": "allreduce_sweep"}  # the RESULT each role of run writes
 EXIT_MEANINGS = {"1": "verification failed", "2": "bad input", "3": "environment"}
 FAILED_INPUTS = "model inputs that did not finish verified (their rows are not predicted)"
@@ -141,6 +142,19 @@ def read_json(path):
             return json.load(f)
     except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested too deep for the parser
         raise BadManifest("%s: cannot be read as JSON (%s), which no run writes" % (path, error))
+
+
+def command_line(runs_dir, entry):
+    """The command of a run, from the first line of its log ("$ command ..."), "" when there is none."""
+    path = os.path.join(runs_dir, entry["log"])
+    if not entry["log"] or not os.path.isfile(path):
+        return ""
+    try:
+        with open(path, errors="replace") as f:
+            line = f.readline(1 << 16).rstrip("\n")
+    except OSError:
+        return ""
+    return line[2:] if line.startswith("$ ") else ""
 
 
 def gpu_sharing_note(runs_dir):
@@ -269,6 +283,7 @@ def read_runs(runs_dir):
     field read from it has its type."""
     runs = []
     for entry in read_manifest(runs_dir):
+        entry["command"] = command_line(runs_dir, entry)
         result = read_json(os.path.join(runs_dir, entry["json"])) if entry["json"] else None
         status = status_text(entry["status"], result)
         if result is not None and not validate(result) and result["kind"] != ROLE_KINDS.get(entry["role"]):
@@ -335,6 +350,7 @@ class ModelInputs:
 
     def __init__(self, runs):
         self.compute_of_shots, self.sweeps = {}, {}
+        self.sweep_isolated = {}  # by the same key: whether the sweep timed each allreduce alone (--isolated)
         self.update_s = self.baseline_s = None
         for entry, result, status in runs:
             if result is None or status != "ok":
@@ -345,7 +361,9 @@ class ModelInputs:
                     self.update_s = field(result, "phases_s.update.median")
                     self.baseline_s = field(result, "time_per_gradient_s")
             elif entry["role"] == "sweep":
-                self.sweeps[scaling_model.sweep_key(result) + (result["gpus"],)] = result
+                key = scaling_model.sweep_key(result) + (result["gpus"],)
+                self.sweeps[key] = result
+                self.sweep_isolated[key] = ISOLATED in entry.get("command", "").split()
 
     def missing_for(self, row):
         """Why this row cannot be predicted ("" when it can)."""
@@ -433,16 +451,28 @@ def describe_inputs(inputs, rows):
     gradient_bytes = next((r["gradient_bytes"] for r in rows if r["gradient_bytes"]), None)
     if gradient_bytes is None:
         return lines
-    lines.append("  combine of G = %d B (the gradient), on the line through two sizes of each sweep:" % gradient_bytes)
-    for (program, variant, gpus), sweep in sorted(inputs.sweeps.items()):
+    timings = set(inputs.sweep_isolated.values())
+    if timings == {True}:
+        how = "each allreduce timed alone, as a run times its combine (%s)" % ISOLATED
+    elif timings == {False}:
+        how = "batches of allreduces back to back (sweeps without %s)" % ISOLATED
+    else:
+        how = "timed as each line says"
+    lines.append("  combine of G = %d B (the gradient), on the line through two sizes of each sweep; %s:"
+                 % (gradient_bytes, how))
+    for key, sweep in sorted(inputs.sweeps.items()):
+        program, variant, gpus = key
+        timing = ""
+        if len(timings) > 1:
+            timing = ", alone" if inputs.sweep_isolated[key] else ", back to back"
         try:
             fit = scaling_model.combine_from_sweep(sweep, gradient_bytes)
         except ValueError as error:
             lines.append("    %s %s, %d GPU(s): %s" % (program, variant, gpus, error))
             continue
         beta = "%7.2f GB/s" % (fit["beta_Bps"] / 1e9) if math.isfinite(fit["beta_Bps"]) else "  - (flat)"
-        lines.append("    %-24s %-10s %d GPU(s): %.3f ms (alpha %8.1f us, beta %s, through %d and %d B)" % (
-            program, variant, gpus, 1e3 * fit["predicted_s"], 1e6 * fit["alpha_s"], beta, *fit["sizes"]))
+        lines.append("    %-24s %-10s %d GPU(s): %.3f ms (alpha %8.1f us, beta %s, through %d and %d B%s)" % (
+            program, variant, gpus, 1e3 * fit["predicted_s"], 1e6 * fit["alpha_s"], beta, *fit["sizes"], timing))
     return lines
 
 

@@ -303,7 +303,10 @@ elif ! [[ "$shots" =~ ^[1-9][0-9]{0,5}$ && "$gradient_bytes" =~ ^[1-9][0-9]{0,14
 else
     # 2 warm-up calls and batches of 5 (the lessons' sweeps: 5 and 20): the model needs one time per size,
     # and a 03 sweep of a 64 MiB gradient through host memory would otherwise take a minute per GPU count.
-    sweep_flags=(-b $((gradient_bytes / 8)) -e $((gradient_bytes * 2)) -f 2 -w 2 -n 5)
+    # --isolated: each allreduce timed alone, from its call to the end of its wait, as the runs time their
+    # combine phase (a batch back to back hides the call's issue and the wait's notice behind the calls
+    # before it).
+    sweep_flags=(-b $((gradient_bytes / 8)) -e $((gradient_bytes * 2)) -f 2 -w 2 -n 5 --isolated)
     measured_shares=" $shots "  # 01's own run measured all the shots
     for n in $gpu_counts; do
         share=$(( (shots + n - 1) / n ))

@@ -7,7 +7,8 @@ need the N-GPU run.
         compute(m)   01_single_gpu's compute phase with m shots on one GPU (01 --nshots m). Not S/N times
                      compute(S): fewer shots per launch keep the GPU less busy (the batch efficiency)
         combine(G,N) alpha + G / beta, from the pattern's own allreduce sweep on N GPUs (02, 03 or 05,
-                     whichever runs the same combine of the gradient: COMBINE_SWEEP; 03's combine also sums
+                     whichever runs the same combine of the gradient: COMBINE_SWEEP; compare.sh times each
+                     of its allreduces alone, --isolated, as a run times its combine; 03's combine also sums
                      the 8-byte misfit with an MPI_Allreduce of its own and copies it to and from the GPU,
                      0.02-0.08 ms that its sweep leaves out, where NCCL's combine sums the misfit in the
                      gradient's group): the line through the sweep's two sizes

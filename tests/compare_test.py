@@ -124,6 +124,32 @@ class Compare(unittest.TestCase):
             self.edit("sweep-*.json", lambda r: r.update(sizes=[r["sizes"][k] for k in sizes]))
             self.assertIn("05_nccl_mpi 2 GPU(s): not predicted: " + reason, self.run_compare(0))
 
+    def test_how_the_sweeps_were_timed_is_said(self):
+        # This record's sweeps ran before --isolated: batches back to back.
+        self.assertIn("of each sweep; batches of allreduces back to back (sweeps without --isolated):",
+                      self.run_compare(0))
+
+        def add_isolated(log):
+            with open(log) as f:
+                first, rest = f.readline(), f.read()
+            with open(log, "w") as f:
+                f.write(first.rstrip("\n") + " --isolated\n" + rest)
+
+        logs = sorted(glob.glob(os.path.join(self.dir, "runs", "sweep-*.log")))
+        for log in logs:
+            add_isolated(log)
+        output = self.run_compare(0)
+        self.assertIn("of each sweep; each allreduce timed alone, as a run times its combine (--isolated):", output)
+        self.assertNotIn(", alone)", output)
+
+        # Sweeps timed both ways: each line says which.
+        self.fresh()
+        add_isolated(os.path.join(self.dir, "runs", "sweep-05_nccl_mpi-nccl-2gpu.log"))
+        output = self.run_compare(0)
+        self.assertIn("of each sweep; timed as each line says:", output)
+        self.assertRegex(output, r"05_nccl_mpi +nccl +2 GPU\(s\): .*B, alone\)")
+        self.assertRegex(output, r"05_nccl_mpi +nccl +1 GPU\(s\): .*B, back to back\)")
+
     def test_no_shots_and_no_time(self):
         self.edit("01_single_gpu-1gpu.json", lambda r: r.update(shots=0))
         self.assertIn("not predicted: no verified 01_single_gpu run of all 8 shots", self.run_compare(0))
