@@ -7,11 +7,10 @@
 # gradient rel diff against the single-GPU reference. The model's inputs are measured here too: 01 with
 # each GPU count's largest share of the shots, and the allreduce sweeps (02 nccl, 03 per combine, 05)
 # around the gradient's size on each GPU count, each allreduce timed alone as the runs time their combine
-# (--isolated). The table is also written as text, Markdown, CSV and
-# JSON, with a PNG chart of measured and predicted speedup (scripts/compare.py); the machine is described
-# in machine.json (the env object of docs/RESULT.md) and machine.txt (nvidia-smi). Another process on the
-# runs' GPUs, before the first run or after the last, is a warning and a note under the table
-# (runs/gpu-sharing.txt).
+# (--isolated). The table is also written as text, Markdown, CSV and JSON, with a PNG chart of measured
+# and predicted speedup (scripts/compare.py); the machine is described in machine.json (the env object
+# of docs/RESULT.md) and machine.txt (nvidia-smi). Another process on the runs' GPUs, before the first
+# run or after the last, is a warning and a note under the table (runs/gpu-sharing.txt).
 #
 # usage: scripts/compare.sh [--problem default|large|small|comm] [--gpus 1,2,4] [--iterations N]
 #                           [--reference yes|no] [--run-timeout S] [--out DIR]
