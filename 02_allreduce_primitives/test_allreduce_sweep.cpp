@@ -108,7 +108,10 @@ public:
         exchange_and_sum(count);
     }
     void wait() override {}
-    long long count_wrong(size_t count) override { return mine_.count_wrong(count); }
+    long long count_wrong(size_t count) override {
+        ++checks;
+        return mine_.count_wrong(count);
+    }
     std::string row_note(size_t count) override { return "note " + std::to_string(count); }
     void begin_batch() override {
         ++batches;
@@ -121,7 +124,7 @@ public:
         return kFakeHostLatency + fake_seconds(count, participant_);
     }
 
-    int setups = 0, runs = 0, batches = 0, timed_alone = 0;
+    int setups = 0, runs = 0, batches = 0, timed_alone = 0, checks = 0;
 
 protected:
     virtual void exchange_and_sum(size_t count) {
@@ -532,6 +535,45 @@ TEST_CASE("a variant that leaves an element unwritten is counted in #wrong, ever
     for (const SweepRow& row : result.rows) CHECK(row.wrong == 1);
     CHECK(result.wrong_total() == static_cast<long long>(result.rows.size()));
     CHECK(sweep_result_json(result, layout).str().find("\"verified\": false") != std::string::npos);
+}
+
+TEST_CASE("an allreduce that goes wrong only after another is counted: the last batch is checked too") {
+    // Right in a size's first, checked allreduce; from then on it leaves the last element of its results
+    // unwritten, as an allreduce that reused a buffer before the one before it was done with it might.
+    struct WrongAfterTheFirst final : HostVariant {
+        using HostVariant::HostVariant;
+        void setup(size_t count) override {
+            if (count != count_) runs_of_this_size = 0;
+            count_ = count;
+            HostVariant::setup(count);
+        }
+        void exchange_and_sum(size_t count) override {
+            std::vector<const float*> inputs;
+            for (const auto& input : mine_.send) inputs.push_back(input.data());
+            mine_.sum(inputs, count, ++runs_of_this_size > 1 ? 0 : -1);
+        }
+        size_t count_ = 0;
+        int runs_of_this_size = 0;
+    };
+    const AllreduceSweepOptions options = quick_options();
+    HostRanks all(0, 2, 2, allreduce_sweep_sizes(options).back() / sizeof(float));
+    WrongAfterTheFirst variant(all, 0, -1);
+    SweepLayout layout;
+    layout.gpus = layout.ranks = 2;
+    layout.reports = false;
+    const SweepResult result = run_allreduce_sweep(variant, options, layout);
+    for (const SweepRow& row : result.rows) CHECK(row.wrong == 1);
+    CHECK(variant.checks == 2 * static_cast<int>(result.rows.size()));
+
+    // A variant that sums in place holds n^k times the sum after k allreduces: only the first is checked.
+    struct InPlace final : HostVariant {
+        using HostVariant::HostVariant;
+        bool sums_in_place() const override { return true; }
+    };
+    InPlace in_place(all, 0, -1);
+    const SweepResult in_place_result = run_allreduce_sweep(in_place, options, layout);
+    for (const SweepRow& row : in_place_result.rows) CHECK(row.wrong == 0);
+    CHECK(in_place.checks == static_cast<int>(in_place_result.rows.size()));
 }
 
 TEST_CASE("a variant that cannot run is skipped with its reason") {

@@ -47,6 +47,7 @@ public:
         phases_.push_back(combine_->combine(count));
     }
     void wait() override {}
+    bool sums_in_place() const override { return true; }
     long long count_wrong(size_t count) override {
         const std::vector<float> result = data_.download(count, nullptr);
         long long wrong = 0;

@@ -48,6 +48,9 @@ SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, co
         for (int i = 0; i < iters; ++i) variant.run(count);
         samples.push_back(variant.end_batch() / iters);
     }
+    // The last batch's results too, written over poison by allreduces that each followed another; the
+    // larger of the two counts, so that a variant wrong every time counts its wrong elements once.
+    if (!variant.sums_in_place()) wrong[0] = std::max(wrong[0], static_cast<double>(variant.count_wrong(count)));
     if (layout.reduce) {
         layout.reduce(samples, ReduceOp::max);  // an allreduce is done when the slowest participant is
         layout.reduce(wrong, ReduceOp::sum);

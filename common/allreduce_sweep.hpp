@@ -126,6 +126,11 @@ public:
     // Elements of this participant's results that differ from the exact sum of the inputs the variant
     // wrote (allreduce_expected_sum for allreduce_input), after wait().
     virtual long long count_wrong(size_t count) = 0;
+    // Whether the results overwrite the inputs (03's combine sums its buffer in place). Such results hold
+    // n^k times the sum after k allreduces, so only a size's first allreduce is checked; results apart
+    // from the inputs are checked again after the timed batches, which start from poisoned results, so
+    // that an allreduce that goes wrong only when it follows another (a buffer reused too early) counts.
+    virtual bool sums_in_place() const { return false; }
     // Text for the end of this size's row (the algorithm chosen at this size, where the time went), asked
     // once after the size's runs.
     virtual std::string row_note(size_t /*count*/) { return ""; }
@@ -193,9 +198,10 @@ struct SweepResult {
 // Every size of allreduce_sweep_sizes(options): setup, one allreduce and its check (#wrong); `warmup`
 // untimed allreduces (no more than a batch's); `repeats` batches, each started from fresh inputs (a
 // variant that sums in place grows its data n-fold per allreduce) and, with several participants, by all
-// of them together. --isolated times each allreduce of a batch alone, the participants lined up before
-// each, and reports the median of those times. The participant that reports prints the table and emits the RESULT.
-// Collective: every participant calls it with the same options; the result is the same on each.
+// of them together; then, unless the variant sums in place, the last batch's results checked too. --isolated times each
+// allreduce of a batch alone, the participants lined up before each, and reports the median of those times. The
+// participant that reports prints the table and emits the RESULT. Collective: every participant calls it with the same
+// options; the result is the same on each.
 SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);
 // After each variant's sweep, with several variants: the --json file keeps the last variant's RESULT, or
@@ -205,8 +211,8 @@ void keep_json_of_first_wrong_sweep(SweepLayout& layout, const SweepResult& resu
 
 // One size of that sweep, measured the same way (setup, one checked allreduce, the warm-up, `repeats` timed
 // batches of batch_iterations(bytes, iters) allreduces, the median, each allreduce timed alone with
-// --isolated), without printing anything: doctor's
-// NCCL check times its few sizes with it.
+// --isolated, the last batch checked), without printing anything: doctor's NCCL check times its few sizes
+// with it.
 SweepRow measure_allreduce_size(AllreduceSweepVariant& variant, size_t bytes, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);
 
