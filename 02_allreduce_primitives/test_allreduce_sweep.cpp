@@ -203,16 +203,23 @@ public:
         if (wire_.reduces[participant_] == reduces_at_setup_) ++batches_not_lined_up;
         HostVariant::begin_batch();
     }
-    // An allreduce timed alone without a reduce since the last one.
+    // An allreduce timed alone without a reduce since the last one. Call i of a size is slow by
+    // kSlowCall on rank i % ranks alone, so that each call's slowest rank (the median of those) and each
+    // rank's median (the slowest of those) differ.
     double time_alone(size_t count) override {
         if (wire_.reduces[participant_] == reduces_at_last_alone_) ++alone_not_lined_up;
         reduces_at_last_alone_ = wire_.reduces[participant_];
-        return HostVariant::time_alone(count);
+        if (count != count_timed_alone_) calls_of_this_size_ = 0;
+        count_timed_alone_ = count;
+        const bool slow = calls_of_this_size_++ % int(wire_.deposits.size()) == participant_;
+        return HostVariant::time_alone(count) + (slow ? kSlowCall : 0.0);
     }
+    static constexpr double kSlowCall = 1e-3;
     int batches_not_lined_up = 0, alone_not_lined_up = 0;
 
 private:
-    int reduces_at_setup_ = 0, reduces_at_last_alone_ = 0;
+    int reduces_at_setup_ = 0, reduces_at_last_alone_ = 0, calls_of_this_size_ = 0;
+    size_t count_timed_alone_ = 0;
     void exchange_and_sum(size_t count) override {
         wire_.barrier.arrive_and_wait();  // every rank's input is ready
         mine_.sum(wire_.inputs, count, skip_rank_);
@@ -636,24 +643,35 @@ TEST_CASE("--isolated: each allreduce timed alone after the ranks line up; the m
     for (int rank = 0; rank < ranks; ++rank) {
         CAPTURE(rank);
         REQUIRE(results[rank].rows.size() == sizes.size());
-        int expected_alone = 0;
+        int expected_alone = 0, expected_runs = 0;
         for (size_t k = 0; k < sizes.size(); ++k) {
             const SweepRow& row = results[rank].rows[k];
-            CHECK(row.seconds ==
-                  doctest::Approx(kFakeHostLatency + fake_seconds(sizes[k] / sizeof(float), ranks - 1)).scale(0));
+            // Every call has one slow rank, so each call's slowest takes kSlowCall more, plus the fake
+            // time of the slow rank; each rank's median would leave kSlowCall out.
+            const size_t count = sizes[k] / sizeof(float);
+            CHECK(row.seconds >= kFakeHostLatency + ThreadRankVariant::kSlowCall + fake_seconds(count, 0));
+            CHECK(row.seconds <= kFakeHostLatency + ThreadRankVariant::kSlowCall + fake_seconds(count, ranks - 1));
             CHECK(row.wrong == 0);
-            expected_alone += options.repeats * batch_iterations(sizes[k], options.iters);
+            const int iters = batch_iterations(sizes[k], options.iters);
+            expected_alone += options.repeats * iters;
+            expected_runs += 1 + std::min(options.warmup, iters) + options.repeats * iters;
         }
         CHECK(variants[rank]->timed_alone == expected_alone);
+        CHECK(variants[rank]->runs == expected_runs);  // the checked allreduce and the warm-up as without it
+        CHECK(variants[rank]->setups == static_cast<int>(sizes.size()) * (1 + options.repeats));
         CHECK(variants[rank]->batches == 0);
         CHECK(variants[rank]->alone_not_lined_up == 0);
     }
 }
 
 TEST_CASE("an allreduce timed alone: the host's clock from the call to the end of its wait") {
-    // The variants' own time_alone, not the fakes': run() returns at once, wait() takes 20 ms.
+    // The variants' own time_alone, not the fakes': run() takes 10 ms, wait() 20 ms.
     struct SlowToFinish final : HostVariant {
         using HostVariant::HostVariant;
+        void exchange_and_sum(size_t count) override {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            HostVariant::exchange_and_sum(count);
+        }
         void wait() override {
             ++waits;
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -665,7 +683,7 @@ TEST_CASE("an allreduce timed alone: the host's clock from the call to the end o
     SlowToFinish variant(all, 0, -1);
     variant.setup(64);
     const double seconds = variant.time_alone(64);
-    CHECK(seconds >= 0.020);
+    CHECK(seconds >= 0.030);
     CHECK(variant.runs == 1);
     CHECK(variant.waits == 1);
     CHECK(all.count_wrong(64) == 0);

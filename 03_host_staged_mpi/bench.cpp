@@ -139,16 +139,13 @@ int run_bench_allreduce(const std::vector<VariantSpec>& specs, const AllreduceSw
         reduce_over_ranks(values, op == ReduceOp::sum ? MPI_SUM : MPI_MAX,
                           "the other ranks in the sweep (line-up, times or #wrong)", timeout_s);
     };
-    if (layout.reports && options.isolated)
+    if (layout.reports)
         std::printf(
-            "# --bench-allreduce: %d ranks on %d GPU(s); time = median of %d x up to %d combines (after %d "
-            "untimed), each timed alone after all ranks lined up, of the slowest rank\n",
-            layout.ranks, gpus, options.repeats, options.iters, options.warmup);
-    else if (layout.reports)
-        std::printf(
-            "# --bench-allreduce: %d ranks on %d GPU(s); time = median of %d batches of up to %d combines (after %d "
-            "untimed), each batch started by all ranks together, of the slowest rank\n",
-            layout.ranks, gpus, options.repeats, options.iters, options.warmup);
+            "# --bench-allreduce: %d ranks on %d GPU(s); time = median of %d batches of up to %d combines "
+            "(after %d untimed), %s, of the slowest rank\n",
+            layout.ranks, gpus, options.repeats, options.iters, options.warmup,
+            options.isolated ? "each combine timed alone after all ranks lined up"
+                             : "each batch started by all ranks together");
 
     const size_t max_count = allreduce_sweep_sizes(options).back() / sizeof(float);
     std::vector<SweepResult> all;

@@ -80,9 +80,12 @@ public:
                                 thrust::counting_iterator<size_t>(count), WrongResult{recv_.data(), ranks_});
     }
     void begin_batch() override {
-        // A test hook, not part of the benchmark: with --test-fault one rank fails before its first timed batch.
-        if (batches_++ == 0) trigger_test_fault(fault_, FaultPoint::allreduce, rank_, timeout_s_);
+        fail_before_first_timing();
         batch_timer_.start(stream_.get());
+    }
+    double time_alone(size_t count) override {
+        fail_before_first_timing();
+        return AllreduceSweepVariant::time_alone(count);
     }
     double end_batch() override {
         batch_timer_.stop(stream_.get());
@@ -103,11 +106,18 @@ public:
     }
 
 private:
+    // A test hook, not part of the benchmark: with --test-fault one rank fails before its first timed
+    // allreduce, in a batch or (--isolated) alone.
+    void fail_before_first_timing() {
+        if (!timing_started_) trigger_test_fault(fault_, FaultPoint::allreduce, rank_, timeout_s_);
+        timing_started_ = true;
+    }
+
     ncclComm_t comm_;
     int rank_, ranks_;
     double timeout_s_;
     TestFault fault_;
-    int batches_ = 0;
+    bool timing_started_ = false;
     DeviceBuffer<float> send_, recv_;
     CudaStream stream_;
     CudaEventTimer batch_timer_;

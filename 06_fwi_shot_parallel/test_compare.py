@@ -375,8 +375,11 @@ def check_runner(scripts_dir, work_dir):
         fail("the model's input runs are %s, expected %s" % (inputs, expected_inputs))
     with open(os.path.join(logs, "sweep-03_host_staged_mpi-pinned-2gpu.log")) as f:
         log = f.read()
-    if "-np 2" not in log or "--bench-allreduce --combine pinned -b 98304 -e 1572864 -f 2 -w 2 -n 5" not in log:
-        fail("the 03 pinned sweep on 2 GPUs was not started with mpirun -np 2 from G/8 to 2G:\n" + log)
+    if "-np 2" not in log or "--bench-allreduce --combine pinned -b 98304 -e 1572864 -f 2 -w 2 -n 5 --isolated" not in log:
+        fail("the 03 pinned sweep on 2 GPUs was not started with mpirun -np 2 from G/8 to 2G, each allreduce "
+             "timed alone:\n" + log)
+    if "each allreduce timed alone, as a run times its combine (--isolated)" not in stdout:
+        fail("the comparison does not say that its sweeps timed each allreduce alone")
     with open(os.path.join(logs, "06_fwi_shot_parallel-2gpu.log")) as f:
         log = f.read()
     if "-np 2" not in log or "--no-plots" not in log or "--no-reference" in log:

@@ -12,7 +12,8 @@ namespace fwi {
 namespace {
 
 // The participants line up: no participant finishes an allreduce of one value before every participant
-// has started it, so the batch that follows starts on all of them together.
+// has started it, so the batch (or, --isolated, the allreduce) that follows starts on all of them together.
+// One process driving every GPU (02) is the only participant and has nothing to line up with.
 void line_up(const SweepLayout& layout) {
     if (!layout.reduce) return;
     std::vector<double> token{0.0};
@@ -73,11 +74,12 @@ void add_allreduce_sweep_flags(ArgParser& parser, AllreduceSweepOptions& options
                    "sweep: untimed allreduces per size before timing (at most one batch's worth)");
     parser.add_int("--iters", &options.iters, 1, kMaxBatchIterations,
                    "sweep: allreduces per timed batch (fewer when a batch would move more than 1 GiB)");
-    parser.add_int("--repeats", &options.repeats, 1, 100, "sweep: timed batches per size; the median is reported");
+    parser.add_int("--repeats", &options.repeats, 1, 100,
+                   "sweep: timed batches per size; the median is reported (with --isolated, of every allreduce)");
     parser.add_switch("--isolated", &options.isolated,
-                      "sweep: time each allreduce alone, as a run's combine is timed: the participants line up, then "
-                      "the host's clock runs from the call to the end of its wait (default: batches of --iters "
-                      "calls back to back, timed as nccl-tests does)");
+                      "sweep: time each allreduce of a batch alone, as a run's combine is timed: the participants "
+                      "line up, then the host's clock runs from the call to the end of its wait (default: each "
+                      "batch of --iters calls back to back timed as a whole, as nccl-tests does)");
     // nccl-tests' names, so that its command lines work here: -b 8 -e 256M -f 2 -n 20 -w 5 (-g 8 in 02).
     parser.add_alias("-b", "--min-bytes");
     parser.add_alias("-e", "--max-bytes");

@@ -26,13 +26,14 @@ struct AllreduceSweepOptions {
     long long max_bytes = 256 << 20;
     double step_factor = 2.0;
     int warmup = 5;   // untimed allreduces per size before timing (at most one batch's worth)
-    int iters = 20;   // allreduces per timed batch (fewer when a batch would move more than 1 GiB)
-    int repeats = 5;  // timed batches per size; the median is reported
-    // --isolated: each allreduce timed alone, the way a run times its combine phase (the participants line
-    // up, then the host's clock runs from the call to the end of its wait), instead of batches of `iters`
-    // calls back to back (nccl-tests' way, the GPU's time per call). The scaling model takes its combine
-    // from sweeps timed so (scripts/compare.sh): a run's combine includes the call's issue and the wait's
-    // notice of its end, which a batch hides behind the calls before it.
+    int iters = 20;   // allreduces per batch (fewer when a batch would move more than 1 GiB)
+    int repeats = 5;  // batches per size, each from fresh inputs; the median time is reported
+    // --isolated: each allreduce of a batch timed alone, the way a run times its combine phase (the
+    // participants line up, then the host's clock runs from the call to the end of its wait), instead of
+    // each batch timed as a whole, its calls back to back (nccl-tests' way, the GPU's time per call). The
+    // scaling model takes its combine from sweeps timed so (scripts/compare.sh): a run's combine includes
+    // the call's issue and how late the polling wait sees its end, which a batch hides behind the calls
+    // before it.
     bool isolated = false;
 };
 
@@ -180,7 +181,8 @@ struct SweepLayout {
 
 struct SweepRow {
     size_t bytes = 0;
-    double seconds = 0.0;  // one allreduce: median over the batches of the slowest participant's time
+    double seconds = 0.0;  // one allreduce: the median over the batches (or, --isolated, over the allreduces
+                           // timed alone) of the slowest participant's time
     long long wrong = 0;   // over all participants
     std::string note;      // the variant's row note, and the FWI gradient's marker
 };
@@ -198,10 +200,10 @@ struct SweepResult {
 // Every size of allreduce_sweep_sizes(options): setup, one allreduce and its check (#wrong); `warmup`
 // untimed allreduces (no more than a batch's); `repeats` batches, each started from fresh inputs (a
 // variant that sums in place grows its data n-fold per allreduce) and, with several participants, by all
-// of them together; then, unless the variant sums in place, the last batch's results checked too. --isolated times each
-// allreduce of a batch alone, the participants lined up before each, and reports the median of those times. The
-// participant that reports prints the table and emits the RESULT. Collective: every participant calls it with the same
-// options; the result is the same on each.
+// of them together; then, unless the variant sums in place, the last batch's results checked too.
+// --isolated times each allreduce of a batch alone, the participants lined up before each, and reports the
+// median of those times. The participant that reports prints the table and emits the RESULT. Collective:
+// every participant calls it with the same options; the result is the same on each.
 SweepResult run_allreduce_sweep(AllreduceSweepVariant& variant, const AllreduceSweepOptions& options,
                                 const SweepLayout& layout);
 // After each variant's sweep, with several variants: the --json file keeps the last variant's RESULT, or

@@ -157,6 +157,16 @@ def command_line(runs_dir, entry):
     return line[2:] if line.startswith("$ ") else ""
 
 
+ALONE, BACK_TO_BACK, UNKNOWN = "timed alone", "back to back", "timing unknown (its log has no command line)"
+
+
+def sweep_timing(command):
+    """How a sweep run with this command line timed its allreduces: ALONE, BACK_TO_BACK or UNKNOWN."""
+    if not command:
+        return UNKNOWN
+    return ALONE if ISOLATED in command.split() else BACK_TO_BACK
+
+
 def gpu_sharing_note(runs_dir):
     """One line on the other processes compare.sh saw on the runs' GPUs (runs/gpu-sharing.txt), or None."""
     path = os.path.join(runs_dir, "gpu-sharing.txt")
@@ -350,7 +360,7 @@ class ModelInputs:
 
     def __init__(self, runs):
         self.compute_of_shots, self.sweeps = {}, {}
-        self.sweep_isolated = {}  # by the same key: whether the sweep timed each allreduce alone (--isolated)
+        self.sweep_timing = {}  # by the same key: how the sweep timed its allreduces (sweep_timing)
         self.update_s = self.baseline_s = None
         for entry, result, status in runs:
             if result is None or status != "ok":
@@ -363,7 +373,7 @@ class ModelInputs:
             elif entry["role"] == "sweep":
                 key = scaling_model.sweep_key(result) + (result["gpus"],)
                 self.sweeps[key] = result
-                self.sweep_isolated[key] = ISOLATED in entry.get("command", "").split()
+                self.sweep_timing[key] = sweep_timing(entry.get("command", ""))
 
     def missing_for(self, row):
         """Why this row cannot be predicted ("" when it can)."""
@@ -451,20 +461,19 @@ def describe_inputs(inputs, rows):
     gradient_bytes = next((r["gradient_bytes"] for r in rows if r["gradient_bytes"]), None)
     if gradient_bytes is None:
         return lines
-    timings = set(inputs.sweep_isolated.values())
-    if timings == {True}:
-        how = "each allreduce timed alone, as a run times its combine (%s)" % ISOLATED
-    elif timings == {False}:
-        how = "batches of allreduces back to back (sweeps without %s)" % ISOLATED
+    timings = set(inputs.sweep_timing.values())
+    each_line = timings not in (set(), {ALONE}, {BACK_TO_BACK})  # then each sweep's line says how it timed
+    if timings == {ALONE}:
+        how = "; each allreduce timed alone, as a run times its combine (%s)" % ISOLATED
+    elif timings == {BACK_TO_BACK}:
+        how = "; batches of allreduces back to back (sweeps without %s)" % ISOLATED
     else:
-        how = "timed as each line says"
-    lines.append("  combine of G = %d B (the gradient), on the line through two sizes of each sweep; %s:"
+        how = "; timed as each line says" if each_line else ""
+    lines.append("  combine of G = %d B (the gradient), on the line through two sizes of each sweep%s:"
                  % (gradient_bytes, how))
     for key, sweep in sorted(inputs.sweeps.items()):
         program, variant, gpus = key
-        timing = ""
-        if len(timings) > 1:
-            timing = ", alone" if inputs.sweep_isolated[key] else ", back to back"
+        timing = ", " + inputs.sweep_timing[key] if each_line else ""
         try:
             fit = scaling_model.combine_from_sweep(sweep, gradient_bytes)
         except ValueError as error:

@@ -301,7 +301,7 @@ elif ! [[ "$shots" =~ ^[1-9][0-9]{0,5}$ && "$gradient_bytes" =~ ^[1-9][0-9]{0,14
     echo "compare: 01_single_gpu's RESULT gives shots '$shots' and gradient_bytes '$gradient_bytes', not positive" \
          "integers, so the scaling model's inputs are not measured"
 else
-    # 2 warm-up calls and batches of 5 (the lessons' sweeps: 5 and 20): the model needs one time per size,
+    # 2 warm-up calls and 5 batches of 5 (the lessons' sweeps: 5 and 20): the model needs one time per size,
     # and a 03 sweep of a 64 MiB gradient through host memory would otherwise take a minute per GPU count.
     # --isolated: each allreduce timed alone, from its call to the end of its wait, as the runs time their
     # combine phase (a batch back to back hides the call's issue and the wait's notice behind the calls

@@ -145,6 +145,7 @@ add_cli_mpi_test(03_sweep_flag_without_bench 2 03_host_staged_mpi "-b (--min-byt
                  -b 1M)
 add_cli_mpi_test(05_sweep_flag_without_bench 2 05_nccl_mpi "--max-bytes: used only with --bench-allreduce"
                  --max-bytes 1M)
+add_cli_mpi_test(05_isolated_without_bench 2 05_nccl_mpi "--isolated: used only with --bench-allreduce" --isolated)
 add_cli_mpi_test(03_fwi_flag_with_bench 2 03_host_staged_mpi "--nz: used only without --bench-allreduce"
                  --bench-allreduce --nz 256)
 add_cli_mpi_test(05_fwi_flag_with_bench 2 05_nccl_mpi "--iterations: used only without --bench-allreduce"

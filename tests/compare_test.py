@@ -147,8 +147,16 @@ class Compare(unittest.TestCase):
         add_isolated(os.path.join(self.dir, "runs", "sweep-05_nccl_mpi-nccl-2gpu.log"))
         output = self.run_compare(0)
         self.assertIn("of each sweep; timed as each line says:", output)
-        self.assertRegex(output, r"05_nccl_mpi +nccl +2 GPU\(s\): .*B, alone\)")
+        self.assertRegex(output, r"05_nccl_mpi +nccl +2 GPU\(s\): .*B, timed alone\)")
         self.assertRegex(output, r"05_nccl_mpi +nccl +1 GPU\(s\): .*B, back to back\)")
+
+        # A sweep whose log does not say how it ran is not said to have run either way.
+        self.fresh()
+        with open(os.path.join(self.dir, "runs", "sweep-05_nccl_mpi-nccl-2gpu.log"), "w") as f:
+            f.write("no command line\n")
+        output = self.run_compare(0)
+        self.assertIn("of each sweep; timed as each line says:", output)
+        self.assertRegex(output, r"05_nccl_mpi +nccl +2 GPU\(s\): .*B, timing unknown \(its log has no command line\)\)")
 
     def test_no_shots_and_no_time(self):
         self.edit("01_single_gpu-1gpu.json", lambda r: r.update(shots=0))
