@@ -127,8 +127,8 @@ public:
     // Elements of this participant's results that differ from the exact sum of the inputs the variant
     // wrote (allreduce_expected_sum for allreduce_input), after wait().
     virtual long long count_wrong(size_t count) = 0;
-    // Whether the results overwrite the inputs (03's combine sums its buffer in place). Such results hold
-    // n^k times the sum after k allreduces, so only a size's first allreduce is checked; results apart
+    // Whether the results overwrite the inputs (03's combine sums its buffer in place). Such results grow
+    // n-fold with every allreduce after the first, so only a size's first allreduce is checked; results apart
     // from the inputs are checked again after the timed batches, which start from poisoned results, so
     // that an allreduce that goes wrong only when it follows another (a buffer reused too early) counts.
     virtual bool sums_in_place() const { return false; }
