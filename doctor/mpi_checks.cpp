@@ -60,6 +60,7 @@ RankRecord this_rank(int visible_gpus) {
         if (std::strncmp(*entry, "NCCL_", 5) == 0) settings.push_back(*entry);
     set_nccl_settings(record, settings);
     record.infiniband_devices = has_infiniband_devices();
+    record.pid = static_cast<unsigned>(getpid());
     if (visible_gpus == 0) {  // check 1's diagnosis: no driver, one older than the runtime, no device nodes, ...
         const Finding why = diagnose_no_gpu_here(relevant_variables_in_effect(), Nvml());
         copy_text(record.no_gpu_cause, why.summary + "; try: " + why.next);
@@ -72,6 +73,23 @@ RankRecord this_rank(int visible_gpus) {
         copy_text(record.host_check_next, host.next);
     }
     return record;
+}
+
+// Check 1's health checks of this rank's GPU, into its record, for rank 0 to report where its own check 1
+// did not see the GPU. `before`: every rank's record, for the processes of doctor's ranks on this host.
+void examine_own_gpu(RankRecord& mine, const std::vector<RankRecord>& before) {
+    std::vector<unsigned> own_processes;
+    for (const RankRecord& record : before)
+        if (std::strcmp(record.host, mine.host) == 0) own_processes.push_back(record.pid);
+    try {
+        const Finding health = check_gpu_health(Nvml(), mine.device, own_processes);
+        mine.gpu_check = int(health.status);
+        copy_text(mine.gpu_check_summary, health.summary);
+        copy_text(mine.gpu_check_next, health.next);
+    } catch (const std::exception& error) {  // what it could not read is no reason to stop the check
+        mine.gpu_check = int(Status::skip);
+        copy_text(mine.gpu_check_summary, std::string("not examined: ") + error.what());
+    }
 }
 
 template <typename T>
@@ -203,17 +221,63 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records) {
     return shared;
 }
 
-std::vector<std::string> gpus_check_1_did_not_see(const std::vector<RankRecord>& records,
-                                                  const std::vector<std::string>& seen) {
-    std::vector<std::string> unseen;
+std::vector<int> ranks_check_1_did_not_see(const std::vector<RankRecord>& records,
+                                           const std::vector<std::string>& seen) {
+    std::vector<int> unseen;
     for (size_t r = 0; r < records.size(); ++r) {
         const RankRecord& record = records[r];
         if (record.bus_id[0] == '\0') continue;  // no GPU taken: said elsewhere
         const bool on_rank0_host = std::strcmp(record.host, records[0].host) == 0;
         if (on_rank0_host && std::find(seen.begin(), seen.end(), record.bus_id) != seen.end()) continue;
-        unseen.push_back("rank " + std::to_string(r) + " (" + record.host + " " + record.bus_id + ")");
+        unseen.push_back(int(r));
     }
     return unseen;
+}
+
+Finding unseen_gpus_verdict(const std::vector<RankRecord>& records, const std::vector<std::string>& seen) {
+    Finding verdict;
+    std::vector<std::string> passed, not_examined;
+    int warned = 0;
+    for (const int r : ranks_check_1_did_not_see(records, seen)) {
+        const RankRecord& record = records[r];
+        const std::string gpu = "rank " + std::to_string(r) + "'s GPU (" + record.host + " " + record.bus_id + ")";
+        if (record.gpu_check < 0) {
+            not_examined.push_back(gpu);
+            continue;
+        }
+        const Status status = Status(record.gpu_check);
+        if (status == Status::pass) {
+            passed.push_back(gpu);
+            continue;
+        }
+        const std::string next = record.gpu_check_next;
+        verdict.details.push_back("check 1 on " + gpu + ": " + status_name(status) + "  " + record.gpu_check_summary +
+                                  (next.empty() ? "" : "; try: " + next));
+        if (status != Status::warn || warned++ > 0) continue;  // a SKIP is said in its line
+        verdict.status = Status::warn;
+        verdict.summary = "check 1 on " + gpu + ": " + record.gpu_check_summary;
+        if (!next.empty()) verdict.next = "on host " + std::string(record.host) + ": " + next;
+    }
+    if (warned > 1) verdict.summary += " (and " + count_of(warned - 1, "more GPU") + " below)";
+    // Named up to a few; a large job's list would bury the rest of the finding.
+    const auto named = [](std::vector<std::string> gpus) {
+        constexpr size_t kNamed = 4;
+        if (gpus.size() > kNamed) {
+            const size_t more = gpus.size() - kNamed;
+            gpus.resize(kNamed);
+            gpus.push_back("and " + std::to_string(more) + " more");
+        }
+        return join(gpus, ", ");
+    };
+    if (!passed.empty())
+        verdict.details.push_back(
+            "check 1 (clocks, power limit, PCIe link, other processes) on the GPUs rank 0 does not see: PASS on " +
+            named(passed));
+    if (!not_examined.empty())
+        verdict.details.push_back("check 1 did not examine " + named(not_examined) +
+                                  ": for their links, clocks and other processes, run doctor (without --mpi) on "
+                                  "their hosts, with their ranks' CUDA_VISIBLE_DEVICES");
+    return verdict;
 }
 
 namespace {
@@ -546,6 +610,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
                 cannot_take(error);
             }
         }
+        if (mine.device >= 0 && world_rank() != 0) examine_own_gpu(mine, before);
     }
     const std::vector<RankRecord> records = all_gather(mine);
     const std::vector<std::string> shared = shared_gpus(records);
@@ -576,6 +641,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.details.push_back("the ranks differ: " + difference.line);
     const Finding other_hosts = other_hosts_verdict(records);
     finding.details.insert(finding.details.end(), other_hosts.details.begin(), other_hosts.details.end());
+    // Rank 0's check 1 examined the GPUs it sees; the other ranks' GPUs, each rank examined on its own.
+    Finding unseen_gpus;
     if (world_rank() == 0) {
         std::vector<std::string> seen;
         for (int d = 0; d < visible; ++d) {
@@ -583,17 +650,8 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
             CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, d));
             seen.push_back(bus_id);
         }
-        std::vector<std::string> unseen = gpus_check_1_did_not_see(records, seen);
-        constexpr size_t kNamed = 4;
-        if (unseen.size() > kNamed) {
-            const size_t more = unseen.size() - kNamed;
-            unseen.resize(kNamed);
-            unseen.push_back("and " + std::to_string(more) + " more");
-        }
-        if (!unseen.empty())
-            finding.details.push_back("check 1 examined only the GPUs rank 0 sees, not those of " + join(unseen, ", ") +
-                                      ": for their links, clocks and other processes, run doctor (without --mpi) on "
-                                      "their hosts, with their ranks' CUDA_VISIBLE_DEVICES");
+        unseen_gpus = unseen_gpus_verdict(records, seen);
+        finding.details.insert(finding.details.end(), unseen_gpus.details.begin(), unseen_gpus.details.end());
     }
     for (int r = 0; r < ranks; ++r)
         if (records[r].nccl_settings_left_out > 0)
@@ -649,6 +707,9 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         if (records[r].host_check >= 0)  // check 6 on a host other than rank 0's, run by this rank
             entry.add("host_check", status_name(Status(records[r].host_check)))
                 .add("host_check_summary", records[r].host_check_summary);
+        if (records[r].gpu_check >= 0)  // check 1's health checks of its GPU, run by this rank
+            entry.add("gpu_check", status_name(Status(records[r].gpu_check)))
+                .add("gpu_check_summary", records[r].gpu_check_summary);
         if (run_nccl)
             entry.add("nccl_wrong", outcomes[r].wrong)
                 .add("nccl_error", outcomes[r].error)
@@ -741,6 +802,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     };
     if (network.status == Status::warn) add_warning(network.summary, network.next);
     if (other_hosts.status == Status::warn) add_warning(other_hosts.summary, other_hosts.next);
+    if (unseen_gpus.status == Status::warn) add_warning(unseen_gpus.summary, unseen_gpus.next);
     if (const auto& problems = around_peer_access.problems; !problems.empty())
         add_warning(problems.front() +
                         (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)" : ""),

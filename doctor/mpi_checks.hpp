@@ -51,6 +51,13 @@ struct RankRecord {
     int host_check = -1;
     char host_check_summary[512] = {};
     char host_check_next[384] = {};
+    unsigned pid = 0;  // the rank's process: doctor's ranks on a host are not other processes on its GPUs
+    // Check 1's health checks of the rank's GPU (check_gpu_health), run by every rank but rank 0 once it has
+    // its GPU, for rank 0 to report those its own check 1 did not examine: the Status as an int, -1 where not
+    // run; the summary and advice, cut to fit.
+    int gpu_check = -1;
+    char gpu_check_summary[512] = {};
+    char gpu_check_next[384] = {};
 };
 
 // Puts `settings` ("NAME=value", any order) into the record: sorted, whole entries while they fit.
@@ -128,11 +135,15 @@ Finding other_hosts_verdict(const std::vector<RankRecord>& records);
 
 // Ranks that share a GPU (same host, same PCI bus id), as "ranks 0 and 2 on host-a 0000:18:00.0".
 std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);
-// The ranks' GPUs that check 1 (run by rank 0 alone) did not examine: on another host than rank 0's, or on
-// its host but hidden from rank 0 (a CUDA_VISIBLE_DEVICES per rank), as "rank 3 (host-b 0000:18:00.0)".
-// `seen`: the PCI bus ids of the GPUs rank 0 sees.
-std::vector<std::string> gpus_check_1_did_not_see(const std::vector<RankRecord>& records,
-                                                  const std::vector<std::string>& seen);
+// The ranks whose GPUs check 1 (run by rank 0 alone) did not examine: on another host than rank 0's, or on
+// its host but hidden from rank 0 (a CUDA_VISIBLE_DEVICES per rank). `seen`: the PCI bus ids of the GPUs
+// rank 0 sees.
+std::vector<int> ranks_check_1_did_not_see(const std::vector<RankRecord>& records,
+                                           const std::vector<std::string>& seen);
+// Check 1's health checks of those ranks' GPUs, as each rank ran them on its own (RankRecord::gpu_check):
+// a line for each one that did not pass, and one naming those that did; WARN where one warned (its summary
+// and advice, on its host), PASS otherwise.
+Finding unseen_gpus_verdict(const std::vector<RankRecord>& records, const std::vector<std::string>& seen);
 std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
                                        const std::vector<RankOutcome>& outcomes);
 

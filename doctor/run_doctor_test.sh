@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs doctor (or mpirun ... doctor) as a CTest test and checks what it did:
 #   run_doctor_test.sh --visible-gpus PROGRAM [--min-gpus N] [--needs-peer-access] [--needs-one-model]
-#                      [--needs-idle-gpus] [--first-gpu-only] [--shares-a-gpu] [--skip-if-warns IDS] [--exit CODE]
-#                      [--max-seconds S] [--expect TEXT]... [--pass IDS] [--warn IDS] -- COMMAND...
+#                      [--needs-idle-gpus] [--first-gpu-only] [--shares-a-gpu] [--rank0-gpus N]
+#                      [--skip-if-warns IDS] [--exit CODE] [--max-seconds S] [--expect TEXT]... [--pass IDS]
+#                      [--warn IDS] -- COMMAND...
 # The command gets `--json FILE` appended. With --first-gpu-only it sees only the first of the GPUs the test
 # was given (CUDA_VISIBLE_DEVICES's first entry, GPU 0 where it is unset): a user's own choice of GPUs holds.
 # The test is skipped (exit 77) with fewer than N GPUs visible, and with --needs-peer-access where a pair of
@@ -16,10 +17,11 @@
 # CUDA, a PCIe link below its widest, a GPU in MIG mode, held back by its clocks or below its default power
 # limit): what those tests expect holds only on such machines. Then: the exit code must be CODE, the run must end within S seconds (wall
 # clock), every TEXT must appear in the output, and every check in the IDS of --pass (a comma list) must be
-# PASS, every one in those of --warn WARN.
+# PASS, every one in those of --warn WARN. doctor must count the GPUs PROGRAM counts, or N with --rank0-gpus
+# (a test that gives each rank GPUs of its own, so that rank 0, which reports, sees N of them).
 set -uo pipefail
 visible_gpus="" shares_a_gpu=0 min_gpus=0 needs_peer_access=0 needs_one_model=0 needs_idle_gpus=0 expected_exit=0 max_seconds=60 pass_ids="" warn_ids=""
-skip_if_warns="" first_gpu_only=0
+skip_if_warns="" first_gpu_only=0 rank0_gpus=""
 expected=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
         --skip-if-warns) skip_if_warns="$2"; shift 2 ;;
         --first-gpu-only) first_gpu_only=1; shift ;;
         --shares-a-gpu) shares_a_gpu=1; shift ;;
+        --rank0-gpus) rank0_gpus="$2"; shift 2 ;;
         --exit) expected_exit="$2"; shift 2 ;;
         --max-seconds) max_seconds="$2"; shift 2 ;;
         --expect) expected+=("$2"); shift 2 ;;
@@ -85,8 +88,8 @@ if [ -z "$gpus" ]; then  # a JSON without the count is a broken doctor, not a ma
     echo "FAILED: doctor's JSON has no \"gpus\" count"
     exit 1
 fi
-if [ "$gpus" -ne "$cuda_gpus" ]; then
-    echo "FAILED: doctor counted $gpus GPU(s), CUDA has $cuda_gpus visible (check 1: $(status_of devices))"
+if [ "$gpus" -ne "${rank0_gpus:-$cuda_gpus}" ]; then
+    echo "FAILED: doctor counted $gpus GPU(s), CUDA has ${rank0_gpus:-$cuda_gpus} visible to it (check 1: $(status_of devices))"
     exit 1
 fi
 # Check 1's devices, one "name" each (the env's list of GPUs repeats them).

@@ -452,6 +452,19 @@ Finding diagnose_no_gpu_here(const Variables& variables, const Nvml& nvml) {
                           variables, nvml);
 }
 
+namespace {
+
+// A problem `also` found (not PASS) joins `finding`: its status where the finding passed, its summary and
+// its advice after the finding's.
+void add_problem(Finding& finding, const Finding& also) {
+    if (also.status == Status::pass) return;
+    if (finding.status == Status::pass) finding.status = also.status;
+    finding.summary += "; " + also.summary;
+    finding.next += (finding.next.empty() ? "" : "; and ") + also.next;
+}
+
+}  // namespace
+
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
                       GpuSystem& system, const Deadline& deadline) {
     Finding finding = diagnose_no_gpu_here(variables, nvml);
@@ -607,12 +620,40 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
     // Narrow links and other processes are worth knowing whatever else check 1 found, and what to do about
     // them differs.
     for (const Finding& also : {pcie_link_verdict(pcie_links, host_copies), clock_slowdown_verdict(clock_reasons),
-                                power_limit_verdict(power_limits), shared, mig_mode}) {
-        if (also.status == Status::pass) continue;
-        if (finding.status == Status::pass) finding.status = also.status;
-        finding.summary += "; " + also.summary;
-        finding.next += (finding.next.empty() ? "" : "; and ") + also.next;
+                                power_limit_verdict(power_limits), shared, mig_mode})
+        add_problem(finding, also);
+    return finding;
+}
+
+Finding check_gpu_health(const Nvml& nvml, int device, const std::vector<unsigned>& own_processes) {
+    Finding finding;
+    const PciAddress gpu = gpu_pci_address(device);
+    finding.summary = describe_device(device) + ", PCI " + gpu.bus_id;
+    if (!nvml.available()) {
+        finding.status = Status::skip;
+        finding.summary += "; NVML not available: its clocks, power limit, PCIe link and other processes not examined";
+        return finding;
     }
+    std::vector<std::pair<int, unsigned long long>> clock_reasons;
+    std::vector<std::pair<int, Nvml::PowerLimits>> power_limits;
+    try {
+        clock_reasons.emplace_back(device, nvml.clock_event_reasons(gpu));
+    } catch (const std::runtime_error&) {
+    }
+    try {
+        power_limits.emplace_back(device, nvml.power_limits(gpu));
+    } catch (const std::runtime_error&) {
+    }
+    // The verdicts name a GPU by its place in their lists: this one's ordinal, the places before it empty.
+    std::vector<PcieLink> links(size_t(device) + 1);
+    links.back() = pcie_link_of(nvml, gpu);  // at rest: no copies from the host here
+    OtherProcesses others = find_other_processes(nvml, {gpu}, own_processes, true);
+    for (OtherProcess& process : others.named) process.gpu = device;
+    for (UnnamedProcesses& unnamed : others.unnamed) unnamed.gpu = device;
+    for (int& hidden : others.hidden) hidden = device;
+    for (const Finding& also : {pcie_link_verdict(links, {}), clock_slowdown_verdict(clock_reasons),
+                                power_limit_verdict(power_limits), other_processes_verdict(others)})
+        add_problem(finding, also);
     return finding;
 }
 

@@ -1526,6 +1526,56 @@ TEST_CASE("pattern words are odd: never zero, never the poison") {
     CHECK(bad == 0);
 }
 
+TEST_CASE("MPI ranks: check 1 on the GPUs rank 0 does not see, as each rank examined its own") {
+    std::vector<RankRecord> records(4);
+    const char* hosts[] = {"a", "a", "b", "b"};
+    const char* buses[] = {"0000:18:00.0", "0000:2A:00.0", "0000:18:00.0", "0000:2A:00.0"};
+    for (int r = 0; r < 4; ++r) {
+        std::snprintf(records[r].host, sizeof records[r].host, "%s", hosts[r]);
+        std::snprintf(records[r].bus_id, sizeof records[r].bus_id, "%s", buses[r]);
+        records[r].gpu_check = r == 0 ? -1 : int(Status::pass);  // rank 0's GPU is check 1's own
+    }
+    const std::vector<std::string> rank0_sees{"0000:18:00.0", "0000:2A:00.0"};
+    // All healthy: one line naming them, PASS.
+    Finding verdict = unseen_gpus_verdict(records, rank0_sees);
+    CHECK(verdict.status == Status::pass);
+    REQUIRE(verdict.details.size() == 1);
+    CHECK(verdict.details[0] ==
+          "check 1 (clocks, power limit, PCIe link, other processes) on the GPUs rank 0 does not see: PASS on rank "
+          "2's GPU (b 0000:18:00.0), rank 3's GPU (b 0000:2A:00.0)");
+    // One throttled, one without NVML: WARN naming the first, its advice on its host; the SKIP in its line.
+    records[3].gpu_check = int(Status::warn);
+    std::snprintf(records[3].gpu_check_summary, sizeof records[3].gpu_check_summary,
+                  "GPU 1: H200; clocks lowered by GPU 1: hardware thermal slowdown");
+    std::snprintf(records[3].gpu_check_next, sizeof records[3].gpu_check_next, "check cooling and power");
+    records[2].gpu_check = int(Status::skip);
+    std::snprintf(records[2].gpu_check_summary, sizeof records[2].gpu_check_summary, "GPU 0: H200; NVML not available");
+    verdict = unseen_gpus_verdict(records, rank0_sees);
+    CHECK(verdict.status == Status::warn);
+    CHECK(verdict.summary ==
+          "check 1 on rank 3's GPU (b 0000:2A:00.0): GPU 1: H200; clocks lowered by GPU 1: hardware thermal slowdown");
+    CHECK(verdict.next == "on host b: check cooling and power");
+    CHECK(verdict.details ==
+          std::vector<std::string>{
+              "check 1 on rank 2's GPU (b 0000:18:00.0): SKIP  GPU 0: H200; NVML not available",
+              "check 1 on rank 3's GPU (b 0000:2A:00.0): WARN  GPU 1: H200; clocks lowered by GPU 1: "
+              "hardware thermal slowdown; try: check cooling and power"});
+    // Two that warn: the first in the summary, a count of the rest.
+    records[2].gpu_check = int(Status::warn);
+    CHECK(unseen_gpus_verdict(records, rank0_sees).summary.find("(and 1 more GPU below)") != std::string::npos);
+    // Rank 0 sees only its own GPU (a CUDA_VISIBLE_DEVICES per rank): rank 1's, on its host, is examined by
+    // rank 1; a rank that did not examine its GPU is named as not examined.
+    records[2].gpu_check = records[3].gpu_check = -1;
+    verdict = unseen_gpus_verdict(records, {"0000:18:00.0"});
+    CHECK(verdict.status == Status::pass);
+    REQUIRE(verdict.details.size() == 2);
+    CHECK(verdict.details[0].find("PASS on rank 1's GPU (a 0000:2A:00.0)") != std::string::npos);
+    CHECK(verdict.details[1].find("check 1 did not examine rank 2's GPU (b 0000:18:00.0), rank 3's GPU (b "
+                                  "0000:2A:00.0): for their links") == 0);
+    // Every GPU seen: nothing to say.
+    CHECK(unseen_gpus_verdict({records[0], records[1]}, rank0_sees).details.empty());
+}
+
 TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus id on two hosts is not") {
     std::vector<RankRecord> records(4);
     const char* hosts[] = {"a", "a", "a", "b"};
@@ -1545,11 +1595,9 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     const std::string stem(62, 'n');
     for (int r = 0; r < 4; ++r) std::snprintf(long_names[r].host, sizeof long_names[r].host, "%s-%d", stem.c_str(), r);
     CHECK(shared_gpus(long_names).empty());
-    // Check 1 ran on rank 0 and saw host a's 0000:18:00.0 only: the others' GPUs are named, once a rank.
-    CHECK(gpus_check_1_did_not_see(records, {"0000:18:00.0"}) ==
-          std::vector<std::string>{"rank 1 (a 0000:2A:00.0)", "rank 3 (b 0000:18:00.0)"});
-    CHECK(gpus_check_1_did_not_see(records, {"0000:18:00.0", "0000:2A:00.0"}) ==
-          std::vector<std::string>{"rank 3 (b 0000:18:00.0)"});
+    // Check 1 ran on rank 0 and saw host a's 0000:18:00.0 only: the others' GPUs, once a rank.
+    CHECK(ranks_check_1_did_not_see(records, {"0000:18:00.0"}) == std::vector<int>{1, 3});
+    CHECK(ranks_check_1_did_not_see(records, {"0000:18:00.0", "0000:2A:00.0"}) == std::vector<int>{3});
     // What must not differ between the ranks: here nothing (the records above leave it empty alike).
     CHECK(rank_differences(records).empty());
     // An NCCL_* variable exported on one host and not handed to the other's ranks, and another NCCL there.
