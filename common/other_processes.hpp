@@ -44,7 +44,8 @@ struct OtherProcesses {
 
 // Splits each visible GPU's list (per CUDA ordinal) into the caller's processes (`own`) and the others.
 // `own_context`: the caller holds a context on every one of these GPUs and is the only one of `own` that
-// does (doctor, whose other ranks touch no GPU before its check 1), so it must be in every list (see
+// does (doctor's check 1, whose other ranks touch no GPU before it; and each rank's look at its own GPU in
+// check 7, one rank per GPU where the check passes), so it must be in every list (see
 // OtherProcesses::unnamed and hidden). `name_of` names a pid ("" when it cannot).
 OtherProcesses split_gpu_processes(const std::vector<std::vector<GpuProcess>>& per_gpu,
                                    const std::vector<unsigned>& own, bool own_context,

@@ -146,10 +146,11 @@ JsonObject other_processes_json(const OtherProcesses& others);
 Finding check_devices(const Variables& variables, const Nvml& nvml, const std::vector<unsigned>& own_processes,
                       GpuSystem& system, const Deadline& deadline);
 
-// Check 1's health checks of the GPU this process holds as CUDA ordinal `device`, for doctor --mpi's ranks
-// whose GPU rank 0's check 1 does not see (another host, a CUDA_VISIBLE_DEVICES of their own): its clocks,
-// power limit, PCIe link at rest (no copies) and the other processes on it (`own_processes`: doctor's
-// ranks on this host). The summary names the GPU, then any problem; SKIP where NVML is not available.
+// Check 1's health checks of the GPU this process holds as CUDA ordinal `device`, at rest, for doctor
+// --mpi's ranks whose GPU rank 0's check 1 does not see (another host, a CUDA_VISIBLE_DEVICES of their
+// own): its clocks, power limit and the other processes on it (`own_processes`: doctor's ranks on this
+// host). No copies, so not its PCIe link. The summary says the problems (empty when it passes); SKIP where
+// NVML cannot read the GPU.
 Finding check_gpu_health(const Nvml& nvml, int device, const std::vector<unsigned>& own_processes);
 
 // Why this process sees no GPU, as check 1 diagnoses it (the CUDA error, the driver's traces, NVML,

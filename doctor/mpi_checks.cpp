@@ -235,13 +235,25 @@ std::vector<int> ranks_check_1_did_not_see(const std::vector<RankRecord>& record
 }
 
 Finding unseen_gpus_verdict(const std::vector<RankRecord>& records, const std::vector<std::string>& seen) {
+    // Named up to a few at a time: a large job's lists would bury the rest of the finding.
+    constexpr size_t kNamed = 4;
+    const auto named = [](std::vector<std::string> gpus) {
+        if (gpus.size() > kNamed) {
+            const size_t more = gpus.size() - kNamed;
+            gpus.resize(kNamed);
+            gpus.push_back("and " + std::to_string(more) + " more");
+        }
+        return join(gpus, ", ");
+    };
     Finding verdict;
     std::vector<std::string> passed, not_examined;
-    int warned = 0;
+    int warned = 0, lines = 0, lines_left_out = 0;
     for (const int r : ranks_check_1_did_not_see(records, seen)) {
         const RankRecord& record = records[r];
-        const std::string gpu = "rank " + std::to_string(r) + "'s GPU (" + record.host + " " + record.bus_id + ")";
-        if (record.gpu_check < 0) {
+        // Its own ordinal, which its findings name it by ("clocks lowered by GPU 0").
+        const std::string gpu = "rank " + std::to_string(r) + "'s GPU " + std::to_string(record.device) + " (" +
+                                record.host + " " + record.bus_id + ")";
+        if (record.gpu_check < 0) {  // not run there (a defence: every rank but 0 runs it once it has its GPU)
             not_examined.push_back(gpu);
             continue;
         }
@@ -251,27 +263,24 @@ Finding unseen_gpus_verdict(const std::vector<RankRecord>& records, const std::v
             continue;
         }
         const std::string next = record.gpu_check_next;
-        verdict.details.push_back("check 1 on " + gpu + ": " + status_name(status) + "  " + record.gpu_check_summary +
-                                  (next.empty() ? "" : "; try: " + next));
-        if (status != Status::warn || warned++ > 0) continue;  // a SKIP is said in its line
+        if (lines++ < int(kNamed))
+            verdict.details.push_back("check 1 on " + gpu + ": " + status_name(status) + "  " +
+                                      record.gpu_check_summary + (next.empty() ? "" : "; try: " + next));
+        else
+            ++lines_left_out;
+        if (status == Status::skip || warned++ > 0) continue;  // a SKIP is said in its line
         verdict.status = Status::warn;
         verdict.summary = "check 1 on " + gpu + ": " + record.gpu_check_summary;
         if (!next.empty()) verdict.next = "on host " + std::string(record.host) + ": " + next;
     }
     if (warned > 1) verdict.summary += " (and " + count_of(warned - 1, "more GPU") + " below)";
-    // Named up to a few; a large job's list would bury the rest of the finding.
-    const auto named = [](std::vector<std::string> gpus) {
-        constexpr size_t kNamed = 4;
-        if (gpus.size() > kNamed) {
-            const size_t more = gpus.size() - kNamed;
-            gpus.resize(kNamed);
-            gpus.push_back("and " + std::to_string(more) + " more");
-        }
-        return join(gpus, ", ");
-    };
+    if (lines_left_out > 0)
+        verdict.details.push_back("and " + count_of(lines_left_out, "more GPU") +
+                                  " that did not pass (each rank's gpu_check in the JSON's mapping)");
     if (!passed.empty())
         verdict.details.push_back(
-            "check 1 (clocks, power limit, PCIe link, other processes) on the GPUs rank 0 does not see: PASS on " +
+            "check 1 (clocks, power limit, other processes) on the GPUs rank 0 does not see: "
+            "PASS on " +
             named(passed));
     if (!not_examined.empty())
         verdict.details.push_back("check 1 did not examine " + named(not_examined) +
@@ -764,11 +773,13 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         if (!differences.empty())
             finding.next =
                 "the ranks differ (above): " + rank_differences_advice(differences) + "; then " + finding.next;
-        // A host's small /dev/shm or low locked-memory limit is a likely cause: said first.
-        if (other_hosts.status == Status::warn) {
-            finding.summary += "; and " + other_hosts.summary;
-            if (!other_hosts.next.empty()) finding.next = other_hosts.next + "; then " + finding.next;
-        }
+        // A host's small /dev/shm or low locked-memory limit, or another process on a GPU, is a likely
+        // cause: said first.
+        for (const Finding& likely_cause : {other_hosts, unseen_gpus})
+            if (likely_cause.status == Status::warn) {
+                finding.summary += "; and " + likely_cause.summary;
+                if (!likely_cause.next.empty()) finding.next = likely_cause.next + "; then " + finding.next;
+            }
         return finding;
     }
     char text[200];

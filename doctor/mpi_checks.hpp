@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "host.hpp"
@@ -56,9 +57,11 @@ struct RankRecord {
     // its GPU, for rank 0 to report those its own check 1 did not examine: the Status as an int, -1 where not
     // run; the summary and advice, cut to fit.
     int gpu_check = -1;
-    char gpu_check_summary[512] = {};
-    char gpu_check_next[384] = {};
+    char gpu_check_summary[768] = {};
+    char gpu_check_next[768] = {};
 };
+// Gathered over MPI as bytes.
+static_assert(std::is_trivially_copyable_v<RankRecord>);
 
 // Puts `settings` ("NAME=value", any order) into the record: sorted, whole entries while they fit.
 void set_nccl_settings(RankRecord& record, std::vector<std::string> settings);
@@ -141,8 +144,8 @@ std::vector<std::string> shared_gpus(const std::vector<RankRecord>& records);
 std::vector<int> ranks_check_1_did_not_see(const std::vector<RankRecord>& records,
                                            const std::vector<std::string>& seen);
 // Check 1's health checks of those ranks' GPUs, as each rank ran them on its own (RankRecord::gpu_check):
-// a line for each one that did not pass, and one naming those that did; WARN where one warned (its summary
-// and advice, on its host), PASS otherwise.
+// a line for each one that did not pass (the first few), and one naming those that did; WARN where one
+// warned or failed (the first one's summary, and its advice on its host), PASS otherwise.
 Finding unseen_gpus_verdict(const std::vector<RankRecord>& records, const std::vector<std::string>& seen);
 std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
                                        const std::vector<RankOutcome>& outcomes);

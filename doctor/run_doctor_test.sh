@@ -88,8 +88,12 @@ if [ -z "$gpus" ]; then  # a JSON without the count is a broken doctor, not a ma
     echo "FAILED: doctor's JSON has no \"gpus\" count"
     exit 1
 fi
-if [ "$gpus" -ne "${rank0_gpus:-$cuda_gpus}" ]; then
-    echo "FAILED: doctor counted $gpus GPU(s), CUDA has ${rank0_gpus:-$cuda_gpus} visible to it (check 1: $(status_of devices))"
+if [ -n "$rank0_gpus" ] && [ "$gpus" -ne "$rank0_gpus" ]; then
+    echo "FAILED: doctor's rank 0 counted $gpus GPU(s), expected $rank0_gpus (check 1: $(status_of devices))"
+    exit 1
+fi
+if [ -z "$rank0_gpus" ] && [ "$gpus" -ne "$cuda_gpus" ]; then
+    echo "FAILED: doctor counted $gpus GPU(s), CUDA has $cuda_gpus visible (check 1: $(status_of devices))"
     exit 1
 fi
 # Check 1's devices, one "name" each (the env's list of GPUs repeats them).

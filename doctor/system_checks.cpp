@@ -455,11 +455,11 @@ Finding diagnose_no_gpu_here(const Variables& variables, const Nvml& nvml) {
 namespace {
 
 // A problem `also` found (not PASS) joins `finding`: its status where the finding passed, its summary and
-// its advice after the finding's.
+// its advice after the finding's (or alone, where the finding has none yet).
 void add_problem(Finding& finding, const Finding& also) {
     if (also.status == Status::pass) return;
     if (finding.status == Status::pass) finding.status = also.status;
-    finding.summary += "; " + also.summary;
+    finding.summary += (finding.summary.empty() ? "" : "; ") + also.summary;
     finding.next += (finding.next.empty() ? "" : "; and ") + also.next;
 }
 
@@ -627,32 +627,33 @@ Finding check_devices(const Variables& variables, const Nvml& nvml, const std::v
 
 Finding check_gpu_health(const Nvml& nvml, int device, const std::vector<unsigned>& own_processes) {
     Finding finding;
-    const PciAddress gpu = gpu_pci_address(device);
-    finding.summary = describe_device(device) + ", PCI " + gpu.bus_id;
     if (!nvml.available()) {
         finding.status = Status::skip;
-        finding.summary += "; NVML not available: its clocks, power limit, PCIe link and other processes not examined";
+        finding.summary = "NVML not available (" + nvml.error() +
+                          "): its clocks, power limit and other processes "
+                          "not examined";
         return finding;
     }
+    const PciAddress gpu = gpu_pci_address(device);
     std::vector<std::pair<int, unsigned long long>> clock_reasons;
     std::vector<std::pair<int, Nvml::PowerLimits>> power_limits;
     try {
         clock_reasons.emplace_back(device, nvml.clock_event_reasons(gpu));
-    } catch (const std::runtime_error&) {
-    }
-    try {
         power_limits.emplace_back(device, nvml.power_limits(gpu));
-    } catch (const std::runtime_error&) {
+    } catch (const std::runtime_error& error) {  // NVML cannot find or read the GPU: nothing judged
+        finding.status = Status::skip;
+        finding.summary = std::string("NVML could not read its clocks or power limit (") + error.what() + ")";
+        return finding;
     }
-    // The verdicts name a GPU by its place in their lists: this one's ordinal, the places before it empty.
-    std::vector<PcieLink> links(size_t(device) + 1);
-    links.back() = pcie_link_of(nvml, gpu);  // at rest: no copies from the host here
+    // Its PCIe link is not judged: some GPUs narrow an idle link, and only check 1's copies from the host
+    // show the width under load.
     OtherProcesses others = find_other_processes(nvml, {gpu}, own_processes, true);
-    for (OtherProcess& process : others.named) process.gpu = device;
+    for (OtherProcess& process : others.named) process.gpu = device;  // the verdicts name it by its ordinal
     for (UnnamedProcesses& unnamed : others.unnamed) unnamed.gpu = device;
     for (int& hidden : others.hidden) hidden = device;
-    for (const Finding& also : {pcie_link_verdict(links, {}), clock_slowdown_verdict(clock_reasons),
-                                power_limit_verdict(power_limits), other_processes_verdict(others)})
+    Finding shared = other_processes_verdict(others);
+    if (shared.status != Status::pass) shared.summary += " (" + join(shared.details, "; ") + ")";
+    for (const Finding& also : {clock_slowdown_verdict(clock_reasons), power_limit_verdict(power_limits), shared})
         add_problem(finding, also);
     return finding;
 }

@@ -1533,44 +1533,56 @@ TEST_CASE("MPI ranks: check 1 on the GPUs rank 0 does not see, as each rank exam
     for (int r = 0; r < 4; ++r) {
         std::snprintf(records[r].host, sizeof records[r].host, "%s", hosts[r]);
         std::snprintf(records[r].bus_id, sizeof records[r].bus_id, "%s", buses[r]);
+        records[r].device = r % 2;
         records[r].gpu_check = r == 0 ? -1 : int(Status::pass);  // rank 0's GPU is check 1's own
     }
     const std::vector<std::string> rank0_sees{"0000:18:00.0", "0000:2A:00.0"};
-    // All healthy: one line naming them, PASS.
+    // All healthy: one line naming them (each by its rank's ordinal), PASS.
     Finding verdict = unseen_gpus_verdict(records, rank0_sees);
     CHECK(verdict.status == Status::pass);
     REQUIRE(verdict.details.size() == 1);
     CHECK(verdict.details[0] ==
-          "check 1 (clocks, power limit, PCIe link, other processes) on the GPUs rank 0 does not see: PASS on rank "
-          "2's GPU (b 0000:18:00.0), rank 3's GPU (b 0000:2A:00.0)");
-    // One throttled, one without NVML: WARN naming the first, its advice on its host; the SKIP in its line.
-    records[3].gpu_check = int(Status::warn);
-    std::snprintf(records[3].gpu_check_summary, sizeof records[3].gpu_check_summary,
-                  "GPU 1: H200; clocks lowered by GPU 1: hardware thermal slowdown");
-    std::snprintf(records[3].gpu_check_next, sizeof records[3].gpu_check_next, "check cooling and power");
-    records[2].gpu_check = int(Status::skip);
-    std::snprintf(records[2].gpu_check_summary, sizeof records[2].gpu_check_summary, "GPU 0: H200; NVML not available");
+          "check 1 (clocks, power limit, other processes) on the GPUs rank 0 does not see: PASS on rank 2's GPU 0 (b "
+          "0000:18:00.0), rank 3's GPU 1 (b 0000:2A:00.0)");
+    // One throttled, one that NVML could not read: WARN naming the first, its advice on its host; the SKIP
+    // in its line.
+    const auto examined = [&](int r, Status status, const char* summary, const char* next) {
+        records[r].gpu_check = int(status);
+        std::snprintf(records[r].gpu_check_summary, sizeof records[r].gpu_check_summary, "%s", summary);
+        std::snprintf(records[r].gpu_check_next, sizeof records[r].gpu_check_next, "%s", next);
+    };
+    examined(3, Status::warn, "clocks lowered by GPU 1: hardware thermal slowdown", "check cooling and power");
+    examined(2, Status::skip, "NVML could not read its clocks or power limit (not found)", "");
     verdict = unseen_gpus_verdict(records, rank0_sees);
     CHECK(verdict.status == Status::warn);
     CHECK(verdict.summary ==
-          "check 1 on rank 3's GPU (b 0000:2A:00.0): GPU 1: H200; clocks lowered by GPU 1: hardware thermal slowdown");
+          "check 1 on rank 3's GPU 1 (b 0000:2A:00.0): clocks lowered by GPU 1: hardware thermal "
+          "slowdown");
     CHECK(verdict.next == "on host b: check cooling and power");
     CHECK(verdict.details ==
-          std::vector<std::string>{
-              "check 1 on rank 2's GPU (b 0000:18:00.0): SKIP  GPU 0: H200; NVML not available",
-              "check 1 on rank 3's GPU (b 0000:2A:00.0): WARN  GPU 1: H200; clocks lowered by GPU 1: "
-              "hardware thermal slowdown; try: check cooling and power"});
+          std::vector<std::string>{"check 1 on rank 2's GPU 0 (b 0000:18:00.0): SKIP  NVML could not read its clocks "
+                                   "or power limit (not found)",
+                                   "check 1 on rank 3's GPU 1 (b 0000:2A:00.0): WARN  clocks lowered by GPU 1: "
+                                   "hardware thermal slowdown; try: check cooling and power"});
     // Two that warn: the first in the summary, a count of the rest.
-    records[2].gpu_check = int(Status::warn);
+    examined(2, Status::warn, "power limit lowered", "");
     CHECK(unseen_gpus_verdict(records, rank0_sees).summary.find("(and 1 more GPU below)") != std::string::npos);
+    // A large job: the first four GPUs' lines, then a count.
+    std::vector<RankRecord> many(7, records[3]);
+    many[0] = records[0];
+    for (int r = 1; r < 7; ++r) std::snprintf(many[r].host, sizeof many[r].host, "host%d", r);
+    verdict = unseen_gpus_verdict(many, rank0_sees);
+    CHECK(verdict.details.size() == 5);
+    CHECK(verdict.details.back() == "and 2 more GPUs that did not pass (each rank's gpu_check in the JSON's mapping)");
+    CHECK(verdict.summary.find("(and 5 more GPUs below)") != std::string::npos);
     // Rank 0 sees only its own GPU (a CUDA_VISIBLE_DEVICES per rank): rank 1's, on its host, is examined by
     // rank 1; a rank that did not examine its GPU is named as not examined.
     records[2].gpu_check = records[3].gpu_check = -1;
     verdict = unseen_gpus_verdict(records, {"0000:18:00.0"});
     CHECK(verdict.status == Status::pass);
     REQUIRE(verdict.details.size() == 2);
-    CHECK(verdict.details[0].find("PASS on rank 1's GPU (a 0000:2A:00.0)") != std::string::npos);
-    CHECK(verdict.details[1].find("check 1 did not examine rank 2's GPU (b 0000:18:00.0), rank 3's GPU (b "
+    CHECK(verdict.details[0].find("PASS on rank 1's GPU 1 (a 0000:2A:00.0)") != std::string::npos);
+    CHECK(verdict.details[1].find("check 1 did not examine rank 2's GPU 0 (b 0000:18:00.0), rank 3's GPU 1 (b "
                                   "0000:2A:00.0): for their links") == 0);
     // Every GPU seen: nothing to say.
     CHECK(unseen_gpus_verdict({records[0], records[1]}, rank0_sees).details.empty());
