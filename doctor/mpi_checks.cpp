@@ -277,11 +277,8 @@ Finding unseen_gpus_verdict(const std::vector<RankRecord>& records, const std::v
     if (lines_left_out > 0)
         verdict.details.push_back("and " + count_of(lines_left_out, "more GPU") +
                                   " that did not pass (each rank's gpu_check in the JSON's mapping)");
-    if (!passed.empty())
-        verdict.details.push_back(
-            "check 1 (clocks, power limit, other processes) on the GPUs rank 0 does not see: "
-            "PASS on " +
-            named(passed));
+    const std::string what = "check 1 (clocks, power limit, other processes) on the GPUs rank 0 does not see";
+    if (!passed.empty()) verdict.details.push_back(what + ": PASS on " + named(passed));
     if (!not_examined.empty())
         verdict.details.push_back("check 1 did not examine " + named(not_examined) +
                                   ": for their links, clocks and other processes, run doctor (without --mpi) on "

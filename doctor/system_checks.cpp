@@ -629,9 +629,8 @@ Finding check_gpu_health(const Nvml& nvml, int device, const std::vector<unsigne
     Finding finding;
     if (!nvml.available()) {
         finding.status = Status::skip;
-        finding.summary = "NVML not available (" + nvml.error() +
-                          "): its clocks, power limit and other processes "
-                          "not examined";
+        const std::string why = "NVML not available (" + nvml.error() + ")";
+        finding.summary = why + ": its clocks, power limit and other processes not examined";
         return finding;
     }
     const PciAddress gpu = gpu_pci_address(device);
@@ -639,11 +638,14 @@ Finding check_gpu_health(const Nvml& nvml, int device, const std::vector<unsigne
     std::vector<std::pair<int, Nvml::PowerLimits>> power_limits;
     try {
         clock_reasons.emplace_back(device, nvml.clock_event_reasons(gpu));
-        power_limits.emplace_back(device, nvml.power_limits(gpu));
     } catch (const std::runtime_error& error) {  // NVML cannot find or read the GPU: nothing judged
         finding.status = Status::skip;
-        finding.summary = std::string("NVML could not read its clocks or power limit (") + error.what() + ")";
+        finding.summary = std::string("NVML could not read its clocks (") + error.what() + ")";
         return finding;
+    }
+    try {
+        power_limits.emplace_back(device, nvml.power_limits(gpu));
+    } catch (const std::runtime_error&) {  // not every GPU reports its limits (check 1 goes on without them too)
     }
     // Its PCIe link is not judged: some GPUs narrow an idle link, and only check 1's copies from the host
     // show the width under load.

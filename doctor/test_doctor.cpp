@@ -1552,7 +1552,7 @@ TEST_CASE("MPI ranks: check 1 on the GPUs rank 0 does not see, as each rank exam
         std::snprintf(records[r].gpu_check_next, sizeof records[r].gpu_check_next, "%s", next);
     };
     examined(3, Status::warn, "clocks lowered by GPU 1: hardware thermal slowdown", "check cooling and power");
-    examined(2, Status::skip, "NVML could not read its clocks or power limit (not found)", "");
+    examined(2, Status::skip, "NVML could not read its clocks (not found)", "");
     verdict = unseen_gpus_verdict(records, rank0_sees);
     CHECK(verdict.status == Status::warn);
     CHECK(verdict.summary ==
@@ -1561,7 +1561,7 @@ TEST_CASE("MPI ranks: check 1 on the GPUs rank 0 does not see, as each rank exam
     CHECK(verdict.next == "on host b: check cooling and power");
     CHECK(verdict.details ==
           std::vector<std::string>{"check 1 on rank 2's GPU 0 (b 0000:18:00.0): SKIP  NVML could not read its clocks "
-                                   "or power limit (not found)",
+                                   "(not found)",
                                    "check 1 on rank 3's GPU 1 (b 0000:2A:00.0): WARN  clocks lowered by GPU 1: "
                                    "hardware thermal slowdown; try: check cooling and power"});
     // Two that warn: the first in the summary, a count of the rest.
