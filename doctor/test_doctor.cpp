@@ -1526,16 +1526,26 @@ TEST_CASE("pattern words are odd: never zero, never the poison") {
     CHECK(bad == 0);
 }
 
-TEST_CASE("MPI ranks: check 1 on the GPUs rank 0 does not see, as each rank examined its own") {
-    std::vector<RankRecord> records(4);
-    const char* hosts[] = {"a", "a", "b", "b"};
-    const char* buses[] = {"0000:18:00.0", "0000:2A:00.0", "0000:18:00.0", "0000:2A:00.0"};
-    for (int r = 0; r < 4; ++r) {
+namespace {
+
+// The records of ranks on these hosts with GPUs at these PCI bus ids, rank r on its host's GPU r % 2.
+std::vector<RankRecord> ranks_on(const std::vector<const char*>& hosts, const std::vector<const char*>& buses) {
+    std::vector<RankRecord> records(hosts.size());
+    for (size_t r = 0; r < records.size(); ++r) {
         std::snprintf(records[r].host, sizeof records[r].host, "%s", hosts[r]);
         std::snprintf(records[r].bus_id, sizeof records[r].bus_id, "%s", buses[r]);
-        records[r].device = r % 2;
-        records[r].gpu_check = r == 0 ? -1 : int(Status::pass);  // rank 0's GPU is check 1's own
+        records[r].device = int(r % 2);
     }
+    return records;
+}
+
+}  // namespace
+
+TEST_CASE("MPI ranks: check 1 on the GPUs rank 0 does not see, as each rank examined its own") {
+    std::vector<RankRecord> records =
+        ranks_on({"a", "a", "b", "b"}, {"0000:18:00.0", "0000:2A:00.0", "0000:18:00.0", "0000:2A:00.0"});
+    for (int r = 0; r < 4; ++r)
+        records[r].gpu_check = r == 0 ? -1 : int(Status::pass);  // rank 0's GPU is check 1's own
     const std::vector<std::string> rank0_sees{"0000:18:00.0", "0000:2A:00.0"};
     // All healthy: one line naming them (each by its rank's ordinal), PASS.
     Finding verdict = unseen_gpus_verdict(records, rank0_sees);
@@ -1589,15 +1599,11 @@ TEST_CASE("MPI ranks: check 1 on the GPUs rank 0 does not see, as each rank exam
 }
 
 TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus id on two hosts is not") {
-    std::vector<RankRecord> records(4);
-    const char* hosts[] = {"a", "a", "a", "b"};
-    const char* buses[] = {"0000:18:00.0", "0000:2A:00.0", "0000:18:00.0", "0000:18:00.0"};
-    for (int r = 0; r < 4; ++r) {
-        std::snprintf(records[r].host, sizeof records[r].host, "%s", hosts[r]);
-        std::snprintf(records[r].bus_id, sizeof records[r].bus_id, "%s", buses[r]);
-        std::snprintf(records[r].visible_devices, sizeof records[r].visible_devices, "(unset)");
-        records[r].device = r % 2;
-        records[r].visible_gpus = 2;
+    std::vector<RankRecord> records =
+        ranks_on({"a", "a", "a", "b"}, {"0000:18:00.0", "0000:2A:00.0", "0000:18:00.0", "0000:18:00.0"});
+    for (RankRecord& record : records) {
+        std::snprintf(record.visible_devices, sizeof record.visible_devices, "(unset)");
+        record.visible_gpus = 2;
     }
     const auto shared = shared_gpus(records);
     REQUIRE(shared.size() == 1);
