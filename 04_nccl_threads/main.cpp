@@ -7,7 +7,7 @@
 // What you learn: one communicator per GPU in one process (what ncclCommInitAll does, here made with a
 // time limit so that no wait can hang: common/nccl_comm.hpp), and the two ways to drive them:
 //   --driver threads  each GPU's host thread issues its own GPU's ncclAllReduce
-//   --driver group    one thread issues every GPU's ncclAllReduce between ncclGroupStart and
+//   --driver group    GPU 0's thread issues every GPU's ncclAllReduce between ncclGroupStart and
 //                     ncclGroupEnd; without the group, the first call could wait for the other GPUs'
 //                     calls, which that same thread never gets to make: a deadlock
 // How it works: one host thread per GPU runs the loop of common/shot_parallel.hpp (compute, wait,
@@ -149,13 +149,14 @@ int main(int argc, char** argv) {
         Options options;
         ArgParser parser("04_nccl_threads",
                          "Shot-parallel FWI on all GPUs of one process; gradients combined with ncclAllReduce, driven "
-                         "by one thread per GPU or by one thread with group calls.");
+                         "by each GPU's own thread or, in one group, by GPU 0's thread.");
         add_problem_flags(parser, problem);
         add_shot_parallel_flags(parser, options);
         parser.add_switch("--verbose", &options.verbose, "print how to see which transport NCCL uses");
         parser.add_int("--gpus", &options.gpus, 0, 64, "GPUs to use, 0 = all visible (at most one per shot)");
         parser.add_choice("--driver", &options.driver, {"threads", "group"},
-                          "who issues the NCCL calls: one thread per GPU, or one thread with ncclGroupStart/End");
+                          "who issues the NCCL calls: each GPU's thread its own, or GPU 0's thread all of them between "
+                          "ncclGroupStart/End");
         if (!parser.parse(argc, argv)) return kExitOk;
         refuse_launch_as_several_ranks(
             "04 drives every GPU from one process, a thread each: run it without mpirun (05 runs a rank per GPU)");

@@ -4,7 +4,8 @@
 // layout that also spans nodes. MPI starts the processes, tells each its node-local rank (so it can pick
 // its GPU) and carries NCCL's 128-byte unique id once; every gradient then travels through NCCL.
 // What you learn: the bootstrap (rank 0 ncclGetUniqueId, MPI_Bcast, MPI_Barrier, ncclCommInitRankConfig
-// on every rank), one GPU per rank from MPI_Comm_split_type, and how a job ends when a rank dies: every
+// on every rank, then ncclCommSplit into a blocking communicator where NCCL is 2.18 or newer), one GPU per
+// rank from MPI_Comm_split_type and the GPUs' PCI bus ids, and how a job ends when a rank dies: every
 // wait on another rank has a timeout, after which the communicator (if there is one yet) is aborted.
 // How it works: default mode: every rank runs the loop of common/shot_parallel.hpp: computes the
 // gradient of its shots, ncclAllReduce sums them in device memory, every rank applies the same update on
@@ -70,11 +71,14 @@ void print_header(const char* what, const Options& o, int ranks) {
 
 int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     // 1. One GPU per rank, from the node-local rank; more ranks than shots is a usage error, found
-    //    before any GPU is touched. Without its checks (common/mpi_gpu.cu: a GPU per rank, by PCI bus id),
-    //    select_gpu_for_rank is:
+    //    before any GPU is touched. Where every rank sees all of the node's GPUs, select_gpu_for_rank
+    //    comes down to:
     //        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     //        MPI_Comm_rank(node, &node_rank);
     //        cudaSetDevice(node_rank);
+    //    The real one (common/mpi_gpu.cu) compares the GPUs' PCI bus ids across the node's ranks, so that
+    //    it also works where each rank sees only its own GPU (a per-rank CUDA_VISIBLE_DEVICES), and two
+    //    ranks never share one GPU.
     const int rank = world_rank(), ranks = world_size();
     const ShotRange mine = split_shots(p.nshots, ranks, rank);
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
@@ -90,15 +94,19 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     team.wait_for_member0_setup(rank, setup_timer.seconds());
 
     // 3. NCCL bootstrapped over MPI: rank 0's unique id reaches every rank through MPI_Bcast. Without its
-    //    time limits and checks (common/nccl_mpi.cpp), nccl_bootstrap_over_mpi is:
+    //    time limits and checks (common/nccl_mpi.cpp, common/nccl_comm.cpp), nccl_bootstrap_over_mpi is:
     //        ncclUniqueId id;
     //        if (rank == 0) ncclGetUniqueId(&id);
     //        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    //        MPI_Barrier(MPI_COMM_WORLD);        // the init's time limit starts with every rank there
     //        ncclCommInitRank(&comm, ranks, id, rank);
+    //    The real init is non-blocking (ncclCommInitRankConfig, polled against --timeout); with NCCL 2.18
+    //    or newer it is then split (ncclCommSplit) into a blocking communicator for the allreduces, which
+    //    makes each combine faster (04's README says why).
     trigger_test_fault(fault, FaultPoint::bootstrap, rank, o.timeout_s);  // a test hook, as below
     const ncclComm_t comm = nccl_bootstrap_over_mpi(MPI_COMM_WORLD, o.timeout_s, o.timeout_s);
 
-    // 4. The FWI loop, the combine being one NCCL allreduce.
+    // 4. The FWI loop, the combine being nccl_sum: the gradient's and the misfit's allreduces in one group.
     const CombineStep combine = [&](GpuShare& gpu_share, int iteration) {
         // A test hook, not part of the pattern: with --test-fault one rank fails before its first timed combine.
         if (iteration == kFirstIteration) trigger_test_fault(fault, FaultPoint::allreduce, rank, o.timeout_s);
@@ -106,6 +114,7 @@ int run_fwi(const Problem& p, const Options& o, const TestFault& fault) {
     };
     const HostTimer run_timer;
     const MemberRecord record = run_iterations(team, rank, share, combine, kFirstIteration, o.iterations);
+    // The ranks' times gathered and their models compared, over MPI; then the communicator's finalize.
     const RunSummary run = summarize(team, rank, record, "05_nccl_mpi", "", kFirstIteration);
     nccl_destroy_all({comm}, o.timeout_s);
     const double run_seconds = run_timer.seconds();

@@ -263,6 +263,12 @@ def figure_chart(directory, name):
         problem, machine_text(machine), "figures/%s.png" % name), (source, target)
 
 
+# How a model example's sweep timed its allreduces (compare.sweep_timing), in the example's words.
+SWEEP_TIMING_WORDS = {compare.ALONE: "each allreduce timed alone, as the run times its combine",
+                      compare.BACK_TO_BACK: "its allreduces timed back to back, not alone as the run times its combine",
+                      compare.UNKNOWN: "its timing unknown: its log has no command line"}
+
+
 def figure_example(directory, pattern, variant, gpus):
     path, rows, inputs, _, machine = comparison_inputs(directory)
     variant = "" if variant == "-" else variant
@@ -282,8 +288,9 @@ def figure_example(directory, pattern, variant, gpus):
         % (shots, n, shots, n, m, shots, n, shots / n),
         "- compute(%d) = %.2f ms on one GPU (01 --nshots %d), %.2f ms a shot; all %d shots take compute(%d) = %.2f ms, "
         "%.2f ms a shot." % (m, c[m], m, c[m] / m, shots, shots, c[shots], c[shots] / shots),
-        "- combine of %d B from the %s %s sweep on %d GPUs: %.3f ms." % (row["gradient_bytes"], sweep[0], sweep[1], n,
-                                                                        1e3 * model["combine"]),
+        "- combine of %d B from the %s %s sweep on %d GPUs (%s): %.3f ms." % (
+            row["gradient_bytes"], sweep[0], sweep[1], n, SWEEP_TIMING_WORDS[inputs.sweep_timing[sweep + (n,)]],
+            1e3 * model["combine"]),
         "- predicted gradient = %.2f + %.3f = %.2f ms; speedup %.2f (01's time per gradient) / %.2f = %.2fx. "
         "Measured: %.2f ms, %.2fx (%s)."
         % (c[m], 1e3 * model["combine"], 1e3 * model["gradient"], 1e3 * inputs.baseline_s, 1e3 * model["gradient"],
