@@ -63,8 +63,7 @@ void combine_gradient_and_misfit(DeviceCombine& combine, GpuShare& share, Stagin
         times.mpi.push_back(t.mpi);
         times.to_device.push_back(t.to_device);
     }
-    CUDA_CHECK(cudaMemcpyAsync(share.device_misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, share.stream()));
-    share.propagator().finish("the copy of the combined misfit");  // before `misfit` goes: a wait with a limit
+    share.upload_misfit(misfit, "the copy of the combined misfit");
 }
 
 // ---- one variant's FWI run -------------------------------------------------------------------------
@@ -175,10 +174,10 @@ int run(int argc, char** argv) {
     Options o;
     if (!parse_options(argc, argv, problem, o)) return kExitOk;
     const std::vector<VariantSpec> specs = variant_specs(o.combine, o.chunk_kb, o.in_flight);
-    require_named_variants_available(o, specs);
     const ShotRange mine =
         o.bench ? ShotRange{} : split_shots(problem.nshots, ranks, rank);  // more ranks than shots: exit 2
     if (rank == 0) check_writable(o.json, "--json");  // written at the end: refused now, not after the run
+    require_named_variants_available(o, specs);       // exit 3, after the usage errors (exit 2)
 
     if (o.skip_without_gpus && too_few_gpus_anywhere(o.timeout_s)) {
         if (rank == 0) std::printf("skipped: a node has more ranks than visible GPUs (--skip-without-gpus)\n");

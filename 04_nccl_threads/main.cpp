@@ -22,12 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
 #include "launch_env.hpp"
-#include "nccl_check.hpp"
 #include "nccl_combine.hpp"
 #include "nccl_comm.hpp"
 #include "output.hpp"

@@ -29,7 +29,6 @@
 #include "mpi_check.hpp"
 #include "mpi_env.hpp"
 #include "mpi_team.hpp"
-#include "nccl_check.hpp"
 #include "nccl_combine.hpp"
 #include "nccl_comm.hpp"
 #include "nccl_mpi.hpp"

@@ -128,9 +128,13 @@ def plot_loss(plt, directory, written):
         with open(path) as f:
             history = json.load(f)
         iterations, misfits = history["iteration"], history["relative_misfit"]
-        if len(iterations) != len(misfits) or not all(
-                isinstance(v, (int, float)) and math.isfinite(float(v)) for v in iterations + misfits):
-            raise ValueError("its iteration and relative_misfit lists are not two lists of finite numbers of one length")
+        # What a run writes: whole iteration numbers, and misfits (sums of squares, over the first) of at least 0.
+        def number(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+        if (not iterations or len(iterations) != len(misfits) or not all(number(v) for v in iterations + misfits)
+                or not all(isinstance(v, int) for v in iterations) or min(misfits) < 0):
+            raise ValueError("its iteration and relative_misfit lists are not two lists of one length, at least one "
+                             "entry long, of whole iteration numbers and of misfits of at least 0")
     # OverflowError: an integer past a float; RecursionError: nested too deep for the parser.
     except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
         raise BadRunFile("%s is not a run's loss history (%s: %s)" % (path, type(error).__name__, error))

@@ -198,7 +198,13 @@ def test_plot_script(args):
                ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx // 2), initial, "<c8")),
                ("final_model.npy", lambda path: write_npy_floats(path, (nz, nx), [float("nan")] * (nz * nx))),
                ("loss_history.json",
-                lambda path: open(path, "w").write('{"iteration": [1, 2], "relative_misfit": [1, 1%s]}' % ("0" * 400)))]
+                lambda path: open(path, "w").write('{"iteration": [1, 2], "relative_misfit": [1, 1%s]}' % ("0" * 400))),
+               # values no run writes: a misfit below 0, a boolean, no entries
+               ("loss_history.json",
+                lambda path: open(path, "w").write('{"iteration": [1, 2], "relative_misfit": [0, -1]}')),
+               ("loss_history.json",
+                lambda path: open(path, "w").write('{"iteration": [true], "relative_misfit": [1]}')),
+               ("loss_history.json", lambda path: open(path, "w").write('{"iteration": [], "relative_misfit": []}'))]
     for name, damage in damaged:
         path = os.path.join(folder, name)
         with open(path, "rb") as f:

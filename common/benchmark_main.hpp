@@ -65,22 +65,32 @@ inline const char* benchmark_flag_value(const std::string& arg, const char* flag
 // name, or "" for nothing. libstdc++'s std::regex backtracks: a repeated group that varies inside
 // ((.*)*, (a|b)+, (.?)*) costs time exponential in the length of the name, and so does a quantifier on a
 // quantifier (.** or .*{30}); each unbounded repetition (* + {n,}) multiplies the time by the name's
-// length, and eight of them took more than 20 s. A rule of thumb on the safe side: it also refuses a few
-// harmless patterns, such as (ab{2})+.
+// length, and eight of them took more than 20 s. Optional repetitions (? and {m,n}, which the engine
+// unrolls into n - m optional copies) double it each: 20 of them (.?.?...) took 9 s on a 2-core VM, so
+// at most 12 are allowed, 3 fewer for each unbounded one. A rule of thumb on the safe side: it also
+// refuses a few harmless patterns, such as (ab{2})+.
 inline std::string filter_backtracking_problem(const std::string& pattern) {
-    constexpr int kMostUnbounded = 4;
+    constexpr int kMostUnbounded = 4, kMostOptional = 12, kOptionalPerUnbounded = 3;
     std::vector<bool> open_groups;  // for each group not yet closed: whether it repeats or alternates inside
     bool closed_group_varies = false, after_quantifier = false;
     int unbounded = 0;
+    long long optional = 0;  // optional copies: 1 for each ?, n - m for each {m,n}
     for (size_t i = 0; i < pattern.size(); ++i) {
         const char c = pattern[i];
         const bool after_varying_group = closed_group_varies, on_a_quantifier = after_quantifier;
         closed_group_varies = after_quantifier = false;
         if (c == '*' || c == '+' || c == '?' || c == '{') {
             bool unbounded_here = c == '*' || c == '+';
+            if (c == '?') ++optional;
             if (c == '{') {  // {n}, {n,m} or {n,}: one quantifier, up to its '}'
                 const size_t close = pattern.find('}', i);
                 unbounded_here = close != std::string::npos && close > i + 1 && pattern[close - 1] == ',';
+                if (const size_t comma = pattern.find(',', i); !unbounded_here && comma < close) {
+                    // {m,n}: at most 1000 characters, so the numbers are short; a larger n is refused below
+                    const long long least = std::atoll(pattern.substr(i + 1, comma - i - 1).c_str()),
+                                    most = std::atoll(pattern.substr(comma + 1, close - comma - 1).c_str());
+                    optional += std::max(0LL, std::min(most, 1000000LL) - least);
+                }
                 i = close == std::string::npos ? pattern.size() : close;
             }
             if (on_a_quantifier) return "a quantifier on a quantifier, such as .** or .*{30}";
@@ -88,6 +98,10 @@ inline std::string filter_backtracking_problem(const std::string& pattern) {
                 return "a repeated group that repeats or alternates inside, such as (.*)* or (a|b)+";
             if (unbounded_here && ++unbounded > kMostUnbounded)
                 return "more than " + std::to_string(kMostUnbounded) + " unbounded repetitions (* + {n,})";
+            if (optional + kOptionalPerUnbounded * unbounded > kMostOptional)
+                return "more than " + std::to_string(kMostOptional) +
+                       " optional repetitions (one for each ?, n - m for each {m,n}; " +
+                       std::to_string(kOptionalPerUnbounded) + " fewer for each * + {n,})";
             if (!open_groups.empty()) open_groups.back() = true;
             after_quantifier = true;
         } else if (c == '\\') {

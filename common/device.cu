@@ -37,6 +37,7 @@ cudaError_t count_gpus(int& count) {
 
 bool wait_for_event_within(cudaEvent_t event, double timeout_s) {
     constexpr double kLongestPollStep = 1.0;  // s; the polls below follow each other within 0.1 ms
+    constexpr double kSpinSeconds = 0.2;
     cudaError_t error = cudaSuccess;
     const WaitOutcome outcome = poll_until_done(
         [&] {
@@ -46,16 +47,8 @@ bool wait_for_event_within(cudaEvent_t event, double timeout_s) {
         },
         // Time the process was stopped (a debugger at a breakpoint, Ctrl-Z) is no sign of a hang.
         timeout_s, clock_without_stops(steady_seconds, kLongestPollStep),
-        [start = steady_seconds()] {
-            // A short wait (a gradient of the default or comm problem) ends within a poll of the work, as
-            // CUDA's own spinning waits do; a longer one sleeps between polls, so that it ends at most about
-            // 0.1 ms late after 0.2 s or more, instead of keeping a core busy all the time.
-            constexpr double kSpinSeconds = 0.2;
-            if (steady_seconds() - start < kSpinSeconds)
-                std::this_thread::yield();
-            else
-                std::this_thread::sleep_for(std::chrono::microseconds(100));
-        });
+        // A gradient of the default or comm problem ends within the spin, and so within a poll of its end.
+        spin_then_sleep(kSpinSeconds));
     if (outcome == WaitOutcome::failed) throw_cuda_error(error, "cudaEventQuery(event)", __FILE__, __LINE__);
     return outcome == WaitOutcome::done;
 }

@@ -4,16 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
-#include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include "cli.hpp"
 #include "cuda_check.hpp"
@@ -24,19 +18,6 @@
 namespace fwi {
 
 namespace {
-
-// Spin (yielding) for the first millisecond: a collective of a few MB ends within microseconds of the
-// last rank's call, and a sleep would add its own latency to every timed allreduce. Past that, poll
-// every 100 us so a long wait on a slow peer does not burn a core.
-std::function<void()> adaptive_pause() {
-    const double start = steady_seconds();
-    return [start] {
-        if (steady_seconds() - start < 1e-3)
-            std::this_thread::yield();
-        else
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
-    };
-}
 
 // The rank and size of every communicator made here, for the messages of a failed wait: ncclCommUserRank
 // and ncclCommCount refuse to answer while an operation is in progress or after an error.
@@ -274,8 +255,13 @@ std::vector<ncclComm_t> split_blocking(const std::vector<ncclComm_t>& parents, d
 void wait_for_nccl(const std::vector<ncclComm_t>& comms, const std::vector<cudaStream_t>& streams,
                    const std::string& what, double timeout_s, const char* timeout_hint) {
     std::string detail;
-    const WaitOutcome outcome = poll_until_done([&] { return poll_comms_and_streams(comms, streams, detail); },
-                                                timeout_s, steady_seconds, adaptive_pause());
+    // Spin for the first millisecond: a collective of a few MB ends within microseconds of the last rank's
+    // call, and a sleep would add its own latency to every timed allreduce. Time the process was stopped
+    // (a debugger, Ctrl-Z) does not count against the limit, as in wait_for_event_within.
+    constexpr double kSpinSeconds = 1e-3, kLongestPollStep = 1.0;
+    const WaitOutcome outcome =
+        poll_until_done([&] { return poll_comms_and_streams(comms, streams, detail); }, timeout_s,
+                        clock_without_stops(steady_seconds, kLongestPollStep), spin_then_sleep(kSpinSeconds));
     if (outcome == WaitOutcome::done) {
         nccl_warnings_so_far_succeeded();
         return;

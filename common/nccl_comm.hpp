@@ -108,8 +108,8 @@ ncclResult_t nccl_group(const std::vector<ncclComm_t>& comms, const std::string&
 constexpr double kNcclAbortLimitSeconds = 30.0;
 void nccl_abort(ncclComm_t comm, double limit_s = kNcclAbortLimitSeconds, const std::string& why = "");
 
-// ncclGetUniqueId (the id every rank of a new communicator must be given), after keeping NVLS (NVLink SHARP,
-// multicast) off: NCCL_NVLS_ENABLE=0 unless the user set it. Every program of the suite runs that way.
+// ncclGetUniqueId (the id every rank of a new communicator must be given), after prepare_nccl (NVLS off,
+// the ranks connected while the communicator is made, unless the user set those).
 ncclUniqueId nccl_unique_id();
 
 // Communicators made as the top of this file says, one per device, all in this process (what

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace fwi {
 
@@ -29,6 +30,15 @@ std::function<double()> clock_without_stops(std::function<double()> now, double 
 
 double steady_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::function<void()> spin_then_sleep(double spin_seconds) {
+    return [spin_seconds, start = steady_seconds()] {
+        if (steady_seconds() - start < spin_seconds)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+    };
 }
 
 }  // namespace fwi

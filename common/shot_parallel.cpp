@@ -60,9 +60,18 @@ void GpuShare::set_shots(const std::vector<int>& shots) {
 
 void GpuShare::compute() {
     NvtxRange range("compute");
-    local_misfit_ = propagator_.gradient(shots_).misfit;
+    upload_misfit(propagator_.gradient(shots_).misfit, "the copy of the misfit");
+}
+
+void GpuShare::upload_misfit(double misfit, const std::string& what) {
+    local_misfit_ = misfit;
     CUDA_CHECK(cudaMemcpyAsync(misfit_.data(), &local_misfit_, sizeof(double), cudaMemcpyHostToDevice, stream()));
-    propagator_.finish("the copy of the misfit");
+    propagator_.finish(what);
+}
+
+double GpuShare::download_misfit() const {
+    propagator_.finish("the work before downloading the misfit");
+    return misfit_.download(1, stream())[0];
 }
 
 void GpuShare::load_combine_check(int member) {
@@ -70,9 +79,7 @@ void GpuShare::load_combine_check(int member) {
     for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = allreduce_input(member, i);
     CUDA_CHECK(cudaMemcpyAsync(device_gradient(), pattern.data(), pattern.size() * sizeof(float),
                                cudaMemcpyHostToDevice, stream()));
-    local_misfit_ = member + 1;
-    CUDA_CHECK(cudaMemcpyAsync(misfit_.data(), &local_misfit_, sizeof(double), cudaMemcpyHostToDevice, stream()));
-    propagator_.finish("the copy of the combine's check pattern");
+    upload_misfit(member + 1, "the copy of the combine's check pattern");  // and so of the pattern before it
 }
 
 void GpuShare::update() {

@@ -79,11 +79,15 @@ public:
     float* device_gradient() const { return propagator_.device_gradient(); }
     size_t gradient_count() const { return problem_.model_cells(); }
     double* device_misfit() const { return misfit_.data(); }
+    // Puts `misfit` into device_misfit() (a combine through host memory brings it back that way) and waits,
+    // with the propagator's time limit, until the stream has done it and the work before; `what` names that
+    // wait in a timeout's message.
+    void upload_misfit(double misfit, const std::string& what);
     // The stream the propagator and the update run on; a combine that enqueues work uses it too.
     cudaStream_t stream() const { return propagator_.stream(); }
 
-    // Host copies, for verification and output.
-    double download_misfit() const { return misfit_.download(1, stream())[0]; }
+    // Host copies, for verification and output; each first waits, with a time limit, for the work before.
+    double download_misfit() const;
     std::vector<float> download_gradient() const { return propagator_.download_gradient(); }
     std::vector<float> download_model() const { return propagator_.download_velocity(); }
 

@@ -23,7 +23,7 @@ inline double member0_allowance(int member, int members, double own_seconds) {
 class Team {
 public:
     virtual ~Team() = default;
-    virtual int size() const = 0;   // GPUs
+    virtual int size() const = 0;   // members: a thread or rank each, one GPU share each
     virtual int ranks() const = 0;  // processes
     // Returns when every member has called it; throws EnvironmentError (exit 3) naming `what` when one
     // has not after the team's timeout.

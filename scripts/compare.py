@@ -107,6 +107,12 @@ def read_manifest(runs_dir):
         missing = [key for key in columns if entry.get(key) is None]
         if missing:
             raise BadManifest("%s line %d: no %s" % (path, line, ", ".join(missing)))
+        if None in entry:  # csv.DictReader's key for the values past the header's columns
+            raise BadManifest("%s line %d: more columns than the header's %d" % (path, line, len(columns)))
+        for key, name_pattern in (("pattern", r"[0-9]{2}_[a-z0-9_]+"), ("variant", r"[A-Za-z0-9_-]*")):
+            if not re.fullmatch(name_pattern, entry[key]):
+                raise BadManifest("%s line %d: %s %s is not a lesson's %s as compare.sh writes it"
+                                  % (path, line, key, ascii(entry[key]), key))
         if not re.fullmatch(r"[0-9]{1,6}", entry["gpus"]) or int(entry["gpus"]) < 1:
             raise BadManifest("%s line %d: gpus '%s' is not a GPU count" % (path, line, entry["gpus"]))
         # What compare.sh writes, and nothing else: a row it would not write (a role no table has, a status

@@ -426,7 +426,7 @@ def generate(spec):
         raise FigureError("'%s': wrong number of arguments (see scripts/docs_figures.py --help)" % spec)
     try:
         made = generator(*arguments)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError, re.error) as error:
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError, re.error, csv.Error) as error:
         # an argument or a result the generator cannot use: said as it is, not as a crash
         raise FigureError("'%s': %s: %s" % (spec, type(error).__name__, error))
     return made if isinstance(made, tuple) else (made, None)

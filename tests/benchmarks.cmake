@@ -33,6 +33,12 @@ foreach(bench bench_propagator bench_allreduce)
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=Gradient.**Q")
   add_exit_test(cli_${bench}_many_repetitions_filter CODE 2 TEXT "without more than 4 unbounded repetitions"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=.*.*.*.*.*Q")
+  # Optional repetitions backtrack too: 16 of them took most of a second, each more doubles it.
+  add_exit_test(cli_${bench}_many_optional_filter CODE 2 TEXT "without more than 12 optional repetitions"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}>
+                "--benchmark_filter=.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?Q")
+  add_exit_test(cli_${bench}_wide_ranges_filter CODE 2 TEXT "without more than 12 optional repetitions"
+                ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=.{0,30}.{0,30}Q")
   add_exit_test(cli_${bench}_invalid_filter CODE 2 TEXT "a valid (POSIX extended) regular expression"
                 ENVIRONMENT "CUDA_VISIBLE_DEVICES=" COMMAND $<TARGET_FILE:${bench}> "--benchmark_filter=[")
   # A group that is not repeated is fine: the listing names the case it selects, and not another.

@@ -247,6 +247,12 @@ class Compare(unittest.TestCase):
         self.assertIn("line 3: role 'xxx' is none of fwi, batch, sweep", self.run_compare(2))
         self.write_manifest(rows[:2] + [rows[2][:4] + ["\x1b[31m"] + rows[2][5:]] + rows[3:])
         self.assertIn("line 3: status '\\x1b[31m' is not an exit code", self.run_compare(2))
+        self.write_manifest(rows[:2] + [rows[2][:1] + ["05_nccl_mpi\x1b]0;x\x07"] + rows[2][2:]] + rows[3:])
+        self.assertIn("line 3: pattern '05_nccl_mpi\\x1b]0;x\\x07' is not a lesson's pattern", self.run_compare(2))
+        self.write_manifest(rows[:2] + [rows[2][:2] + ["pinned <b>"] + rows[2][3:]] + rows[3:])
+        self.assertIn("line 3: variant 'pinned <b>' is not a lesson's variant", self.run_compare(2))
+        self.write_manifest(rows[:2] + [rows[2] + ["extra"]] + rows[3:])
+        self.assertIn("line 3: more columns than the header's 7", self.run_compare(2))
         for name in ("/dev/zero", "..", "../machine.json", "x.log"):  # not a RESULT file of runs/
             self.write_manifest(rows[:2] + [rows[2][:5] + [name] + rows[2][6:]] + rows[3:])
             self.assertIn("line 3: json %s is not a .json file's name" % ascii(name), self.run_compare(2))

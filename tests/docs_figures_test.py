@@ -31,7 +31,7 @@ def run(script, *args):
 def check_bad_results(script, work, page):
     """Results a generator cannot use are an error naming the problem (exit 2), never a traceback: a JSON
     list where a RESULT should be, NaN, a RESULT of another kind, a generator given too few words, a value
-    of the wrong type, a comparison whose times are all 0."""
+    of the wrong type, a damaged timings.tsv, a comparison whose times are all 0."""
     def write(path, text):
         with open(path, "w") as f:
             f.write(text)
@@ -41,6 +41,9 @@ def check_bad_results(script, work, page):
     with open(sweep + ".json") as f:
         write(os.path.join(work, "nan.json"), f.read().replace('"time_s": ', '"time_s": NaN, "x": ', 1))
     write(os.path.join(work, "timings.tsv"), "step\tseconds\texit\tcommand\nbuild\t12\n")  # no command
+    huge = os.path.join(work, "huge")  # a field longer than Python's csv module takes
+    os.makedirs(huge, exist_ok=True)
+    write(os.path.join(huge, "timings.tsv"), "step\tseconds\texit\tcommand\n" + "x" * 200000 + "\t1\t0\tc\n")
     zero = os.path.join(work, "zero")
     shutil.rmtree(zero, ignore_errors=True)
     shutil.copytree(os.path.join(ROOT, RESULTS), zero)
@@ -57,6 +60,7 @@ def check_bad_results(script, work, page):
              ("details %s" % sweep, "kind: expected fwi, got allreduce_sweep"),
              ("sweep", "'sweep': wrong number of arguments"),
              ("timings %s" % work, "TypeError"),
+             ("timings %s" % huge, "field larger than field limit"),
              ("comparison %s" % zero, None), ("model %s" % zero, None)]
     for spec, expected in cases:
         write(page, "<!-- figure: %s -->\n<!-- end figure -->\n" % spec)

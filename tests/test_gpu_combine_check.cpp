@@ -73,12 +73,10 @@ void sum_by_member0(std::array<std::optional<GpuShare>, 2>& shares, GpuShare& sh
             for (size_t i = 0; i < gradient.size(); ++i) gradient[i] += own[i];
             misfit += each->download_misfit();
         }
-        for (const std::optional<GpuShare>& each : shares) {
+        for (std::optional<GpuShare>& each : shares) {
             CUDA_CHECK(cudaMemcpyAsync(each->device_gradient(), gradient.data(), gradient.size() * sizeof(float),
                                        cudaMemcpyHostToDevice, each->stream()));
-            CUDA_CHECK(
-                cudaMemcpyAsync(each->device_misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, each->stream()));
-            CUDA_CHECK(cudaStreamSynchronize(each->stream()));
+            each->upload_misfit(misfit, "member 0's sums");
         }
     }
     team.barrier(member, "member 0's sums");
@@ -101,12 +99,8 @@ TEST_CASE("the first combine sums a known pattern, and a combine that gets it wr
     CHECK(doubled_gradient.find("member 0 holds") != std::string::npos);
     CHECK(doubled_gradient.find("wrong elements of 6144") != std::string::npos);
     CHECK(doubled_gradient.find("misfit") == std::string::npos);
-    const std::string doubled_misfit = run_with([](GpuShare& share, int) {
-        const double misfit = 2.0 * share.download_misfit();
-        CUDA_CHECK(
-            cudaMemcpyAsync(share.device_misfit(), &misfit, sizeof misfit, cudaMemcpyHostToDevice, share.stream()));
-        CUDA_CHECK(cudaStreamSynchronize(share.stream()));
-    });
+    const std::string doubled_misfit = run_with(
+        [](GpuShare& share, int) { share.upload_misfit(2.0 * share.download_misfit(), "the doubled misfit"); });
     MESSAGE(doubled_misfit);
     CHECK(doubled_misfit.find("member 0 holds the misfit's sum 2, expected 1") != std::string::npos);
 }
