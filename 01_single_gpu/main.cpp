@@ -45,7 +45,7 @@ int run_fwi(const Problem& p, const Options& options) {
     OutputFolder out_folder(options.out);
     check_run_files_replaceable(options.out, kRunFiles, "--out");
     check_writable(options.json, "--json");
-    check_not_a_run_file(options.json, "--json", options.out, "--out");
+    check_not_a_run_file(options.json, "--json", options.out, "--out", kRunFiles);
     require_gpus(1);
     warn_of_other_processes(0, 1);
     out_folder.keep();

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -366,22 +367,25 @@ void check_run_files_replaceable(const std::string& folder, const std::vector<st
 }
 
 void check_not_a_run_file(const std::string& path, const std::string& flag, const std::string& folder,
-                          const std::string& folder_flag) {
+                          const std::string& folder_flag, const std::vector<std::string>& run_files) {
     if (path.empty() || folder.empty()) return;
     namespace fs = std::filesystem;
     const fs::path name = fs::path(path).filename();
     const std::string extension = name.extension().string();
-    const bool run_file_name = name == "loss_history.json" || extension == ".npy" || extension == ".csv" ||
-                               extension == ".png" || extension == ".fwi";
+    const bool run_file_name = run_files.empty()
+                                   ? name == "loss_history.json" || extension == ".npy" || extension == ".csv" ||
+                                         extension == ".png" || extension == ".fwi"
+                                   : std::find(run_files.begin(), run_files.end(), name.string()) != run_files.end();
     if (!run_file_name) return;
+    const std::string which = run_files.empty() ? "models .npy, the loss history .csv and loss_history.json, "
+                                                  "pictures .png, the checkpoint .fwi"
+                                                : join(run_files, ", ");
     // The same folder is the same inode ("out/.", "./out" and links included); both exist by now.
     std::error_code ignored;
     if (fs::equivalent(folder_of(path), folder, ignored))
         throw UsageError(flag + ": '" + shown_path(path) +
                          "' could replace one of the run's own files in the folder of " + folder_flag + " (" +
-                         shown_path(folder) +
-                         ": models .npy, the loss history .csv and loss_history.json, pictures .png, the checkpoint "
-                         ".fwi); give it another name or folder");
+                         shown_path(folder) + ": " + which + "); give it another name or folder");
 }
 
 OutputFolder::OutputFolder(const std::string& path) {

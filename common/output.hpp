@@ -130,11 +130,12 @@ void check_run_files_replaceable(const std::string& folder, const std::vector<st
                                  const std::string& flag);
 // Throws UsageError naming `flag` when the file PATH could be one of the files an FWI run keeps in its
 // folder FOLDER (given by `folder_flag`: --out, or --resume's folder): PATH directly in FOLDER with the name
-// of such a file (loss_history.json, or a .npy, .csv, .png or .fwi file), which one would replace the
-// other. Another name there ("result.json") passes, as do an empty PATH or FOLDER. Call it once both
+// of such a file, which one would replace the other. Those are `run_files` where given (a run that writes
+// only those), else 06's: loss_history.json, and any .npy, .csv, .png or .fwi file (its snapshots are
+// numbered). Another name there ("result.json") passes, as do an empty PATH or FOLDER. Call it once both
 // folders exist: after check_writable(PATH) and OutputFolder(--out), or once --resume's was read.
 void check_not_a_run_file(const std::string& path, const std::string& flag, const std::string& folder,
-                          const std::string& folder_flag);
+                          const std::string& folder_flag, const std::vector<std::string>& run_files = {});
 
 // The --out folder: created with its missing parents, and removed again, with the parents it made, unless
 // keep() is called: a run refused after it (a bad --json, no GPU) leaves no folder behind. Only empty

@@ -252,7 +252,7 @@ private:
         const bool none_visible = !gpus && visible_gpu_count() == 0;
         if (none_visible) report_.set_no_gpu();
         const std::string no_gpu = none_visible ? "no GPU visible (check 1)" : "check 1 failed";
-        const std::string single_process_only = "a single-process check: run doctor without mpirun for it";
+        const std::string single_process_only = "a single-process check: run doctor without --mpi and mpirun for it";
 
         if (options_.mpi)
             skip("topology", single_process_only);

@@ -151,8 +151,11 @@ add_new_out_test(json_in_new_out_06 "cpu;mpi" 3 "sees no CUDA GPU" ${fwi06_in_mp
                  --json @DIR@/new/result.json)
 # But not with the name of one of the run's own files there, which one would replace the other (a RESULT
 # over the checkpoint would end the run's chance to resume): in --out, or in the folder --resume reads.
-add_new_out_test(json_over_run_file_01 cpu 2 "/new/final_model.npy' could replace one of the run's own files in the folder of --out"
+add_new_out_test(json_over_run_file_01 cpu 2 "/new/final_model.npy' could replace one of the run's own files in the folder of --out|first_gradient.npy, observed_gathers.npy); give"
                  $<TARGET_FILE:01_single_gpu> --problem small --out @DIR@/new --json @DIR@/new/final_model.npy)
+# 01 writes only its own five files there, which its refusal names: a name only 06 writes passes.
+add_new_out_test(json_named_as_06s_file_01 cpu 3 "needs 1 CUDA GPU and 0 are visible" $<TARGET_FILE:01_single_gpu>
+                 --problem small --out @DIR@/new --json @DIR@/new/summary.csv)
 add_new_out_test(json_over_run_file_06 "cpu;mpi" 2 "could replace one of the run's own files in the folder of --out"
                  ${fwi06_in_mpirun} --out @DIR@/new --json @DIR@/new/./loss_history.json)
 add_new_out_test(json_over_resumed_checkpoint_06 "cpu;mpi" 2 "could replace one of the run's own files in the folder of --resume"
