@@ -232,6 +232,13 @@ Cause most_likely_cause(const NoGpuFacts& facts) {
         return {"the kernel module is loaded but libcuda.so.1 (the driver's user-space part) was not found",
                 "install the user-space driver libraries of the same version as the kernel module; in a container, use "
                 "the NVIDIA Container Toolkit (--gpus all), which mounts them"};
+    // A GPU in MIG mode shows CUDA its compute instances only: none where none were made.
+    if (facts.gpus_in_mig_mode > 0 && facts.gpus_in_mig_mode == facts.nvml_gpus && !facts.visible_devices_set)
+        return {"every GPU the driver sees is in MIG mode (" + std::to_string(facts.gpus_in_mig_mode) +
+                    "), and CUDA sees no instance of one: none made, or none this process may use",
+                "`nvidia-smi -L` lists the GPUs and their MIG instances: make a GPU and compute instance (`nvidia-smi "
+                "mig -cgi <profile> -C`, as root), or turn MIG mode off (`nvidia-smi -i <GPU> -mig 0`, as root) for "
+                "peer access and NCCL between whole GPUs"};
     if (facts.visible_devices_set)
         return {"CUDA_VISIBLE_DEVICES='" + shown_path(facts.visible_devices) + "' hides " +  // escaped: one line
                     (facts.nvml_gpus > 0 ? "the " + std::to_string(facts.nvml_gpus) + " GPUs the driver sees"

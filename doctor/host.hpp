@@ -94,10 +94,11 @@ DriverTraces read_driver_traces();
 
 // What doctor could read when CUDA shows no GPU, and the diagnosis built from it (check 1's FAIL).
 struct NoGpuFacts {
-    std::string cuda_error;   // cudaGetDeviceCount's error name, e.g. "cudaErrorNoDevice"
-    int driver_version = 0;   // cudaDriverGetVersion: 0 when libcuda.so.1 was not found
-    int runtime_version = 0;  // cudaRuntimeGetVersion
-    int nvml_gpus = -1;       // GPUs NVML sees (ignores CUDA_VISIBLE_DEVICES); -1 when NVML is not available
+    std::string cuda_error;    // cudaGetDeviceCount's error name, e.g. "cudaErrorNoDevice"
+    int driver_version = 0;    // cudaDriverGetVersion: 0 when libcuda.so.1 was not found
+    int runtime_version = 0;   // cudaRuntimeGetVersion
+    int nvml_gpus = -1;        // GPUs NVML sees (ignores CUDA_VISIBLE_DEVICES); -1 when NVML is not available
+    int gpus_in_mig_mode = 0;  // of those, the ones in MIG mode: CUDA shows their instances, not them
     bool visible_devices_set = false;
     std::string visible_devices;  // CUDA_VISIBLE_DEVICES
     DriverTraces traces;

@@ -165,7 +165,9 @@ RankOutcome nccl_over_mpi(int device, const MpiCheckOptions& options, const Dead
     // The peers may still wait for this rank: abort, never finalize.
     if (comm) nccl_abort(comm, backstop_seconds(deadline));
     outcome.log_captured = capture.capturing();
-    set_connections(outcome, capture.read());
+    const NcclLog log = capture.read();
+    set_connections(outcome, log);
+    if (outcome.error[0]) set_nccl_warnings(outcome, log);
     return outcome;
 }
 
@@ -329,6 +331,29 @@ void set_connections(RankOutcome& outcome, const NcclLog& log) {
         if (std::find(kPeerLinkSettings.begin(), kPeerLinkSettings.end(), name) != kPeerLinkSettings.end())
             settings.push_back(shown_path(name + "=" + value));
     pack_whole_lines(outcome.nccl_log_settings, settings);
+}
+
+void set_nccl_warnings(RankOutcome& outcome, const NcclLog& log) {
+    pack_whole_lines(outcome.nccl_warnings, warning_lines(log));
+}
+
+std::vector<std::string> nccl_warning_lines(const std::vector<RankOutcome>& outcomes) {
+    constexpr int kMostRanks = 4;
+    std::vector<std::string> lines;
+    int ranks_shown = 0, ranks_left_out = 0;
+    for (size_t r = 0; r < outcomes.size(); ++r) {
+        if (!outcomes[r].nccl_warnings[0]) continue;
+        if (ranks_shown == kMostRanks) {
+            ++ranks_left_out;
+            continue;
+        }
+        ++ranks_shown;
+        std::istringstream warnings(outcomes[r].nccl_warnings);
+        for (std::string line; std::getline(warnings, line);)
+            lines.push_back("rank " + std::to_string(r) + ": " + line);
+    }
+    if (ranks_left_out > 0) lines.push_back("and " + count_of(ranks_left_out, "more rank") + " with NCCL warnings");
+    return lines;
 }
 
 NcclLog merged_connections(const std::vector<RankOutcome>& outcomes) {
@@ -565,10 +590,9 @@ std::vector<std::string> mapping_lines(const std::vector<RankRecord>& records,
 
 std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes) {
     // An advice read from a rank's error (NCCL's own warning) comes first: it names the cause.
-    for (const RankOutcome& outcome : outcomes) {
-        const std::string advice = nccl_failure_advice(outcome.error);
-        if (advice != kNcclAdvice) return advice;
-    }
+    for (const RankOutcome& outcome : outcomes)
+        for (const char* text : {outcome.error, outcome.nccl_warnings})
+            if (const std::string advice = nccl_failure_advice(text); advice != kNcclAdvice) return advice;
     std::set<std::string> hosts;
     for (const RankRecord& record : records) hosts.insert(record.host);
     if (hosts.size() <= 1) return kNcclAdvice;
@@ -642,6 +666,7 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     Finding finding;
     finding.id = "mpi";
     finding.details = mapping_lines(records, outcomes);
+    for (const std::string& line : nccl_warning_lines(outcomes)) finding.details.push_back(line);
     const std::vector<RankDifference> differences = rank_differences(records);
     for (const RankDifference& difference : differences)
         finding.details.push_back("the ranks differ: " + difference.line);

@@ -84,10 +84,17 @@ struct RankOutcome {
     char peer_ranks[512] = {};
     int peers_known = 0;
     char peers_unknown[160] = {};
+    // Where the allreduce failed: NCCL's WARN lines from this rank's log (warning_lines), whole lines while
+    // they fit. A timeout's error has none of NCCL's words; these often say what NCCL was doing.
+    char nccl_warnings[1024] = {};
 };
 
 // Fills the outcome's connections and logged settings from this rank's NCCL log.
 void set_connections(RankOutcome& outcome, const NcclLog& log);
+// Fills the outcome's nccl_warnings from this rank's NCCL log.
+void set_nccl_warnings(RankOutcome& outcome, const NcclLog& log);
+// The failed ranks' NCCL warnings, "rank r: NCCL WARN ..." a line, for at most 4 ranks, then a count of the rest.
+std::vector<std::string> nccl_warning_lines(const std::vector<RankOutcome>& outcomes);
 // Every rank's connections as one log (only its transports filled).
 NcclLog merged_connections(const std::vector<RankOutcome>& outcomes);
 

@@ -66,6 +66,7 @@ Finding no_gpu_finding(const std::string& cuda_error, int driver, int runtime, c
     facts.driver_version = driver;
     facts.runtime_version = runtime;
     facts.nvml_gpus = nvml.gpu_count();
+    facts.gpus_in_mig_mode = int(nvml.gpus_in_mig_mode().size());
     facts.visible_devices_set = is_set(variables, "CUDA_VISIBLE_DEVICES");
     facts.visible_devices = value_of(variables, "CUDA_VISIBLE_DEVICES");
     facts.traces = read_driver_traces();

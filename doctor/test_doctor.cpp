@@ -733,6 +733,18 @@ TEST_CASE("no GPU: the most likely cause comes first, and the facts are all list
         facts.visible_devices = "0\n  PASS  all GPUs fine";
         CHECK(contains(diagnose_no_gpu(facts).summary, "CUDA_VISIBLE_DEVICES='0\\x0a  PASS  all GPUs fine' hides"));
     }
+    SUBCASE("every GPU in MIG mode without an instance CUDA can use") {
+        facts.cuda_error = "cudaErrorNoDevice";
+        facts.driver_version = 13000;
+        facts.traces.kernel_module = "NVRM version: 580";
+        facts.traces.control_node = true;
+        facts.nvml_gpus = facts.gpus_in_mig_mode = 2;
+        const Finding finding = diagnose_no_gpu(facts);
+        CHECK(contains(finding.summary, "every GPU the driver sees is in MIG mode (2), and CUDA sees no instance"));
+        CHECK(contains(finding.next, "nvidia-smi -L"));
+        facts.gpus_in_mig_mode = 1;  // the other GPU is whole: something else hides it
+        CHECK(contains(diagnose_no_gpu(facts).summary, "the driver sees 2 GPU(s) but CUDA sees none"));
+    }
     SUBCASE("a driver older than the runtime") {
         facts.driver_version = 12040;
         facts.traces.kernel_module = "NVRM version: 550";
@@ -1709,6 +1721,26 @@ TEST_CASE("MPI ranks: two ranks on one GPU of one host are found, the same bus i
     CHECK(nccl_failure_advice(no_shared_memory[1].error) == std::string(kNcclSharedMemoryAdvice));
     CHECK(nccl_over_mpi_advice({records[0], records[1]}, no_shared_memory) == std::string(kNcclSharedMemoryAdvice));
     CHECK(contains(kNcclSharedMemoryAdvice, "--shm-size"));
+    // A timeout carries none of NCCL's words: the warnings of its log show what NCCL was doing, and their
+    // advice counts as the error's would.
+    std::vector<RankOutcome> timed_out(6);
+    for (size_t r = 0; r < timed_out.size(); ++r) {
+        std::snprintf(timed_out[r].error, sizeof timed_out[r].error, "%s",
+                      "NCCL communicator creation on rank 1 of 2: not finished after 30 s (--timeout)");
+        std::istringstream log(
+            "h:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x\n"
+            "h:1:1 [0] NCCL INFO Bootstrap : Using eth0\n");
+        set_nccl_warnings(timed_out[r], parse_nccl_log(log));
+    }
+    CHECK(std::string(timed_out[0].nccl_warnings) ==
+          "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x\n");
+    CHECK(nccl_over_mpi_advice({records[0], records[1]}, timed_out) == std::string(kNcclSharedMemoryAdvice));
+    const std::vector<std::string> warnings = nccl_warning_lines(timed_out);
+    REQUIRE(warnings.size() == 5);  // four ranks' lines, then the rest counted
+    CHECK(warnings[0] == "rank 0: NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x");
+    CHECK(warnings[3] == "rank 3: NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x");
+    CHECK(warnings[4] == "and 2 more ranks with NCCL warnings");
+    CHECK(nccl_warning_lines(failed).empty());
 
     std::vector<RankOutcome> outcomes(4);
     for (auto& outcome : outcomes) outcome.wrong = 0;
