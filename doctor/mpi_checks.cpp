@@ -20,6 +20,7 @@
 #include <sstream>
 #include <utility>
 
+#include "bandwidth.hpp"
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "errors.hpp"
@@ -603,131 +604,113 @@ std::string nccl_over_mpi_advice(const std::vector<RankRecord>& records, const s
            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET shows the interfaces NCCL picked";
 }
 
-Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
-    if (options.injection.fail_rank1 && world_rank() == 1)
-        throw EnvironmentError("rank 1 failed before its first collective (FWI_DOCTOR_INJECT=fail-rank1)");
-    const int ranks = world_size();
-    const int visible = visible_gpu_count();
-    RankRecord mine = this_rank(visible);
-    // Every rank selects a GPU, or none does: select_gpu_for_rank is collective.
-    const std::vector<RankRecord> before = all_gather(mine);
-    std::vector<int> without_gpu;
-    for (int r = 0; r < ranks; ++r)
-        if (before[r].visible_gpus == 0) without_gpu.push_back(r);
-    if (without_gpu.empty()) {
-        // What fails once the selection's collectives are done is this rank's alone: said in the finding, as
-        // the other ranks would otherwise wait for this one below until the watchdog ends them.
-        const auto cannot_take = [&](const std::exception& error) {
-            mine.device = -1;
-            mine.bus_id[0] = '\0';
-            copy_text(mine.gpu_error, error.what());
-        };
+namespace {
+
+// The ranks whose record says `so`.
+std::vector<int> ranks_where(const std::vector<RankRecord>& records, const std::function<bool(const RankRecord&)>& so) {
+    std::vector<int> ranks;
+    for (size_t r = 0; r < records.size(); ++r)
+        if (so(records[r])) ranks.push_back(int(r));
+    return ranks;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+    std::vector<std::string> names;
+    for (int r : ranks) names.push_back(std::to_string(r));
+    return join(names, ", ");
+}
+
+// This rank takes its GPU (select_gpu_for_rank, a collective: every rank calls it, or none does) and, but
+// on rank 0, whose check 1 did, looks at it at rest. What fails once the selection's collectives are done
+// is this rank's alone: it goes into the record's gpu_error, as the other ranks would otherwise wait for
+// this one until the watchdog ended them.
+void take_own_gpu(RankRecord& mine, const std::vector<RankRecord>& before, const MpiCheckOptions& options,
+                  const Deadline& deadline) {
+    const auto cannot_take = [&](const std::exception& error) {
+        mine.device = -1;
+        mine.bus_id[0] = '\0';
+        copy_text(mine.gpu_error, error.what());
+    };
+    try {
+        mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
+    } catch (const GpuUnavailableError& error) {  // exclusive-process mode: another rank or process has it
+        cannot_take(error);
+    } catch (const DeviceMemoryError& error) {  // no memory left for a context: another job filled the GPU
+        cannot_take(error);
+    }
+    if (mine.device >= 0) {
         try {
-            mine.device = select_gpu_for_rank(MPI_COMM_WORLD, GpuSharing::warn, backstop_seconds(deadline));
-        } catch (const GpuUnavailableError& error) {  // exclusive-process mode: another rank or process has it
+            CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
+            if (options.injection.busy_gpu_rank1 && world_rank() == 1)
+                throw GpuUnavailableError("GPU " + std::to_string(mine.device) +
+                                          " is held by another process in exclusive-process mode "
+                                          "(FWI_DOCTOR_INJECT=busy-gpu-rank1)");
+        } catch (const EnvironmentError& error) {
             cannot_take(error);
-        } catch (const DeviceMemoryError& error) {  // no memory left for a context: another job filled the GPU
-            cannot_take(error);
         }
-        if (mine.device >= 0) {
-            try {
-                CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, mine.device));
-                if (options.injection.busy_gpu_rank1 && world_rank() == 1)
-                    throw GpuUnavailableError("GPU " + std::to_string(mine.device) +
-                                              " is held by another process in exclusive-process mode "
-                                              "(FWI_DOCTOR_INJECT=busy-gpu-rank1)");
-            } catch (const EnvironmentError& error) {
-                cannot_take(error);
-            }
-        }
-        if (mine.device >= 0 && world_rank() != 0) examine_own_gpu(mine, before);
     }
-    const std::vector<RankRecord> records = all_gather(mine);
-    const std::vector<std::string> shared = shared_gpus(records);
-    std::vector<int> without_own_gpu;
-    for (int r = 0; r < ranks; ++r)
-        if (records[r].gpu_error[0] != '\0') without_own_gpu.push_back(r);
+    if (mine.device >= 0 && world_rank() != 0) examine_own_gpu(mine, before);
+}
 
-    // NCCL refuses two ranks on one GPU, and needs a GPU on every rank.
-    RankOutcome outcome;
-    const bool run_nccl = without_gpu.empty() && without_own_gpu.empty() && shared.empty();
-    if (run_nccl) {
-        outcome = nccl_over_mpi(mine.device, options, deadline);  // NVLS kept off by the bootstrap
-        const Nvml nvml;
-        set_peer_ranks(outcome, records, world_rank(), [&](const std::string& mine, const std::string& other) {
-            return nvml.peer_readable({0, 0, 0, mine}, {0, 0, 0, other});
-        });
-    }
-    std::vector<RankOutcome> outcomes(run_nccl ? ranks : 0);
-    if (run_nccl)
-        MPI_CHECK(MPI_Gather(&outcome, sizeof outcome, MPI_BYTE, outcomes.data(), sizeof outcome, MPI_BYTE, 0,
-                             MPI_COMM_WORLD));
+// The allreduce through NCCL on every rank, and which ranks of its host each one's GPU has peer access
+// with; every rank's outcome on rank 0, none on the others.
+std::vector<RankOutcome> nccl_over_mpi_on_every_rank(int device, const std::vector<RankRecord>& records,
+                                                     const MpiCheckOptions& options, const Deadline& deadline) {
+    RankOutcome outcome = nccl_over_mpi(device, options, deadline);  // NVLS kept off by the bootstrap
+    const Nvml nvml;
+    set_peer_ranks(outcome, records, world_rank(), [&](const std::string& mine, const std::string& other) {
+        return nvml.peer_readable({0, 0, 0, mine}, {0, 0, 0, other});
+    });
+    std::vector<RankOutcome> outcomes(records.size());
+    MPI_CHECK(
+        MPI_Gather(&outcome, sizeof outcome, MPI_BYTE, outcomes.data(), sizeof outcome, MPI_BYTE, 0, MPI_COMM_WORLD));
+    return outcomes;
+}
 
-    Finding finding;
-    finding.id = "mpi";
-    finding.details = mapping_lines(records, outcomes);
-    for (const std::string& line : nccl_warning_lines(outcomes)) finding.details.push_back(line);
-    const std::vector<RankDifference> differences = rank_differences(records);
-    for (const RankDifference& difference : differences)
-        finding.details.push_back("the ranks differ: " + difference.line);
-    const Finding other_hosts = other_hosts_verdict(records);
-    finding.details.insert(finding.details.end(), other_hosts.details.begin(), other_hosts.details.end());
-    // Rank 0's check 1 examined the GPUs it sees; the other ranks' GPUs, each rank examined on its own.
-    Finding unseen_gpus;
-    if (world_rank() == 0) {
-        std::vector<std::string> seen;
-        for (int d = 0; d < visible; ++d) {
-            char bus_id[32] = {};
-            CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, d));
-            seen.push_back(bus_id);
-        }
-        unseen_gpus = unseen_gpus_verdict(records, seen);
-        finding.details.insert(finding.details.end(), unseen_gpus.details.begin(), unseen_gpus.details.end());
-    }
-    for (int r = 0; r < ranks; ++r)
-        if (records[r].nccl_settings_left_out > 0)
-            finding.details.push_back("rank " + std::to_string(r) + ": " +
-                                      std::to_string(records[r].nccl_settings_left_out) +
-                                      " NCCL_* variables whose values were not compared (more than fit in 2 KiB)");
+// What NCCL's connections between the ranks show: their table and notes into `finding`'s details and
+// facts; the network's verdict and the problems around peer access are returned for the summary.
+struct ConnectionFindings {
     Finding network;
     PeerLinkFindings around_peer_access;
-    if (run_nccl) {
-        const NcclLog connections = merged_connections(outcomes);
-        const bool captured = std::any_of(outcomes.begin(), outcomes.end(),
-                                          [](const RankOutcome& outcome) { return outcome.log_captured != 0; });
-        if (ranks > 1)  // one rank has no connections to show
-            for (const std::string& line : transport_lines(connections, ranks, captured, "rank"))
-                finding.details.push_back(line);
-        for (int r = 0; r < ranks; ++r)
-            if (outcomes[r].connections_left_out > 0)
-                finding.details.push_back("rank " + std::to_string(r) + ": " +
-                                          std::to_string(outcomes[r].connections_left_out) +
-                                          " of NCCL's connections not shown (more than fit in 1.5 KiB)");
-        finding.facts.add("nccl_connections", transport_json(connections, ranks));
-        network = network_verdict(records, connections);
-        finding.details.insert(finding.details.end(), network.details.begin(), network.details.end());
-        around_peer_access = peer_link_verdict(records, outcomes, connections);
-        for (const auto& note : around_peer_access.notes) finding.details.push_back("note: " + note);
-        for (const auto& problem : around_peer_access.problems) finding.details.push_back("WARN: " + problem);
-        finding.facts.add("peer_link_problems", around_peer_access.problems);
-        std::vector<std::string> unknown;  // the ranks whose peers NVML could not say, and the first one's reason
-        std::string first_reason;
-        for (int r = 0; r < ranks; ++r)
-            if (!outcomes[r].peers_known) {
-                if (unknown.empty()) first_reason = "rank " + std::to_string(r) + ": " + outcomes[r].peers_unknown;
-                unknown.push_back(std::to_string(r));
-            }
-        if (!unknown.empty())
-            finding.details.push_back("not judged: NCCL's connections from rank(s) " + join(unknown, ", ") +
-                                      " to the ranks of their host, as NVML could not say which GPUs have peer "
-                                      "access (" +
-                                      first_reason + ")");
-    }
-    const std::string cuda_aware = cuda_aware_mpi();
-    finding.details.push_back("MPI: " + cuda_aware);
-    finding.facts.add("ranks", ranks).add("cuda_aware_mpi", cuda_aware);
+};
+ConnectionFindings judge_connections(Finding& finding, const std::vector<RankRecord>& records,
+                                     const std::vector<RankOutcome>& outcomes) {
+    const int ranks = int(records.size());
+    const NcclLog connections = merged_connections(outcomes);
+    const bool captured = std::any_of(outcomes.begin(), outcomes.end(),
+                                      [](const RankOutcome& outcome) { return outcome.log_captured != 0; });
+    if (ranks > 1)  // one rank has no connections to show
+        for (const std::string& line : transport_lines(connections, ranks, captured, "rank"))
+            finding.details.push_back(line);
+    for (int r = 0; r < ranks; ++r)
+        if (outcomes[r].connections_left_out > 0)
+            finding.details.push_back("rank " + std::to_string(r) + ": " +
+                                      std::to_string(outcomes[r].connections_left_out) +
+                                      " of NCCL's connections not shown (more than fit in 1.5 KiB)");
+    finding.facts.add("nccl_connections", transport_json(connections, ranks));
+    ConnectionFindings found;
+    found.network = network_verdict(records, connections);
+    finding.details.insert(finding.details.end(), found.network.details.begin(), found.network.details.end());
+    found.around_peer_access = peer_link_verdict(records, outcomes, connections);
+    for (const auto& note : found.around_peer_access.notes) finding.details.push_back("note: " + note);
+    for (const auto& problem : found.around_peer_access.problems) finding.details.push_back("WARN: " + problem);
+    finding.facts.add("peer_link_problems", found.around_peer_access.problems);
+    std::vector<int> unknown;  // the ranks whose peers NVML could not say
+    for (int r = 0; r < ranks; ++r)
+        if (!outcomes[r].peers_known) unknown.push_back(r);
+    if (!unknown.empty())
+        finding.details.push_back("not judged: NCCL's connections from rank(s) " + rank_list(unknown) +
+                                  " to the ranks of their host, as NVML could not say which GPUs have peer access "
+                                  "(rank " +
+                                  std::to_string(unknown.front()) + ": " + outcomes[unknown.front()].peers_unknown +
+                                  ")");
+    return found;
+}
+
+// Every rank's place (host, GPU, CUDA_VISIBLE_DEVICES), its own checks and its allreduce, for the JSON.
+JsonObject mapping_json(const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes) {
     JsonObject mapping;
-    for (int r = 0; r < ranks; ++r) {
+    for (size_t r = 0; r < records.size(); ++r) {
         JsonObject entry;
         entry.add("host", records[r].host)
             .add("local_rank", records[r].local_rank)
@@ -741,19 +724,25 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         if (records[r].gpu_check >= 0)  // check 1's health checks of its GPU, run by this rank
             entry.add("gpu_check", status_name(Status(records[r].gpu_check)))
                 .add("gpu_check_summary", records[r].gpu_check_summary);
-        if (run_nccl)
+        if (!outcomes.empty())
             entry.add("nccl_wrong", outcomes[r].wrong)
                 .add("nccl_error", outcomes[r].error)
                 .add("peer_ranks_on_host", outcomes[r].peers_known ? outcomes[r].peer_ranks : "unknown");
         mapping.add(std::to_string(r), entry);
     }
-    finding.facts.add("mapping", mapping);
+    return mapping;
+}
 
+// Why NCCL over MPI did not run, into `finding` (FAIL), or false where nothing kept it from running: a
+// rank that sees no GPU, one that could not take its GPU, or ranks sharing one, which NCCL refuses.
+bool judge_not_run(Finding& finding, const std::vector<RankRecord>& before, const std::vector<RankRecord>& records,
+                   const std::vector<std::string>& shared) {
+    const std::vector<int> without_gpu = ranks_where(before, [](const RankRecord& r) { return r.visible_gpus == 0; });
+    const std::vector<int> without_own_gpu =
+        ranks_where(records, [](const RankRecord& r) { return r.gpu_error[0] != '\0'; });
     if (!without_gpu.empty()) {
-        std::string list;
-        for (int r : without_gpu) list += (list.empty() ? "" : ", ") + std::to_string(r);
         finding.status = Status::fail;
-        finding.summary = "rank(s) " + list + " see no GPU; NCCL over MPI not run";
+        finding.summary = "rank(s) " + rank_list(without_gpu) + " see no GPU; NCCL over MPI not run";
         for (int r : without_gpu)
             if (before[r].no_gpu_cause[0] != '\0')
                 finding.details.push_back("rank " + std::to_string(r) + " on host " + before[r].host + ": " +
@@ -761,19 +750,16 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.next =
             "on those ranks' hosts, what each line above says; else check the launcher's GPU binding and "
             "CUDA_VISIBLE_DEVICES there (table above)";
-        return finding;
+        return true;
     }
     if (!without_own_gpu.empty()) {
-        std::vector<std::string> list;
-        for (int r : without_own_gpu) {
-            list.push_back(std::to_string(r));
+        for (int r : without_own_gpu)
             finding.details.push_back("rank " + std::to_string(r) + " on host " + records[r].host + ": " +
                                       records[r].gpu_error);
-        }
         finding.status = Status::fail;
-        finding.summary = "rank(s) " + join(list, ", ") + " could not take a GPU; NCCL over MPI not run";
+        finding.summary = "rank(s) " + rank_list(without_own_gpu) + " could not take a GPU; NCCL over MPI not run";
         finding.next = "what each line above says";
-        return finding;
+        return true;
     }
     if (!shared.empty()) {
         finding.status = Status::fail;
@@ -783,8 +769,24 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
             "ppr:<GPUs per host>:node where every host has as many, else a hostfile whose line for each host says "
             "slots=<its GPUs>; or give each rank its own CUDA_VISIBLE_DEVICES (ranks on instances of one GPU in MIG "
             "mode share its address too: NCCL needs whole GPUs, and check 1 names those in MIG mode)";
-        return finding;
+        return true;
     }
+    return false;
+}
+
+// The verdicts that check 7 takes into its own: the ranks' differences, the other hosts' check 6, the GPUs
+// rank 0 did not see, and NCCL's connections.
+struct RankFindings {
+    std::vector<RankDifference> differences;
+    Finding other_hosts, unseen_gpus;
+    ConnectionFindings connections;
+};
+
+// The allreduce's outcome on every rank, into `finding`: FAIL where it failed anywhere, with the likely
+// causes first; else its time and bandwidth, and a WARN for each problem found around it.
+void judge_outcomes(Finding& finding, const std::vector<RankRecord>& records, const std::vector<RankOutcome>& outcomes,
+                    const RankFindings& found, size_t nccl_bytes) {
+    const int ranks = int(records.size());
     int failed = 0;
     for (const auto& rank_outcome : outcomes) failed += rank_outcome.wrong != 0 || rank_outcome.error[0] != '\0';
     if (failed) {
@@ -792,26 +794,25 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.summary = "NCCL allreduce over MPI failed on " + std::to_string(failed) + " of " +
                           std::to_string(ranks) + " ranks (table above)";
         finding.next = nccl_over_mpi_advice(records, outcomes);
-        if (!differences.empty())
+        if (!found.differences.empty())
             finding.next =
-                "the ranks differ (above): " + rank_differences_advice(differences) + "; then " + finding.next;
+                "the ranks differ (above): " + rank_differences_advice(found.differences) + "; then " + finding.next;
         // A host's small /dev/shm or low locked-memory limit, or another process on a GPU, is a likely
         // cause: said first.
-        for (const Finding& likely_cause : {other_hosts, unseen_gpus})
+        for (const Finding& likely_cause : {found.other_hosts, found.unseen_gpus})
             if (likely_cause.status == Status::warn) {
                 finding.summary += "; and " + likely_cause.summary;
                 if (!likely_cause.next.empty()) finding.next = likely_cause.next + "; then " + finding.next;
             }
-        return finding;
+        return;
     }
     char text[200];
     std::snprintf(text, sizeof text, "%s, one GPU each; NCCL allreduce of %zu MiB over MPI correct, %.0f us",
-                  count_of(ranks, "rank").c_str(), options.nccl_bytes >> 20, outcomes[0].seconds * 1e6);
+                  count_of(ranks, "rank").c_str(), nccl_bytes >> 20, outcomes[0].seconds * 1e6);
     finding.summary = text;
     finding.facts.add("nccl_time_us", outcomes[0].seconds * 1e6);
     if (ranks > 1 && outcomes[0].seconds > 0.0) {
-        // As nccl-tests counts it: what each rank's links carry, comparable across rank counts.
-        const double bus_gbps = double(options.nccl_bytes) / outcomes[0].seconds * 2.0 * (ranks - 1) / ranks / 1e9;
+        const double bus_gbps = bus_bandwidth(nccl_bytes, outcomes[0].seconds, ranks) / 1e9;  // as nccl-tests
         std::snprintf(text, sizeof text, " (%.1f GB/s bus bandwidth)", bus_gbps);
         finding.summary += text;
         finding.facts.add("nccl_bus_gbps", bus_gbps);
@@ -820,26 +821,87 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
         finding.status = Status::warn;
         finding.summary += "; but only one rank: nothing between ranks was checked";
         finding.next = "start it with mpirun -np <number of GPUs> doctor --mpi";
-    } else if (!differences.empty()) {
+    } else if (!found.differences.empty()) {
         finding.status = Status::warn;
         std::vector<std::string> what;
-        for (const RankDifference& difference : differences)
+        for (const RankDifference& difference : found.differences)
             what.push_back(difference.line.substr(0, difference.line.find(':')));
         finding.summary += "; but the ranks differ in " + join(what, ", ") + " (above)";
-        finding.next = rank_differences_advice(differences);
+        finding.next = rank_differences_advice(found.differences);
     }
     const auto add_warning = [&](const std::string& problem, const std::string& next) {
         finding.status = Status::warn;
         finding.summary += "; but " + problem;
         finding.next = finding.next.empty() ? next : finding.next + "; and " + next;
     };
-    if (network.status == Status::warn) add_warning(network.summary, network.next);
-    if (other_hosts.status == Status::warn) add_warning(other_hosts.summary, other_hosts.next);
-    if (unseen_gpus.status == Status::warn) add_warning(unseen_gpus.summary, unseen_gpus.next);
-    if (const auto& problems = around_peer_access.problems; !problems.empty())
+    for (const Finding& problem : {found.connections.network, found.other_hosts, found.unseen_gpus})
+        if (problem.status == Status::warn) add_warning(problem.summary, problem.next);
+    if (const auto& problems = found.connections.around_peer_access.problems; !problems.empty())
         add_warning(problems.front() +
                         (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more below)" : ""),
-                    around_peer_access.advice());
+                    found.connections.around_peer_access.advice());
+}
+
+}  // namespace
+
+Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
+    if (options.injection.fail_rank1 && world_rank() == 1)
+        throw EnvironmentError("rank 1 failed before its first collective (FWI_DOCTOR_INJECT=fail-rank1)");
+    const int ranks = world_size();
+    const int visible = visible_gpu_count();
+    // 1. Every rank's place, then its GPU: where any rank sees none, no rank takes one (a collective).
+    RankRecord mine = this_rank(visible);
+    const std::vector<RankRecord> before = all_gather(mine);
+    const bool every_rank_sees_a_gpu =
+        std::none_of(before.begin(), before.end(), [](const RankRecord& r) { return r.visible_gpus == 0; });
+    if (every_rank_sees_a_gpu) take_own_gpu(mine, before, options, deadline);
+    const std::vector<RankRecord> records = all_gather(mine);
+    const std::vector<std::string> shared = shared_gpus(records);
+
+    // 2. The allreduce through NCCL, where every rank has a GPU of its own (NCCL refuses two ranks on one).
+    const bool run_nccl =
+        every_rank_sees_a_gpu && shared.empty() &&
+        std::none_of(records.begin(), records.end(), [](const RankRecord& r) { return r.gpu_error[0] != '\0'; });
+    const std::vector<RankOutcome> outcomes =
+        run_nccl ? nccl_over_mpi_on_every_rank(mine.device, records, options, deadline) : std::vector<RankOutcome>{};
+
+    // 3. What the ranks report, and what rank 0 finds in it.
+    Finding finding;
+    finding.id = "mpi";
+    finding.details = mapping_lines(records, outcomes);
+    for (const std::string& line : nccl_warning_lines(outcomes)) finding.details.push_back(line);
+    RankFindings found;
+    found.differences = rank_differences(records);
+    for (const RankDifference& difference : found.differences)
+        finding.details.push_back("the ranks differ: " + difference.line);
+    found.other_hosts = other_hosts_verdict(records);
+    finding.details.insert(finding.details.end(), found.other_hosts.details.begin(), found.other_hosts.details.end());
+    // Rank 0's check 1 examined the GPUs it sees; the other ranks' GPUs, each rank examined on its own.
+    if (world_rank() == 0) {
+        std::vector<std::string> seen;
+        for (int d = 0; d < visible; ++d) {
+            char bus_id[32] = {};
+            CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, d));
+            seen.push_back(bus_id);
+        }
+        found.unseen_gpus = unseen_gpus_verdict(records, seen);
+        finding.details.insert(finding.details.end(), found.unseen_gpus.details.begin(),
+                               found.unseen_gpus.details.end());
+    }
+    for (int r = 0; r < ranks; ++r)
+        if (records[r].nccl_settings_left_out > 0)
+            finding.details.push_back("rank " + std::to_string(r) + ": " +
+                                      std::to_string(records[r].nccl_settings_left_out) +
+                                      " NCCL_* variables whose values were not compared (more than fit in 2 KiB)");
+    if (run_nccl) found.connections = judge_connections(finding, records, outcomes);
+    const std::string cuda_aware = cuda_aware_mpi();
+    finding.details.push_back("MPI: " + cuda_aware);
+    finding.facts.add("ranks", ranks).add("cuda_aware_mpi", cuda_aware);
+    finding.facts.add("mapping", mapping_json(records, outcomes));
+
+    // 4. The verdict.
+    if (!judge_not_run(finding, before, records, shared))
+        judge_outcomes(finding, records, outcomes, found, options.nccl_bytes);
     return finding;
 }
 
