@@ -210,9 +210,8 @@ double wavelet_cut_off(const Problem& p) {
     return a * a >= 1.5 ? at_start : std::max(at_start, 2.0 * std::exp(-1.5));
 }
 
-}  // namespace
-
-void validate(const Problem& p) {
+// The grid's geometry: the absorbing layer, and where the sources and receivers are, each on a cell of its own.
+void validate_geometry(const Problem& p) {
     require_in("--absorb-width", p.absorb_width, Problem::kMinAbsorbWidth, 200,
                "cells; a thinner absorbing layer grows without bound over a long recording");
     require_in("--src-depth", p.src_depth, 0, p.nz - 1, "rows of --nz");
@@ -238,9 +237,10 @@ void validate(const Problem& p) {
         throw UsageError("--nrec: " + std::to_string(p.nrec) + " receivers do not fit on distinct cells; allowed 1.." +
                          std::to_string(rec_span) + " (columns --rec-x-first " + std::to_string(p.rec_x_first) +
                          "..--rec-x-last " + std::to_string(p.rec_x_last) + ")");
-    if (p.v_min >= p.v_max)
-        throw UsageError("--v-min: " + format_number(p.v_min) + " must be below --v-max (" + format_number(p.v_max) +
-                         ")");
+}
+
+// The source wavelet: its peak inside the recording, and a warning where it starts abruptly.
+void validate_wavelet(const Problem& p) {
     if (p.delay > (p.nt - 1) * p.dt)
         throw UsageError("--delay: the wavelet peak must fall inside the recording; allowed 0.." +
                          format_at_most((p.nt - 1) * p.dt) + " s");
@@ -258,10 +258,14 @@ void validate(const Problem& p) {
                       format_number(1.0 / p.freq).c_str());
         print_warning(text);
     }
+}
 
-    // The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity
-    // the update may produce.
-    const std::vector<float> truth = true_model(p), initial = initial_model(p);
+// The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity the
+// update may produce; and a true model that differs from the initial one.
+void validate_models(const Problem& p, const std::vector<float>& truth, const std::vector<float>& initial) {
+    if (p.v_min >= p.v_max)
+        throw UsageError("--v-min: " + format_number(p.v_min) + " must be below --v-max (" + format_number(p.v_max) +
+                         ")");
     const std::string initial_flags = "--v-initial " + format_number(p.v_initial);
     check_model(p, truth, "the true model (" + true_model_flags(p) + ")");
     check_model(p, initial, "the initial model (" + initial_flags + ")");
@@ -272,9 +276,11 @@ void validate(const Problem& p) {
         throw UsageError(
             "nothing to invert: the true model (" + true_model_flags(p) + ") is the initial model (" + initial_flags +
             ") in every cell, so the misfit is zero from the start; give a true model that differs from --v-initial");
+}
 
-    // Dispersion: below 2 cells per wavelength the grid cannot represent the wave at all; below 5 the
-    // 8th-order stencil's phase error shows.
+// Dispersion: below 2 cells per wavelength the grid cannot represent the wave at all (refused); below 5
+// the 8th-order stencil's phase error shows (a warning), and so where the update may lower the model.
+void check_dispersion(const Problem& p, const std::vector<float>& truth) {
     const double v_slowest = std::min(double(*std::min_element(truth.begin(), truth.end())), p.v_initial);
     const double cells_per_wavelength = v_slowest / (max_frequency(p) * p.dh);
     // With a little slack for rounding, so that the --dh or --freq the message suggests is never refused itself;
@@ -309,6 +315,16 @@ void validate(const Problem& p) {
                       format_number(std::ceil(2.0 * max_frequency(p) * p.dh)).c_str());
         print_warning(text);
     }
+}
+
+}  // namespace
+
+void validate(const Problem& p) {
+    validate_geometry(p);
+    validate_wavelet(p);
+    const std::vector<float> truth = true_model(p), initial = initial_model(p);
+    validate_models(p, truth, initial);
+    check_dispersion(p, truth);
     check_reflection_recorded(p, truth, initial);
 }
 
