@@ -218,21 +218,42 @@ inline std::string repeated_benchmark_flag(int argc, char** argv) {
     return "";
 }
 
-// Runs the registered benchmarks; `program` and `cases` (what the filter may match, for the message)
-// name them in the refusals.
-inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
-    ignore_broken_pipes();
-    set_running_program_name(program);
-    if (const std::string repeated = repeated_benchmark_flag(argc, argv); !repeated.empty()) {
-        std::fprintf(stderr, "%s: error: %s given twice\n", program, repeated.c_str());
-        return kExitBadInput;
+// Google Benchmark's --benchmark_out, written to a temporary file that replaces FILE only when benchmarks
+// ran and their results were written: a run that fails or only lists the cases leaves FILE as it was.
+struct BenchmarkOut {
+    std::string path, temporary;  // both empty without --benchmark_out
+
+    // Called on every way out once Google Benchmark may have opened the temporary file. It holds results
+    // only when benchmarks ran: when they were only listed (--benchmark_list_tests, however Google
+    // Benchmark read it) the file is empty. A run whose standard output was lost is no success either
+    // (check_output_written). Returns the exit status.
+    int finish(const char* program, int status) const {
+        status = check_output_written(program, status);
+        if (temporary.empty()) return status;
+        std::FILE* file = std::fopen(temporary.c_str(), "rb");
+        const bool has_results = file && std::fgetc(file) != EOF;
+        if (file) std::fclose(file);
+        if (status == kExitOk && has_results) {
+            if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+                std::fprintf(stderr, "%s: environment: --benchmark_out: cannot rename '%s' into place: %s\n", program,
+                             shown_path(temporary).c_str(), std::strerror(errno));
+                std::remove(temporary.c_str());
+                status = kExitEnvironment;
+            }
+        } else {
+            std::remove(temporary.c_str());
+        }
+        return status;
     }
-    // The arguments Google Benchmark gets: -h as --help, --benchmark_out naming the temporary file.
-    std::string out_path, out_temporary;
-    std::vector<std::string> args(argv, argv + argc);
-    // Google Benchmark reads BENCHMARK_OUT where the command line has no --benchmark_out: given to it as that
-    // flag, the file is checked and written as the flag's is (an unwritable one would otherwise end the run
-    // with Google Benchmark's "invalid file name" and exit 1, after the checks).
+};
+
+// The arguments Google Benchmark gets, in place: -h as --help, and --benchmark_out (or BENCHMARK_OUT, which
+// Google Benchmark reads where the command line has none: given to it as the flag, so that the file is
+// checked and written as the flag's is) naming a temporary file beside FILE. Throws UsageError for a FILE
+// that cannot be written, which would otherwise end the run with Google Benchmark's "invalid file name"
+// and exit 1, after the checks.
+inline BenchmarkOut redirect_benchmark_out(std::vector<std::string>& args) {
+    BenchmarkOut out;
     const char* out_variable = std::getenv("BENCHMARK_OUT");
     const bool out_given = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
         return benchmark_flag_value(arg, "--benchmark_out") != nullptr;
@@ -242,47 +263,65 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
     const char* out_name = out_from_environment ? "BENCHMARK_OUT" : "--benchmark_out";
     for (std::string& arg : args) {
         if (arg == "-h") arg = "--help";
-        const char* out = benchmark_flag_value(arg, "--benchmark_out");
-        if (!out) continue;
-        out_path = out;
-        try {
-            if (out_path.empty()) throw UsageError("--benchmark_out: needs a file name");
-            check_writable(out_path, out_name);
-        } catch (const UsageError& e) {
-            std::fprintf(stderr, "%s: error: %s\n", program, e.what());
-            return kExitBadInput;
-        }
-        out_temporary = temporary_name(out_path);
-        arg = "--benchmark_out=" + out_temporary;
+        const char* value = benchmark_flag_value(arg, "--benchmark_out");
+        if (!value) continue;
+        out.path = value;
+        if (out.path.empty()) throw UsageError("--benchmark_out: needs a file name");
+        check_writable(out.path, out_name);
+        out.temporary = temporary_name(out.path);
+        arg = "--benchmark_out=" + out.temporary;
+    }
+    return out;
+}
+
+// What is wrong with a value of Google Benchmark's flags (benchmark_flag_problem), on the command line or in
+// the BENCHMARK_* variable Google Benchmark reads each flag from where the command line does not give it
+// (BENCHMARK_FILTER for --benchmark_filter; a variable whose flag is given is not read): the message, or "".
+inline std::string bad_benchmark_value(const std::vector<std::string>& args) {
+    for (size_t i = 1; i < args.size(); ++i)
+        if (const std::string problem = benchmark_flag_problem(args[i]); !problem.empty())
+            return "'" + shown_value(args[i]) + "': the value must be " + problem;
+    for (const std::string& text : environment_entries()) {
+        const size_t equals = text.find('=');
+        if (text.rfind("BENCHMARK_", 0) != 0 || equals == std::string::npos) continue;
+        std::string flag = "--benchmark_" + text.substr(10, equals - 10);
+        for (char& c : flag) c = char(std::tolower(static_cast<unsigned char>(c)));
+        const bool flag_given = std::any_of(args.begin() + 1, args.end(), [&](const std::string& arg) {
+            return arg == flag || arg.rfind(flag + "=", 0) == 0;
+        });
+        if (flag_given) continue;
+        if (const std::string problem = benchmark_flag_problem(flag + text.substr(equals)); !problem.empty())
+            return "environment variable " + shown_value(text) + ": the value must be " + problem;
+    }
+    return "";
+}
+
+// Runs the registered benchmarks; `program` and `cases` (what the filter may match, for the message)
+// name them in the refusals.
+inline int run_benchmarks(const char* program, const char* cases, int argc, char** argv) {
+    ignore_broken_pipes();
+    set_running_program_name(program);
+    if (const std::string repeated = repeated_benchmark_flag(argc, argv); !repeated.empty()) {
+        std::fprintf(stderr, "%s: error: %s given twice\n", program, repeated.c_str());
+        return kExitBadInput;
+    }
+    std::vector<std::string> args(argv, argv + argc);
+    BenchmarkOut out;
+    try {
+        out = redirect_benchmark_out(args);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+        return kExitBadInput;
+    }
+    if (const std::string problem = bad_benchmark_value(args); !problem.empty()) {
+        std::fprintf(stderr, "%s: %s\n", program, problem.c_str());
+        return kExitBadInput;
     }
     std::vector<char*> pointers;
     for (std::string& arg : args) pointers.push_back(arg.data());
     pointers.push_back(nullptr);
     argv = pointers.data();
     argc = static_cast<int>(args.size());
-    // Called on every way out once Google Benchmark may have opened the temporary file. It holds results
-    // only when benchmarks ran: when they were only listed (--benchmark_list_tests, however Google
-    // Benchmark read it) the file is empty, and FILE stays as it was. A run whose standard output was
-    // lost is no success either (check_output_written).
-    const auto finish_out = [&](int status) {
-        status = check_output_written(program, status);
-        if (!out_temporary.empty()) {
-            std::FILE* file = std::fopen(out_temporary.c_str(), "rb");
-            const bool has_results = file && std::fgetc(file) != EOF;
-            if (file) std::fclose(file);
-            if (status == kExitOk && has_results) {
-                if (std::rename(out_temporary.c_str(), out_path.c_str()) != 0) {
-                    std::fprintf(stderr, "%s: environment: --benchmark_out: cannot rename '%s' into place: %s\n",
-                                 program, shown_path(out_temporary).c_str(), std::strerror(errno));
-                    std::remove(out_temporary.c_str());
-                    status = kExitEnvironment;
-                }
-            } else {
-                std::remove(out_temporary.c_str());
-            }
-        }
-        return status;
-    };
     // Reports nothing: without a GPU the selected cases are run only to count them (each skips at once).
     // When they are only listed, Google Benchmark prints their names and reports no context.
     class SilentReporter : public benchmark::BenchmarkReporter {
@@ -296,31 +335,6 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
                      shown_value(benchmark::GetBenchmarkFilter()).c_str(), cases);
         return kExitBadInput;
     };
-    for (int i = 1; i < argc; ++i) {
-        const std::string problem = benchmark_flag_problem(argv[i]);
-        if (problem.empty()) continue;
-        std::fprintf(stderr, "%s: '%s': the value must be %s\n", program, shown_value(argv[i]).c_str(),
-                     problem.c_str());
-        return kExitBadInput;
-    }
-    // Google Benchmark reads each flag from a variable too (BENCHMARK_FILTER for --benchmark_filter), where
-    // a command line does not give it: the same values are refused there (and only there: a variable whose
-    // flag the command line gives is not read).
-    for (const std::string& text : environment_entries()) {
-        const size_t equals = text.find('=');
-        if (text.rfind("BENCHMARK_", 0) != 0 || equals == std::string::npos) continue;
-        std::string flag = "--benchmark_" + text.substr(10, equals - 10);
-        for (char& c : flag) c = char(std::tolower(static_cast<unsigned char>(c)));
-        const bool flag_given = std::any_of(args.begin() + 1, args.end(), [&](const std::string& arg) {
-            return arg == flag || arg.rfind(flag + "=", 0) == 0;
-        });
-        if (flag_given) continue;
-        const std::string problem = benchmark_flag_problem(flag + text.substr(equals));
-        if (problem.empty()) continue;
-        std::fprintf(stderr, "%s: environment variable %s: the value must be %s\n", program, shown_value(text).c_str(),
-                     problem.c_str());
-        return kExitBadInput;
-    }
     // Google Benchmark's --help prints its usage and calls exit(0) inside Initialize. A usage that could not
     // be written is no success, as the programs' own --help (cli.cpp): checked at that exit. A reader that
     // stopped early (--help | head) took what it wanted.
@@ -340,29 +354,29 @@ inline int run_benchmarks(const char* program, const char* cases, int argc, char
         file_write_base_seconds();
     } catch (const UsageError& several) {
         std::fprintf(stderr, "%s: %s\n", program, several.what());
-        return finish_out(kExitBadInput);
+        return out.finish(program, kExitBadInput);
     } catch (const EnvironmentError& unreadable) {  // a launcher's variable set to no rank count
         std::fprintf(stderr, "%s: environment: %s\n", program, unreadable.what());
-        return finish_out(kExitEnvironment);
+        return out.finish(program, kExitEnvironment);
     }
     try {
         require_gpus(1);
     } catch (const EnvironmentError& no_gpu) {  // its message tells a too old driver from no GPU at all
         SilentReporter silent;
-        if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return finish_out(selects_nothing());
-        if (!silent.reported) return finish_out(kExitOk);  // listed, not run: no GPU needed
+        if (benchmark::RunSpecifiedBenchmarks(&silent) == 0) return out.finish(program, selects_nothing());
+        if (!silent.reported) return out.finish(program, kExitOk);  // listed, not run: no GPU needed
         std::fprintf(stderr, "%s: environment: %s\n", program, no_gpu.what());
-        return finish_out(kExitEnvironment);
+        return out.finish(program, kExitEnvironment);
     }
     const size_t ran = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
-    if (ran == 0) return finish_out(selects_nothing());
+    if (ran == 0) return out.finish(program, selects_nothing());
     if (benchmark_case_failed()) {
         std::fprintf(stderr, "%s: environment: a case failed (its 'a benchmark case failed' line says why)\n", program);
-        finish_out(kExitOk);  // the results of the cases that ran are still written
+        out.finish(program, kExitOk);  // the results of the cases that ran are still written
         return kExitEnvironment;
     }
-    return finish_out(kExitOk);
+    return out.finish(program, kExitOk);
 }
 
 }  // namespace fwi
