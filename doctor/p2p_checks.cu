@@ -577,7 +577,8 @@ Finding measure_bandwidth(GpuSystem& system, const BandwidthOptions& options, co
         finding.next =
             "a degraded NVLink (`nvidia-smi nvlink -s`, `nvidia-smi nvlink -e`) or a PCIe link trained at a lower "
             "width or generation (`nvidia-smi -q | grep -i -A3 'link width'`); for P2P slower than staging, what each "
-            "pair's line says of its path";
+            "pair's line says of its path; and another process copying or computing on those GPUs slows them too "
+            "(check 1 names those it sees)";
     }
     if (!complete) {
         finding.status = Status::warn;

@@ -758,9 +758,10 @@ Finding check_topology(const Nvml& nvml, GpuSystem& system) {
         finding.summary =
             "no peer access between GPUs " + without_access + ": copies between them go through host memory (slower)";
         finding.next =
-            "normal for GPUs on different CPU sockets or consumer GPUs; otherwise see the driver's view in `nvidia-smi "
-            "topo -p2p r`: a translating IOMMU (check 6 prints its mode; iommu=pt lets peers talk) or ACS on the "
-            "PCIe switches (`lspci -vvv | grep -i acsctl`) makes it refuse peer access";
+            "normal for GPUs on different CPU sockets or consumer GPUs, and in most VMs (only the hypervisor can pass "
+            "peer access through: ask its administrator); otherwise see the driver's view in `nvidia-smi topo -p2p "
+            "r`: a translating IOMMU (check 6 prints its mode; iommu=pt lets peers talk) or ACS on the PCIe switches "
+            "(`lspci -vvv | grep -i acsctl`) makes it refuse peer access";
     } else {
         std::map<std::string, int> kinds;
         for (int i = 0; i < n; ++i)
