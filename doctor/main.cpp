@@ -184,13 +184,18 @@ private:
         report_.add(checked(id, body, probe_gpus));
     }
 
+    // How long past a check's deadline the watchdog waits on this rank (kOtherRanksExtraGrace).
+    double watchdog_grace() const {
+        return kWatchdogGrace + (options_.mpi && world_rank() != 0 ? kOtherRanksExtraGrace : 0.0);
+    }
+
     // The finding of one check run under its deadline and the watchdog (run_check without the report). With
     // probe_gpus, each GPU is then asked for a little work, still under the watchdog (gpus_refusing_work):
     // where a check's CUDA error stays in a GPU's context, every later GPU check would fail with it.
     template <typename Body>
     Finding checked(const std::string& id, const Body& body, bool probe_gpus = false) {
         const Deadline deadline(options_.timeout_s);
-        watchdog_.arm(id, options_.timeout_s + kWatchdogGrace);
+        watchdog_.arm(id, options_.timeout_s + watchdog_grace());
         Finding finding;
         try {
             finding = body(deadline);

@@ -31,6 +31,10 @@ private:
 // The watchdog gives a check this long past its own deadline before it ends the run: the check's
 // polling waits notice the deadline first; the watchdog is for calls that cannot be polled.
 constexpr double kWatchdogGrace = 10.0;
+// Under --mpi, the watchdogs of the ranks other than 0 give a check this much longer: a rank that ends makes
+// mpirun end the job, and rank 0, which writes the report, must get to end a stuck check and report first
+// (Report::abandon does within 5 s).
+constexpr double kOtherRanksExtraGrace = 8.0;
 
 // The limit to give the suite's MPI helpers that guard their own waits (a WaitTimeout, which ends the
 // process with one line): past the watchdog's, so that the watchdog reports a stuck check first.
