@@ -8,8 +8,12 @@
 //
 // The barrier: block b of GPU r writes the call's epoch into flag [b][r] of every peer and waits until
 // its own flags [b][p] reach the epoch. Epochs only grow (2e-1 before the sums, 2e after), so
-// flags are never reset between calls. Block b covers the same elements on every GPU, so pairing
-// block b with the peers' block b is enough. The grid has at most one block per SM, so on a GPU that runs
+// flags are never reset between calls. Pairing block b with the peers' block b is enough, whatever
+// elements each block covers (in two-shot, different ones on each GPU): before the sums, a peer's block b
+// has started only once its kernel has, and with it everything queued before on that GPU's stream (its
+// input); after the sums, a GPU's kernel ends only once each of its blocks has seen every peer's block of
+// the same number finish, so by then every peer has done all its loads from and stores into this GPU's
+// buffers, and the next call may refill them. The grid has at most one block per SM, so on a GPU that runs
 // nothing else all its blocks are resident at once, and a waiting block never holds the SM that a block it
 // waits for needs. (Where other work holds SMs, a block may first wait for that work to end; nothing
 // guarantees residency here, as a cooperative launch would within one GPU.) A wait gives up after half of

@@ -5,8 +5,8 @@
 //
 // Ring: rank r receives from rank r-1 (mod n). Steps 0..n-2 are the reduce-scatter: at step k rank r
 // receives segment (r-k-1) mod n and adds its own contribution. After them rank r holds the full sum
-// of segment (r+1) mod n. Steps n-1..2n-3 are the all-gather: at all-gather step k rank r receives the
-// finished segment (r-k) mod n and stores it. What a rank receives at step k it sends at step k+1.
+// of segment (r+1) mod n. Steps n-1..2n-3 are the all-gather: at step n-1+g rank r receives the finished
+// segment (r-g) mod n and stores it. What a rank receives at step k it sends at step k+1.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // via_gpu0: the textbook allreduce. Every GPU copies its buffer to GPU 0, GPU 0 sums, every GPU
-// copies the sum back. GPU 0's links carry (n-1) buffers in and (n-1) out while the other links idle,
-// so its bus bandwidth falls as GPUs are added: the baseline the other variants improve on.
+// copies the sum back. GPU 0's links carry (n-1) buffers in and (n-1) out, each other GPU's only its own
+// buffer and the sum, so its bus bandwidth falls as GPUs are added: the baseline the other variants improve on.
 #include "allreduce_variant.hpp"
 #include "cuda_check.hpp"
 #include "errors.hpp"

@@ -31,13 +31,6 @@ constexpr LaunchVariable kMpiLauncherVariables[] = {
     {"MV2_COMM_WORLD_SIZE", "MVAPICH's mpirun_rsh",
      "Start it with the mpirun of the MPI this program was built with: `mpirun -np N`"},
 };
-// Set by srun in every task of a job step, with or without MPI (srun -n 2 of a program that is no MPI
-// program sets no MPI launcher's variable). Read only where no MPI launcher's variable is set: Open MPI's
-// mpirun inside an allocation starts its daemons as a step of their own, one task a node, and its ranks
-// inherit that step's count.
-constexpr LaunchVariable kSlurmStepVariable = {
-    "SLURM_STEP_NUM_TASKS", "Slurm's srun, for the tasks of this job step",
-    "Start the ranks with `srun --mpi=pmix -n N` (or `mpirun -np N` inside the allocation)"};
 // Set by a job's launcher or scheduler that does not start MPI ranks itself.
 constexpr LaunchVariable kOtherLauncherVariables[] = {
     {"SLURM_NTASKS", "Slurm (sbatch, salloc, srun)",
@@ -92,7 +85,6 @@ LaunchEnvironment launch_environment() {
         if (const char* value = std::getenv(variable.name)) environment[variable.name] = value;
     };
     for (const LaunchVariable& variable : kMpiLauncherVariables) read(variable);
-    read(kSlurmStepVariable);
     for (const LaunchVariable& variable : kOtherLauncherVariables) read(variable);
     return environment;
 }
@@ -106,8 +98,6 @@ std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environ
         launched_as_one = launched_as_one || ranks == 1;
     }
     if (launched_as_one) return "";
-    if (const int ranks = ranks_named_by(environment, kSlurmStepVariable); ranks > 1)
-        return mismatch_message(kSlurmStepVariable, ranks);
     for (const LaunchVariable& variable : kOtherLauncherVariables)
         if (const int ranks = ranks_named_by(environment, variable); ranks > 1)
             return mismatch_message(variable, ranks);
@@ -115,22 +105,18 @@ std::string launch_mismatch(int mpi_world_size, const LaunchEnvironment& environ
 }
 
 std::string mpi_launcher_ranks(const LaunchEnvironment& environment) {
-    const auto named = [](const LaunchVariable& variable, int ranks) {
-        return std::string(variable.name) + "=" + std::to_string(ranks) + ", set by " + variable.set_by;
-    };
     for (const LaunchVariable& variable : kMpiLauncherVariables) {
         const int ranks = ranks_named_by(environment, variable);
-        if (ranks > 1) return named(variable, ranks);
+        if (ranks > 1) return std::string(variable.name) + "=" + std::to_string(ranks) + ", set by " + variable.set_by;
         if (ranks == 1) return "";
     }
-    const int tasks = ranks_named_by(environment, kSlurmStepVariable);
-    return tasks > 1 ? named(kSlurmStepVariable, tasks) : "";
+    return "";
 }
 
 void refuse_launch_as_several_ranks(const std::string& instead) {
     if (const std::string launched = mpi_launcher_ranks(launch_environment()); !launched.empty())
         throw BadSettingError(
-            "started as one of several MPI ranks or tasks (" + launched +
+            "started as one of several MPI ranks (" + launched +
             "): each would run the whole program on the same GPUs; " + instead +
             " (to run independent copies on purpose, each with GPUs of its own, unset the variable in "
             "each)");

@@ -239,6 +239,13 @@ void validate_geometry(const Problem& p) {
                          "..--rec-x-last " + std::to_string(p.rec_x_last) + ")");
 }
 
+// The range the update keeps the model in.
+void validate_velocity_range(const Problem& p) {
+    if (p.v_min >= p.v_max)
+        throw UsageError("--v-min: " + format_number(p.v_min) + " must be below --v-max (" + format_number(p.v_max) +
+                         ")");
+}
+
 // The source wavelet: its peak inside the recording, and a warning where it starts abruptly.
 void validate_wavelet(const Problem& p) {
     if (p.delay > (p.nt - 1) * p.dt)
@@ -263,9 +270,6 @@ void validate_wavelet(const Problem& p) {
 // The models themselves (finite, positive, stable, within --v-min..--v-max), then the fastest velocity the
 // update may produce; and a true model that differs from the initial one.
 void validate_models(const Problem& p, const std::vector<float>& truth, const std::vector<float>& initial) {
-    if (p.v_min >= p.v_max)
-        throw UsageError("--v-min: " + format_number(p.v_min) + " must be below --v-max (" + format_number(p.v_max) +
-                         ")");
     const std::string initial_flags = "--v-initial " + format_number(p.v_initial);
     check_model(p, truth, "the true model (" + true_model_flags(p) + ")");
     check_model(p, initial, "the initial model (" + initial_flags + ")");
@@ -321,6 +325,7 @@ void check_dispersion(const Problem& p, const std::vector<float>& truth) {
 
 void validate(const Problem& p) {
     validate_geometry(p);
+    validate_velocity_range(p);
     validate_wavelet(p);
     const std::vector<float> truth = true_model(p), initial = initial_model(p);
     validate_models(p, truth, initial);

@@ -69,11 +69,6 @@ void GpuShare::upload_misfit(double misfit, const std::string& what) {
     propagator_.finish(what);
 }
 
-double GpuShare::download_misfit() const {
-    propagator_.finish("the work before downloading the misfit");
-    return misfit_.download(1, stream())[0];
-}
-
 void GpuShare::load_combine_check(int member) {
     std::vector<float> pattern(gradient_count());
     for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = allreduce_input(member, i);

@@ -233,7 +233,8 @@ Cause most_likely_cause(const NoGpuFacts& facts) {
                 "install the user-space driver libraries of the same version as the kernel module; in a container, use "
                 "the NVIDIA Container Toolkit (--gpus all), which mounts them"};
     // A GPU in MIG mode shows CUDA its compute instances only: none where none were made.
-    if (facts.gpus_in_mig_mode > 0 && facts.gpus_in_mig_mode == facts.nvml_gpus && !facts.visible_devices_set)
+    if (facts.cuda_error == "cudaErrorNoDevice" && facts.gpus_in_mig_mode > 0 &&
+        facts.gpus_in_mig_mode == facts.nvml_gpus && !facts.visible_devices_set)
         return {"every GPU the driver sees is in MIG mode (" + std::to_string(facts.gpus_in_mig_mode) +
                     "), and CUDA sees no instance of one: none made, or none this process may use",
                 "`nvidia-smi -L` lists the GPUs and their MIG instances: make a GPU and compute instance (`nvidia-smi "

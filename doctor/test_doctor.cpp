@@ -744,6 +744,10 @@ TEST_CASE("no GPU: the most likely cause comes first, and the facts are all list
         CHECK(contains(finding.next, "nvidia-smi -L"));
         facts.gpus_in_mig_mode = 1;  // the other GPU is whole: something else hides it
         CHECK(contains(diagnose_no_gpu(facts).summary, "the driver sees 2 GPU(s) but CUDA sees none"));
+        facts.gpus_in_mig_mode = 2;  // CUDA's own error names its cause, whatever the GPUs' mode
+        facts.cuda_error = "cudaErrorInsufficientDriver";
+        facts.driver_version = 12040;
+        CHECK(contains(diagnose_no_gpu(facts).summary, "older than this build's runtime"));
     }
     SUBCASE("a driver older than the runtime") {
         facts.driver_version = 12040;

@@ -108,7 +108,7 @@ def read_manifest(runs_dir):
         if missing:
             raise BadManifest("%s line %d: no %s" % (path, line, ", ".join(missing)))
         if None in entry:  # csv.DictReader's key for the values past the header's columns
-            raise BadManifest("%s line %d: more columns than the header's %d" % (path, line, len(columns)))
+            raise BadManifest("%s line %d: more columns than the header's %d" % (path, line, len(entry) - 1))
         for key, name_pattern in (("pattern", r"[0-9]{2}_[a-z0-9_]+"), ("variant", r"[A-Za-z0-9_-]*")):
             if not re.fullmatch(name_pattern, entry[key]):
                 raise BadManifest("%s line %d: %s %s is not a lesson's %s as compare.sh writes it"

@@ -147,6 +147,6 @@ add_exit_test(data_safety_bench_out_variable_unwritable CODE 2 TEXT "BENCHMARK_O
 
 # Like the programs of one process, a benchmark started by mpirun as several ranks is refused before any work.
 add_exit_test(ecosystem_bench_propagator_mpirun_several CODE 2
-              TEXT "started as one of several MPI ranks or tasks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun)"
+              TEXT "started as one of several MPI ranks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun)"
               LABELS cpu mpi ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
               COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:bench_propagator>)

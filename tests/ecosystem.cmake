@@ -149,21 +149,13 @@ add_exit_test(ecosystem_launch_mismatch_doctor_mpi CODE 2 TEXT "WORLD_SIZE=2" LA
 # doctor without --mpi is no MPI program: started by mpirun as several ranks, it is refused before any check
 # (each would run every check at once on the same GPUs); `mpirun -np 1` is one doctor and goes on.
 add_exit_test(ecosystem_doctor_mpirun_without_mpi CODE 2
-              TEXT "started as one of several MPI ranks or tasks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun): each would run the whole program on the same GPUs; add --mpi"
+              TEXT "started as one of several MPI ranks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun): each would run the whole program on the same GPUs; add --mpi"
               LABELS cpu mpi ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
               COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:doctor>)
-# srun -n 2 of a program that is no MPI program sets only its step's task count: refused alike. Under
-# mpirun, whose daemons run as a Slurm step of their own inside an allocation, mpirun's count decides.
-add_exit_test(ecosystem_doctor_srun_tasks CODE 2
-              TEXT "started as one of several MPI ranks or tasks (SLURM_STEP_NUM_TASKS=2, set by Slurm's srun, for the tasks of this job step)"
-              LABELS cpu ENVIRONMENT ${ecosystem_no_gpu} SLURM_STEP_NUM_TASKS=2 COMMAND $<TARGET_FILE:doctor>)
-add_exit_test(ecosystem_doctor_mpirun_one_in_slurm_step CODE 3 TEXT "" OUTPUT "no GPU visible -> exit 3" LABELS cpu mpi
-              ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu} SLURM_STEP_NUM_TASKS=2
-              COMMAND ${MPIRUN_TEST} 1 $<TARGET_FILE:doctor>)
 # So are the other programs of one process (and the benchmarks: benchmarks.cmake).
 foreach(program 01_single_gpu 02_allreduce_primitives 04_nccl_threads)
   add_exit_test(ecosystem_${program}_mpirun_several CODE 2
-                TEXT "started as one of several MPI ranks or tasks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun)"
+                TEXT "started as one of several MPI ranks (OMPI_COMM_WORLD_SIZE=2, set by Open MPI's mpirun)"
                 LABELS cpu mpi ENVIRONMENT ${MPI_TEST_ENVIRONMENT} ${ecosystem_no_gpu}
                 COMMAND ${MPIRUN_TEST} 2 $<TARGET_FILE:${program}>)
 endforeach()
