@@ -1,6 +1,6 @@
 // doctest main for GPU tests: with no GPU visible the whole executable is skipped (exit 77, which CTest
 // shows as skipped through SKIP_RETURN_CODE), never passed; with a driver CUDA cannot use, it fails
-// (exit 3, saying why) rather than skip.
+// (exit 3, saying why) rather than skip; filters that select no test case fail it (selected_test_cases.hpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -8,6 +8,7 @@
 
 #include "device.hpp"
 #include "errors.hpp"
+#include "selected_test_cases.hpp"
 
 int main(int argc, char** argv) {
     return fwi::run_program("GPU tests", [&] {
@@ -16,6 +17,6 @@ int main(int argc, char** argv) {
             return int(fwi::kExitSkipped);
         }
         doctest::Context context(argc, argv);
-        return context.run();
+        return fwi::run_selected_test_cases(context);
     });
 }

@@ -2,9 +2,10 @@
 # The lessons warn when another process holds a GPU they use (warn_of_other_processes, common/device.hpp):
 # with hold_gpu holding a context on GPU 0, 01 and 05 (one rank) must say so, naming the holder's pid.
 # (That a run on idle GPUs says nothing is not tested: under ctest -j other tests share the GPU.) Skips
-# (77) where NVML cannot list the GPU's processes, or not by this PID namespace's ids (a container that
-# hides them, or shows them under the host's pids). Where nvidia-smi lists hold_gpu by its pid, visible_gpus
-# must too: the lessons' warning uses the same listing, so one that loses the holder fails, not skips.
+# (77) where neither visible_gpus nor nvidia-smi lists hold_gpu by this PID namespace's id (NVML cannot list
+# the GPU's processes, or a container hides them or shows them under the host's pids). Where nvidia-smi lists
+# it, visible_gpus must too: the lessons' warning uses the same listing, so one that fails or loses the
+# holder fails the test, not skips it.
 # Skips too where a GPU is in exclusive-process compute mode: the lessons could not open hold_gpu's GPU.
 #
 # usage: other_processes_warning.sh BIN_DIR MPIRUN...   (MPIRUN: the launcher, its flags and its flag for the
@@ -23,15 +24,19 @@ trap '[ -z "$holder" ] || kill "$holder" 2>/dev/null; rm -rf "$work"' EXIT
 holder=$!
 for _ in $(seq 300); do grep -q holding "$work/holder.txt" && break; sleep 0.1; done
 grep -q holding "$work/holder.txt" || { echo "FAILED: hold_gpu did not start: $(cat "$work/holder.txt")"; exit 1; }
-if ! listed=$("$bin/common/visible_gpus" --other-processes 2>&1); then
-    echo "SKIPPED: the GPU's processes cannot be listed here: $listed"
-    exit 77
-fi
-if [[ "$listed" != *"pid $holder "* ]]; then
-    # nvidia-smi, asked on its own: where it lists hold_gpu by this namespace's pid, so must visible_gpus.
-    smi_pids=$(quick_query nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null) || true
+listed=$("$bin/common/visible_gpus" --other-processes 2>&1)
+listed_code=$?
+if [ "$listed_code" -ne 0 ] || [[ "$listed" != *"pid $holder "* ]]; then
+    # nvidia-smi, asked on its own: where it lists hold_gpu by this namespace's pid, so must visible_gpus,
+    # whether its listing failed (exit 3) or left the holder out.
+    if ! smi_pids=$(quick_query nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null); then
+        echo "SKIPPED: visible_gpus --other-processes does not list hold_gpu (exit $listed_code: $listed), and" \
+             "nvidia-smi cannot be asked to tell whether it should"
+        exit 77
+    fi
     if grep -qx " *$holder *" <<<"$smi_pids"; then
-        echo "FAILED: nvidia-smi lists hold_gpu (pid $holder), visible_gpus --other-processes does not: $listed"
+        echo "FAILED: nvidia-smi lists hold_gpu (pid $holder), visible_gpus --other-processes does not" \
+             "(exit $listed_code): $listed"
         exit 1
     fi
     echo "SKIPPED: neither visible_gpus nor nvidia-smi lists hold_gpu by this namespace's pid $holder: $listed"
