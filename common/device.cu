@@ -2,13 +2,11 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "cuda_timing.hpp"
 #include "errors.hpp"
