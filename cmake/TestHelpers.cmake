@@ -39,9 +39,10 @@ function(gpu_mpi_labels variable gpus)
 endfunction()
 
 # add_exit_test(<name> CODE <exit code> TEXT <text> [NOT_TEXT <text>] [LABELS <labels>] [TIMEOUT <seconds>]
-#               [ENVIRONMENT <VAR=value>...] [OUTPUT <text>...] [NOT_OUTPUT <text>] COMMAND <program> <args>...)
+#               [ENVIRONMENT <VAR=value>...] [OUTPUT <text>...] [NOT_OUTPUT <text>] [EMPTY_OUTPUT] COMMAND <program>
+#               <args>...)
 # Passes when the command exits with CODE, its stderr contains TEXT (and not NOT_TEXT) and its stdout each OUTPUT text
-# (and not NOT_OUTPUT) (tests/expect_exit.cmake): the bad-input and bad-launch tests of every program, and what --help prints.
+# (and not NOT_OUTPUT; nothing at all with EMPTY_OUTPUT) (tests/expect_exit.cmake): the bad-input and bad-launch tests of every program, and what --help prints.
 # LABELS default to cpu (cpu and mpi for a COMMAND that starts with MPIEXEC_EXECUTABLE), TIMEOUT to 120 s.
 # An empty TEXT ("" where any message will do) sets WHOLE_TEXT to "" rather than unsetting it: the same to
 # the function, and without the warning of CMake 3.31 and later (functions keep the policies of their
@@ -50,7 +51,8 @@ if(POLICY CMP0174)
   cmake_policy(SET CMP0174 NEW)
 endif()
 function(add_exit_test name)
-  cmake_parse_arguments(ARG "" "CODE;TEXT;NOT_TEXT;NOT_OUTPUT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND;OUTPUT" ${ARGN})
+  cmake_parse_arguments(ARG "EMPTY_OUTPUT" "CODE;TEXT;NOT_TEXT;NOT_OUTPUT;TIMEOUT" "LABELS;ENVIRONMENT;COMMAND;OUTPUT"
+                        ${ARGN})
   # TEXT and NOT_TEXT once more, whole: ${ARGN} splits a text at its semicolons ("out of range; allowed
   # 1..2"), and the parse above kept only the part before the first.
   cmake_parse_arguments(PARSE_ARGV 1 WHOLE "" "TEXT;NOT_TEXT" "")
@@ -74,7 +76,7 @@ function(add_exit_test name)
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${ARG_COMMAND}" -DEXPECTED_CODE=${ARG_CODE} -DTIMEOUT=${command_timeout}
                    "-DEXPECTED_TEXT=${WHOLE_TEXT}" "-DUNEXPECTED_TEXT=${WHOLE_NOT_TEXT}"
                    "-DEXPECTED_OUTPUT=${ARG_OUTPUT}" "-DUNEXPECTED_OUTPUT=${ARG_NOT_OUTPUT}"
-                   -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
+                   "-DEXPECT_EMPTY_OUTPUT=${ARG_EMPTY_OUTPUT}" -P ${PROJECT_SOURCE_DIR}/tests/expect_exit.cmake)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
   if(ARG_ENVIRONMENT)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")

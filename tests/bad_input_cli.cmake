@@ -193,9 +193,9 @@ add_exit_test(cli_visible_gpus_help CODE 0 TEXT ""
               "every pair of visible GPUs may have peer access"
               COMMAND $<TARGET_FILE:visible_gpus> --help)
 # No GPU visible: no other process to list, no memory to give, and no error.
-add_exit_test(cli_visible_gpus_other_processes_no_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+add_exit_test(cli_visible_gpus_other_processes_no_gpu CODE 0 TEXT "" EMPTY_OUTPUT ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:visible_gpus> --other-processes)
-add_exit_test(cli_visible_gpus_memory_no_gpu CODE 0 TEXT "" ENVIRONMENT "CUDA_VISIBLE_DEVICES="
+add_exit_test(cli_visible_gpus_memory_no_gpu CODE 0 TEXT "" EMPTY_OUTPUT ENVIRONMENT "CUDA_VISIBLE_DEVICES="
               COMMAND $<TARGET_FILE:visible_gpus> --memory-mib)
 # No pair of GPUs: none lacks peer access.
 add_exit_test(cli_visible_gpus_peer_access_no_gpu CODE 0 TEXT "" OUTPUT "1" NOT_OUTPUT "0" ENVIRONMENT "CUDA_VISIBLE_DEVICES="

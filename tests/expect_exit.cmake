@@ -1,6 +1,6 @@
 # Runs COMMAND (a ;-list) and checks its exit code is EXPECTED_CODE, its stderr contains EXPECTED_TEXT and
 # not UNEXPECTED_TEXT (when given), and its stdout each text of the ;-list EXPECTED_OUTPUT (none when it is
-# not given) and not UNEXPECTED_OUTPUT (when given).
+# not given) and not UNEXPECTED_OUTPUT (when given); with EXPECT_EMPTY_OUTPUT true, its stdout must be empty.
 # COMMAND runs at most TIMEOUT seconds (60 when not given; add_exit_test passes a little less than the
 # test's own limit, so that this script, not CTest, reports the command that overstayed).
 # Usage: cmake -DCOMMAND="prog;--flag;value" -DEXPECTED_CODE=2 -DEXPECTED_TEXT="--flag" -P expect_exit.cmake
@@ -33,4 +33,7 @@ foreach(text IN LISTS EXPECTED_OUTPUT)
   endif()
 endforeach()
 require_absent(stdout "${UNEXPECTED_OUTPUT}" "${out}")
+if(EXPECT_EMPTY_OUTPUT AND NOT "${out}" STREQUAL "")
+  message(FATAL_ERROR "stdout should be empty:\n${out}")
+endif()
 message(STATUS "exit ${code} with: ${err}")
