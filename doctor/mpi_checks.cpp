@@ -733,13 +733,12 @@ JsonObject mapping_json(const std::vector<RankRecord>& records, const std::vecto
     return mapping;
 }
 
-// Why NCCL over MPI did not run, into `finding` (FAIL), or false where nothing kept it from running: a
-// rank that sees no GPU, one that could not take its GPU, or ranks sharing one, which NCCL refuses.
-bool judge_not_run(Finding& finding, const std::vector<RankRecord>& before, const std::vector<RankRecord>& records,
+// Why NCCL over MPI did not run, into `finding` (FAIL): ranks that see no GPU (`without_gpu`, by their
+// records `before` the GPUs were taken), ranks that could not take theirs (`without_own_gpu`), or ranks
+// sharing one (`shared`), which NCCL refuses. One of the three is not empty.
+void judge_not_run(Finding& finding, const std::vector<RankRecord>& before, const std::vector<RankRecord>& records,
+                   const std::vector<int>& without_gpu, const std::vector<int>& without_own_gpu,
                    const std::vector<std::string>& shared) {
-    const std::vector<int> without_gpu = ranks_where(before, [](const RankRecord& r) { return r.visible_gpus == 0; });
-    const std::vector<int> without_own_gpu =
-        ranks_where(records, [](const RankRecord& r) { return r.gpu_error[0] != '\0'; });
     if (!without_gpu.empty()) {
         finding.status = Status::fail;
         finding.summary = "rank(s) " + rank_list(without_gpu) + " see no GPU; NCCL over MPI not run";
@@ -750,7 +749,7 @@ bool judge_not_run(Finding& finding, const std::vector<RankRecord>& before, cons
         finding.next =
             "on those ranks' hosts, what each line above says; else check the launcher's GPU binding and "
             "CUDA_VISIBLE_DEVICES there (table above)";
-        return true;
+        return;
     }
     if (!without_own_gpu.empty()) {
         for (int r : without_own_gpu)
@@ -759,19 +758,16 @@ bool judge_not_run(Finding& finding, const std::vector<RankRecord>& before, cons
         finding.status = Status::fail;
         finding.summary = "rank(s) " + rank_list(without_own_gpu) + " could not take a GPU; NCCL over MPI not run";
         finding.next = "what each line above says";
-        return true;
+        return;
     }
-    if (!shared.empty()) {
-        finding.status = Status::fail;
-        finding.summary = shared.front() + (shared.size() > 1 ? " (and more)" : "") + "; NCCL over MPI not run";
-        finding.next =
-            "start at most one rank per GPU on each host: mpirun -np <the hosts' GPUs together> --map-by "
-            "ppr:<GPUs per host>:node where every host has as many, else a hostfile whose line for each host says "
-            "slots=<its GPUs>; or give each rank its own CUDA_VISIBLE_DEVICES (ranks on instances of one GPU in MIG "
-            "mode share its address too: NCCL needs whole GPUs, and check 1 names those in MIG mode)";
-        return true;
-    }
-    return false;
+    // Else ranks share a GPU.
+    finding.status = Status::fail;
+    finding.summary = shared.front() + (shared.size() > 1 ? " (and more)" : "") + "; NCCL over MPI not run";
+    finding.next =
+        "start at most one rank per GPU on each host: mpirun -np <the hosts' GPUs together> --map-by "
+        "ppr:<GPUs per host>:node where every host has as many, else a hostfile whose line for each host says "
+        "slots=<its GPUs>; or give each rank its own CUDA_VISIBLE_DEVICES (ranks on instances of one GPU in MIG "
+        "mode share its address too: NCCL needs whole GPUs, and check 1 names those in MIG mode)";
 }
 
 // The verdicts that check 7 takes into its own: the ranks' differences, the other hosts' check 6, the GPUs
@@ -852,16 +848,15 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     // 1. Every rank's place, then its GPU: where any rank sees none, no rank takes one (a collective).
     RankRecord mine = this_rank(visible);
     const std::vector<RankRecord> before = all_gather(mine);
-    const bool every_rank_sees_a_gpu =
-        std::none_of(before.begin(), before.end(), [](const RankRecord& r) { return r.visible_gpus == 0; });
-    if (every_rank_sees_a_gpu) take_own_gpu(mine, before, options, deadline);
+    const std::vector<int> without_gpu = ranks_where(before, [](const RankRecord& r) { return r.visible_gpus == 0; });
+    if (without_gpu.empty()) take_own_gpu(mine, before, options, deadline);
     const std::vector<RankRecord> records = all_gather(mine);
+    const std::vector<int> without_own_gpu =
+        ranks_where(records, [](const RankRecord& r) { return r.gpu_error[0] != '\0'; });
     const std::vector<std::string> shared = shared_gpus(records);
 
     // 2. The allreduce through NCCL, where every rank has a GPU of its own (NCCL refuses two ranks on one).
-    const bool run_nccl =
-        every_rank_sees_a_gpu && shared.empty() &&
-        std::none_of(records.begin(), records.end(), [](const RankRecord& r) { return r.gpu_error[0] != '\0'; });
+    const bool run_nccl = without_gpu.empty() && without_own_gpu.empty() && shared.empty();
     const std::vector<RankOutcome> outcomes =
         run_nccl ? nccl_over_mpi_on_every_rank(mine.device, records, options, deadline) : std::vector<RankOutcome>{};
 
@@ -900,8 +895,10 @@ Finding check_mpi(const MpiCheckOptions& options, const Deadline& deadline) {
     finding.facts.add("mapping", mapping_json(records, outcomes));
 
     // 4. The verdict.
-    if (!judge_not_run(finding, before, records, shared))
+    if (run_nccl)
         judge_outcomes(finding, records, outcomes, found, options.nccl_bytes);
+    else
+        judge_not_run(finding, before, records, without_gpu, without_own_gpu, shared);
     return finding;
 }
 
